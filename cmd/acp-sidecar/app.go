@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/acp-sidecar/acp-sidecar/proxy"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "0.1.0-dev"
+
+// runMain builds the CLI and runs it, returning the process's exit status.
+func runMain(ctx context.Context, args []string, s stdio) int {
+	app := newApp(s)
+	err := app.RunContext(ctx, args)
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(s.err, "acp-sidecar: %v\n", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintf(s.err, "acp-sidecar: %v\n", err)
+	return 2
+}
+
+func envs(name string) []string { return []string{"ACP_SIDECAR_" + name} }
+
+// relayFlags are the flags of the default (relay) action.
+func relayFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "log-file", EnvVars: envs("LOG_FILE"), Usage: "write the sidecar's log here (default: sidecar.log in the state dir)"},
+		&cli.StringFlag{Name: "log-level", EnvVars: envs("LOG_LEVEL"), Value: "info", Usage: "debug, info, warn or error"},
+		&cli.StringFlag{Name: "trace", EnvVars: envs("TRACE"), Usage: "write every frame as JSONL to `FILE` (it records conversation content)"},
+		&cli.IntFlag{Name: "max-frame", EnvVars: envs("MAX_FRAME"), Value: proxy.DefaultMaxFrame, Usage: "largest frame in bytes; larger ones get a clear error"},
+		&cli.DurationFlag{Name: "grace", EnvVars: envs("GRACE"), Value: proxy.DefaultGrace, Usage: "how long the agent gets at each shutdown step"},
+		&cli.StringFlag{Name: "state-dir", EnvVars: envs("STATE_DIR"), Usage: "where sessions and logs are kept (default $XDG_STATE_HOME/acp-sidecar)"},
+	}
+}
+
+func newApp(s stdio) *cli.App {
+	return &cli.App{
+		Name:      "acp-sidecar",
+		Usage:     "keep ACP sessions' config and conversation across resets, crashes and rollbacks",
+		UsageText: "acp-sidecar [flags] -- AGENT [ARGS...]\nacp-sidecar COMMAND [flags]",
+		Version:   version,
+		Reader:    s.in,
+		Writer:    s.err, // help and errors never go to stdout: it carries ACP
+		ErrWriter: s.err,
+		Flags:     relayFlags(),
+		Action: func(c *cli.Context) error {
+			argv := c.Args().Slice()
+			if len(argv) == 0 {
+				cli.ShowAppHelp(c)
+				return &exitError{code: 2, err: errors.New("missing agent command: acp-sidecar [flags] -- AGENT [ARGS...]")}
+			}
+			opts := runOptions{
+				argv:     argv,
+				logFile:  c.String("log-file"),
+				logLevel: c.String("log-level"),
+				trace:    c.String("trace"),
+				maxFrame: c.Int("max-frame"),
+				grace:    c.Duration("grace"),
+				stateDir: c.String("state-dir"),
+			}
+			return run(c.Context, opts, s)
+		},
+		HideHelpCommand: true,
+		Commands: []*cli.Command{
+			{
+				Name:  "version",
+				Usage: "print the version",
+				Action: func(c *cli.Context) error {
+					fmt.Fprintf(s.out, "acp-sidecar %s\n", version)
+					return nil
+				},
+			},
+		},
+		ExitErrHandler: func(*cli.Context, error) {}, // runMain reports errors
+	}
+}
+
+// defaultStateDir follows the XDG base directory rules.
+func defaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return d + "/acp-sidecar"
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return h + "/.local/state/acp-sidecar"
+	}
+	return os.TempDir() + "/acp-sidecar"
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/acp-sidecar/acp-sidecar/intercept"
+	"github.com/acp-sidecar/acp-sidecar/proxy"
+)
+
+type runOptions struct {
+	argv     []string
+	logFile  string
+	logLevel string
+	trace    string
+	maxFrame int
+	grace    time.Duration
+	stateDir string
+}
+
+// run is the relay: start the agent, relay until it is gone, exit with its
+// status.
+func run(ctx context.Context, o runOptions, s stdio) error {
+	if isTerminal(s.in) {
+		// A terminal-login launch (protocol.md §8, 20): the agent wants
+		// a person, not ACP. Become the agent.
+		return execAgent(o.argv)
+	}
+	if o.stateDir == "" {
+		o.stateDir = defaultStateDir()
+	}
+	log, closeLog, err := openLog(o)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	defer closeLog()
+
+	var trace *proxy.Trace
+	if o.trace != "" {
+		f, err := os.OpenFile(o.trace, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		if err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("open trace: %w", err)}
+		}
+		fmt.Fprintf(s.err, "acp-sidecar: --trace records the whole conversation in %s\n", o.trace)
+		trace = proxy.NewTrace(f)
+		defer trace.Close()
+	}
+
+	if err := proxy.AdoptOrphans(); err != nil {
+		log.Warn("cannot adopt the agent's orphans; a crashed agent's children may outlive it", "err", err)
+	}
+	agent, err := proxy.StartAgent(proxy.AgentSpec{
+		Argv: o.argv, Stderr: s.err, Grace: o.grace, Log: log, Orphans: true,
+	})
+	if err != nil {
+		return &exitError{code: 127, err: err}
+	}
+	log.Info("agent started", "argv0", o.argv[0], "agentPid", agent.Pid())
+
+	// The owner of the agent's shutdown: it starts on client EOF or on a
+	// signal, whichever comes first, and ends when the agent is gone.
+	shutdown := make(chan os.Signal, 1)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		var sig os.Signal
+		select {
+		case sig = <-sigs:
+			log.Info("signal received; stopping the agent", "signal", sig.String())
+		case sig = <-shutdown:
+			log.Info("client closed its input; stopping the agent")
+		case <-agent.Done():
+			return
+		}
+		agent.Shutdown(context.WithoutCancel(ctx), sig)
+	}()
+
+	relay := proxy.NewRelay(proxy.Config{
+		ClientIn:    pollable(s.in),
+		ClientOut:   s.out,
+		AgentIn:     agent.Stdin,
+		AgentOut:    agent.Stdout,
+		MaxFrame:    o.maxFrame,
+		Hook:        intercept.NewChain(log, intercept.MethodLog{Log: log}),
+		Trace:       trace,
+		Log:         log,
+		OnClientEOF: func() { shutdown <- nil },
+	})
+	relayErr := relay.Run(ctx)
+	<-agent.Done()
+	<-stopped
+	code := agent.ExitCode()
+	agent.Close()
+	if relayErr != nil {
+		log.Error("relay ended with an error", "err", relayErr)
+	}
+	if agent.StoppedByUs() {
+		log.Info("agent stopped", "status", code)
+		return nil
+	}
+	log.Info("agent exited", "status", code)
+	if code != 0 {
+		return &exitError{code: code}
+	}
+	return nil
+}
+
+// openLog opens the sidecar's log file. The sidecar's stderr stays quiet:
+// editors show stderr to the user.
+func openLog(o runOptions) (*slog.Logger, func(), error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return nil, nil, fmt.Errorf("--log-level %q: %w", o.logLevel, err)
+	}
+	path := o.logFile
+	if path == "" {
+		path = filepath.Join(o.stateDir, "sidecar.log")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, nil, fmt.Errorf("log dir: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open log: %w", err)
+	}
+	h := slog.NewTextHandler(f, &slog.HandlerOptions{Level: level})
+	log := slog.New(h).With("pid", os.Getpid())
+	return log, func() { f.Close() }, nil
+}
+
+// pollable returns stdin in a form whose pending read ends when it is closed,
+// so the relay's client reader can be stopped and waited for. A plain
+// os.Stdin blocks in read(2) until the editor writes or exits.
+func pollable(f *os.File) io.Reader {
+	if f != os.Stdin {
+		return f
+	}
+	fd := int(f.Fd())
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		return f
+	}
+	return os.NewFile(uintptr(fd), "stdin")
+}
+
+// execAgent replaces this process with the agent.
+func execAgent(argv []string) error {
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return &exitError{code: 127, err: fmt.Errorf("agent %q: %w", argv[0], err)}
+	}
+	if err := syscall.Exec(path, argv, os.Environ()); err != nil {
+		return &exitError{code: 126, err: fmt.Errorf("exec %s: %w", strings.Join(argv, " "), err)}
+	}
+	return nil
+}

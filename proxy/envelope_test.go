@@ -1,0 +1,175 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestScanEnvelope(t *testing.T) {
+	tests := []struct {
+		name      string
+		frame     string
+		kind      Kind
+		id        string
+		method    string
+		sessionID string
+		update    string
+		isErr     bool
+	}{
+		{name: "request", frame: `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`,
+			kind: KindRequest, id: `1`, method: "session/prompt", sessionID: `"s1"`},
+		{name: "id zero", frame: `{"jsonrpc":"2.0","id":0,"method":"initialize"}`, kind: KindRequest, id: `0`, method: "initialize"},
+		{name: "negative id", frame: `{"id":-6,"method":"x","jsonrpc":"2.0"}`, kind: KindRequest, id: `-6`, method: "x"},
+		{name: "string id", frame: `{"id":"abc","method":"x"}`, kind: KindRequest, id: `"abc"`, method: "x"},
+		{name: "null id is a request", frame: `{"id":null,"method":"x"}`, kind: KindRequest, id: `null`, method: "x"},
+		{name: "notification with update", frame: `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}`,
+			kind: KindNotification, method: "session/update", sessionID: `"s"`, update: "agent_message_chunk"},
+		{name: "result", frame: `{"jsonrpc":"2.0","id":7,"result":{"sessionId":"x"}}`, kind: KindResponse, id: `7`},
+		{name: "error response", frame: `{"jsonrpc":"2.0","id":"q","error":{"code":-32601,"message":"no"}}`, kind: KindResponse, id: `"q"`, isErr: true},
+		{name: "white space everywhere", frame: " { \"method\" : \"m\" , \"params\" : { \"sessionId\" : \"a b\" } } \r", kind: KindNotification, method: "m", sessionID: `"a b"`},
+		{name: "escaped method", frame: `{"method":"session\/new","id":2}`, kind: KindRequest, id: `2`, method: "session/new"},
+		{name: "escaped key", frame: `{"\u0069d":3,"method":"m"}`, kind: KindRequest, id: `3`, method: "m"},
+		{name: "later duplicate wins", frame: `{"id":1,"id":2,"method":"a","method":"b"}`, kind: KindRequest, id: `2`, method: "b"},
+		{name: "nested sessionId is not the envelope's", frame: `{"method":"m","params":{"x":{"sessionId":"deep"}}}`, kind: KindNotification, method: "m"},
+		{name: "sessionId of a result is not read", frame: `{"id":1,"result":{"sessionId":"r"}}`, kind: KindResponse, id: `1`},
+		{name: "non-string sessionId", frame: `{"method":"m","params":{"sessionId":42}}`, kind: KindNotification, method: "m", sessionID: `42`},
+		{name: "array batch", frame: `[{"id":1,"method":"m"}]`, kind: KindOther},
+		{name: "bare value", frame: `"hello"`, kind: KindOther},
+		{name: "empty object", frame: `{}`, kind: KindOther},
+		{name: "big numbers and html", frame: `{"method":"_x","params":{"_meta":{"n":12345678901234567890,"h":"<>&"}}}`, kind: KindNotification, method: "_x"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env, err := Scan([]byte(tt.frame))
+			if err != nil {
+				t.Fatalf("Scan: %v", err)
+			}
+			if env.Kind != tt.kind || string(env.ID) != tt.id || string(env.Method) != tt.method || string(env.Update) != tt.update || env.Error != tt.isErr {
+				t.Errorf("Scan = kind %v id %q method %q update %q error %v; want %v %q %q %q %v",
+					env.Kind, env.ID, env.Method, env.Update, env.Error, tt.kind, tt.id, tt.method, tt.update, tt.isErr)
+			}
+			got := ""
+			if env.SessionID.Present() {
+				got = tt.frame[env.SessionID.Start:env.SessionID.End]
+			}
+			if got != tt.sessionID {
+				t.Errorf("sessionId span = %q, want %q", got, tt.sessionID)
+			}
+		})
+	}
+}
+
+func TestScanRejects(t *testing.T) {
+	for name, frame := range map[string]string{
+		"not json":          `hello`,
+		"truncated":         `{"id":1,"method":"m"`,
+		"trailing garbage":  `{"id":1} x`,
+		"two values":        `{} {}`,
+		"invalid utf-8":     "{\"method\":\"m\",\"params\":{\"t\":\"\xff\xfe\"}}",
+		"control char":      "{\"a\":\"x\x01\"}",
+		"bad escape":        `{"a":"\q"}`,
+		"bad unicode":       `{"a":"\u12"}`,
+		"leading zero":      `{"a":01}`,
+		"bare minus":        `{"a":-}`,
+		"missing colon":     `{"a" 1}`,
+		"trailing comma":    `{"a":1,}`,
+		"single quotes":     `{'a':1}`,
+		"too deep":          strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1),
+		"100k levels":       strings.Repeat(`{"a":`, 100000) + "1" + strings.Repeat("}", 100000),
+		"lone surrogate ok": "",
+	} {
+		if frame == "" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			if _, err := Scan([]byte(frame)); err == nil {
+				t.Errorf("Scan(%.40q) succeeded; want a syntax error", frame)
+			}
+		})
+	}
+}
+
+func TestScanPrefixFindsIDOfCutFrame(t *testing.T) {
+	head := []byte(`{"jsonrpc":"2.0","id":42,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"aaaaaaaa`)
+	env := ScanPrefix(head)
+	if env.Kind != KindRequest || string(env.ID) != "42" || string(env.Method) != "session/prompt" {
+		t.Errorf("ScanPrefix = %v %q %q; want request 42 session/prompt", env.Kind, env.ID, env.Method)
+	}
+}
+
+func TestPlain8(t *testing.T) {
+	for i := 0; i < 256; i++ {
+		b := []byte("abcdefgh")
+		for pos := 0; pos < 8; pos++ {
+			c := append([]byte(nil), b...)
+			c[pos] = byte(i)
+			want := i >= 0x20 && i < 0x80 && i != '"' && i != '\\'
+			if got := plain8(leUint64(c)); got != want {
+				t.Fatalf("plain8 with byte 0x%02x at %d = %v, want %v", i, pos, got, want)
+			}
+		}
+	}
+}
+
+func leUint64(b []byte) uint64 {
+	var x uint64
+	for i := 7; i >= 0; i-- {
+		x = x<<8 | uint64(b[i])
+	}
+	return x
+}
+
+// FuzzScan checks the scanner against encoding/json: it accepts exactly the
+// valid JSON in valid UTF-8, and reads the same id, method and sessionId.
+func FuzzScan(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s1"}}`,
+		`{"id":"x","result":{}}`, `[1,2]`, `{"method":"m","params":{"update":{"sessionUpdate":"u"}}}`,
+		`{"\u0069d":1}`, `{"id":1,"id":2}`, "{\"a\":\"\xff\"}", `{"a":1e5,"b":-0.5E-3,"c":[true,false,null]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		env, err := Scan(b)
+		valid := json.Valid(b) && utf8.Valid(b)
+		if (err == nil) != valid {
+			t.Fatalf("Scan error %v, but json.Valid && utf8.Valid = %v for %q", err, valid, b)
+		}
+		if err != nil {
+			return
+		}
+		var top map[string]json.RawMessage
+		if json.Unmarshal(b, &top) != nil {
+			if env.Kind != KindOther {
+				t.Fatalf("not an object but kind %v", env.Kind)
+			}
+			return
+		}
+		if id, ok := top["id"]; ok != (env.ID != nil) || ok && !bytes.Equal(id, env.ID) {
+			t.Fatalf("id = %q, encoding/json says %q (present %v)", env.ID, id, ok)
+		}
+		if m, ok := top["method"]; ok {
+			var s string
+			if json.Unmarshal(m, &s) == nil && s != string(env.Method) {
+				t.Fatalf("method = %q, encoding/json says %q", env.Method, s)
+			}
+		} else if env.Method != nil {
+			t.Fatalf("method %q found where encoding/json sees none", env.Method)
+		}
+		var params map[string]json.RawMessage
+		sid := []byte(nil)
+		if p, ok := top["params"]; ok && json.Unmarshal(p, &params) == nil {
+			sid = params["sessionId"]
+		}
+		got := []byte(nil)
+		if env.SessionID.Present() {
+			got = b[env.SessionID.Start:env.SessionID.End]
+		}
+		if !bytes.Equal(got, sid) {
+			t.Fatalf("sessionId = %q, encoding/json says %q", got, sid)
+		}
+	})
+}

@@ -1,0 +1,134 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// DefaultMaxFrame is the default limit on one line. Frames of 10 MiB and more
+// are ordinary (base64 images), so the limit is far above bufio.Scanner's
+// 64 KiB trap and the acp-go-sdk connection's 10 MB.
+const DefaultMaxFrame = 256 << 20
+
+// keepLong is the largest long-line buffer kept between frames.
+const keepLong = 16 << 20
+
+// headSize is how much of an oversized line is kept, to find its id.
+const headSize = 64 << 10
+
+// A TooLargeError reports a line longer than the limit. The line has been read
+// and thrown away; Head holds its first bytes so the caller can still find the
+// id and answer the sender.
+type TooLargeError struct {
+	Size  int
+	Limit int
+	Head  []byte
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("frame of %d bytes exceeds the limit of %d bytes", e.Size, e.Limit)
+}
+
+// LineReader reads newline-delimited frames of any length up to a limit.
+type LineReader struct {
+	r     *bufio.Reader
+	limit int
+	long  []byte // reused for lines longer than the buffer
+}
+
+// NewLineReader reads frames from r; a limit of 0 or less means DefaultMaxFrame.
+func NewLineReader(r io.Reader, limit int) *LineReader {
+	if limit <= 0 {
+		limit = DefaultMaxFrame
+	}
+	return &LineReader{r: bufio.NewReaderSize(r, 64<<10), limit: limit}
+}
+
+// Buffered reports how many bytes are ready without another read, so the
+// relay flushes its writer only when a burst has been drained.
+func (lr *LineReader) Buffered() int { return lr.r.Buffered() }
+
+// Next returns the next frame without its '\n'. A '\r' before it stays part of
+// the frame (it is JSON white space, and bytes out equal bytes in). Lines of
+// white space alone are skipped. The slice is valid until the next call.
+//
+// A line over the limit yields a *TooLargeError; the reader stays usable. A
+// last line without '\n' at end of input is still a frame.
+func (lr *LineReader) Next() ([]byte, error) {
+	for {
+		line, err := lr.line()
+		if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
+			return nil, err
+		}
+		if len(bytes.TrimLeft(line, " \t\r")) == 0 {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		return line, nil
+	}
+}
+
+func (lr *LineReader) line() ([]byte, error) {
+	if cap(lr.long) > keepLong {
+		lr.long = nil // one huge frame must not pin its buffer for the rest of the run
+	}
+	lr.long = lr.long[:0]
+	frag, err := lr.r.ReadSlice('\n')
+	if err == nil || !errors.Is(err, bufio.ErrBufferFull) {
+		if lineLen(frag, err) > lr.limit {
+			return nil, lr.discard(len(frag), frag, err)
+		}
+		if err == nil {
+			return frag[:len(frag)-1], nil
+		}
+		return frag, err
+	}
+	for {
+		if len(lr.long)+lineLen(frag, err) > lr.limit {
+			return nil, lr.discard(len(lr.long)+len(frag), frag, err)
+		}
+		lr.long = append(lr.long, frag...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			break
+		}
+		frag, err = lr.r.ReadSlice('\n')
+	}
+	if err == nil {
+		return lr.long[:len(lr.long)-1], nil
+	}
+	return lr.long, err
+}
+
+// lineLen is the length of a fragment without its '\n'.
+func lineLen(frag []byte, err error) int {
+	if err == nil {
+		return len(frag) - 1
+	}
+	return len(frag)
+}
+
+// discard drops the rest of an oversized line, keeping its head.
+func (lr *LineReader) discard(size int, frag []byte, err error) error {
+	head := append([]byte(nil), lr.long[:min(len(lr.long), headSize)]...)
+	if len(head) < headSize {
+		head = append(head, frag[:min(len(frag), headSize-len(head))]...)
+	}
+	lr.long = lr.long[:0]
+	for errors.Is(err, bufio.ErrBufferFull) {
+		frag, err = lr.r.ReadSlice('\n')
+		size += len(frag)
+	}
+	if err == nil {
+		size-- // the '\n'
+	}
+	tooLarge := &TooLargeError{Size: size, Limit: lr.limit, Head: head}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return errors.Join(tooLarge, err)
+	}
+	return tooLarge
+}

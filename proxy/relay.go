@@ -1,0 +1,393 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+)
+
+// Direction is the way a frame travels.
+type Direction uint8
+
+const (
+	// ClientToAgent frames come from the editor and go to the agent.
+	ClientToAgent Direction = iota
+	// AgentToClient frames come from the agent and go to the editor.
+	AgentToClient
+)
+
+func (d Direction) String() string {
+	if d == ClientToAgent {
+		return "client->agent"
+	}
+	return "agent->client"
+}
+
+// Reverse is the way an answer to a frame travels.
+func (d Direction) Reverse() Direction { return 1 - d }
+
+// Frame is one valid JSON frame in flight.
+type Frame struct {
+	Dir Direction
+	// Raw is the frame as read, without its '\n'. It belongs to the relay and
+	// is valid only during the Hook call: copy what you keep, and never modify it.
+	Raw []byte
+	Env Envelope
+}
+
+// Action is what the relay does with a frame.
+type Action uint8
+
+const (
+	// Pass forwards the frame's bytes unchanged. It is the zero value.
+	Pass Action = iota
+	// Rewrite forwards Verdict.Line in place of the frame.
+	Rewrite
+	// Answer forwards nothing and sends Verdict.Line back to the frame's sender.
+	Answer
+	// Drop forwards nothing.
+	Drop
+)
+
+// Verdict is a Hook's decision about one frame.
+type Verdict struct {
+	Do   Action
+	Line []byte // for Rewrite and Answer: one frame without '\n'
+}
+
+// A Hook decides what happens to each valid frame.
+type Hook interface {
+	// Frame is called once per valid frame, in arrival order, on the goroutine
+	// of the frame's direction, before anything of it is written. It must not
+	// block: the relay waits for it, so slow work (decoding, storage) takes a
+	// copy to a goroutine the hook owns. Frames sent by the sidecar itself and
+	// responses to the sidecar's own calls never reach it.
+	Frame(ctx context.Context, f *Frame) Verdict
+}
+
+// HookFunc adapts a function to Hook.
+type HookFunc func(ctx context.Context, f *Frame) Verdict
+
+// Frame calls h.
+func (h HookFunc) Frame(ctx context.Context, f *Frame) Verdict { return h(ctx, f) }
+
+var _ Hook = HookFunc(nil)
+
+// Config wires a Relay. Only the four streams are required.
+type Config struct {
+	ClientIn  io.Reader // the editor's frames (our stdin)
+	ClientOut io.Writer // to the editor (our stdout): nothing but ACP is ever written here
+	AgentIn   io.Writer // the agent's stdin
+	AgentOut  io.Reader // the agent's stdout
+
+	// MaxFrame limits one line; 0 means DefaultMaxFrame.
+	MaxFrame int
+	// Hook sees every valid frame; nil passes everything.
+	Hook Hook
+	// Trace, if set, records every frame, including malformed ones and the
+	// sidecar's own. Its errors are logged once and tracing stops.
+	Trace *Trace
+	// Log receives the relay's diagnostics; nil discards them.
+	Log *slog.Logger
+	// OnClientEOF runs once when the editor closes our stdin, after the
+	// agent's stdin has been closed. The owner starts the agent's shutdown
+	// there. Nil does nothing.
+	OnClientEOF func()
+}
+
+// Relay moves frames both ways between a client and an agent. Bytes out equal
+// bytes in for every valid frame that no Hook rewrote, in arrival order per
+// direction; each direction runs on its own goroutine, so neither ever waits
+// for the other.
+type Relay struct {
+	cfg   Config
+	log   *slog.Logger
+	hook  Hook
+	out   [2]*output // indexed by Direction: where frames travelling that way are written
+	own   *ownCalls
+	trace *Trace
+}
+
+// NewRelay builds a relay. Call Run to start it.
+func NewRelay(cfg Config) *Relay {
+	r := &Relay{cfg: cfg, log: cfg.Log, hook: cfg.Hook, trace: cfg.Trace}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.hook == nil {
+		r.hook = HookFunc(func(context.Context, *Frame) Verdict { return Verdict{} })
+	}
+	r.out[ClientToAgent] = newOutput(cfg.AgentIn)
+	r.out[AgentToClient] = newOutput(cfg.ClientOut)
+	r.own = newOwnCalls(r)
+	return r
+}
+
+// ErrClosed is returned when a frame is sent after its output has failed or
+// the relay has stopped.
+var ErrClosed = errors.New("relay output closed")
+
+// output is one writer with one lock: frames from the relay goroutine and the
+// sidecar's own frames interleave only at line boundaries.
+type output struct {
+	mu     sync.Mutex
+	w      *bufio.Writer
+	err    error
+	closer io.Closer
+}
+
+func newOutput(w io.Writer) *output {
+	o := &output{w: bufio.NewWriterSize(w, 64<<10)}
+	if c, ok := w.(io.Closer); ok {
+		o.closer = c
+	}
+	return o
+}
+
+func (o *output) write(line []byte, flush bool) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return o.err
+	}
+	if _, err := o.w.Write(line); err != nil {
+		o.err = err
+		return err
+	}
+	if err := o.w.WriteByte('\n'); err != nil {
+		o.err = err
+		return err
+	}
+	if flush {
+		if err := o.w.Flush(); err != nil {
+			o.err = err
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *output) flush() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return o.err
+	}
+	if err := o.w.Flush(); err != nil {
+		o.err = err
+	}
+	return o.err
+}
+
+// close flushes and closes the underlying writer; later writes fail with ErrClosed.
+func (o *output) close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err == nil {
+		o.err = o.w.Flush()
+	}
+	if errors.Is(o.err, ErrClosed) {
+		return nil
+	}
+	var cerr error
+	if o.closer != nil {
+		cerr = o.closer.Close()
+	}
+	err := errors.Join(o.err, cerr)
+	o.err = ErrClosed
+	return err
+}
+
+// Send writes one frame of the sidecar's own, as if it travelled in dir, and
+// flushes it. It is safe from any goroutine.
+func (r *Relay) Send(dir Direction, line []byte) error {
+	r.trace.record(dir, true, line, nil)
+	if err := r.out[dir].write(line, true); err != nil {
+		return fmt.Errorf("send %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Run relays until the agent's output ends, then closes the client's input
+// (when it can be closed) and returns once both directions have stopped. When
+// the client's input ends first, the agent's input is closed and OnClientEOF
+// runs, and the agent's remaining output is still relayed.
+func (r *Relay) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	clientDone := make(chan error, 1)
+	go func() { clientDone <- r.clientToAgent(ctx) }()
+
+	agentErr := r.agentToClient(ctx)
+	r.own.close()
+	cancel()
+	if c, ok := r.cfg.ClientIn.(io.Closer); ok {
+		c.Close()
+	}
+	var clientErr error
+	select {
+	case clientErr = <-clientDone:
+	case <-ctx.Done():
+		// The client's input cannot be closed (a plain os.Stdin). Its reader
+		// is parked in a read that ends with the process; nothing else waits.
+	}
+	if err := r.out[AgentToClient].flush(); err != nil && !errors.Is(err, ErrClosed) {
+		agentErr = errors.Join(agentErr, fmt.Errorf("flush to client: %w", err))
+	}
+	return errors.Join(agentErr, clientErr)
+}
+
+// clientToAgent is the editor's half of the relay.
+func (r *Relay) clientToAgent(ctx context.Context) error {
+	defer func() {
+		if err := r.out[ClientToAgent].close(); err != nil {
+			r.log.Debug("close agent stdin", "err", err)
+		}
+		if r.cfg.OnClientEOF != nil {
+			r.cfg.OnClientEOF()
+		}
+	}()
+	return r.pump(ctx, ClientToAgent, NewLineReader(r.cfg.ClientIn, r.cfg.MaxFrame))
+}
+
+// agentToClient is the agent's half of the relay.
+func (r *Relay) agentToClient(ctx context.Context) error {
+	return r.pump(ctx, AgentToClient, NewLineReader(r.cfg.AgentOut, r.cfg.MaxFrame))
+}
+
+// pump reads frames travelling in dir and writes each where it belongs. It
+// returns nil at end of input and an error only when reading fails otherwise;
+// a failed output is logged, and the pump keeps reading so the peer is never
+// blocked on a full pipe.
+func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
+	out, back := r.out[dir], r.out[dir.Reverse()]
+	for {
+		line, err := lr.Next()
+		if err != nil {
+			var tooLarge *TooLargeError
+			if errors.As(err, &tooLarge) {
+				// The line is gone; a read error joined to it shows up
+				// again on the next read.
+				r.oversized(dir, tooLarge)
+				continue
+			}
+			if errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("read %s: %w", dir, err)
+		}
+		env, serr := Scan(line)
+		if serr != nil {
+			r.trace.record(dir, false, line, serr)
+			r.malformed(dir, serr)
+			continue
+		}
+		r.trace.record(dir, false, line, nil)
+		if env.Kind != KindOther && env.ID != nil && isOwnID(env.ID) {
+			if r.ownID(dir, line, &env) {
+				continue
+			}
+		}
+		f := Frame{Dir: dir, Raw: line, Env: env}
+		v := r.hook.Frame(ctx, &f)
+		flush := lr.Buffered() == 0
+		switch v.Do {
+		case Pass:
+			r.writeOrLog(out, dir, line, flush)
+		case Rewrite:
+			r.trace.record(dir, true, v.Line, nil)
+			r.writeOrLog(out, dir, v.Line, flush)
+		case Answer:
+			r.trace.record(dir.Reverse(), true, v.Line, nil)
+			r.writeOrLog(back, dir.Reverse(), v.Line, true)
+			if flush {
+				r.flushOrLog(out, dir)
+			}
+		case Drop:
+			if flush {
+				r.flushOrLog(out, dir)
+			}
+		}
+		if flush && r.trace != nil {
+			r.trace.Flush()
+		}
+	}
+}
+
+func (r *Relay) writeOrLog(o *output, dir Direction, line []byte, flush bool) {
+	if err := o.write(line, flush); err != nil && !errors.Is(err, ErrClosed) {
+		r.log.Warn("write failed; frames in this direction are dropped", "dir", dir.String(), "err", err)
+	}
+}
+
+func (r *Relay) flushOrLog(o *output, dir Direction) {
+	if err := o.flush(); err != nil && !errors.Is(err, ErrClosed) {
+		r.log.Warn("flush failed", "dir", dir.String(), "err", err)
+	}
+}
+
+// malformed handles a line that is not valid JSON in UTF-8. It never reaches
+// the other side: real agents die on such lines, and a client's framing breaks
+// on them (DESIGN.md, "Data flow" 5). The client gets a parse error; the
+// agent's line is dropped and logged.
+func (r *Relay) malformed(dir Direction, err error) {
+	if dir == ClientToAgent {
+		r.log.Warn("client sent a malformed frame; answered with a parse error", "err", err)
+		r.reply(ClientToAgent, nil, codeParseError, "Parse error: "+err.Error())
+		return
+	}
+	r.log.Warn("agent wrote a malformed frame; dropped", "err", err)
+}
+
+// oversized answers a frame over the limit where someone waits for it: the
+// sender of a request gets an error, and so does the client whose request the
+// lost response would have answered.
+func (r *Relay) oversized(dir Direction, e *TooLargeError) {
+	env := ScanPrefix(e.Head)
+	r.log.Warn("frame over the size limit; dropped", "dir", dir.String(), "size", e.Size, "limit", e.Limit, "kind", env.Kind.String())
+	r.trace.record(dir, false, nil, e)
+	msg := fmt.Sprintf("frame of %d bytes exceeds the sidecar's limit of %d bytes (--max-frame)", e.Size, e.Limit)
+	switch {
+	case env.Kind == KindRequest:
+		r.reply(dir, env.ID, codeInvalidRequest, "Invalid request: "+msg)
+	case env.Kind == KindResponse && dir == AgentToClient && !isOwnID(env.ID):
+		// The client waits for this response: give it an error in its place.
+		r.reply(ClientToAgent, env.ID, codeInternalError, "The agent's response was dropped: "+msg)
+	}
+}
+
+// ownID routes a frame whose id is in the sidecar's own space and reports
+// whether it was consumed.
+func (r *Relay) ownID(dir Direction, line []byte, env *Envelope) bool {
+	switch {
+	case dir == AgentToClient && env.Kind == KindResponse:
+		r.own.deliver(line)
+		return true
+	case dir == ClientToAgent && env.Kind == KindRequest:
+		// The answer would be taken for one of ours and never reach the client.
+		r.reply(dir, env.ID, codeInvalidRequest, "Invalid request: ids starting with "+OwnIDPrefix+" are reserved by acp-sidecar")
+		return true
+	}
+	return false
+}
+
+// JSON-RPC error codes the relay itself answers with.
+const (
+	codeParseError     = -32700
+	codeInvalidRequest = -32600
+	codeInternalError  = -32603
+)
+
+// reply sends an error response back to the sender of a frame that travelled
+// in dir. A nil id becomes null.
+func (r *Relay) reply(dir Direction, id []byte, code int, msg string) {
+	line := ErrorResponse(id, code, msg)
+	back := dir.Reverse()
+	r.trace.record(back, true, line, nil)
+	r.writeOrLog(r.out[back], back, line, true)
+}

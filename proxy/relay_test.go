@@ -1,0 +1,352 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// harness runs a Relay over in-memory pipes. The test plays both peers: it
+// writes the client's and the agent's frames and reads what each receives.
+type harness struct {
+	relay       *Relay
+	clientW     *io.PipeWriter // the client's frames
+	agentW      *io.PipeWriter // the agent's frames
+	toClient    *bufio.Reader  // what the client receives
+	toAgent     *bufio.Reader  // what the agent receives
+	done        chan error
+	toAgentR    *io.PipeReader
+	toClientR   *io.PipeReader
+	clientEOF   chan struct{}
+	closeClient sync.Once
+}
+
+func newHarness(t *testing.T, cfg Config) *harness {
+	t.Helper()
+	cIn, cW := io.Pipe()
+	aOutR, aW := io.Pipe()
+	toClientR, toClientW := io.Pipe()
+	toAgentR, toAgentW := io.Pipe()
+	h := &harness{clientW: cW, agentW: aW, toClientR: toClientR, toAgentR: toAgentR,
+		toClient: bufio.NewReaderSize(toClientR, 1<<20), toAgent: bufio.NewReaderSize(toAgentR, 1<<20),
+		done: make(chan error, 1), clientEOF: make(chan struct{})}
+	cfg.ClientIn, cfg.ClientOut, cfg.AgentIn, cfg.AgentOut = cIn, toClientW, toAgentW, aOutR
+	cfg.OnClientEOF = func() { close(h.clientEOF) }
+	h.relay = NewRelay(cfg)
+	go func() { h.done <- h.relay.Run(context.Background()) }()
+	t.Cleanup(func() { h.stop(t) })
+	return h
+}
+
+// stop ends both peers and waits for the relay; it runs once.
+func (h *harness) stop(t *testing.T) {
+	h.closeClient.Do(func() { h.stopOnce(t) })
+}
+
+func (h *harness) stopOnce(t *testing.T) {
+	h.clientW.Close()
+	go io.Copy(io.Discard, h.toAgentR)
+	go io.Copy(io.Discard, h.toClientR)
+	h.agentW.Close()
+	if err := <-h.done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	h.toAgentR.Close()
+	h.toClientR.Close()
+}
+
+func send(t *testing.T, w io.Writer, line string) {
+	t.Helper()
+	if _, err := io.WriteString(w, line+"\n"); err != nil {
+		t.Fatalf("write %.60q: %v", line, err)
+	}
+}
+
+// sendAsync writes from a goroutine of its own; a failed write shows up as
+// the reader's missing frame.
+func sendAsync(w io.Writer, line string) { io.WriteString(w, line+"\n") }
+
+func recv(t *testing.T, r *bufio.Reader) string {
+	t.Helper()
+	line, err := r.ReadString('\n')
+	if err != nil {
+		t.Fatalf("read: %v (got %q)", err, line)
+	}
+	return strings.TrimSuffix(line, "\n")
+}
+
+func TestRelayPassesValidFramesByteForByte(t *testing.T) {
+	h := newHarness(t, Config{})
+	frames := []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`,
+		`{"id":-6,"method":"x","jsonrpc":"2.0"}`,
+		`{ "jsonrpc" : "2.0", "id" : "str", "method" : "_vendor/thing", "params" : { "z":1, "a":2 } }`,
+		`{"jsonrpc":"2.0","id":null,"method":"m"}`,
+		`{"jsonrpc":"2.0","method":"_x","params":{"_meta":{"n":12345678901234567890,"h":"<>&\u00e9"}}}` + "\r",
+		`[{"jsonrpc":"2.0","id":1,"method":"batch"}]`,
+		`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`,
+		`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":3}}`,
+	}
+	for _, f := range frames {
+		send(t, h.clientW, f)
+		if got := recv(t, h.toAgent); got != f {
+			t.Errorf("agent got %q, want %q", got, f)
+		}
+		send(t, h.agentW, f)
+		if got := recv(t, h.toClient); got != f {
+			t.Errorf("client got %q, want %q", got, f)
+		}
+	}
+}
+
+func TestRelaySkipsBlankLines(t *testing.T) {
+	h := newHarness(t, Config{})
+	send(t, h.clientW, "")
+	send(t, h.clientW, "  \r")
+	send(t, h.clientW, `{"id":1,"method":"m"}`)
+	if got := recv(t, h.toAgent); got != `{"id":1,"method":"m"}` {
+		t.Errorf("agent got %q", got)
+	}
+}
+
+func TestMalformedFramesNeverCross(t *testing.T) {
+	h := newHarness(t, Config{})
+	for _, bad := range []string{"not json", "{\"a\":\"\xff\"}", `{"id":1,"method":`} {
+		send(t, h.clientW, bad)
+		got := recv(t, h.toClient)
+		var resp struct {
+			ID    any `json:"id"`
+			Error struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(got), &resp); err != nil || resp.Error.Code != -32700 || resp.ID != nil {
+			t.Errorf("client got %q for %q; want a -32700 error with id null", got, bad)
+		}
+		send(t, h.agentW, bad) // dropped
+	}
+	// Both directions still work, and neither peer saw the bad lines.
+	send(t, h.clientW, `{"id":1,"method":"ok"}`)
+	if got := recv(t, h.toAgent); got != `{"id":1,"method":"ok"}` {
+		t.Errorf("agent got %q, want the first valid frame", got)
+	}
+	send(t, h.agentW, `{"id":1,"result":{}}`)
+	if got := recv(t, h.toClient); got != `{"id":1,"result":{}}` {
+		t.Errorf("client got %q, want the first valid frame", got)
+	}
+}
+
+func TestOversizedFramesGetAnError(t *testing.T) {
+	h := newHarness(t, Config{MaxFrame: 100 << 10})
+	big := strings.Repeat("a", 200<<10)
+	// A request: its sender gets an error with its id.
+	go sendAsync(h.clientW, `{"jsonrpc":"2.0","id":"big","method":"session/prompt","params":{"text":"`+big+`"}}`)
+	got := recv(t, h.toClient)
+	if !strings.Contains(got, `"id":"big"`) || !strings.Contains(got, "-32600") || !strings.Contains(got, "max-frame") {
+		t.Errorf("client got %q; want an invalid-request error naming --max-frame", got)
+	}
+	// A response from the agent: the client, who waits for it, gets an error instead.
+	go sendAsync(h.agentW, `{"jsonrpc":"2.0","id":9,"result":{"text":"`+big+`"}}`)
+	got = recv(t, h.toClient)
+	if !strings.Contains(got, `"id":9`) || !strings.Contains(got, "-32603") {
+		t.Errorf("client got %q; want an internal error for id 9", got)
+	}
+	// Nothing else was lost.
+	send(t, h.clientW, `{"id":2,"method":"after"}`)
+	if got := recv(t, h.toAgent); got != `{"id":2,"method":"after"}` {
+		t.Errorf("agent got %q, want the frame after the oversized one", got)
+	}
+}
+
+func TestHugeFrameWithinLimitPasses(t *testing.T) {
+	h := newHarness(t, Config{})
+	frame := `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"data":"` + strings.Repeat("QUJD", 5<<20) + `"}}`
+	go sendAsync(h.clientW, frame)
+	if got := recv(t, h.toAgent); got != frame {
+		t.Errorf("agent got %d bytes, want the %d-byte frame unchanged", len(got), len(frame))
+	}
+}
+
+func TestHookVerdicts(t *testing.T) {
+	hook := HookFunc(func(_ context.Context, f *Frame) Verdict {
+		switch string(f.Env.Method) {
+		case "rewrite":
+			return Verdict{Do: Rewrite, Line: []byte(`{"id":1,"method":"rewritten"}`)}
+		case "answer":
+			return Verdict{Do: Answer, Line: []byte(`{"id":2,"result":"answered"}`)}
+		case "drop":
+			return Verdict{Do: Drop}
+		}
+		return Verdict{}
+	})
+	h := newHarness(t, Config{Hook: hook})
+	send(t, h.clientW, `{"id":1,"method":"rewrite"}`)
+	if got := recv(t, h.toAgent); got != `{"id":1,"method":"rewritten"}` {
+		t.Errorf("agent got %q, want the rewrite", got)
+	}
+	send(t, h.clientW, `{"id":2,"method":"answer"}`)
+	if got := recv(t, h.toClient); got != `{"id":2,"result":"answered"}` {
+		t.Errorf("client got %q, want the answer", got)
+	}
+	send(t, h.clientW, `{"method":"drop"}`)
+	send(t, h.clientW, `{"method":"next"}`)
+	if got := recv(t, h.toAgent); got != `{"method":"next"}` {
+		t.Errorf("agent got %q, want the frame after the dropped one", got)
+	}
+}
+
+// TestNoDataDropped sends numbered frames both ways while the sidecar injects
+// frames of its own and makes calls: every number arrives once, in order, and
+// the calls' responses never reach the client.
+func TestNoDataDropped(t *testing.T) {
+	const n = 20000
+	h := newHarness(t, Config{})
+	ctx := t.Context()
+
+	// The agent: records what it gets, answers the sidecar's own calls, and
+	// sends its own numbered frames.
+	agentGot := make(chan []string, 1)
+	go func() {
+		var got []string
+		for len(got) < n {
+			line, err := h.toAgent.ReadString('\n')
+			if err != nil {
+				break
+			}
+			env, _ := Scan([]byte(strings.TrimSpace(line)))
+			if isOwnID(env.ID) {
+				fmt.Fprintf(h.agentW, `{"jsonrpc":"2.0","id":%s,"result":{"echo":%s}}`+"\n", env.ID, env.ID)
+				continue
+			}
+			if env.MethodIs("injected") {
+				continue
+			}
+			got = append(got, strings.TrimSpace(line))
+		}
+		agentGot <- got
+	}()
+	go func() {
+		for i := range n {
+			fmt.Fprintf(h.clientW, `{"jsonrpc":"2.0","id":%d,"method":"n"}`+"\n", i)
+		}
+	}()
+	// Client ids that look like ours but are not, and plain numbers.
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				var res struct{ Echo string }
+				if err := h.relay.Call(ctx, "own", map[string]int{"i": i}, &res); err != nil {
+					t.Errorf("Call: %v", err)
+					return
+				}
+				if !strings.HasPrefix(res.Echo, OwnIDPrefix) {
+					t.Errorf("Call result %q, want our own id echoed", res.Echo)
+				}
+				if i%50 == 0 {
+					h.relay.Send(ClientToAgent, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","method":"injected","params":{"w":%d}}`, w)))
+				}
+			}
+		}()
+	}
+	go func() {
+		for i := range n {
+			fmt.Fprintf(h.agentW, `{"jsonrpc":"2.0","id":"s%d","result":%d}`+"\n", i, i)
+		}
+	}()
+	clientGot := make([]string, 0, n)
+	for len(clientGot) < n {
+		clientGot = append(clientGot, recv(t, h.toClient))
+	}
+	wg.Wait()
+	got := <-agentGot
+	for i := range n {
+		if want := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"n"}`, i); i >= len(got) || got[i] != want {
+			t.Fatalf("agent frame %d = %q, want %q", i, at(got, i), want)
+		}
+		if want := fmt.Sprintf(`{"jsonrpc":"2.0","id":"s%d","result":%d}`, i, i); clientGot[i] != want {
+			t.Fatalf("client frame %d = %q, want %q", i, clientGot[i], want)
+		}
+	}
+}
+
+func at(s []string, i int) string {
+	if i < len(s) {
+		return s[i]
+	}
+	return "<missing>"
+}
+
+func TestClientCannotUseOwnIDs(t *testing.T) {
+	h := newHarness(t, Config{})
+	send(t, h.clientW, `{"jsonrpc":"2.0","id":"acp-sidecar:1","method":"m"}`)
+	got := recv(t, h.toClient)
+	if !strings.Contains(got, `"id":"acp-sidecar:1"`) || !strings.Contains(got, "reserved") {
+		t.Errorf("client got %q; want a refusal naming the reserved prefix", got)
+	}
+}
+
+func TestCallErrorComesBackTyped(t *testing.T) {
+	h := newHarness(t, Config{})
+	go func() {
+		line := recv(t, h.toAgent)
+		env, _ := Scan([]byte(line))
+		fmt.Fprintf(h.agentW, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"bad value"}}`+"\n", env.ID)
+	}()
+	err := h.relay.Call(t.Context(), "session/set_mode", map[string]string{"modeId": "nope"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "bad value") {
+		t.Errorf("Call error = %v; want the agent's error", err)
+	}
+}
+
+func TestTraceRecordsEveryFrame(t *testing.T) {
+	var buf syncBuffer
+	h := newHarness(t, Config{Trace: NewTrace(&buf)})
+	send(t, h.clientW, `{"id":1,"method":"m"}`)
+	recv(t, h.toAgent)
+	send(t, h.clientW, "garbage")
+	recv(t, h.toClient)
+	h.stop(t)
+	h.relay.trace.Flush()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("trace has %d lines, want 3:\n%s", len(lines), buf.String())
+	}
+	for _, l := range lines {
+		if !json.Valid([]byte(l)) {
+			t.Errorf("trace line is not JSON: %q", l)
+		}
+	}
+	if !strings.Contains(lines[1], `"malformed":"garbage"`) || !strings.Contains(lines[2], `"from":"sidecar"`) {
+		t.Errorf("trace lines = %q", lines)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
