@@ -1,4 +1,12 @@
 // Package state is the durable record of every client-facing session: identity,
 // config layers, turns, lineage and the id mapping. It speaks its own types, not
 // ACP wire types, and imports no other package of this module.
+//
+// Three stores meet one contract (Store): NewMemory for tests and
+// `--store memory`; badger on disk; and Open, the one a sidecar uses, which
+// shares one badger directory between the sidecar processes of several editor
+// windows (one owns badger and serves the rest over a unix socket), applies
+// writes in the background and never makes a caller fail because the store is
+// busy or gone. Flush is the "write and wait" for the points where DESIGN.md
+// "Processes" needs a write to land before a response is forwarded.
 package state

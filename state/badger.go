@@ -1,0 +1,426 @@
+package state
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+)
+
+// Key layout. Numbers are big-endian so that prefix scans return them in
+// order; the session id is followed by a 0 byte so that no id is a prefix of
+// another's keys.
+//
+//	meta/schema                  uint32 BE: SchemaVersion of the writer
+//	s/<id>\x00session            Session JSON, without Original
+//	s/<id>\x00original           Config JSON, written once
+//	s/<id>\x00turn/<u32 BE>      Turn JSON
+//	l/<id>                       listing record (summary) JSON, kept current by every write
+//	n/<native id>                client id
+var keySchema = []byte("meta/schema")
+
+func sessionKey(id, part string) []byte { return []byte("s/" + id + "\x00" + part) }
+func turnPrefix(id string) []byte       { return sessionKey(id, "turn/") }
+func turnKey(id string, i int) []byte {
+	return binary.BigEndian.AppendUint32(turnPrefix(id), uint32(i))
+}
+func listKey(id string) []byte        { return []byte("l/" + id) }
+func nativeKey(id string) []byte      { return []byte("n/" + id) }
+func listPrefix() []byte              { return []byte("l/") }
+func isLockErr(err error) bool        { return strings.Contains(err.Error(), "Cannot acquire directory lock") }
+func errorsIsNotFound(err error) bool { return errors.Is(err, badger.ErrKeyNotFound) }
+
+// listRec is what l/<id> holds: the summary without Live (which is about
+// processes, not data), and whether the session record exists yet (a turn may
+// land first).
+type listRec struct {
+	Summary
+	HasSession bool `json:"hasSession,omitempty"`
+}
+
+// errLocked means another process owns the directory. It never leaves this
+// package: Open turns it into "connect to the owner".
+var errLocked = errors.New("state dir locked by another process")
+
+// badgerStore is the store on disk. Each write is one transaction, which is in
+// badger's memory-mapped log when Update returns and so survives a process kill
+// (go-libs.md §4 "Crash safety"); Flush has nothing left to wait for.
+type badgerStore struct {
+	db  *badger.DB
+	dir string
+
+	mu   sync.Mutex
+	live map[string]bool // sessions written through this handle
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// badgerOptions is the small-footprint set measured in go-libs.md §4: the
+// default 64 MiB memtable arena would sit in the Go heap and raise the GC target
+// of the relay by as much.
+func badgerOptions(dir string, log *slog.Logger) badger.Options {
+	return badger.DefaultOptions(dir).
+		WithMemTableSize(8 << 20).
+		WithNumMemtables(2).
+		WithNumLevelZeroTables(2).
+		WithNumLevelZeroTablesStall(4).
+		WithBaseTableSize(2 << 20).
+		WithBaseLevelSize(8 << 20).
+		WithValueLogFileSize(32 << 20).
+		WithValueThreshold(64 << 10).
+		WithCompression(options.None). // must precede BlockCacheSize(0), which panics with compression on
+		WithBlockCacheSize(0).
+		WithNumCompactors(2). // 1 is rejected, 0 stops compaction
+		WithMetricsEnabled(false).
+		WithLogger(badgerLogger{log})
+}
+
+// openBadger opens (creating) the store in dir. It returns an error wrapping
+// errLocked when another process holds the directory, ErrNewerSchema for a
+// newer layout and ErrCorrupt for files badger cannot read.
+func openBadger(dir string, log *slog.Logger) (_ *badgerStore, err error) {
+	if err := makeDir(dir); err != nil {
+		return nil, err
+	}
+	defer func() {
+		// badger panics on some damage instead of returning an error; a damaged
+		// store must not take the relay down with it.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("open store %s: %w: panic: %v", dir, ErrCorrupt, r)
+		}
+	}()
+	if err := checkTables(dir); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	db, err := badger.Open(badgerOptions(dir, log))
+	if err != nil {
+		switch {
+		case isLockErr(err):
+			// badger wraps the flock error with %+v, not %w (go-libs.md §4), so
+			// the text is all there is to match.
+			return nil, fmt.Errorf("open store %s: %w: %v", dir, errLocked, err)
+		case errors.Is(err, fs.ErrPermission):
+			return nil, fmt.Errorf("open store %s: %w", dir, err)
+		}
+		return nil, fmt.Errorf("open store %s: %w: %w", dir, ErrCorrupt, err)
+	}
+	b := &badgerStore{db: db, dir: dir, live: map[string]bool{}, stop: make(chan struct{})}
+	if err := b.checkSchema(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	if err := tightenFiles(dir); err != nil {
+		log.Warn("tighten state file permissions", "dir", dir, "err", err)
+	}
+	b.wg.Add(1)
+	go b.tightenLoop(log)
+	return b, nil
+}
+
+// tightenLoop re-applies 0600 to files badger creates while open (new memtables
+// and tables); see tightenFiles. It exits on Close.
+func (b *badgerStore) tightenLoop(log *slog.Logger) {
+	defer b.wg.Done()
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C:
+			if err := tightenFiles(b.dir); err != nil {
+				log.Warn("tighten state file permissions", "dir", b.dir, "err", err)
+			}
+		}
+	}
+}
+
+func (b *badgerStore) checkSchema() error {
+	return b.db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get(keySchema)
+		if errorsIsNotFound(err) {
+			return txn.Set(keySchema, binary.BigEndian.AppendUint32(nil, SchemaVersion))
+		}
+		if err != nil {
+			return fmt.Errorf("%w: read schema version: %w", ErrCorrupt, err)
+		}
+		v, err := item.ValueCopy(nil)
+		if err != nil || len(v) != 4 {
+			return fmt.Errorf("%w: schema version %x: %v", ErrCorrupt, v, err)
+		}
+		if n := binary.BigEndian.Uint32(v); n > SchemaVersion {
+			return fmt.Errorf("%w: schema %d, this version reads up to %d", ErrNewerSchema, n, SchemaVersion)
+		}
+		return nil
+	})
+}
+
+func getJSON(txn *badger.Txn, key []byte, v any) (bool, error) {
+	item, err := txn.Get(key)
+	if errorsIsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, item.Value(func(b []byte) error { return json.Unmarshal(b, v) })
+}
+
+func setJSON(txn *badger.Txn, key []byte, v any) error {
+	b, err := encode(v)
+	if err != nil {
+		return err
+	}
+	return txn.Set(key, b)
+}
+
+// PutSession writes s and counts it live: this process has it open.
+func (b *badgerStore) PutSession(ctx context.Context, s *Session) error {
+	if err := b.putSession(s); err != nil {
+		return err
+	}
+	b.claim(s.ClientID)
+	return nil
+}
+
+// claim marks sessions live for this handle's listings.
+func (b *badgerStore) claim(ids ...string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, id := range ids {
+		b.live[id] = true
+	}
+}
+
+// putSession writes s without claiming it: the server uses it for writes from
+// other processes, whose liveness it tracks per connection.
+func (b *badgerStore) putSession(s *Session) error {
+	err := b.db.Update(func(txn *badger.Txn) error {
+		if s.Original != nil {
+			var old Config
+			ok, err := getJSON(txn, sessionKey(s.ClientID, "original"), &old)
+			if err != nil {
+				return err
+			}
+			if ok && !sameConfig(&old, clone(s.Original)) {
+				return ErrOriginalExists
+			}
+			if !ok {
+				if err := setJSON(txn, sessionKey(s.ClientID, "original"), s.Original); err != nil {
+					return err
+				}
+			}
+		}
+		rec := *s
+		rec.Original = nil
+		if err := setJSON(txn, sessionKey(s.ClientID, "session"), &rec); err != nil {
+			return err
+		}
+		for _, n := range nativeIDs(s) {
+			if err := txn.Set(nativeKey(n), []byte(s.ClientID)); err != nil {
+				return err
+			}
+		}
+		var l listRec
+		if _, err := getJSON(txn, listKey(s.ClientID), &l); err != nil {
+			return err
+		}
+		l.ID, l.Agent, l.Cwd, l.HasSession = s.ClientID, s.Agent, s.Cwd, true
+		l.LastActivity = later(l.LastActivity, s.Updated)
+		return setJSON(txn, listKey(s.ClientID), &l)
+	})
+	if err != nil {
+		return fmt.Errorf("put session %s: %w", s.ClientID, err)
+	}
+	return nil
+}
+
+func (b *badgerStore) Session(ctx context.Context, id string) (*Session, error) {
+	var s Session
+	err := b.db.View(func(txn *badger.Txn) error {
+		ok, err := getJSON(txn, sessionKey(id, "session"), &s)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ErrNotFound
+		}
+		var o Config
+		if ok, err = getJSON(txn, sessionKey(id, "original"), &o); ok {
+			s.Original = &o
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get session %s: %w", id, err)
+	}
+	return &s, nil
+}
+
+func (b *badgerStore) Sessions(ctx context.Context) ([]Summary, error) {
+	var out []Summary
+	err := b.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: listPrefix(), PrefetchValues: true, PrefetchSize: 64})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			var l listRec
+			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &l) }); err != nil {
+				return err
+			}
+			if l.HasSession {
+				out = append(out, l.Summary)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	b.mu.Lock()
+	for i := range out {
+		out[i].Live = b.live[out[i].ID]
+	}
+	b.mu.Unlock()
+	sortSummaries(out)
+	return out, nil
+}
+
+func (b *badgerStore) PutTurn(ctx context.Context, sessionID string, t *Turn) error {
+	if err := checkTurn(sessionID, t); err != nil {
+		return err
+	}
+	err := b.db.Update(func(txn *badger.Txn) error {
+		return b.putTurn(txn, sessionID, t)
+	})
+	if err != nil {
+		return fmt.Errorf("put turn %s #%d: %w", sessionID, t.Index, err)
+	}
+	return nil
+}
+
+// putTurn writes t and keeps the listing's kept-turn count and last activity
+// current.
+func (b *badgerStore) putTurn(txn *badger.Txn, sessionID string, t *Turn) error {
+	var old Turn
+	had, err := getJSON(txn, turnKey(sessionID, t.Index), &old)
+	if err != nil {
+		return err
+	}
+	var l listRec
+	if _, err := getJSON(txn, listKey(sessionID), &l); err != nil {
+		return err
+	}
+	l.ID = sessionID
+	if had && old.Status != TurnRolledBack {
+		l.Turns--
+	}
+	if t.Status != TurnRolledBack {
+		l.Turns++
+	}
+	l.LastActivity = later(l.LastActivity, t.activity())
+	if err := setJSON(txn, turnKey(sessionID, t.Index), t); err != nil {
+		return err
+	}
+	return setJSON(txn, listKey(sessionID), &l)
+}
+
+func (b *badgerStore) Turns(ctx context.Context, sessionID string) ([]Turn, error) {
+	var out []Turn
+	err := b.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: turnPrefix(sessionID), PrefetchValues: true, PrefetchSize: 16})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			var t Turn
+			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &t) }); err != nil {
+				return err
+			}
+			out = append(out, t)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list turns %s: %w", sessionID, err)
+	}
+	return out, nil
+}
+
+// RollBack rewrites the turns after keep one transaction each: a turn can be
+// large, and a transaction is limited to 15% of the memtable (ErrTxnTooBig).
+// Being interrupted halfway is fine; the call is idempotent.
+func (b *badgerStore) RollBack(ctx context.Context, sessionID string, keep int) error {
+	turns, err := b.Turns(ctx, sessionID)
+	if err != nil {
+		return fmt.Errorf("roll back %s: %w", sessionID, err)
+	}
+	for i := range turns {
+		t := &turns[i]
+		if t.Index <= keep || t.Status == TurnRolledBack {
+			continue
+		}
+		t.Status = TurnRolledBack
+		if err := b.db.Update(func(txn *badger.Txn) error { return b.putTurn(txn, sessionID, t) }); err != nil {
+			return fmt.Errorf("roll back %s turn %d: %w", sessionID, t.Index, err)
+		}
+	}
+	return nil
+}
+
+func (b *badgerStore) ClientID(ctx context.Context, nativeID string) (string, error) {
+	var id string
+	err := b.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(nativeKey(nativeID))
+		if errorsIsNotFound(err) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		v, err := item.ValueCopy(nil)
+		id = string(v)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("client id for native session %s: %w", nativeID, err)
+	}
+	return id, nil
+}
+
+// Flush has nothing to wait for: every write is in badger's log on return.
+func (b *badgerStore) Flush(ctx context.Context) error { return nil }
+
+func (b *badgerStore) Close() error {
+	close(b.stop)
+	b.wg.Wait()
+	err := b.db.Close()
+	if terr := tightenFiles(b.dir); err == nil && terr != nil && !errors.Is(terr, fs.ErrNotExist) {
+		err = terr
+	}
+	if err != nil {
+		return fmt.Errorf("close store %s: %w", b.dir, err)
+	}
+	return nil
+}
+
+// badgerLogger routes badger's log to the sidecar's logger. badger's default
+// logger writes to stderr, which editors show to the user (DESIGN.md
+// "Processes"). Its Info and Debug chatter goes out at Debug level, so the
+// usual Info-level handler keeps warnings and errors only.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) log(level slog.Level, format string, args []any) {
+	b.l.Log(context.Background(), level, strings.TrimSpace(fmt.Sprintf(format, args...)), "component", "badger")
+}
+func (b badgerLogger) Errorf(f string, a ...any)   { b.log(slog.LevelError, f, a) }
+func (b badgerLogger) Warningf(f string, a ...any) { b.log(slog.LevelWarn, f, a) }
+func (b badgerLogger) Infof(f string, a ...any)    { b.log(slog.LevelDebug, f, a) }
+func (b badgerLogger) Debugf(f string, a ...any)   { b.log(slog.LevelDebug-4, f, a) }

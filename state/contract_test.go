@@ -1,0 +1,270 @@
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// stores are the implementations the contract runs against. Each opener
+// returns a fresh, empty store and registers its cleanup.
+func stores() map[string]func(t *testing.T) Store {
+	return map[string]func(t *testing.T) Store{
+		"memory": func(t *testing.T) Store { return NewMemory() },
+		"badger": func(t *testing.T) Store {
+			b, err := openBadger(t.TempDir(), testLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { closeOK(t, b) })
+			return b
+		},
+		"shared-owner": func(t *testing.T) Store {
+			s := openShared(t, t.TempDir())
+			if !s.Owner() {
+				t.Fatal("first Open is not the owner")
+			}
+			return s
+		},
+		"shared-client": func(t *testing.T) Store {
+			dir := t.TempDir()
+			openShared(t, dir)
+			s := openShared(t, dir)
+			if s.Owner() {
+				t.Fatal("second Open on one dir is the owner too")
+			}
+			return s
+		},
+	}
+}
+
+func closeOK(t *testing.T, s Store) {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func sampleConfig(model string) *Config {
+	return &Config{
+		Options: []Option{
+			{ID: "model", Name: "Model", Category: "model", Type: "select", Current: json.RawMessage(`"` + model + `"`),
+				Values: []Value{{Value: json.RawMessage(`"opus"`), Name: "Opus"}, {Value: json.RawMessage(`"sonnet"`)}},
+				Raw:    json.RawMessage(`{"id":"model","x-vendor":{"a":[1,2]}}`)},
+			{ID: "effort", Category: "thought_level", Current: json.RawMessage(`"high"`)},
+		},
+		Mode: &Legacy{Current: "plan", Available: []string{"plan", "code"}, Raw: json.RawMessage(`{"currentModeId":"plan"}`)},
+		Raw:  json.RawMessage(`{"configOptions":[],"html":"<b>&</b>"}`),
+	}
+}
+
+func sampleSession(id string) *Session {
+	return &Session{
+		ClientID: id, NativeID: "n-" + id + "-2", NativeHistory: []string{"n-" + id + "-1"},
+		Agent: []string{"fake", "--flag"}, Cwd: "/tmp/" + id,
+		McpServers:            json.RawMessage(`[{"name":"fs","command":"mcp-fs","args":[],"env":[]}]`),
+		AdditionalDirectories: []string{"/extra"},
+		Created:               t0, Updated: t0.Add(time.Minute),
+		Baseline: sampleConfig("sonnet"), Original: sampleConfig("opus"), Live: sampleConfig("opus"),
+		Overrides: []Override{{OptionID: "model", Category: "model", Value: json.RawMessage(`"opus"`), At: t0}},
+		Lineage:   &Lineage{ParentID: "parent", ForkTurn: 3},
+		Blocked:   &Blocked{Fields: []string{"model"}, Reason: "value gone", At: t0},
+		SetErrors: []SetError{{OptionID: "mode", Value: "yolo", Err: "not offered"}},
+		Handoff:   &Handoff{NativeID: "n-" + id + "-2", Turn: 4, Kept: 3, Omitted: 1, At: t0},
+	}
+}
+
+func sampleTurn(i int, status TurnStatus) *Turn {
+	return &Turn{
+		Index: i, Prompt: json.RawMessage(fmt.Sprintf(`[{"type":"text","text":"q%d <&>"}]`, i)), PromptText: fmt.Sprintf("q%d <&>", i),
+		Answer: fmt.Sprintf("a%d", i), ToolCalls: []ToolCall{{ID: "t1", Title: "read", Status: "completed"}},
+		StopReason: "end_turn", NativeID: "n1", Status: status, Agent: []string{"fake"},
+		Started: t0.Add(time.Duration(i) * time.Hour), Ended: t0.Add(time.Duration(i)*time.Hour + time.Second),
+	}
+}
+
+// TestContract runs one behaviour table against every store.
+func TestContract(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, ctx context.Context, s Store)
+	}{
+		{"session round trip", func(t *testing.T, ctx context.Context, s Store) {
+			want := sampleSession("a")
+			mustPut(t, s, want)
+			got, err := s.Session(ctx, "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Session() mismatch (-want +got):\n%s", diff)
+			}
+		}},
+		{"missing session", func(t *testing.T, ctx context.Context, s Store) {
+			if _, err := s.Session(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+				t.Errorf("Session(nope) err = %v, want ErrNotFound", err)
+			}
+		}},
+		{"original is written once", func(t *testing.T, ctx context.Context, s Store) {
+			first := sampleSession("a")
+			mustPut(t, s, first)
+			same := sampleSession("a")
+			same.Original.Raw = json.RawMessage(`{ "configOptions" : [ ], "html":"<b>&</b>" }`) // same JSON, other spacing
+			same.Updated = t0.Add(time.Hour)
+			mustPut(t, s, same)
+			none := sampleSession("a")
+			none.Original = nil
+			none.Cwd = "/moved"
+			mustPut(t, s, none)
+			other := sampleSession("a")
+			other.Original = sampleConfig("sonnet")
+			other.Cwd = "/refused"
+			err := s.PutSession(ctx, other)
+			if err == nil {
+				err = s.Flush(ctx)
+			}
+			if !errors.Is(err, ErrOriginalExists) {
+				t.Fatalf("second original err = %v, want ErrOriginalExists", err)
+			}
+			got, err := s.Session(ctx, "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(first.Original, got.Original); diff != "" {
+				t.Errorf("original changed (-want +got):\n%s", diff)
+			}
+			if got.Cwd != "/moved" {
+				t.Errorf("Cwd = %q, want /moved (the refused put must change nothing)", got.Cwd)
+			}
+		}},
+		{"turns append, update and list in order", func(t *testing.T, ctx context.Context, s Store) {
+			mustPut(t, s, sampleSession("a"))
+			for _, i := range []int{2, 1, 3} {
+				mustTurn(t, s, "a", sampleTurn(i, TurnRunning))
+			}
+			upd := sampleTurn(2, TurnCompleted)
+			upd.Answer = "longer answer"
+			mustTurn(t, s, "a", upd)
+			mustTurn(t, s, "a", upd) // idempotent
+			got, err := s.Turns(ctx, "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []Turn{*sampleTurn(1, TurnRunning), *upd, *sampleTurn(3, TurnRunning)}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Turns() mismatch (-want +got):\n%s", diff)
+			}
+			if got, _ := s.Turns(ctx, "other"); len(got) != 0 {
+				t.Errorf("Turns(other) = %v, want none", got)
+			}
+		}},
+		{"turn index from 1", func(t *testing.T, ctx context.Context, s Store) {
+			if err := s.PutTurn(ctx, "a", &Turn{Index: 0}); err == nil {
+				t.Error("PutTurn(index 0) succeeded")
+			}
+		}},
+		{"rollback marks, never deletes", func(t *testing.T, ctx context.Context, s Store) {
+			mustPut(t, s, sampleSession("a"))
+			for i := 1; i <= 4; i++ {
+				mustTurn(t, s, "a", sampleTurn(i, TurnCompleted))
+			}
+			for range 2 { // idempotent
+				if err := s.RollBack(ctx, "a", 2); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := s.Turns(ctx, "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var status []TurnStatus
+			for _, tr := range got {
+				status = append(status, tr.Status)
+			}
+			want := []TurnStatus{TurnCompleted, TurnCompleted, TurnRolledBack, TurnRolledBack}
+			if diff := cmp.Diff(want, status); diff != "" {
+				t.Errorf("statuses after RollBack(2) (-want +got):\n%s", diff)
+			}
+			l := mustList(t, s)
+			if len(l) != 1 || l[0].Turns != 2 {
+				t.Errorf("Sessions() = %+v, want one session with 2 kept turns", l)
+			}
+		}},
+		{"native id mapping", func(t *testing.T, ctx context.Context, s Store) {
+			mustPut(t, s, sampleSession("a"))
+			for _, n := range []string{"n-a-1", "n-a-2"} {
+				got, err := s.ClientID(ctx, n)
+				if err != nil || got != "a" {
+					t.Errorf("ClientID(%s) = %q, %v, want a", n, got, err)
+				}
+			}
+			if _, err := s.ClientID(ctx, "n-x"); !errors.Is(err, ErrNotFound) {
+				t.Errorf("ClientID(unknown) err = %v, want ErrNotFound", err)
+			}
+		}},
+		{"listing", func(t *testing.T, ctx context.Context, s Store) {
+			old, recent := sampleSession("old"), sampleSession("recent")
+			recent.Updated = t0.Add(48 * time.Hour)
+			mustPut(t, s, old)
+			mustPut(t, s, recent)
+			mustTurn(t, s, "old", sampleTurn(1, TurnCompleted))
+			mustTurn(t, s, "old", sampleTurn(2, TurnCompleted))
+			mustTurn(t, s, "orphan", sampleTurn(1, TurnCompleted)) // no session record: not listed
+			want := []Summary{
+				{ID: "recent", Agent: recent.Agent, Cwd: recent.Cwd, LastActivity: recent.Updated, Live: true},
+				{ID: "old", Agent: old.Agent, Cwd: old.Cwd, Turns: 2, LastActivity: sampleTurn(2, "").Ended, Live: true},
+			}
+			if diff := cmp.Diff(want, mustList(t, s)); diff != "" {
+				t.Errorf("Sessions() mismatch (-want +got):\n%s", diff)
+			}
+		}},
+		{"flush with nothing queued", func(t *testing.T, ctx context.Context, s Store) {
+			if err := s.Flush(ctx); err != nil {
+				t.Errorf("Flush() = %v", err)
+			}
+		}},
+	}
+	for name, open := range stores() {
+		t.Run(name, func(t *testing.T) {
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					s := open(t)
+					tt.run(t, t.Context(), s)
+					if err := s.Flush(t.Context()); err != nil && !errors.Is(err, ErrOriginalExists) {
+						t.Errorf("Flush() = %v", err)
+					}
+				})
+			}
+		})
+	}
+}
+
+func mustPut(t *testing.T, s Store, sess *Session) {
+	t.Helper()
+	if err := s.PutSession(t.Context(), sess); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustTurn(t *testing.T, s Store, id string, tr *Turn) {
+	t.Helper()
+	if err := s.PutTurn(t.Context(), id, tr); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustList(t *testing.T, s Store) []Summary {
+	t.Helper()
+	l, err := s.Sessions(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}

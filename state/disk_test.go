@@ -1,0 +1,237 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+func TestDefaultDir(t *testing.T) {
+	t.Setenv("HOME", "/home/u")
+	for _, tt := range []struct{ xdg, want string }{
+		{"/xdg/state", "/xdg/state/acp-sidecar"},
+		{"", "/home/u/.local/state/acp-sidecar"},
+		{"relative/ignored", "/home/u/.local/state/acp-sidecar"},
+	} {
+		t.Setenv("XDG_STATE_HOME", tt.xdg)
+		if got, err := DefaultDir(); err != nil || got != tt.want {
+			t.Errorf("DefaultDir() with XDG_STATE_HOME=%q = %q, %v, want %q", tt.xdg, got, err, tt.want)
+		}
+	}
+}
+
+// badger's flock is taken on a fresh descriptor per Open, so a second Open in
+// the same process conflicts just as another process would. The in-process
+// owner/client tests rely on it.
+func TestLockConflictsInProcess(t *testing.T) {
+	dir := t.TempDir()
+	a, err := openBadger(dir, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeOK(t, a)
+	if _, err := openBadger(dir, testLogger(t)); !errors.Is(err, errLocked) {
+		t.Fatalf("second openBadger err = %v, want errLocked", err)
+	}
+}
+
+func TestPermissions(t *testing.T) {
+	old := umask(0o022)
+	defer umask(old)
+	dir := filepath.Join(t.TempDir(), "state")
+	s := openShared(t, dir)
+	if !s.Owner() {
+		t.Fatal("not owner")
+	}
+	check := func(when string) {
+		t.Helper()
+		if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: dir mode = %v, %v, want 0700", when, fi.Mode().Perm(), err)
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			fi, err := e.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm() != 0o600 {
+				t.Errorf("%s: %s mode = %v, want 0600", when, e.Name(), fi.Mode().Perm())
+			}
+		}
+	}
+	check("after open") // includes store.sock
+	if len(s.sock) < len(dir) || !strings.HasPrefix(s.sock, dir) {
+		t.Errorf("socket %s not in %s", s.sock, dir)
+	}
+	for i := range 200 {
+		writeSample(t.Context(), s, "s"+string(rune('a'+i%26))+strings.Repeat("x", i))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	check("after close")
+}
+
+func TestNewerSchema(t *testing.T) {
+	dir := t.TempDir()
+	b, err := openBadger(dir, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.db.Update(func(txn *badger.Txn) error {
+		return txn.Set(keySchema, binary.BigEndian.AppendUint32(nil, SchemaVersion+1))
+	})
+	closeOK(t, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(t.Context(), dir, Options{Logger: testLogger(t)}); !errors.Is(err, ErrNewerSchema) {
+		t.Fatalf("Open() err = %v, want ErrNewerSchema", err)
+	}
+}
+
+// A damaged directory must give ErrCorrupt, never a panic, and Fallback must
+// leave the files where they were.
+func TestCorrupt(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		damage func(t *testing.T, dir string)
+	}{
+		{"manifest garbage", func(t *testing.T, dir string) {
+			writeFile(t, filepath.Join(dir, "MANIFEST"), []byte("this is not a manifest at all"))
+		}},
+		{"manifest truncated", func(t *testing.T, dir string) {
+			if err := os.Truncate(filepath.Join(dir, "MANIFEST"), 3); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"table garbage", func(t *testing.T, dir string) {
+			for _, f := range tables(t, dir) {
+				writeFile(t, f, []byte(strings.Repeat("garbage!", 100)))
+			}
+		}},
+		{"table truncated", func(t *testing.T, dir string) {
+			for _, f := range tables(t, dir) {
+				fi, _ := os.Stat(f)
+				if err := os.Truncate(f, fi.Size()/2); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{"table block flipped", func(t *testing.T, dir string) {
+			for _, f := range tables(t, dir) {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := 20; i < 60 && i < len(b); i++ {
+					b[i] ^= 0x5a
+				}
+				writeFile(t, f, b)
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := Open(t.Context(), dir, Options{Logger: testLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 20 {
+				writeSample(t.Context(), s, "s"+strings.Repeat("x", i))
+			}
+			closeOK(t, s)
+			tt.damage(t, dir)
+			before := listDir(t, dir)
+
+			_, err = Open(t.Context(), dir, Options{Logger: testLogger(t)})
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Open() err = %v, want ErrCorrupt", err)
+			}
+			mem, msg := Fallback(dir, err)
+			if !strings.Contains(msg, dir) {
+				t.Errorf("Fallback notice %q does not say where the files are", msg)
+			}
+			if err := writeSample(t.Context(), mem, "new"); err != nil {
+				t.Errorf("fallback store: %v", err)
+			}
+			if after := listDir(t, dir); strings.Join(after, ",") != strings.Join(before, ",") {
+				t.Errorf("files changed: before %v, after %v", before, after)
+			}
+		})
+	}
+}
+
+// tables lists the store's table files. Closing a store flushes its memtable
+// to a table, so there is always one.
+func tables(t *testing.T, dir string) []string {
+	t.Helper()
+	ssts, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if len(ssts) == 0 {
+		t.Fatal("no table written")
+	}
+	return ssts
+}
+
+func writeFile(t *testing.T, path string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func listDir(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func TestCheckTableBounds(t *testing.T) {
+	for _, b := range [][]byte{nil, {0}, {0, 0, 0, 0}, {0xff, 0xff, 0xff, 0xff}, {0, 0, 0, 0, 0, 0, 0, 0},
+		{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}, {0x08, 0x00, 0, 0, 0, 2}} {
+		if err := checkTable(b); err == nil {
+			t.Errorf("checkTable(%x) = nil", b)
+		}
+	}
+}
+
+// A state dir too deep for a unix socket path (about 108 bytes) gets its
+// socket in a private temp directory, the same one for every process.
+func TestSocketPathLongDir(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	long := filepath.Join(t.TempDir(), strings.Repeat("d", 120))
+	p1, err := socketPath(long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, _ := socketPath(long)
+	if p1 != p2 || len(p1) >= 100 || !strings.HasPrefix(p1, tmp) {
+		t.Fatalf("socketPath(long) = %q, %q; want one short path under %s", p1, p2, tmp)
+	}
+	if fi, err := os.Stat(filepath.Dir(p1)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("socket dir mode = %v, %v, want 0700", fi.Mode().Perm(), err)
+	}
+	a := openShared(t, long)
+	b := openShared(t, long)
+	if !a.Owner() || b.Owner() {
+		t.Fatalf("owner flags %v %v, want true false", a.Owner(), b.Owner())
+	}
+	writeAll(t, b, "l", 0, 2)
+	checkSamples(t, a, "l", 0, 2)
+}

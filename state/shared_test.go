@@ -1,0 +1,241 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+)
+
+// checkSamples asserts that sessions prefix-from..prefix-(to-1) are there with
+// their three completed turns.
+func checkSamples(t *testing.T, s Store, prefix string, from, to int) {
+	t.Helper()
+	ctx := t.Context()
+	for i := from; i < to; i++ {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		if _, err := s.Session(ctx, id); err != nil {
+			t.Errorf("Session(%s): %v", id, err)
+			continue
+		}
+		turns, err := s.Turns(ctx, id)
+		if err != nil || len(turns) != 3 {
+			t.Errorf("Turns(%s) = %d turns, %v, want 3", id, len(turns), err)
+		}
+	}
+}
+
+func TestReopen(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(t.Context(), dir, Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		if err := writeSample(t.Context(), s, fmt.Sprintf("r-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeOK(t, s) // lands the queue and flushes a table: the reopen checks it
+	checkSamples(t, openShared(t, dir), "r", 0, 50)
+}
+
+// A process killed right after Flush keeps every flushed write: badger's log
+// is memory-mapped and survives a process kill without fsync (go-libs.md §4).
+func TestKillAfterFlush(t *testing.T) {
+	const n = 40
+	dir := t.TempDir()
+	h := startHelper(t, "durability", dir, fmt.Sprintf("ACP_STATE_TEST_N=%d", n))
+	h.expect("ready")
+	h.kill()
+
+	s := openShared(t, dir)
+	turns, err := s.Turns(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(turns) != n {
+		t.Fatalf("after SIGKILL: %d turns, want %d", len(turns), n)
+	}
+	for i, tr := range turns {
+		if tr.Index != i+1 || tr.Status != TurnCompleted {
+			t.Errorf("turn %d = #%d %s, want #%d completed", i, tr.Index, tr.Status, i+1)
+		}
+	}
+	if !s.Owner() {
+		t.Error("reopen after a killed owner did not take the store over")
+	}
+}
+
+// Two writer processes share one directory; this process reads both while both
+// run; the owner is SIGKILLed; the other takes over and finishes; nothing is
+// missing.
+func TestMultiProcess(t *testing.T) {
+	dir := t.TempDir()
+	a := startHelper(t, "writer", dir)
+	a.expect("ready owner=true")
+	b := startHelper(t, "writer", dir)
+	b.expect("ready owner=false")
+
+	a.send("write a 0 5")
+	b.send("write b 0 5")
+	a.expect("ok owner=true")
+	b.expect("ok owner=false")
+
+	func() {
+		c := openShared(t, dir)
+		if c.Owner() {
+			t.Fatal("third process became owner while the first runs")
+		}
+		checkSamples(t, c, "a", 0, 5)
+		checkSamples(t, c, "b", 0, 5)
+		l := mustList(t, c)
+		if len(l) != 10 {
+			t.Fatalf("Sessions() lists %d, want 10", len(l))
+		}
+		for _, sum := range l {
+			if !sum.Live || sum.Turns != 3 {
+				t.Errorf("summary %+v, want live with 3 turns", sum)
+			}
+		}
+		closeOK(t, c)
+	}()
+
+	a.kill()
+	b.send("write b 5 10")
+	b.expect("ok owner=true") // took over
+	b.send("exit")
+	b.expect("closed")
+
+	s := openShared(t, dir)
+	checkSamples(t, s, "a", 0, 5)
+	checkSamples(t, s, "b", 0, 10)
+	for _, sum := range mustList(t, s) {
+		if sum.Live {
+			t.Errorf("%s still live after its processes ended", sum.ID)
+		}
+	}
+}
+
+// In one process: the owner closes, the client notices on its next write and
+// takes over; nothing queued is lost.
+func TestTakeoverInProcess(t *testing.T) {
+	dir := t.TempDir()
+	owner, err := Open(t.Context(), dir, Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := openShared(t, dir)
+	if client.Owner() {
+		t.Fatal("second Open is owner")
+	}
+	writeAll(t, client, "c", 0, 5)
+	closeOK(t, owner)
+	writeAll(t, client, "c", 5, 10)
+	if !client.Owner() {
+		t.Error("client did not take over")
+	}
+	checkSamples(t, client, "c", 0, 10)
+}
+
+func writeAll(t *testing.T, s *Shared, prefix string, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if err := writeSample(t.Context(), s, fmt.Sprintf("%s-%d", prefix, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With the directory locked and nobody serving it, Open still succeeds, writes
+// are accepted and readable from memory, Flush waits, and everything lands once
+// the lock is free.
+func TestNoBackendCatchesUp(t *testing.T) {
+	dir := t.TempDir()
+	squatter, err := openBadger(dir, testLogger(t)) // holds the lock, serves nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(t.Context(), dir, Options{Logger: testLogger(t), ConnectTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("Open with a busy dir: %v", err)
+	}
+	t.Cleanup(func() { closeOK(t, s) })
+	for i := range 3 {
+		if err := writeSample(t.Context(), s, fmt.Sprintf("q-%d", i)); err != nil {
+			t.Fatalf("write with no backend: %v", err)
+		}
+	}
+	if err := s.RollBack(t.Context(), "q-0", 1); err != nil {
+		t.Fatal(err)
+	}
+	checkSamples(t, s, "q", 0, 3) // from memory
+	if turns, _ := s.Turns(t.Context(), "q-0"); turns[1].Status != TurnRolledBack {
+		t.Errorf("queued rollback not visible: turn 2 is %s", turns[1].Status)
+	}
+	if _, err := s.Session(t.Context(), "elsewhere"); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Session(not queued) err = %v, want ErrUnavailable", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := s.Flush(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Flush with no backend = %v, want context.Canceled", err)
+	}
+
+	closeOK(t, squatter)
+	if err := s.Flush(t.Context()); err != nil {
+		t.Fatalf("Flush after the lock is free: %v", err)
+	}
+	if !s.Owner() {
+		t.Error("not owner after the lock is free")
+	}
+	checkSamples(t, s, "q", 0, 3)
+	kept := map[string]int{}
+	for _, sum := range mustList(t, s) {
+		kept[sum.ID] = sum.Turns
+	}
+	if want := map[string]int{"q-0": 1, "q-1": 3, "q-2": 3}; !maps.Equal(kept, want) {
+		t.Errorf("kept turns = %v, want %v", kept, want)
+	}
+}
+
+// A different original this process could not know of at put time (no
+// backend) is refused when the write lands; the rest of the record still lands
+// and Flush reports the refusal.
+func TestOriginalRefusedLate(t *testing.T) {
+	dir := t.TempDir()
+	b, err := openBadger(dir, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutSession(t.Context(), sampleSession("o")); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(t.Context(), dir, Options{Logger: testLogger(t), ConnectTimeout: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeOK(t, s) })
+	late := sampleSession("o")
+	late.Original = sampleConfig("sonnet")
+	late.Cwd = "/late"
+	if err := s.PutSession(t.Context(), late); err != nil {
+		t.Fatalf("PutSession with no backend: %v", err)
+	}
+	closeOK(t, b)
+	if err := s.Flush(t.Context()); !errors.Is(err, ErrOriginalExists) {
+		t.Errorf("Flush() = %v, want ErrOriginalExists", err)
+	}
+	got, err := s.Session(t.Context(), "o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Cwd != "/late" || !sameConfig(got.Original, sampleConfig("opus")) {
+		t.Errorf("got cwd %q original %v, want /late and the first original", got.Cwd, got.Original.ByCategory("model"))
+	}
+}

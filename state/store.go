@@ -1,0 +1,142 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Sentinel errors. Callers branch on them with errors.Is.
+var (
+	// ErrNotFound: no such session, or no session for that native id.
+	ErrNotFound = errors.New("not found")
+	// ErrOriginalExists: the session already has a different original config.
+	// The original is written once (DESIGN.md "The state model"), so a second,
+	// different one is refused rather than silently replacing it.
+	ErrOriginalExists = errors.New("original config already recorded")
+	// ErrNewerSchema: the store on disk was written by a newer acp-sidecar.
+	// Reading it with this version could misread or damage it.
+	ErrNewerSchema = errors.New("store written by a newer acp-sidecar")
+	// ErrCorrupt: the files in the state directory cannot be opened. The error
+	// wraps badger's cause; see Fallback.
+	ErrCorrupt = errors.New("state store is damaged")
+	// ErrUnavailable: a read of a shared store needed the store on disk and no
+	// backend could be reached in time. Writes never fail this way: they wait
+	// in memory (see Shared).
+	ErrUnavailable = errors.New("store unavailable")
+)
+
+// SchemaVersion is the layout version this code writes. A store with a higher
+// version is refused with ErrNewerSchema.
+const SchemaVersion = 1
+
+// Store is the contract every store meets: in memory (NewMemory), badger on disk
+// and a store shared between processes (Open). One contract test runs against
+// all of them.
+//
+// Writes are upserts and safe to repeat: a write that is retried after a broken
+// connection lands once. Stores copy what they are given and what they return,
+// so callers may reuse their values.
+type Store interface {
+	// PutSession creates or replaces the session record s.ClientID. A nil
+	// s.Original leaves a stored original alone; a non-nil one is stored if
+	// there is none and must otherwise equal it, or the put fails with
+	// ErrOriginalExists. NativeID and NativeHistory become native→client
+	// mappings for ClientID.
+	PutSession(ctx context.Context, s *Session) error
+	// Session returns the session record, or ErrNotFound.
+	Session(ctx context.Context, id string) (*Session, error)
+	// Sessions lists every session, most recent activity first.
+	Sessions(ctx context.Context) ([]Summary, error)
+	// PutTurn appends or replaces turn t.Index (from 1) of the session.
+	PutTurn(ctx context.Context, sessionID string, t *Turn) error
+	// Turns lists the session's turns by index, rolled-back ones included.
+	Turns(ctx context.Context, sessionID string) ([]Turn, error)
+	// RollBack marks every turn after the first keep TurnRolledBack. Turns are
+	// never deleted: show and the trace keep them.
+	RollBack(ctx context.Context, sessionID string, keep int) error
+	// ClientID returns the client session id that nativeID belongs or belonged
+	// to, or ErrNotFound.
+	ClientID(ctx context.Context, nativeID string) (string, error)
+	// Flush returns once every write made before the call is as durable as the
+	// store gets (in badger's log, which survives a process kill), or ctx ends.
+	// DESIGN.md "Processes": a config change and a turn's end must land before
+	// the response that completes them is forwarded. It also reports write
+	// errors that a store applying writes in the background could not return
+	// from the write itself.
+	Flush(ctx context.Context) error
+	// Close releases the store; a background store first tries to land its
+	// queued writes.
+	Close() error
+}
+
+// encode marshals v as JSON without HTML escaping, so raw values keep their
+// characters (<, >, & stay as they are).
+func encode(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// clone deep-copies v through its JSON form, which is also what the disk store
+// returns: stores behave alike.
+func clone[T any](v *T) *T {
+	if v == nil {
+		return nil
+	}
+	b, err := encode(v)
+	if err != nil {
+		panic(fmt.Sprintf("state: clone %T: %v", v, err))
+	}
+	out := new(T)
+	if err := json.Unmarshal(b, out); err != nil {
+		panic(fmt.Sprintf("state: clone %T: %v", v, err))
+	}
+	return out
+}
+
+func checkTurn(sessionID string, t *Turn) error {
+	if t == nil || t.Index < 1 {
+		return fmt.Errorf("put turn %s: index must be 1 or more", sessionID)
+	}
+	return nil
+}
+
+// nativeIDs are the native ids a session record maps to its client id.
+func nativeIDs(s *Session) []string {
+	ids := append([]string(nil), s.NativeHistory...)
+	if s.NativeID != "" {
+		ids = append(ids, s.NativeID)
+	}
+	return ids
+}
+
+// sortSummaries orders a listing most recent first, then by id for stability.
+func sortSummaries(l []Summary) {
+	sort.Slice(l, func(i, j int) bool {
+		if !l[i].LastActivity.Equal(l[j].LastActivity) {
+			return l[i].LastActivity.After(l[j].LastActivity)
+		}
+		return l[i].ID < l[j].ID
+	})
+}
+
+// activity is the latest time a turn shows.
+func (t *Turn) activity() time.Time {
+	return later(t.Started, t.Ended)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

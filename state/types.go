@@ -1,0 +1,187 @@
+package state
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Session is the record of one client-facing session (DESIGN.md, "The state
+// model"). The client id is the key and never changes; everything the agent said
+// about its configuration is kept in the agent's own words, as raw JSON next to
+// the few fields the sidecar needs to reason about.
+type Session struct {
+	// ClientID is the session id the client knows. It is stable across rebuilds.
+	ClientID string `json:"clientId"`
+	// NativeID is the agent's id for the native session currently behind ClientID.
+	NativeID string `json:"nativeId,omitempty"`
+	// NativeHistory lists every native id this session has had, oldest first,
+	// including NativeID. The store maps each of them back to ClientID, so a late
+	// frame from an old native session is still attributed correctly.
+	NativeHistory []string `json:"nativeHistory,omitempty"`
+	// Agent is the agent command line (argv) the session ran under.
+	Agent []string `json:"agent,omitempty"`
+	Cwd   string   `json:"cwd,omitempty"`
+	// McpServers is the client's mcpServers array as it sent it: a rebuild must
+	// pass the same servers, and the sidecar has no reason to understand them.
+	McpServers            json.RawMessage `json:"mcpServers,omitempty"`
+	AdditionalDirectories []string        `json:"additionalDirectories,omitempty"`
+	Created               time.Time       `json:"created"`
+	Updated               time.Time       `json:"updated"`
+
+	// Baseline is the config the agent reported when the native session was
+	// created. Display and comparison only; never restored.
+	Baseline *Config `json:"baseline,omitempty"`
+	// Original is the effective config once the agent's defaults and the
+	// sidecar's start-up --set values have settled. The store writes it once and
+	// refuses a different one later (ErrOriginalExists); a nil Original in a put
+	// leaves the stored one alone. restore-original is its only reader.
+	Original *Config `json:"original,omitempty"`
+	// Live is what the agent last accepted. Only the agent's own reports go here.
+	Live *Config `json:"live,omitempty"`
+	// Overrides are the client's explicit, accepted selections, in order.
+	Overrides []Override `json:"overrides,omitempty"`
+
+	Lineage *Lineage `json:"lineage,omitempty"`
+	// Blocked is set while a rebuild failed to restore the config; the next
+	// prompt is refused until the user resets or accepts (DESIGN.md "Fail closed").
+	Blocked *Blocked `json:"blocked,omitempty"`
+	// SetErrors are the start-up --set values the agent did not accept. `show`
+	// displays them; they do not block the session.
+	SetErrors []SetError `json:"setErrors,omitempty"`
+	// Handoff records the last delivery of kept turns to a fresh native session.
+	Handoff *Handoff `json:"handoff,omitempty"`
+}
+
+// Override is one explicit, accepted selection by the client.
+type Override struct {
+	OptionID string `json:"optionId"`
+	Category string `json:"category,omitempty"`
+	// Value is the value as the client sent it and the agent accepted it.
+	Value json.RawMessage `json:"value"`
+	At    time.Time       `json:"at"`
+}
+
+// Lineage ties a fork to its parent: the fork inherits the parent's kept turns
+// before ForkTurn ahead of its own.
+type Lineage struct {
+	ParentID string `json:"parentId"`
+	ForkTurn int    `json:"forkTurn"`
+}
+
+// Blocked says which fields a rebuild could not restore and why.
+type Blocked struct {
+	Fields []string  `json:"fields"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// SetError is one start-up --set id=value that did not take.
+type SetError struct {
+	OptionID string `json:"optionId"`
+	Value    string `json:"value"`
+	Err      string `json:"error"`
+}
+
+// Handoff is the bookkeeping of the kept-turn handoff (DESIGN.md "Hand over"):
+// which native session received it, with which turn, and how much was left out.
+type Handoff struct {
+	NativeID string    `json:"nativeId"`
+	Turn     int       `json:"turn"`
+	Kept     int       `json:"kept"`
+	Omitted  int       `json:"omitted"`
+	At       time.Time `json:"at"`
+}
+
+// Config is one snapshot of a session's configuration in the agent's words: the
+// configOptions catalog and the legacy modes/models APIs, each with its raw JSON.
+type Config struct {
+	Options []Option `json:"options,omitempty"`
+	Mode    *Legacy  `json:"mode,omitempty"`
+	Model   *Legacy  `json:"model,omitempty"`
+	// Raw is the whole payload the snapshot came from, kept for display and for
+	// anything a later version learns to read.
+	Raw json.RawMessage `json:"raw,omitempty"`
+}
+
+// Option is one entry of the agent's configOptions catalog.
+type Option struct {
+	ID       string `json:"id"`
+	Name     string `json:"name,omitempty"`
+	Category string `json:"category,omitempty"`
+	Type     string `json:"type,omitempty"`
+	// Current is the option's current value as the agent reported it.
+	Current json.RawMessage `json:"current,omitempty"`
+	Values  []Value         `json:"values,omitempty"`
+	Raw     json.RawMessage `json:"raw,omitempty"`
+}
+
+// Value is one value an option offers.
+type Value struct {
+	Value json.RawMessage `json:"value"`
+	Name  string          `json:"name,omitempty"`
+}
+
+// Legacy is the pre-configOptions modes or models API: a current id and the ids
+// on offer.
+type Legacy struct {
+	Current   string          `json:"current"`
+	Available []string        `json:"available,omitempty"`
+	Raw       json.RawMessage `json:"raw,omitempty"`
+}
+
+// TurnStatus is where a turn ended up.
+type TurnStatus string
+
+// Turn statuses. A turn is never deleted: a rollback marks the turns after the
+// kept ones TurnRolledBack, and a turn that was running when its process died
+// reads TurnRunning until someone marks it TurnInterrupted.
+const (
+	TurnRunning     TurnStatus = "running"
+	TurnCompleted   TurnStatus = "completed"
+	TurnCancelled   TurnStatus = "cancelled"
+	TurnFailed      TurnStatus = "failed"
+	TurnInterrupted TurnStatus = "interrupted"
+	TurnRolledBack  TurnStatus = "rolled_back"
+)
+
+// Turn is one session/prompt and what came of it.
+type Turn struct {
+	// Index numbers turns from 1 within their session.
+	Index int `json:"index"`
+	// Prompt is the prompt's content blocks as the client sent them.
+	Prompt json.RawMessage `json:"prompt,omitempty"`
+	// PromptText is the text of Prompt's text blocks, for handoff and display.
+	PromptText string     `json:"promptText,omitempty"`
+	Answer     string     `json:"answer,omitempty"`
+	ToolCalls  []ToolCall `json:"toolCalls,omitempty"`
+	StopReason string     `json:"stopReason,omitempty"`
+	// NativeID is the native session that ran the turn.
+	NativeID string     `json:"nativeId,omitempty"`
+	Status   TurnStatus `json:"status"`
+	// HandoffDelivered says this turn's prompt carried the kept-turn handoff to
+	// NativeID, so that native session must not get it again.
+	HandoffDelivered bool      `json:"handoffDelivered,omitempty"`
+	Agent            []string  `json:"agent,omitempty"`
+	Started          time.Time `json:"started"`
+	Ended            time.Time `json:"ended,omitzero"`
+}
+
+// ToolCall is what a turn keeps of one tool call.
+type ToolCall struct {
+	ID     string `json:"id"`
+	Title  string `json:"title,omitempty"`
+	Status string `json:"status,omitempty"`
+}
+
+// Summary is one line of a session listing.
+type Summary struct {
+	ID    string   `json:"id"`
+	Agent []string `json:"agent,omitempty"`
+	Cwd   string   `json:"cwd,omitempty"`
+	// Turns counts the turns that are not rolled back.
+	Turns        int       `json:"turns"`
+	LastActivity time.Time `json:"lastActivity"`
+	// Live says a running sidecar process has written this session since it
+	// connected to the store, i.e. some editor has it open now.
+	Live bool `json:"live,omitempty"`
+}
