@@ -1,0 +1,543 @@
+package acpclient
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+)
+
+// maxSDKLine is the longest line handed to the SDK connection, whose reader
+// dies on lines over 10 MB. Longer lines are only recorded (Lines).
+const maxSDKLine = 8 << 20
+
+const rawIDPrefix = "acpclient-raw-"
+
+// Message is a notification or request the peer sent that is not a
+// session/update, e.g. an extension notification like `_fake/notice`.
+type Message struct {
+	Method string
+	Params json.RawMessage
+}
+
+type rawResult struct {
+	result json.RawMessage
+	err    error
+}
+
+// Client is a scripted ACP client on acp-go-sdk's ClientSideConnection.
+//
+// One reader goroutine reads every line the peer writes, records it, records
+// session/update notifications itself (in wire order, before any later line
+// is handled, so a call that returns has seen every update sent before its
+// response), answers CallRaw responses, and hands requests and responses to
+// the SDK, which answers session/request_permission, fs/* and terminal/*.
+// Close ends the peer and waits for the reader.
+type Client struct {
+	opts       Options
+	conn       *acp.ClientSideConnection
+	in         *lockedWriter
+	proc       *process // nil after Connect
+	sdkFeed    *io.PipeWriter
+	readerDone chan struct{}
+
+	closeOnce sync.Once
+	closeCode int
+	closeErr  error
+
+	b       board // guards every field below
+	lines   [][]byte
+	updates []acp.SessionNotification
+	notes   []Message
+	perms   []acp.RequestPermissionRequest
+	files   map[string]string
+	rawNext int
+	rawWait map[string]chan rawResult
+}
+
+// Start runs argv as a subprocess (in its own process group) and connects
+// to it over its stdin and stdout. ctx bounds the subprocess's life: when it
+// ends, the process group is killed.
+func Start(ctx context.Context, argv []string, opts Options) (*Client, error) {
+	p, stdin, stdout, err := startProcess(ctx, argv, opts)
+	if err != nil {
+		return nil, err
+	}
+	return connect(stdout, stdin, opts, p), nil
+}
+
+// Connect speaks ACP over an in-process peer: r is the peer's stdout, w its
+// stdin. Close closes w and waits for r to end, so the caller must close the
+// writer behind r when the peer is done.
+func Connect(r io.Reader, w io.WriteCloser, opts Options) *Client {
+	return connect(r, w, opts, nil)
+}
+
+func connect(r io.Reader, w io.WriteCloser, opts Options, p *process) *Client {
+	c := &Client{
+		opts:       opts,
+		in:         &lockedWriter{w: w},
+		proc:       p,
+		readerDone: make(chan struct{}),
+		b:          newBoard(),
+		files:      map[string]string{},
+		rawWait:    map[string]chan rawResult{},
+	}
+	for k, v := range opts.Files {
+		c.files[k] = v
+	}
+	sdkOut, sdkFeed := io.Pipe()
+	c.sdkFeed = sdkFeed
+	c.conn = acp.NewClientSideConnection(sdkClient{c}, c.in, sdkOut)
+	c.conn.SetLogger(slog.New(slog.DiscardHandler))
+	go c.readPeer(r)
+	return c
+}
+
+// readPeer is the only reader of the peer's stdout. It exits at EOF or a
+// read error, and then ends the SDK connection and wakes every waiter.
+func (c *Client) readPeer(r io.Reader) {
+	defer close(c.readerDone)
+	defer c.b.end()
+	defer c.sdkFeed.Close()
+	if f, ok := r.(*os.File); ok && c.proc != nil {
+		defer f.Close() // Start's pipe is ours; Connect's reader is the caller's
+	}
+	br := bufio.NewReaderSize(r, 1<<16)
+	for {
+		line, err := readLine(br)
+		if len(line) > 0 || err == nil {
+			c.route(line)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (c *Client) route(line []byte) {
+	var p peek
+	parsed := json.Unmarshal(line, &p) == nil
+	forward := parsed && len(line) <= maxSDKLine
+	var raw chan rawResult
+	var res rawResult
+	c.b.update(func() {
+		c.lines = append(c.lines, line)
+		if !parsed {
+			return
+		}
+		switch {
+		case p.Method == acp.ClientMethodSessionUpdate && !p.hasID():
+			var n acp.SessionNotification
+			if json.Unmarshal(p.Params, &n) == nil {
+				c.updates = append(c.updates, n)
+			}
+			forward = false
+		case p.Method != "" && !p.hasID() && !strings.HasPrefix(p.Method, "$/"):
+			c.notes = append(c.notes, Message{Method: p.Method, Params: p.Params})
+			forward = false
+		case p.Method == "" && strings.HasPrefix(string(p.ID), `"`+rawIDPrefix):
+			id, _ := strconv.Unquote(string(p.ID))
+			raw = c.rawWait[id]
+			delete(c.rawWait, id)
+			forward = false
+		}
+	})
+	if raw != nil {
+		if p.Error != nil {
+			res.err = p.Error
+		} else {
+			res.result = p.Result
+		}
+		raw <- res // buffered; the waiter may have gone
+	}
+	if forward {
+		if _, err := c.sdkFeed.Write(append(line, '\n')); err != nil {
+			return // the SDK connection is gone; the line is still recorded
+		}
+	}
+}
+
+// Code is the JSON-RPC error code inside err, or 0 if there is none.
+func Code(err error) int {
+	var re *acp.RequestError
+	if errors.As(err, &re) {
+		return re.Code
+	}
+	return 0
+}
+
+// Initialize sends initialize with protocol version 1 and the client
+// capabilities fs.readTextFile and fs.writeTextFile (no terminal).
+func (c *Client) Initialize(ctx context.Context) (acp.InitializeResponse, error) {
+	res, err := c.conn.Initialize(ctx, acp.InitializeRequest{
+		ProtocolVersion: acp.ProtocolVersionNumber,
+		ClientCapabilities: acp.ClientCapabilities{
+			Fs: acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true},
+		},
+		ClientInfo: &acp.Implementation{Name: "acpclient", Version: "1"},
+	})
+	if err != nil {
+		return res, fmt.Errorf("initialize: %w", err)
+	}
+	return res, nil
+}
+
+// NewSession sends session/new with no MCP servers.
+func (c *Client) NewSession(ctx context.Context, cwd string) (acp.NewSessionResponse, error) {
+	res, err := c.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{}})
+	if err != nil {
+		return res, fmt.Errorf("session/new: %w", err)
+	}
+	return res, nil
+}
+
+// Load sends session/load. The replayed history is in Updates(sid) when it
+// returns.
+func (c *Client) Load(ctx context.Context, sid acp.SessionId, cwd string) (acp.LoadSessionResponse, error) {
+	res, err := c.conn.LoadSession(ctx, acp.LoadSessionRequest{SessionId: sid, Cwd: cwd, McpServers: []acp.McpServer{}})
+	if err != nil {
+		return res, fmt.Errorf("session/load %s: %w", sid, err)
+	}
+	return res, nil
+}
+
+// Resume sends session/resume.
+func (c *Client) Resume(ctx context.Context, sid acp.SessionId, cwd string) (acp.ResumeSessionResponse, error) {
+	res, err := c.conn.ResumeSession(ctx, acp.ResumeSessionRequest{SessionId: sid, Cwd: cwd})
+	if err != nil {
+		return res, fmt.Errorf("session/resume %s: %w", sid, err)
+	}
+	return res, nil
+}
+
+// Fork sends the unstable session/fork.
+func (c *Client) Fork(ctx context.Context, sid acp.SessionId, cwd string) (acp.UnstableForkSessionResponse, error) {
+	res, err := c.conn.UnstableForkSession(ctx, acp.UnstableForkSessionRequest{SessionId: sid, Cwd: cwd})
+	if err != nil {
+		return res, fmt.Errorf("session/fork %s: %w", sid, err)
+	}
+	return res, nil
+}
+
+// List sends session/list, filtered by cwd unless it is empty.
+func (c *Client) List(ctx context.Context, cwd string) (acp.ListSessionsResponse, error) {
+	req := acp.ListSessionsRequest{}
+	if cwd != "" {
+		req.Cwd = &cwd
+	}
+	res, err := c.conn.ListSessions(ctx, req)
+	if err != nil {
+		return res, fmt.Errorf("session/list: %w", err)
+	}
+	return res, nil
+}
+
+// Prompt sends one text block per text and returns the stop reason and the
+// agent's text of this turn: the agent_message_chunk text that arrived for
+// sid between the request and its response.
+func (c *Client) Prompt(ctx context.Context, sid acp.SessionId, text ...string) (acp.StopReason, string, error) {
+	blocks := make([]acp.ContentBlock, len(text))
+	for i, t := range text {
+		blocks[i] = acp.TextBlock(t)
+	}
+	return c.PromptBlocks(ctx, sid, blocks)
+}
+
+// PromptBlocks is Prompt with any content blocks. On error the text holds
+// what arrived before it.
+func (c *Client) PromptBlocks(ctx context.Context, sid acp.SessionId, blocks []acp.ContentBlock) (acp.StopReason, string, error) {
+	mark := len(c.Updates(sid))
+	res, err := c.conn.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: blocks})
+	text := AgentText(c.Updates(sid)[mark:])
+	if err != nil {
+		return "", text, fmt.Errorf("session/prompt %s: %w", sid, err)
+	}
+	return res.StopReason, text, nil
+}
+
+// SetMode sends session/set_mode.
+func (c *Client) SetMode(ctx context.Context, sid acp.SessionId, modeID string) error {
+	if _, err := c.conn.SetSessionMode(ctx, acp.SetSessionModeRequest{SessionId: sid, ModeId: acp.SessionModeId(modeID)}); err != nil {
+		return fmt.Errorf("session/set_mode %s %q: %w", sid, modeID, err)
+	}
+	return nil
+}
+
+// SetConfigOption sends session/set_config_option for a select option and
+// returns the full option list the agent answered.
+func (c *Client) SetConfigOption(ctx context.Context, sid acp.SessionId, configID, value string) ([]acp.SessionConfigOption, error) {
+	res, err := c.conn.SetSessionConfigOption(ctx, acp.SetSessionConfigOptionRequest{ValueId: &acp.SetSessionConfigOptionValueId{
+		SessionId: sid, ConfigId: acp.SessionConfigId(configID), Value: acp.SessionConfigValueId(value)}})
+	if err != nil {
+		return nil, fmt.Errorf("session/set_config_option %s %s=%q: %w", sid, configID, value, err)
+	}
+	return res.ConfigOptions, nil
+}
+
+// SetModel sends the legacy session/set_model.
+func (c *Client) SetModel(ctx context.Context, sid acp.SessionId, modelID string) error {
+	if _, err := c.conn.UnstableSetSessionModel(ctx, acp.UnstableSetSessionModelRequest{SessionId: sid, ModelId: acp.UnstableModelId(modelID)}); err != nil {
+		return fmt.Errorf("session/set_model %s %q: %w", sid, modelID, err)
+	}
+	return nil
+}
+
+// Cancel sends the session/cancel notification.
+func (c *Client) Cancel(ctx context.Context, sid acp.SessionId) error {
+	if err := c.conn.Cancel(ctx, acp.CancelNotification{SessionId: sid}); err != nil {
+		return fmt.Errorf("session/cancel %s: %w", sid, err)
+	}
+	return nil
+}
+
+func rawLine(id *string, method string, params any) ([]byte, error) {
+	line := []byte(`{"jsonrpc":"2.0",`)
+	if id != nil {
+		line = append(line, `"id":`+strconv.Quote(*id)+`,`...)
+	}
+	m, err := json.Marshal(method)
+	if err != nil {
+		return nil, fmt.Errorf("marshal method: %w", err)
+	}
+	line = append(line, `"method":`...)
+	line = append(line, m...)
+	if params != nil {
+		p, err := json.Marshal(params)
+		if err != nil {
+			return nil, fmt.Errorf("marshal %s params: %w", method, err)
+		}
+		line = append(line, `,"params":`...)
+		line = append(line, p...)
+	}
+	return append(line, "}\n"...), nil
+}
+
+// CallRaw sends a request for any method, e.g. `_sidecar/reset` or a
+// method the SDK has no type for, and returns the result bytes exactly as
+// received, or the error object as an *acp.RequestError. params are
+// marshalled with encoding/json (nil sends none). Its ids are strings
+// ("acpclient-raw-N") that the SDK's own ids never collide with.
+func (c *Client) CallRaw(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	ch := make(chan rawResult, 1)
+	var id string
+	c.b.update(func() {
+		c.rawNext++
+		id = rawIDPrefix + strconv.Itoa(c.rawNext)
+		c.rawWait[id] = ch
+	})
+	forget := func() { c.b.update(func() { delete(c.rawWait, id) }) }
+	line, err := rawLine(&id, method, params)
+	if err != nil {
+		forget()
+		return nil, err
+	}
+	if _, err := c.in.Write(line); err != nil {
+		forget()
+		return nil, fmt.Errorf("call %s: write: %w", method, err)
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, fmt.Errorf("call %s: %w", method, r.err)
+		}
+		return r.result, nil
+	case <-ctx.Done():
+		forget()
+		return nil, fmt.Errorf("call %s: %w", method, context.Cause(ctx))
+	case <-c.readerDone:
+		return nil, fmt.Errorf("call %s: %w", method, ErrEnded)
+	}
+}
+
+// NotifyRaw sends a notification for any method.
+func (c *Client) NotifyRaw(_ context.Context, method string, params any) error {
+	line, err := rawLine(nil, method, params)
+	if err != nil {
+		return err
+	}
+	if _, err := c.in.Write(line); err != nil {
+		return fmt.Errorf("notify %s: %w", method, err)
+	}
+	return nil
+}
+
+// Updates returns the session/update notifications received for sid, in
+// order. An update kind the SDK does not know decodes lossily; Lines has
+// the exact bytes.
+func (c *Client) Updates(sid acp.SessionId) []acp.SessionNotification {
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	return c.updatesLocked(sid)
+}
+
+func (c *Client) updatesLocked(sid acp.SessionId) []acp.SessionNotification {
+	var out []acp.SessionNotification
+	for _, u := range c.updates {
+		if u.SessionId == sid {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// AllUpdates returns every session/update received, in order.
+func (c *Client) AllUpdates() []acp.SessionNotification {
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	return append([]acp.SessionNotification(nil), c.updates...)
+}
+
+// WaitUpdates blocks until pred holds for sid's updates, ctx ends or the
+// peer's output ends, and returns the updates pred last saw. pred runs
+// under the client's lock and must not call the client.
+func (c *Client) WaitUpdates(ctx context.Context, sid acp.SessionId, pred func([]acp.SessionNotification) bool) ([]acp.SessionNotification, error) {
+	var seen []acp.SessionNotification
+	err := c.b.wait(ctx, "updates of "+string(sid), func() bool {
+		seen = c.updatesLocked(sid)
+		return pred(seen)
+	})
+	return seen, err
+}
+
+// Lines returns every line the peer wrote, exactly, without the newline.
+func (c *Client) Lines() [][]byte {
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	return append([][]byte(nil), c.lines...)
+}
+
+// WaitLine blocks until a line matching pred has arrived (checking earlier
+// lines too) and returns the first such line.
+func (c *Client) WaitLine(ctx context.Context, pred func([]byte) bool) ([]byte, error) {
+	var found []byte
+	err := c.b.wait(ctx, "a matching line", func() bool {
+		for _, l := range c.lines {
+			if pred(l) {
+				found = l
+				return true
+			}
+		}
+		return false
+	})
+	return found, err
+}
+
+// Notifications returns the peer's notifications other than session/update
+// and $/…, in order.
+func (c *Client) Notifications() []Message {
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	return append([]Message(nil), c.notes...)
+}
+
+// Permissions returns the session/request_permission requests answered.
+func (c *Client) Permissions() []acp.RequestPermissionRequest {
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	return append([]acp.RequestPermissionRequest(nil), c.perms...)
+}
+
+// File returns the in-memory file at path.
+func (c *Client) File(path string) (string, bool) {
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	s, ok := c.files[path]
+	return s, ok
+}
+
+// SetFile writes the in-memory file at path.
+func (c *Client) SetFile(path, content string) {
+	c.b.update(func() { c.files[path] = content })
+}
+
+// CloseStdin closes the peer's stdin without waiting for anything.
+func (c *Client) CloseStdin() error { return c.in.Close() }
+
+// Done is closed when the peer's output has ended (for Start: usually when
+// it exited).
+func (c *Client) Done() <-chan struct{} { return c.readerDone }
+
+// Wait waits for the subprocess to exit by itself and returns its exit
+// status (-1 for a signal). For Connect it waits for the output to end.
+func (c *Client) Wait(ctx context.Context) (int, error) {
+	if c.proc == nil {
+		select {
+		case <-c.readerDone:
+			return 0, nil
+		case <-ctx.Done():
+			return -1, fmt.Errorf("wait for peer: %w", context.Cause(ctx))
+		}
+	}
+	return c.proc.waitCtx(ctx)
+}
+
+// Pid is the subprocess's pid, which is also its process group id; 0 for
+// Connect.
+func (c *Client) Pid() int {
+	if c.proc == nil {
+		return 0
+	}
+	return c.proc.cmd.Process.Pid
+}
+
+// Kill SIGKILLs the subprocess's process group at once.
+func (c *Client) Kill() error {
+	if c.proc == nil {
+		return errors.New("kill: peer is not a subprocess")
+	}
+	return c.proc.kill()
+}
+
+// Close closes the peer's stdin, waits (up to Options.CloseTimeout) for it
+// to exit, kills its process group if it does not (returning ErrKilled),
+// waits for its output to end, and returns its exit status. Calling it
+// again returns the same result.
+func (c *Client) Close() (int, error) {
+	c.closeOnce.Do(func() { c.closeCode, c.closeErr = c.close() })
+	return c.closeCode, c.closeErr
+}
+
+func (c *Client) close() (int, error) {
+	timeout := c.opts.closeTimeout()
+	var code int
+	var err error
+	if c.proc != nil {
+		code, err = c.proc.shutdown(c.in, timeout)
+	} else {
+		c.in.Close()
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-c.readerDone:
+	case <-timer.C:
+		if c.proc != nil {
+			_ = c.proc.kill() // a grandchild may hold stdout open
+		}
+		return code, errors.Join(err, errors.New("close: peer output did not end"))
+	}
+	<-c.conn.Done()
+	return code, err
+}
+
+// AgentText concatenates the agent_message_chunk text of updates.
+func AgentText(updates []acp.SessionNotification) string {
+	var b strings.Builder
+	for _, u := range updates {
+		if m := u.Update.AgentMessageChunk; m != nil && m.Content.Text != nil {
+			b.WriteString(m.Content.Text.Text)
+		}
+	}
+	return b.String()
+}

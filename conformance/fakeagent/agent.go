@@ -1,0 +1,522 @@
+package fakeagent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+
+	acp "github.com/coder/acp-go-sdk"
+)
+
+var (
+	_ acp.Agent                  = (*agent)(nil)
+	_ acp.AgentLoader            = (*agent)(nil)
+	_ acp.ExtensionMethodHandler = (*agent)(nil)
+)
+
+// turn is one prompt in a native session's history, kept for load replay
+// and the reply's turn count.
+type turn struct {
+	user  []acp.ContentBlock
+	agent string
+}
+
+type session struct {
+	id      string
+	cwd     string
+	st      settings
+	history []turn
+	// post holds updates to send right after the response to the request in
+	// flight on this session is written (see agent.afterLine).
+	post []acp.SessionUpdate
+}
+
+// pendingReq is a request the client sent and the agent has not answered.
+type pendingReq struct {
+	method, sessionID string
+}
+
+// agent is one fake agent process: its sessions live in memory only, so the
+// process is the session store and a restart forgets everything.
+type agent struct {
+	cfg    config
+	cat    catalog
+	conn   *acp.AgentSideConnection
+	w      *lineWriter
+	calls  callLog
+	stderr io.Writer
+
+	exit    chan int      // abrupt exit codes (crash, die-after); buffered 1
+	stopped chan struct{} // closed when Main returns
+
+	mu         sync.Mutex
+	nextID     int
+	sessions   map[string]*session
+	order      []string
+	clientCaps acp.ClientCapabilities
+	pending    map[string]pendingReq
+	cancels    map[int]context.CancelFunc // prompts in flight, cancelled on EOF
+	nextCancel int
+	answered   int  // session/prompt responses written
+	eof        bool // stdin ended; drained closes when pending empties
+	drained    chan struct{}
+}
+
+func newAgent(cfg config, w *lineWriter, calls callLog, stderr io.Writer) *agent {
+	a := &agent{
+		cfg:      cfg,
+		cat:      catalog{f: cfg.Features, acceptUnknown: cfg.AcceptUnknown, defaultModel: cfg.DefaultModel, defaultMode: cfg.DefaultMode},
+		w:        w,
+		calls:    calls,
+		stderr:   stderr,
+		exit:     make(chan int, 1),
+		stopped:  make(chan struct{}),
+		sessions: map[string]*session{},
+		pending:  map[string]pendingReq{},
+		cancels:  map[int]context.CancelFunc{},
+		drained:  make(chan struct{}),
+	}
+	w.after = a.afterLine
+	return a
+}
+
+// die makes Main return code at once; nothing is written after it.
+func (a *agent) die(code int) {
+	a.w.kill()
+	select {
+	case a.exit <- code:
+	default:
+	}
+}
+
+func (a *agent) trackRequest(key, method, sid string) {
+	a.mu.Lock()
+	a.pending[key] = pendingReq{method: method, sessionID: sid}
+	a.mu.Unlock()
+}
+
+// drainOnEOF runs when stdin ends: it cancels prompts in flight (as if the
+// client had sent session/cancel) and waits until every request received has
+// been answered, so piping a file of requests in gets all its answers.
+func (a *agent) drainOnEOF() {
+	a.mu.Lock()
+	a.eof = true
+	for _, c := range a.cancels {
+		c()
+	}
+	if len(a.pending) == 0 {
+		close(a.drained)
+	}
+	a.mu.Unlock()
+	select {
+	case <-a.drained:
+	case <-a.stopped:
+	}
+}
+
+// afterLine sees every line written to stdout, right after it is written.
+// For a response to a tracked request it sends the session's post-response
+// updates (the config_option_update "that follows" a set_model, the
+// available_commands_update after session/new) and counts prompt answers for
+// -die-after. It runs inside the SDK's write lock, so it writes raw lines and
+// never calls the SDK connection.
+func (a *agent) afterLine(line []byte) {
+	if !bytes.HasPrefix(line, []byte(`{"jsonrpc":"2.0","id":`)) {
+		return // a notification or a request of ours: nothing to match
+	}
+	var env envelope
+	if json.Unmarshal(line, &env) != nil || env.Method != "" || !env.hasID() {
+		return
+	}
+	a.mu.Lock()
+	req, ok := a.pending[idKey(env.ID)]
+	if !ok {
+		a.mu.Unlock()
+		return
+	}
+	delete(a.pending, idKey(env.ID))
+	if a.eof && len(a.pending) == 0 {
+		close(a.drained)
+	}
+	sid := req.sessionID
+	if req.method == acp.AgentMethodSessionNew || req.method == acp.AgentMethodSessionFork {
+		sid = sessionIDOf(env.Result)
+	}
+	var post []acp.SessionUpdate
+	if s := a.sessions[sid]; s != nil {
+		post, s.post = s.post, nil
+	}
+	dieNow := false
+	if req.method == acp.AgentMethodSessionPrompt {
+		a.answered++
+		dieNow = a.cfg.DieAfter > 0 && a.answered == a.cfg.DieAfter
+	}
+	a.mu.Unlock()
+
+	for _, u := range post {
+		l, err := notificationLine(acp.SessionNotification{SessionId: acp.SessionId(sid), Update: u})
+		if err != nil {
+			fmt.Fprintf(a.stderr, "fakeagent: %v\n", err)
+			continue
+		}
+		a.writeRaw(l)
+	}
+	if dieNow {
+		a.die(a.cfg.DieCode)
+	}
+}
+
+func (a *agent) session(sid acp.SessionId) (*session, error) {
+	s := a.sessions[string(sid)]
+	if s == nil {
+		return nil, &acp.RequestError{Code: -32002, Message: "Resource not found: session " + string(sid),
+			Data: map[string]any{"sessionId": string(sid)}}
+	}
+	return s, nil
+}
+
+func (a *agent) newSessionLocked(cwd string) *session {
+	a.nextID++
+	s := &session{id: a.cfg.IDPrefix + strconv.Itoa(a.nextID), cwd: cwd, st: a.cat.fresh()}
+	a.sessions[s.id] = s
+	a.order = append(a.order, s.id)
+	return s
+}
+
+func commandsUpdate() acp.SessionUpdate {
+	return acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{
+		SessionUpdate: "available_commands_update",
+		AvailableCommands: []acp.AvailableCommand{
+			{Name: "fake-help", Description: "Describe the fake agent's prompt quirks"},
+			{Name: "fake-echo", Description: "Echo every text block", Input: &acp.AvailableCommandInput{
+				Unstructured: &acp.UnstructuredCommandInput{Hint: "text to echo"}}},
+		},
+	}}
+}
+
+func configUpdate(opts []acp.SessionConfigOption) acp.SessionUpdate {
+	return acp.SessionUpdate{ConfigOptionUpdate: &acp.SessionConfigOptionUpdate{SessionUpdate: "config_option_update", ConfigOptions: opts}}
+}
+
+func modeUpdate(mode string) acp.SessionUpdate {
+	return acp.SessionUpdate{CurrentModeUpdate: &acp.SessionCurrentModeUpdate{SessionUpdate: "current_mode_update", CurrentModeId: acp.SessionModeId(mode)}}
+}
+
+// Initialize implements acp.Agent.
+func (a *agent) Initialize(_ context.Context, p acp.InitializeRequest) (acp.InitializeResponse, error) {
+	a.mu.Lock()
+	a.clientCaps = p.ClientCapabilities
+	a.mu.Unlock()
+	f := a.cfg.Features
+	caps := acp.AgentCapabilities{
+		LoadSession:        f.Load,
+		PromptCapabilities: acp.PromptCapabilities{EmbeddedContext: true, Image: true},
+	}
+	if f.Resume {
+		caps.SessionCapabilities.Resume = &acp.SessionResumeCapabilities{}
+	}
+	if f.List {
+		caps.SessionCapabilities.List = &acp.SessionListCapabilities{}
+	}
+	if f.Fork {
+		caps.SessionCapabilities.Fork = &acp.SessionForkCapabilities{}
+	}
+	if f.Close {
+		caps.SessionCapabilities.Close = &acp.SessionCloseCapabilities{}
+	}
+	v := p.ProtocolVersion
+	if v > acp.ProtocolVersionNumber || v < 1 {
+		v = acp.ProtocolVersionNumber
+	}
+	return acp.InitializeResponse{
+		ProtocolVersion:   v,
+		AgentCapabilities: caps,
+		AgentInfo:         &acp.Implementation{Name: "fake-agent", Version: "1"},
+		AuthMethods:       []acp.AuthMethod{},
+	}, nil
+}
+
+// Authenticate implements acp.Agent; no method is advertised, so any call
+// just succeeds.
+func (a *agent) Authenticate(context.Context, acp.AuthenticateRequest) (acp.AuthenticateResponse, error) {
+	return acp.AuthenticateResponse{}, nil
+}
+
+// NewSession implements acp.Agent.
+func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
+	a.mu.Lock()
+	s := a.newSessionLocked(p.Cwd)
+	st := s.st
+	if a.cfg.Commands && !a.cfg.EarlyUpdates {
+		s.post = append(s.post, commandsUpdate())
+	}
+	a.mu.Unlock()
+	if a.cfg.EarlyUpdates {
+		// Like agents that announce commands while still creating the
+		// session: the client sees a session id it was not told yet.
+		early := []acp.SessionUpdate{commandsUpdate()}
+		if a.cfg.ConfigOptions {
+			early = append(early, configUpdate(a.cat.options(st)))
+		}
+		for _, u := range early {
+			if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: acp.SessionId(s.id), Update: u}); err != nil {
+				return acp.NewSessionResponse{}, fmt.Errorf("early update for %s: %w", s.id, err)
+			}
+		}
+	}
+	opts, modes, models := a.cat.surfaces(st)
+	return acp.NewSessionResponse{SessionId: acp.SessionId(s.id), ConfigOptions: opts, Modes: modes, Models: models}, nil
+}
+
+// LoadSession implements acp.AgentLoader: it replays the session's history
+// as user_message_chunk / agent_message_chunk updates, then answers.
+func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
+	if !a.cfg.Load {
+		return acp.LoadSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionLoad)
+	}
+	if a.cfg.LoadFails {
+		return acp.LoadSessionResponse{}, &acp.RequestError{Code: -32603, Message: "Internal error: load failed (fake-agent -load-fails)"}
+	}
+	a.mu.Lock()
+	s, err := a.session(p.SessionId)
+	if err != nil {
+		a.mu.Unlock()
+		return acp.LoadSessionResponse{}, err
+	}
+	if !a.cfg.LoadKeepsConfig {
+		s.st = a.cat.fresh() // like claude-agent-acp, codex-acp, gemini-cli
+	}
+	if p.Cwd != "" {
+		s.cwd = p.Cwd
+	}
+	history := append([]turn(nil), s.history...)
+	st := s.st
+	if a.cfg.Commands {
+		s.post = append(s.post, commandsUpdate())
+	}
+	a.mu.Unlock()
+	for _, t := range history {
+		var updates []acp.SessionUpdate
+		for _, b := range t.user {
+			updates = append(updates, acp.UpdateUserMessage(b))
+		}
+		updates = append(updates, acp.UpdateAgentMessageText(t.agent))
+		for _, u := range updates {
+			if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: u}); err != nil {
+				return acp.LoadSessionResponse{}, fmt.Errorf("replay %s: %w", p.SessionId, err)
+			}
+		}
+	}
+	opts, modes, models := a.cat.surfaces(st)
+	return acp.LoadSessionResponse{ConfigOptions: opts, Modes: modes, Models: models}, nil
+}
+
+// ResumeSession implements acp.Agent: like load, without the replay.
+func (a *agent) ResumeSession(_ context.Context, p acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
+	if !a.cfg.Resume {
+		return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, err := a.session(p.SessionId)
+	if err != nil {
+		return acp.ResumeSessionResponse{}, err
+	}
+	if !a.cfg.LoadKeepsConfig {
+		s.st = a.cat.fresh()
+	}
+	opts, modes, models := a.cat.surfaces(s.st)
+	return acp.ResumeSessionResponse{ConfigOptions: opts, Modes: modes, Models: models}, nil
+}
+
+// ListSessions implements acp.Agent. Sessions come in creation order; the
+// title is the first prompt's text, and there is no updatedAt (no clock).
+func (a *agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
+	if !a.cfg.List {
+		return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := acp.ListSessionsResponse{Sessions: []acp.SessionInfo{}}
+	for _, id := range a.order {
+		s := a.sessions[id]
+		if p.Cwd != nil && *p.Cwd != s.cwd {
+			continue
+		}
+		info := acp.SessionInfo{SessionId: acp.SessionId(id), Cwd: s.cwd}
+		if len(s.history) > 0 {
+			t := strings.TrimSpace(lastText(s.history[0].user))
+			if len(t) > 40 {
+				t = t[:40]
+			}
+			info.Title = &t
+		}
+		out.Sessions = append(out.Sessions, info)
+	}
+	return out, nil
+}
+
+// UnstableForkSession implements the unstable session/fork: a new session
+// with a copy of the parent's history and settings.
+func (a *agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSessionRequest) (acp.UnstableForkSessionResponse, error) {
+	if !a.cfg.Fork {
+		return acp.UnstableForkSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionFork)
+	}
+	a.mu.Lock()
+	parent, err := a.session(p.SessionId)
+	if err != nil {
+		a.mu.Unlock()
+		return acp.UnstableForkSessionResponse{}, err
+	}
+	cwd := p.Cwd
+	if cwd == "" {
+		cwd = parent.cwd
+	}
+	child := a.newSessionLocked(cwd)
+	child.st = parent.st
+	child.history = append([]turn(nil), parent.history...)
+	st := child.st
+	a.mu.Unlock()
+	opts, modes, models := a.cat.surfaces(st)
+	res := acp.UnstableForkSessionResponse{SessionId: acp.SessionId(child.id), Modes: modes}
+	// The fork result uses the SDK's unstable twins of the stable types;
+	// they share the wire shape, so convert through JSON.
+	if err := convert(opts, &res.ConfigOptions); err != nil {
+		return res, err
+	}
+	if models != nil {
+		if err := convert(models, &res.Models); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func convert(src, dst any) error {
+	b, err := json.Marshal(src)
+	if err != nil {
+		return fmt.Errorf("convert %T: %w", src, err)
+	}
+	if err := json.Unmarshal(b, dst); err != nil {
+		return fmt.Errorf("convert %T to %T: %w", src, dst, err)
+	}
+	return nil
+}
+
+// CloseSession implements acp.Agent. The session stays loadable: the fake
+// agent has no disk, and a real agent's closed session is still on disk.
+func (a *agent) CloseSession(_ context.Context, p acp.CloseSessionRequest) (acp.CloseSessionResponse, error) {
+	if !a.cfg.Close {
+		return acp.CloseSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionClose)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, err := a.session(p.SessionId); err != nil {
+		return acp.CloseSessionResponse{}, err
+	}
+	return acp.CloseSessionResponse{}, nil
+}
+
+// Cancel implements acp.Agent. The SDK already cancelled the prompt's
+// context; the prompt answers with stopReason cancelled.
+func (a *agent) Cancel(context.Context, acp.CancelNotification) error { return nil }
+
+// SetSessionMode implements acp.Agent. Like claude-agent-acp and codex-acp
+// it answers {} and is followed by current_mode_update and, when config
+// options are exposed, config_option_update. It answers even without legacy
+// modes, as opencode does.
+func (a *agent) SetSessionMode(_ context.Context, p acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, err := a.session(p.SessionId)
+	if err != nil {
+		return acp.SetSessionModeResponse{}, err
+	}
+	st, err := a.cat.withMode(s.st, string(p.ModeId))
+	if err != nil {
+		return acp.SetSessionModeResponse{}, err
+	}
+	s.st = st
+	s.post = append(s.post, modeUpdate(st.Mode))
+	if a.cfg.ConfigOptions {
+		s.post = append(s.post, configUpdate(a.cat.options(st)))
+	}
+	return acp.SetSessionModeResponse{}, nil
+}
+
+// SetSessionConfigOption implements acp.Agent: it answers the full option
+// list. A mode change is followed by current_mode_update when legacy modes
+// are exposed (claude does this); a model change that alters other options
+// is followed by config_option_update (opencode does this).
+func (a *agent) SetSessionConfigOption(_ context.Context, p acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
+	if !a.cfg.ConfigOptions {
+		return acp.SetSessionConfigOptionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetConfigOption)
+	}
+	if p.ValueId == nil {
+		return acp.SetSessionConfigOptionResponse{}, invalid("type", "boolean", "the fake agent has no boolean options")
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, err := a.session(p.ValueId.SessionId)
+	if err != nil {
+		return acp.SetSessionConfigOptionResponse{}, err
+	}
+	if a.cfg.BrokenSetConfig {
+		return acp.SetSessionConfigOptionResponse{ConfigOptions: a.cat.options(s.st)}, nil
+	}
+	before := s.st
+	st, err := a.cat.withOption(before, string(p.ValueId.ConfigId), string(p.ValueId.Value))
+	if err != nil {
+		return acp.SetSessionConfigOptionResponse{}, err
+	}
+	s.st = st
+	if st.Mode != before.Mode && a.cfg.LegacyModes {
+		s.post = append(s.post, modeUpdate(st.Mode))
+	}
+	if st.Model != before.Model && a.cat.dependentChanged(before, st) {
+		s.post = append(s.post, configUpdate(a.cat.options(st)))
+	}
+	return acp.SetSessionConfigOptionResponse{ConfigOptions: a.cat.options(st)}, nil
+}
+
+// UnstableSetSessionModel implements the legacy session/set_model. It
+// answers {}; with config options exposed, the new list follows as
+// config_option_update, since nothing else tells the client about it.
+func (a *agent) UnstableSetSessionModel(_ context.Context, p acp.UnstableSetSessionModelRequest) (acp.UnstableSetSessionModelResponse, error) {
+	if !a.cfg.LegacyModels {
+		return acp.UnstableSetSessionModelResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetModel)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, err := a.session(p.SessionId)
+	if err != nil {
+		return acp.UnstableSetSessionModelResponse{}, err
+	}
+	st, err := a.cat.withModel(s.st, string(p.ModelId))
+	if err != nil {
+		return acp.UnstableSetSessionModelResponse{}, err
+	}
+	s.st = st
+	if a.cfg.ConfigOptions {
+		s.post = append(s.post, configUpdate(a.cat.options(st)))
+	}
+	return acp.UnstableSetSessionModelResponse{}, nil
+}
+
+// HandleExtensionMethod answers `_fake/echo` with its params, byte for byte
+// as far as the SDK allows (it compacts them). Other extension requests get
+// -32601; extension notifications are ignored.
+func (a *agent) HandleExtensionMethod(_ context.Context, method string, params json.RawMessage) (any, error) {
+	if method == "_fake/echo" {
+		if len(params) == 0 {
+			return json.RawMessage(`{}`), nil
+		}
+		return params, nil
+	}
+	return nil, acp.NewMethodNotFound(method)
+}

@@ -1,0 +1,64 @@
+// Package fakeagent is a real ACP agent on stdio, built on acp-go-sdk's
+// AgentSideConnection, that the sidecar's tests run in place of claude,
+// codex, gemini or opencode. `acp-sidecar fakeagent [flags]` calls Main.
+//
+// Everything it does is deterministic: session ids are PREFIX1, PREFIX2, …
+// (-id-prefix, default "fake-sess-"), replies depend only on what it
+// received, and nothing reads the clock. Sessions live in memory, so the
+// process is the session store: after a restart session/load fails, as it
+// would for an agent that lost its state.
+//
+// # Config
+//
+// One underlying state per session (model, mode, effort, verbosity) is
+// exposed through up to three surfaces, chosen by the profile (see
+// ProfileNames and `fakeagent -h`): configOptions (ids "model", "effort",
+// "mode", "verbosity", categories model, thought_level, mode and none),
+// legacy `modes` and legacy `models`. Models are fast-1 (no effort when
+// model-dependent), smart-2 (effort low|medium|high, default medium) and
+// deep-3 (medium|high|max, default high); modes ask, code (default), plan;
+// verbosity terse, normal (default), verbose. session/set_mode,
+// session/set_config_option and session/set_model change the same state and
+// reject unknown values with -32602 unless -accept-unknown (real agents
+// accept them silently; the sidecar must validate). After set_mode come
+// current_mode_update and config_option_update; after a model change that
+// alters effort comes config_option_update; both are written right after
+// the response, as the agents that "follow up" do. session/load and
+// session/resume go back to the default config unless -load-keeps-config.
+//
+// # Prompts
+//
+// Every prompt is answered by a reply line (see Reply and ParseReply),
+// streamed as two agent_message_chunk updates, then stopReason end_turn. The
+// last text block of the prompt may trigger a quirk (it is matched after
+// trimming spaces; earlier blocks, such as a sidecar handoff, never trigger):
+//
+//	crash now        after the first chunk, Main returns 3 at once (also -crash-mid-turn)
+//	stream N S       N more chunks of S bytes after the reply (also -chunks, -chunk-size)
+//	echo:…           every text block echoed verbatim after the reply (Reply.Echo)
+//	meta             writes MetaLine raw: _meta with a 20-digit integer and <>&
+//	unknown update   writes UnknownUpdateLine raw: sessionUpdate "brand_new_update"
+//	ext              sends a `_fake/notice` notification
+//	ask permission [PATH]  tool_call, session/request_permission, then
+//	                 fs/read_text_file of PATH (default CWD/fake.txt) if allowed;
+//	                 outcomes in the reply's permission= and read= fields
+//	hang             sends "fake-agent waiting for session/cancel", waits for
+//	                 session/cancel (or stdin EOF), then stopReason cancelled
+//
+// `_fake/echo` requests are answered with their params. -die-after N makes
+// Main return -die-code right after the Nth prompt response is written.
+//
+// # Wire
+//
+// stdout carries nothing but ACP; the SDK connection and the raw writes share
+// one mutex-guarded line writer, so lines never interleave. stdin is read by
+// the package's own line reader: lines up to -max-sdk-line (8 MiB) go to the
+// SDK, whose reader dies on lines over 10 MB; a longer request is answered
+// directly with its size and sha256 (and per-text-block sha256 for a prompt),
+// a longer notification is dropped. -call-log, -stdin-log and -stdout-log
+// record what crossed the pipes; ReadCallLog reads the first.
+//
+// At stdin EOF the agent cancels prompts in flight, waits until every request
+// received is answered, and exits 0; -ignore-eof keeps it running until ctx
+// ends or it is killed, like claude-agent-acp and codex-acp.
+package fakeagent

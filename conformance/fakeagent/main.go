@@ -1,0 +1,209 @@
+package fakeagent
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+
+	acp "github.com/coder/acp-go-sdk"
+)
+
+// config is everything the flags decide.
+type config struct {
+	Features
+	Profile         string
+	AcceptUnknown   bool
+	LoadFails       bool
+	LoadKeepsConfig bool
+	CrashMidTurn    bool
+	DieAfter        int
+	DieCode         int
+	Chunks          int
+	ChunkSize       int
+	IDPrefix        string
+	DefaultModel    string
+	DefaultMode     string
+	CallLog         string
+	StdinLog        string
+	StdoutLog       string
+	MaxSDKLine      int
+	Verbose         bool
+}
+
+func defaultConfig(f Features) config {
+	return config{
+		Features:     f,
+		Profile:      "default",
+		DieCode:      1,
+		ChunkSize:    16,
+		IDPrefix:     "fake-sess-",
+		DefaultModel: DefaultModel,
+		DefaultMode:  DefaultMode,
+		MaxSDKLine:   DefaultMaxSDKLine,
+	}
+}
+
+// newFlagSet binds flags to c with c's current values as defaults, so
+// parsing twice (once for -profile, once with the profile's values as
+// defaults) makes explicit flags win over the profile.
+func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("fakeagent", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&c.Profile, "profile", c.Profile, "preset: "+strings.Join(ProfileNames(), ", "))
+	fs.BoolVar(&c.ConfigOptions, "config-options", c.ConfigOptions, "expose configOptions and answer session/set_config_option")
+	fs.BoolVar(&c.LegacyModes, "modes", c.LegacyModes, "expose legacy `modes` in session results")
+	fs.BoolVar(&c.LegacyModels, "models", c.LegacyModels, "expose legacy `models` and answer session/set_model")
+	fs.BoolVar(&c.ModelDependent, "model-dependent", c.ModelDependent, "effort exists only for some models, with per-model values")
+	fs.BoolVar(&c.Load, "load", c.Load, "advertise and answer session/load")
+	fs.BoolVar(&c.Resume, "resume", c.Resume, "advertise and answer session/resume")
+	fs.BoolVar(&c.List, "list", c.List, "advertise and answer session/list")
+	fs.BoolVar(&c.Fork, "fork", c.Fork, "advertise and answer session/fork")
+	fs.BoolVar(&c.Close, "close", c.Close, "advertise and answer session/close")
+	fs.BoolVar(&c.Commands, "commands", c.Commands, "send available_commands_update after session/new and session/load")
+	fs.BoolVar(&c.EarlyUpdates, "early-updates", c.EarlyUpdates, "send session/update for a new session before the session/new response")
+	fs.BoolVar(&c.BrokenSetConfig, "broken-set-config", c.BrokenSetConfig, "answer set_config_option with success but change nothing")
+	fs.BoolVar(&c.IgnoreEOF, "ignore-eof", c.IgnoreEOF, "keep running after stdin EOF until killed")
+	fs.BoolVar(&c.AcceptUnknown, "accept-unknown", c.AcceptUnknown, "accept unknown model/mode/option values silently, like real agents")
+	fs.BoolVar(&c.LoadFails, "load-fails", c.LoadFails, "answer every session/load with an error")
+	fs.BoolVar(&c.LoadKeepsConfig, "load-keeps-config", c.LoadKeepsConfig, "keep a session's config on load/resume (default: back to defaults, like claude, codex, gemini)")
+	fs.BoolVar(&c.CrashMidTurn, "crash-mid-turn", c.CrashMidTurn, "exit with status 3 after the first reply chunk of every prompt")
+	fs.IntVar(&c.DieAfter, "die-after", c.DieAfter, "exit after the Nth session/prompt response is written (0: never)")
+	fs.IntVar(&c.DieCode, "die-code", c.DieCode, "exit status for -die-after")
+	fs.IntVar(&c.Chunks, "chunks", c.Chunks, "extra agent_message_chunk updates per prompt after the reply line")
+	fs.IntVar(&c.ChunkSize, "chunk-size", c.ChunkSize, "bytes per extra chunk")
+	fs.StringVar(&c.IDPrefix, "id-prefix", c.IDPrefix, "session id prefix; ids are PREFIX1, PREFIX2, …")
+	fs.StringVar(&c.DefaultModel, "default-model", c.DefaultModel, "model of a fresh session")
+	fs.StringVar(&c.DefaultMode, "default-mode", c.DefaultMode, "mode of a fresh session")
+	fs.StringVar(&c.CallLog, "call-log", c.CallLog, "append one JSON line per received method to `FILE`")
+	fs.StringVar(&c.StdinLog, "stdin-log", c.StdinLog, "append every byte read from stdin to `FILE`")
+	fs.StringVar(&c.StdoutLog, "stdout-log", c.StdoutLog, "append every byte written to stdout to `FILE`")
+	fs.IntVar(&c.MaxSDKLine, "max-sdk-line", c.MaxSDKLine, "longest stdin line handed to the SDK; longer requests are answered with their size and sha256")
+	fs.BoolVar(&c.Verbose, "v", c.Verbose, "log SDK diagnostics at info level to stderr")
+	fs.Usage = func() {
+		fmt.Fprintf(out, "usage: fakeagent [flags]\n\nA fake ACP agent on stdio. Profiles:\n%s\nFlags:\n", profileHelp())
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func parseConfig(args []string, stderr io.Writer) (config, error) {
+	first := defaultConfig(Features{})
+	if base, ok := lookupProfile("default"); ok {
+		first.Features = base
+	}
+	_ = newFlagSet(&first, io.Discard).Parse(args) // errors are reported by the second pass
+	f, ok := lookupProfile(first.Profile)
+	if !ok {
+		return config{}, fmt.Errorf("unknown profile %q (have %s)", first.Profile, strings.Join(ProfileNames(), ", "))
+	}
+	cfg := defaultConfig(f)
+	cfg.Profile = first.Profile
+	fs := newFlagSet(&cfg, stderr)
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var models []string
+	for _, m := range modelCatalog() {
+		models = append(models, m.id)
+	}
+	if !slices.Contains(models, cfg.DefaultModel) {
+		return config{}, fmt.Errorf("-default-model %q: not one of %s", cfg.DefaultModel, strings.Join(models, ", "))
+	}
+	if !slices.Contains(modeValues(), cfg.DefaultMode) {
+		return config{}, fmt.Errorf("-default-mode %q: not one of %s", cfg.DefaultMode, strings.Join(modeValues(), ", "))
+	}
+	if cfg.MaxSDKLine <= 0 || cfg.MaxSDKLine > 10_000_000 {
+		return config{}, fmt.Errorf("-max-sdk-line %d: must be in 1..10000000 (the SDK's own limit)", cfg.MaxSDKLine)
+	}
+	return cfg, nil
+}
+
+func openLog(path string) (*os.File, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open log: %w", err)
+	}
+	return f, nil
+}
+
+// Main runs the fake agent on stdin/stdout until stdin ends (exit status 0),
+// ctx ends (0), a quirk exits (-crash-mid-turn: 3, -die-after: -die-code),
+// or the flags are wrong (2). It is what `acp-sidecar fakeagent` runs, so it
+// never calls os.Exit itself; the caller exits with the returned status, at
+// once, which is what keeps a crash abrupt. Nothing is written to stdout
+// after Main returns. Main does not wait for its stdin reader, which ends at
+// the next stdin EOF or error.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cfg, err := parseConfig(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "fakeagent: %v\n", err)
+		return 2
+	}
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	logs := make([]io.Writer, 3)
+	for i, path := range []string{cfg.CallLog, cfg.StdinLog, cfg.StdoutLog} {
+		f, err := openLog(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "fakeagent: %v\n", err)
+			return 2
+		}
+		if f != nil {
+			files = append(files, f)
+			logs[i] = f
+		}
+	}
+	if logs[1] != nil {
+		stdin = io.TeeReader(stdin, logs[1])
+	}
+	w := &lineWriter{out: stdout, tee: logs[2]}
+	a := newAgent(cfg, w, callLog{w: logs[0]}, stderr)
+
+	level := slog.LevelWarn
+	if cfg.Verbose {
+		level = slog.LevelInfo
+	}
+	sdkIn, sdkFeed := io.Pipe()
+	a.conn = acp.NewAgentSideConnection(a, w, sdkIn)
+	a.conn.SetLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
+	defer func() {
+		// Stop writing first, so nothing reaches stdout after Main decided
+		// to return; then release a crashed prompt and end the SDK's
+		// goroutines even while stdin stays open.
+		w.kill()
+		close(a.stopped)
+		sdkFeed.CloseWithError(errStopped)
+	}()
+	go a.readStdin(stdin, sdkFeed)
+
+	select {
+	case code := <-a.exit:
+		return code
+	case <-a.conn.Done():
+		return 0
+	case <-ctx.Done():
+		if cfg.Verbose {
+			fmt.Fprintf(stderr, "fakeagent: stopping: %v\n", context.Cause(ctx))
+		}
+		return 0
+	}
+}

@@ -1,0 +1,89 @@
+package fakeagent
+
+import (
+	"sort"
+	"strings"
+)
+
+// Features are the switches a profile presets. Each has a flag of the same
+// meaning; a flag given on the command line wins over the profile.
+type Features struct {
+	ConfigOptions   bool // configOptions in session results; session/set_config_option answers
+	LegacyModes     bool // `modes` in session results
+	LegacyModels    bool // `models` in session results; session/set_model answers (else -32601)
+	ModelDependent  bool // effort exists only for some models and its values change per model
+	Load            bool // agentCapabilities.loadSession
+	Resume          bool // sessionCapabilities.resume
+	List            bool // sessionCapabilities.list
+	Fork            bool // sessionCapabilities.fork (unstable)
+	Close           bool // sessionCapabilities.close
+	Commands        bool // available_commands_update after session/new and session/load
+	EarlyUpdates    bool // session/update for a new session before the session/new response
+	BrokenSetConfig bool // set_config_option succeeds but changes nothing
+	IgnoreEOF       bool // keep running after stdin EOF until ctx ends (or the process is killed)
+}
+
+// profile is one named preset. The table below is the only place presets are
+// defined, so the help text and the tests read the same data.
+type profile struct {
+	name string
+	doc  string
+	f    Features
+}
+
+// profiles returns the preset table. It is a function, not a package
+// variable, so no caller can change what another one sees.
+func profiles() []profile {
+	base := Features{ConfigOptions: true, LegacyModes: true, LegacyModels: true, ModelDependent: true, Load: true, Commands: true}
+	with := func(mod func(*Features)) Features {
+		f := base
+		mod(&f)
+		return f
+	}
+	return []profile{
+		{"default", "configOptions + legacy modes + models, model-dependent effort, loadSession", base},
+		{"legacy-only", "legacy modes + models only; set_config_option answers -32601 (like gemini-cli)",
+			with(func(f *Features) { f.ConfigOptions = false })},
+		{"config-options-only", "configOptions only (static effort); no modes/models, set_model answers -32601",
+			with(func(f *Features) { f.LegacyModes, f.LegacyModels, f.ModelDependent = false, false, false })},
+		{"model-dependent", "configOptions only; effort appears, disappears and changes values per model, announced by config_option_update (like opencode)",
+			with(func(f *Features) {
+				f.LegacyModes, f.LegacyModels = false, false
+				f.Resume, f.List, f.Fork, f.Close = true, true, true, true
+			})},
+		{"no-load", "default without loadSession", with(func(f *Features) { f.Load = false })},
+		{"ignores-eof", "default, but keeps running after stdin EOF (like claude-agent-acp, codex-acp)",
+			with(func(f *Features) { f.IgnoreEOF = true })},
+		{"early-updates", "default, but sends available_commands_update and config_option_update before the session/new response",
+			with(func(f *Features) { f.EarlyUpdates = true })},
+		{"broken-set-config", "default, but set_config_option answers success with the unchanged options",
+			with(func(f *Features) { f.BrokenSetConfig = true })},
+	}
+}
+
+// ProfileNames lists the presets -profile accepts, sorted.
+func ProfileNames() []string {
+	var names []string
+	for _, p := range profiles() {
+		names = append(names, p.name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func lookupProfile(name string) (Features, bool) {
+	for _, p := range profiles() {
+		if p.name == name {
+			return p.f, true
+		}
+	}
+	return Features{}, false
+}
+
+func profileHelp() string {
+	var b strings.Builder
+	for _, p := range profiles() {
+		b.WriteString("  " + p.name + ": " + p.doc + "\n")
+	}
+	return b.String()
+}
