@@ -1,0 +1,116 @@
+package mockllm
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// message is one assistant reply: a single text block that ends the turn.
+type message struct {
+	ID                        string
+	Model                     string
+	Text                      string
+	InputTokens, OutputTokens int
+}
+
+func (m message) usage(output int) map[string]int {
+	return map[string]int{
+		"input_tokens":                m.InputTokens,
+		"output_tokens":               output,
+		"cache_creation_input_tokens": 0,
+		"cache_read_input_tokens":     0,
+	}
+}
+
+// full is the non-streaming response body.
+func (m message) full() map[string]any {
+	return map[string]any{
+		"id":            m.ID,
+		"type":          "message",
+		"role":          "assistant",
+		"model":         m.Model,
+		"content":       []map[string]string{{"type": "text", "text": m.Text}},
+		"stop_reason":   "end_turn",
+		"stop_sequence": nil,
+		"usage":         m.usage(m.OutputTokens),
+	}
+}
+
+// sseEvent is one server-sent event: its name and its JSON data.
+type sseEvent struct {
+	name string
+	data any
+}
+
+// stream writes the reply as the API's server-sent events. The text is split
+// into word-sized deltas so clients exercise their chunk joining, and each
+// event is flushed so they see a real stream.
+func (m message) stream(w http.ResponseWriter) error {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("request-id", "req_"+m.ID)
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+
+	start := m.full()
+	start["content"] = []any{}
+	start["stop_reason"] = nil
+	start["usage"] = m.usage(1)
+	events := []sseEvent{
+		{"message_start", map[string]any{"type": "message_start", "message": start}},
+		{"content_block_start", map[string]any{
+			"type": "content_block_start", "index": 0,
+			"content_block": map[string]string{"type": "text", "text": ""},
+		}},
+	}
+	for _, chunk := range splitWords(m.Text) {
+		events = append(events, sseEvent{"content_block_delta", map[string]any{
+			"type": "content_block_delta", "index": 0,
+			"delta": map[string]string{"type": "text_delta", "text": chunk},
+		}})
+	}
+	events = append(events, []sseEvent{
+		{"content_block_stop", map[string]any{"type": "content_block_stop", "index": 0}},
+		{"message_delta", map[string]any{
+			"type":  "message_delta",
+			"delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil},
+			"usage": map[string]int{"output_tokens": m.OutputTokens},
+		}},
+		{"message_stop", map[string]any{"type": "message_stop"}},
+	}...)
+
+	for _, e := range events {
+		data, err := json.Marshal(e.data)
+		if err != nil {
+			return fmt.Errorf("encode %s: %w", e.name, err)
+		}
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.name, data); err != nil {
+			return fmt.Errorf("write %s: %w", e.name, err)
+		}
+		if err := rc.Flush(); err != nil {
+			return fmt.Errorf("flush %s: %w", e.name, err)
+		}
+	}
+	return nil
+}
+
+// splitWords cuts s after each space, so the pieces concatenate back to s.
+func splitWords(s string) []string {
+	if s == "" {
+		return []string{""}
+	}
+	var out []string
+	for s != "" {
+		i := strings.IndexByte(s, ' ')
+		if i < 0 {
+			out = append(out, s)
+			break
+		}
+		out = append(out, s[:i+1])
+		s = s[i+1:]
+	}
+	return out
+}

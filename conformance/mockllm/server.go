@@ -1,0 +1,268 @@
+package mockllm
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// MaxBodyBytes bounds a request body. Agents resend the whole conversation
+// each turn, so this is generous; it exists so a runaway client cannot
+// exhaust the test's memory.
+const MaxBodyBytes = 64 << 20
+
+// Options configure a Server. The zero value is ready to use.
+type Options struct {
+	// Reply computes the assistant text for a messages request. It is called
+	// once per request, on the request's goroutine, after the request has
+	// been recorded; it must not block and may be called concurrently. Nil
+	// means [DefaultReply].
+	Reply func(Request) string
+
+	// Log, if set, receives every request as one JSON line (see [Request]),
+	// written before the response so a reader that saw the response also
+	// finds the line. Writes are serialized. A write error is reported to
+	// Logf and does not fail the request.
+	Log io.Writer
+
+	// Logf, if set, receives diagnostics: unknown paths, undecodable bodies,
+	// log write errors. It is called concurrently from request goroutines.
+	// Tests usually pass t.Logf.
+	Logf func(format string, args ...any)
+
+	// Now returns the time recorded for a request. Nil means time.Now; tests
+	// that compare logs set a fixed clock.
+	Now func() time.Time
+}
+
+// A Server is the mock's http.Handler. It keeps every request it received.
+// Use [Start] to serve it on loopback, or wrap it in httptest.NewServer.
+type Server struct {
+	opts Options
+
+	mu       sync.Mutex // guards requests, n, closed, stopWatch and writes to opts.Log
+	requests []Request
+	n        int // messages answered, for deterministic message ids
+
+	// closeFn is set by Start before the server is shared; it stops the
+	// listener and waits for serving to end. Nil for a Server that is only a
+	// handler.
+	closeFn func() error
+	// closed and inflight let Close wait for handlers still running, so none
+	// calls Logf (often t.Logf) after its owner has returned. A handler joins
+	// inflight under mu only while closed is false.
+	closed   bool
+	inflight sync.WaitGroup
+	// stopWatch unregisters Start's ctx watcher; guarded by mu because the
+	// watcher may already be running Close when Start stores it.
+	stopWatch func() bool
+}
+
+// New returns a Server with the given options. It does not listen.
+func New(opts Options) *Server {
+	return &Server{opts: opts}
+}
+
+// Requests returns a copy of every request received so far, oldest first.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// MessageRequests returns the recorded POST /v1/messages requests, the ones
+// that reached the "LLM", oldest first.
+func (s *Server) MessageRequests() []Request {
+	var out []Request
+	for _, r := range s.Requests() {
+		if r.Method == http.MethodPost && r.Path == "/v1/messages" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// DefaultReply reveals what the mock saw, so a test can tell from the agent's
+// output which model and conversation reached the LLM:
+//
+//	mock-llm: model=<model> messages=<n> last=<first 60 characters of the last user text>
+//
+// Line breaks in the quoted text become spaces so the reply is one line.
+func DefaultReply(r Request) string {
+	last := []rune(r.LastUserText())
+	if len(last) > 60 {
+		last = last[:60]
+	}
+	quoted := strings.Join(strings.Fields(string(last)), " ")
+	return fmt.Sprintf("mock-llm: model=%s messages=%d last=%s", r.Model, r.Messages(), quoted)
+}
+
+// ServeHTTP records the request and answers it as the Anthropic API would.
+func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, "api_error", "mock closed")
+		return
+	}
+	s.inflight.Add(1)
+	s.mu.Unlock()
+	defer s.inflight.Done()
+
+	rec := Request{
+		Time:   s.now(),
+		Method: req.Method,
+		Path:   req.URL.Path,
+		Query:  req.URL.RawQuery,
+		Header: loggedHeader(req.Header),
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, MaxBodyBytes))
+	if err != nil {
+		s.logf("mockllm: read body of %s %s: %v", req.Method, req.URL, err)
+		rec.Status = http.StatusBadRequest
+		s.record(rec)
+		writeError(w, rec.Status, "invalid_request_error", "unreadable body")
+		return
+	}
+	rec.Body = rawBody(body)
+
+	switch {
+	case req.URL.Path == "/" && req.Method == http.MethodHead:
+		rec.Status = http.StatusOK
+		s.record(rec)
+		w.WriteHeader(rec.Status)
+	case req.URL.Path == "/v1/messages" && req.Method == http.MethodPost:
+		s.messages(w, rec)
+	case req.URL.Path == "/v1/messages/count_tokens" && req.Method == http.MethodPost:
+		rec.Status = http.StatusOK
+		s.record(rec)
+		writeJSON(w, rec.Status, map[string]int{"input_tokens": estimateTokens(len(body))})
+	case knownPath(req.URL.Path):
+		rec.Status = http.StatusMethodNotAllowed
+		s.logf("mockllm: %d %s %s", rec.Status, req.Method, req.URL)
+		s.record(rec)
+		writeError(w, rec.Status, "invalid_request_error", "method not allowed")
+	default:
+		rec.Status = http.StatusNotFound
+		s.logf("mockllm: %d %s %s", rec.Status, req.Method, req.URL)
+		s.record(rec)
+		writeError(w, rec.Status, "not_found_error", "not found: "+req.URL.Path)
+	}
+}
+
+func knownPath(p string) bool {
+	return p == "/" || p == "/v1/messages" || p == "/v1/messages/count_tokens"
+}
+
+// messages answers POST /v1/messages.
+func (s *Server) messages(w http.ResponseWriter, rec Request) {
+	var b messagesBody
+	if err := json.Unmarshal(rec.Body, &b); err != nil {
+		s.logf("mockllm: decode messages body: %v", err)
+		rec.Status = http.StatusBadRequest
+		s.record(rec)
+		writeError(w, rec.Status, "invalid_request_error", "body is not a messages request")
+		return
+	}
+	rec.Model, rec.Stream, rec.Status = b.Model, b.Stream, http.StatusOK
+	n := s.record(rec)
+
+	text := DefaultReply(rec)
+	if s.opts.Reply != nil {
+		text = s.opts.Reply(rec)
+	}
+	m := message{
+		ID:           fmt.Sprintf("msg_mock_%04d", n),
+		Model:        b.Model,
+		Text:         text,
+		InputTokens:  estimateTokens(len(rec.Body)),
+		OutputTokens: estimateTokens(len(text)),
+	}
+	if !b.Stream {
+		writeJSON(w, http.StatusOK, m.full())
+		return
+	}
+	if err := m.stream(w); err != nil {
+		// The client went away mid-stream; the request is already recorded.
+		s.logf("mockllm: stream %s: %v", m.ID, err)
+	}
+}
+
+// drain refuses new requests and waits for running handlers to return.
+func (s *Server) drain() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.inflight.Wait()
+}
+
+// record appends rec to the log and returns how many messages requests the
+// mock has answered, counting rec if it is one.
+func (s *Server) record(rec Request) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = append(s.requests, rec)
+	if rec.Path == "/v1/messages" && rec.Status == http.StatusOK {
+		s.n++
+	}
+	if s.opts.Log != nil {
+		line, err := json.Marshal(rec)
+		if err == nil {
+			_, err = s.opts.Log.Write(append(line, '\n'))
+		}
+		if err != nil {
+			s.logf("mockllm: write log: %v", err)
+		}
+	}
+	return s.n
+}
+
+func (s *Server) now() time.Time {
+	if s.opts.Now != nil {
+		return s.opts.Now()
+	}
+	return time.Now()
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.opts.Logf != nil {
+		s.opts.Logf(format, args...)
+	}
+}
+
+// rawBody keeps a JSON body as it is and turns anything else into a JSON
+// string, so Request always marshals.
+func rawBody(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	if json.Valid(b) {
+		return json.RawMessage(b)
+	}
+	q, _ := json.Marshal(string(b)) // a string always marshals
+	return q
+}
+
+// estimateTokens is the usual four-bytes-per-token guess; agents only use
+// the numbers for display and compaction thresholds.
+func estimateTokens(n int) int {
+	return n/4 + 1
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // the client going away is not our error
+}
+
+// writeError answers in the API's error shape, which SDKs parse for a message.
+func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	writeJSON(w, status, map[string]any{
+		"type":  "error",
+		"error": map[string]string{"type": typ, "message": msg},
+	})
+}
