@@ -8,6 +8,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/acp-sidecar/acp-sidecar/conformance/bench"
+	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
+	"github.com/acp-sidecar/acp-sidecar/conformance/mockllm"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
@@ -76,6 +79,34 @@ func newApp(s stdio) *cli.App {
 		HideHelpCommand: true,
 		Commands: []*cli.Command{
 			{
+				Name:            "fakeagent",
+				Usage:           "run the built-in fake ACP agent on stdio (for tests and the demo; -h lists its flags)",
+				SkipFlagParsing: true,
+				Action: func(c *cli.Context) error {
+					return exitCode(fakeagent.Main(c.Context, c.Args().Slice(), s.in, s.out, s.err))
+				},
+			},
+			{
+				Name:            "bench",
+				Usage:           "measure the relay against a plain byte-copy relay and print ratios",
+				SkipFlagParsing: true,
+				Action: func(c *cli.Context) error {
+					exe, err := os.Executable()
+					if err != nil {
+						return &exitError{code: 2, err: fmt.Errorf("find own binary: %w", err)}
+					}
+					return exitCode(bench.Main(c.Context, exe, c.Args().Slice(), s.out, s.err))
+				},
+			},
+			{
+				Name:            "mockllm",
+				Usage:           "serve a mock Anthropic Messages API on loopback (for offline end-to-end tests)",
+				SkipFlagParsing: true,
+				Action: func(c *cli.Context) error {
+					return exitCode(mockllm.Main(c.Context, c.Args().Slice(), s.out, s.err))
+				},
+			},
+			{
 				Name:  "version",
 				Usage: "print the version",
 				Action: func(c *cli.Context) error {
@@ -86,6 +117,14 @@ func newApp(s stdio) *cli.App {
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // runMain reports errors
 	}
+}
+
+// exitCode turns a status into the error runMain reports as that status.
+func exitCode(code int) error {
+	if code == 0 {
+		return nil
+	}
+	return &exitError{code: code}
 }
 
 // defaultStateDir follows the XDG base directory rules.
