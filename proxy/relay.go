@@ -1,14 +1,12 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"sync"
 )
 
 // Direction is the way a frame travels.
@@ -128,81 +126,6 @@ func NewRelay(cfg Config) *Relay {
 	return r
 }
 
-// ErrClosed is returned when a frame is sent after its output has failed or
-// the relay has stopped.
-var ErrClosed = errors.New("relay output closed")
-
-// output is one writer with one lock: frames from the relay goroutine and the
-// sidecar's own frames interleave only at line boundaries.
-type output struct {
-	mu     sync.Mutex
-	w      *bufio.Writer
-	err    error
-	closer io.Closer
-}
-
-func newOutput(w io.Writer) *output {
-	o := &output{w: bufio.NewWriterSize(w, 64<<10)}
-	if c, ok := w.(io.Closer); ok {
-		o.closer = c
-	}
-	return o
-}
-
-func (o *output) write(line []byte, flush bool) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.err != nil {
-		return o.err
-	}
-	if _, err := o.w.Write(line); err != nil {
-		o.err = err
-		return err
-	}
-	if err := o.w.WriteByte('\n'); err != nil {
-		o.err = err
-		return err
-	}
-	if flush {
-		if err := o.w.Flush(); err != nil {
-			o.err = err
-			return err
-		}
-	}
-	return nil
-}
-
-func (o *output) flush() error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.err != nil {
-		return o.err
-	}
-	if err := o.w.Flush(); err != nil {
-		o.err = err
-	}
-	return o.err
-}
-
-// close flushes and closes the underlying writer; later writes fail with ErrClosed.
-func (o *output) close() error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.err == nil {
-		o.err = o.w.Flush()
-	}
-	if errors.Is(o.err, ErrClosed) {
-		return nil
-	}
-	var cerr error
-	if o.closer != nil {
-		cerr = o.closer.Close()
-	}
-	err := errors.Join(o.err, cerr)
-	o.err = ErrClosed
-	return err
-}
-
 // Send writes one frame of the sidecar's own, as if it travelled in dir, and
 // flushes it. It is safe from any goroutine.
 func (r *Relay) Send(dir Direction, line []byte) error {
@@ -211,6 +134,17 @@ func (r *Relay) Send(dir Direction, line []byte) error {
 		return fmt.Errorf("send %s: %w", dir, err)
 	}
 	return nil
+}
+
+// Hold reserves the current place in the stream of frames travelling in dir
+// and returns the function that fills it. Frames that arrive meanwhile, the
+// sidecar's own included, wait behind the place in order, so a held response
+// cannot be overtaken by what the same peer sent after it. Call it from a
+// Hook to hold the frame being decided (then return Drop, and pass the frame's
+// bytes, or their replacement, to release), or from anywhere else. Every hold
+// must be released, or that direction stalls.
+func (r *Relay) Hold(dir Direction) (release func(lines ...[]byte)) {
+	return r.out[dir].hold()
 }
 
 // Run relays until the agent's output ends, then closes the client's input

@@ -350,3 +350,44 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+func TestHoldKeepsOrder(t *testing.T) {
+	var relay *Relay
+	var release func(...[]byte)
+	seen := make(chan string, 10)
+	hook := HookFunc(func(_ context.Context, f *Frame) Verdict {
+		seen <- string(f.Env.Method)
+		if f.Dir == AgentToClient && f.Env.MethodIs("held") {
+			release = relay.Hold(AgentToClient)
+			return Verdict{Do: Drop}
+		}
+		return Verdict{}
+	})
+	h := newHarness(t, Config{Hook: hook})
+	relay = h.relay
+	send(t, h.agentW, `{"method":"before"}`)
+	if got := recv(t, h.toClient); got != `{"method":"before"}` {
+		t.Fatalf("client got %q", got)
+	}
+	send(t, h.agentW, `{"method":"held"}`)
+	send(t, h.agentW, `{"method":"after1"}`)
+	for m := range seen {
+		if m == "after1" {
+			break
+		}
+	}
+	h.relay.Send(AgentToClient, []byte(`{"method":"own"}`))
+	send(t, h.agentW, `{"method":"after2"}`)
+	for m := range seen {
+		if m == "after2" {
+			break
+		}
+	}
+	go release([]byte(`{"method":"held","rewritten":true}`), []byte(`{"method":"extra"}`))
+	want := []string{`{"method":"held","rewritten":true}`, `{"method":"extra"}`, `{"method":"after1"}`, `{"method":"own"}`, `{"method":"after2"}`}
+	for _, w := range want {
+		if got := recv(t, h.toClient); got != w {
+			t.Errorf("client got %q, want %q", got, w)
+		}
+	}
+}

@@ -1,0 +1,157 @@
+package proxy
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"sync"
+)
+
+// ErrClosed is returned when a frame is sent after its output has failed or
+// the relay has stopped.
+var ErrClosed = errors.New("relay output closed")
+
+// output is one writer with one lock: frames from the relay goroutine and the
+// sidecar's own frames interleave only at line boundaries.
+//
+// An output can hold a place in its stream (see Relay.Hold). While any place
+// is held, later frames wait behind it in a backlog, in order, and are written
+// when every place before them has been released. With nothing held, frames
+// go straight to the writer and cost no copy.
+type output struct {
+	mu      sync.Mutex
+	w       *bufio.Writer
+	err     error
+	closer  io.Closer
+	backlog []*entry // nil when nothing is held
+}
+
+// entry is one place in the backlog: frames ready to go, or a held place.
+type entry struct {
+	lines [][]byte
+	held  bool
+}
+
+func newOutput(w io.Writer) *output {
+	o := &output{w: bufio.NewWriterSize(w, 64<<10)}
+	if c, ok := w.(io.Closer); ok {
+		o.closer = c
+	}
+	return o
+}
+
+func (o *output) write(line []byte, flush bool) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return o.err
+	}
+	if o.backlog != nil {
+		o.backlog = append(o.backlog, &entry{lines: [][]byte{append([]byte(nil), line...)}})
+		return nil
+	}
+	if err := o.writeLocked(line); err != nil {
+		return err
+	}
+	if flush {
+		return o.flushLocked()
+	}
+	return nil
+}
+
+func (o *output) writeLocked(line []byte) error {
+	if _, err := o.w.Write(line); err != nil {
+		o.err = err
+		return err
+	}
+	if err := o.w.WriteByte('\n'); err != nil {
+		o.err = err
+		return err
+	}
+	return nil
+}
+
+func (o *output) flushLocked() error {
+	if err := o.w.Flush(); err != nil {
+		o.err = err
+	}
+	return o.err
+}
+
+// hold reserves the current place in the stream and returns the function
+// that fills it. Release writes its lines there, then everything that queued
+// behind the place up to the next place still held. Release runs once; later
+// calls do nothing.
+func (o *output) hold() func(lines ...[]byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	e := &entry{held: true}
+	if o.backlog == nil {
+		o.backlog = []*entry{}
+	}
+	o.backlog = append(o.backlog, e)
+	var once sync.Once
+	return func(lines ...[]byte) {
+		once.Do(func() {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			for _, l := range lines {
+				e.lines = append(e.lines, append([]byte(nil), l...))
+			}
+			e.held = false
+			o.drainLocked()
+		})
+	}
+}
+
+// drainLocked writes the backlog from its head up to the first held place.
+func (o *output) drainLocked() {
+	i := 0
+	for ; i < len(o.backlog) && !o.backlog[i].held; i++ {
+		for _, l := range o.backlog[i].lines {
+			if o.err == nil {
+				o.writeLocked(l)
+			}
+		}
+	}
+	o.backlog = o.backlog[i:]
+	if len(o.backlog) == 0 {
+		o.backlog = nil
+	}
+	if o.err == nil {
+		o.flushLocked()
+	}
+}
+
+func (o *output) flush() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return o.err
+	}
+	return o.flushLocked()
+}
+
+// close flushes and closes the underlying writer; later writes fail with
+// ErrClosed. Frames still waiting behind a held place are written first.
+func (o *output) close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, e := range o.backlog {
+		e.held = false
+	}
+	o.drainLocked()
+	if o.err == nil {
+		o.err = o.w.Flush()
+	}
+	if errors.Is(o.err, ErrClosed) {
+		return nil
+	}
+	var cerr error
+	if o.closer != nil {
+		cerr = o.closer.Close()
+	}
+	err := errors.Join(o.err, cerr)
+	o.err = ErrClosed
+	return err
+}
