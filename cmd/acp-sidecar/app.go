@@ -46,6 +46,8 @@ func relayFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-frame", EnvVars: envs("MAX_FRAME"), Value: proxy.DefaultMaxFrame, Usage: "largest frame in bytes; larger ones get a clear error"},
 		&cli.DurationFlag{Name: "grace", EnvVars: envs("GRACE"), Value: proxy.DefaultGrace, Usage: "how long the agent gets at each shutdown step"},
 		&cli.StringFlag{Name: "state-dir", EnvVars: envs("STATE_DIR"), Usage: "where sessions and logs are kept (default $XDG_STATE_HOME/acp-sidecar)"},
+		&cli.StringFlag{Name: "store", EnvVars: envs("STORE"), Value: "disk", Usage: "disk (badger in the state dir, shared by every sidecar) or memory"},
+		&cli.StringSliceFlag{Name: "set", EnvVars: envs("SET"), Usage: "apply `ID=VALUE` to every new session (ID: an option id, or model or mode); repeatable"},
 	}
 }
 
@@ -73,11 +75,15 @@ func newApp(s stdio) *cli.App {
 				maxFrame: c.Int("max-frame"),
 				grace:    c.Duration("grace"),
 				stateDir: c.String("state-dir"),
+				store:    c.String("store"),
+				sets:     c.StringSlice("set"),
 			}
 			return run(c.Context, opts, s)
 		},
 		HideHelpCommand: true,
 		Commands: []*cli.Command{
+			sessionsCommand(s),
+			showCommand(s),
 			{
 				Name:            "fakeagent",
 				Usage:           "run the built-in fake ACP agent on stdio (for tests and the demo; -h lists its flags)",

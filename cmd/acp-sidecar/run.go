@@ -15,6 +15,7 @@ import (
 
 	"github.com/acp-sidecar/acp-sidecar/intercept"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
+	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
 type runOptions struct {
@@ -25,6 +26,8 @@ type runOptions struct {
 	maxFrame int
 	grace    time.Duration
 	stateDir string
+	store    string
+	sets     []string
 }
 
 // run is the relay: start the agent, relay until it is gone, exit with its
@@ -54,6 +57,17 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 		trace = proxy.NewTrace(f)
 		defer trace.Close()
 	}
+
+	var settings []intercept.Setting
+	for _, raw := range o.sets {
+		st, err := intercept.ParseSetting(raw)
+		if err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		settings = append(settings, st)
+	}
+	store, closeStore := openStore(ctx, o, log, s)
+	defer closeStore()
 
 	if err := proxy.AdoptOrphans(); err != nil {
 		log.Warn("cannot adopt the agent's orphans; a crashed agent's children may outlive it", "err", err)
@@ -87,18 +101,28 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 		agent.Shutdown(context.WithoutCancel(ctx), sig)
 	}()
 
+	recorder := intercept.NewRecorder(intercept.RecorderConfig{
+		Store: store, Log: log, Agent: o.argv, Settings: settings,
+	})
 	relay := proxy.NewRelay(proxy.Config{
 		ClientIn:    pollable(s.in),
 		ClientOut:   s.out,
 		AgentIn:     agent.Stdin,
 		AgentOut:    agent.Stdout,
 		MaxFrame:    o.maxFrame,
-		Hook:        intercept.NewChain(log, intercept.MethodLog{Log: log}),
+		Hook:        intercept.NewChain(log, recorder, intercept.MethodLog{Log: log}),
 		Trace:       trace,
 		Log:         log,
 		OnClientEOF: func() { shutdown <- nil },
 	})
+	recorder.Bind(relay)
+	recorder.Start(ctx)
 	relayErr := relay.Run(ctx)
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	if err := recorder.Close(closeCtx); err != nil {
+		log.Error("recorder did not finish", "err", err)
+	}
+	cancel()
 	<-agent.Done()
 	<-stopped
 	code := agent.ExitCode()
@@ -115,6 +139,28 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 		return &exitError{code: code}
 	}
 	return nil
+}
+
+// openStore opens the record. Nothing stops the relay here: a store that is
+// damaged gives way to one in memory, with the reason on stderr and in the
+// log, and the damaged files are left where they are for the user.
+func openStore(ctx context.Context, o runOptions, log *slog.Logger, s stdio) (state.Store, func()) {
+	if o.store == "memory" {
+		m := state.NewMemory()
+		return m, func() { m.Close() }
+	}
+	st, err := state.Open(ctx, o.stateDir, state.Options{Logger: log})
+	if err != nil {
+		mem, notice := state.Fallback(o.stateDir, err)
+		fmt.Fprintf(s.err, "acp-sidecar: %s\n", notice)
+		log.Error("store unusable; recording in memory", "err", err, "notice", notice)
+		return mem, func() { mem.Close() }
+	}
+	return st, func() {
+		if err := st.Close(); err != nil {
+			log.Warn("close store", "err", err)
+		}
+	}
 }
 
 // openLog opens the sidecar's log file. The sidecar's stderr stays quiet:

@@ -1,0 +1,226 @@
+package intercept
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// This file turns the few ACP payloads the sidecar reads into state's types.
+// It decodes only what it needs and keeps the raw JSON beside it: the SDK's
+// types drop unknown fields and fail on unknown option types (go-libs.md §1),
+// so each option is decoded on its own and one the SDK cannot type is still
+// kept, by its id, in the agent's own words.
+
+// configPayload is what session results, set_config_option results and
+// config_option_update carry.
+type configPayload struct {
+	ConfigOptions json.RawMessage `json:"configOptions"`
+	Modes         json.RawMessage `json:"modes"`
+	Models        json.RawMessage `json:"models"`
+}
+
+// wireOption is one configOptions entry; only id is required.
+type wireOption struct {
+	ID           string          `json:"id"`
+	Name         string          `json:"name"`
+	Category     string          `json:"category"`
+	Type         string          `json:"type"`
+	CurrentValue json.RawMessage `json:"currentValue"`
+	Options      json.RawMessage `json:"options"`
+}
+
+// parseOptions decodes a configOptions array. It reports false when raw is
+// absent or null, so "no options in this payload" differs from "an empty list".
+func parseOptions(raw json.RawMessage) ([]state.Option, bool) {
+	if isNull(raw) {
+		return nil, false
+	}
+	var elems []json.RawMessage
+	if json.Unmarshal(raw, &elems) != nil {
+		return nil, false
+	}
+	out := make([]state.Option, 0, len(elems))
+	for _, e := range elems {
+		var w wireOption
+		if json.Unmarshal(e, &w) != nil || w.ID == "" {
+			continue
+		}
+		o := state.Option{ID: w.ID, Name: w.Name, Category: w.Category, Type: w.Type, Current: compactJSON(w.CurrentValue), Raw: compactJSON(e)}
+		if o.Type == "" && w.Options != nil {
+			o.Type = "select"
+		}
+		if w.Options != nil {
+			var sel acp.SessionConfigSelectOptions
+			if json.Unmarshal(w.Options, &sel) == nil {
+				o.Values = selectValues(sel)
+			}
+		}
+		if o.Type == "boolean" {
+			o.Values = []state.Value{{Value: json.RawMessage("true")}, {Value: json.RawMessage("false")}}
+		}
+		out = append(out, o)
+	}
+	return out, true
+}
+
+func selectValues(sel acp.SessionConfigSelectOptions) []state.Value {
+	var out []state.Value
+	add := func(opts []acp.SessionConfigSelectOption) {
+		for _, v := range opts {
+			b, _ := json.Marshal(string(v.Value))
+			out = append(out, state.Value{Value: b, Name: v.Name})
+		}
+	}
+	if sel.Ungrouped != nil {
+		add(*sel.Ungrouped)
+	}
+	if sel.Grouped != nil {
+		for _, g := range *sel.Grouped {
+			add(g.Options)
+		}
+	}
+	return out
+}
+
+func parseModes(raw json.RawMessage) *state.Legacy {
+	if isNull(raw) {
+		return nil
+	}
+	var m acp.SessionModeState
+	if json.Unmarshal(raw, &m) != nil {
+		return nil
+	}
+	l := &state.Legacy{Current: string(m.CurrentModeId), Raw: compactJSON(raw)}
+	for _, a := range m.AvailableModes {
+		l.Available = append(l.Available, string(a.Id))
+	}
+	return l
+}
+
+func parseModels(raw json.RawMessage) *state.Legacy {
+	if isNull(raw) {
+		return nil
+	}
+	var m acp.SessionModelState
+	if json.Unmarshal(raw, &m) != nil {
+		return nil
+	}
+	l := &state.Legacy{Current: string(m.CurrentModelId), Raw: compactJSON(raw)}
+	for _, a := range m.AvailableModels {
+		l.Available = append(l.Available, string(a.ModelId))
+	}
+	return l
+}
+
+// configFromResult reads a session result's whole config.
+func configFromResult(raw json.RawMessage) *state.Config {
+	var p configPayload
+	if json.Unmarshal(raw, &p) != nil {
+		return nil
+	}
+	c := &state.Config{Mode: parseModes(p.Modes), Model: parseModels(p.Models), Raw: compactJSON(raw)}
+	c.Options, _ = parseOptions(p.ConfigOptions)
+	if c.Options == nil && c.Mode == nil && c.Model == nil {
+		return &state.Config{}
+	}
+	return c
+}
+
+// cloneConfig copies a config deeply enough that later changes to one never
+// show in the other (the capture must be immutable, DESIGN.md step 1).
+func cloneConfig(c *state.Config) *state.Config {
+	if c == nil {
+		return nil
+	}
+	b, _ := json.Marshal(c)
+	var out state.Config
+	json.Unmarshal(b, &out)
+	return &out
+}
+
+// withOptions returns c with its options replaced by a full list the agent
+// reported: lists are always replaced, never merged (protocol.md §8, 13).
+func withOptions(c *state.Config, opts []state.Option) *state.Config {
+	n := cloneConfig(c)
+	if n == nil {
+		n = &state.Config{}
+	}
+	n.Options = opts
+	return n
+}
+
+func withLegacy(c *state.Config, field, current string) *state.Config {
+	n := cloneConfig(c)
+	if n == nil {
+		n = &state.Config{}
+	}
+	l := &n.Mode
+	if field == "model" {
+		l = &n.Model
+	}
+	if *l == nil {
+		*l = &state.Legacy{}
+	}
+	(*l).Current = current
+	return n
+}
+
+// promptContent pulls the content blocks and their text out of a
+// session/prompt request.
+func promptContent(params json.RawMessage) (blocks json.RawMessage, text string) {
+	var p struct {
+		Prompt json.RawMessage `json:"prompt"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return nil, ""
+	}
+	var bl []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	json.Unmarshal(p.Prompt, &bl)
+	var parts []string
+	for _, b := range bl {
+		if b.Type == "text" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return compactJSON(p.Prompt), strings.Join(parts, "\n")
+}
+
+// updateFields is what the recorder reads of a session/update. Chunks are the
+// common case by far, and only their text is taken.
+type updateFields struct {
+	Update struct {
+		Content struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+		ToolCallID    string          `json:"toolCallId"`
+		Title         *string         `json:"title"`
+		Status        *string         `json:"status"`
+		ConfigOptions json.RawMessage `json:"configOptions"`
+		CurrentModeID string          `json:"currentModeId"`
+	} `json:"update"`
+}
+
+func isNull(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || string(t) == "null"
+}
+
+func compactJSON(raw json.RawMessage) json.RawMessage {
+	if raw == nil {
+		return nil
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return append(json.RawMessage(nil), raw...)
+	}
+	return buf.Bytes()
+}

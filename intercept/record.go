@@ -1,0 +1,589 @@
+package intercept
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/acp-sidecar/acp-sidecar/proxy"
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// Sidecar is what interceptors need of the relay to act on their own: the
+// sidecar's calls to the agent, frames of its own, and holding a place in a
+// stream. *proxy.Relay implements it.
+type Sidecar interface {
+	Call(ctx context.Context, method string, params, result any) error
+	Send(dir proxy.Direction, line []byte) error
+	Hold(dir proxy.Direction) (release func(lines ...[]byte))
+}
+
+var _ Sidecar = (*proxy.Relay)(nil)
+
+// ACP methods the recorder reads.
+const (
+	mInitialize      = "initialize"
+	mSessionNew      = "session/new"
+	mSessionLoad     = "session/load"
+	mSessionResume   = "session/resume"
+	mSessionFork     = "session/fork"
+	mSetMode         = "session/set_mode"
+	mSetConfigOption = "session/set_config_option"
+	mSetModel        = "session/set_model"
+	mPrompt          = "session/prompt"
+	mCancel          = "session/cancel"
+	mUpdate          = "session/update"
+)
+
+// recorded are the client requests whose outcome the record needs.
+var recorded = map[string]bool{
+	mInitialize: true, mSessionNew: true, mSessionLoad: true, mSessionResume: true, mSessionFork: true,
+	mSetMode: true, mSetConfigOption: true, mSetModel: true, mPrompt: true,
+}
+
+// RecorderConfig wires a Recorder.
+type RecorderConfig struct {
+	Store state.Store
+	// Sidecar makes the sidecar's own calls (start-up settings). Set it with
+	// Recorder.Bind when the relay exists.
+	Log *slog.Logger
+	// Agent is the agent's command line, kept with each session.
+	Agent []string
+	// Settings are applied to every new session before the client sees it.
+	Settings []Setting
+	// Queue bounds the events waiting for the recorder; a full queue slows
+	// the relay rather than lose a frame (DESIGN.md "Speed").
+	Queue int
+	// Durable bounds how long a completing response waits for its write.
+	Durable time.Duration
+	// CallTimeout bounds each of the sidecar's own calls.
+	CallTimeout time.Duration
+	Now         func() time.Time
+}
+
+// Recorder keeps the record of every session that passes: the config layers
+// and every turn. It observes off the relay's path: Intercept copies what it
+// claims onto a bounded queue, and one goroutine decodes and writes it. It
+// holds a response only where DESIGN.md "Processes" requires the write to
+// land first: a config change accepted, a turn ended.
+type Recorder struct {
+	cfg    RecorderConfig
+	log    *slog.Logger
+	sc     Sidecar
+	events chan event
+	stop   chan struct{}
+	done   chan struct{}
+	wg     sync.WaitGroup // the goroutines that make the sidecar's own calls
+
+	mu      sync.Mutex
+	pending map[string]*request // client request id token -> request awaiting its response
+	running atomic.Int32        // turns in flight: chunks are read only while some are
+
+	// Owned by the run goroutine.
+	sessions map[string]*session
+}
+
+// Setting is one start-up --set ID=VALUE. ID is an option id, or the
+// category "model" or "mode".
+type Setting struct {
+	ID    string
+	Value string
+}
+
+// request is a client request the recorder waits to see answered.
+type request struct {
+	method string
+	params json.RawMessage
+	sid    string
+}
+
+// event is one unit of the recorder's work, in relay order.
+type event struct {
+	dir    proxy.Direction
+	method string
+	update string
+	raw    []byte
+	req    *request // for responses: what they answer
+	// release, when set, lets a held response go once the event is written.
+	release func(lines ...[]byte)
+	// fn, when set, runs on the recorder goroutine instead (internal events).
+	fn func(ctx context.Context)
+}
+
+// session is the recorder's working copy of one session's record.
+type session struct {
+	rec     state.Session
+	turns   []state.Turn
+	turn    *state.Turn // the running turn
+	started bool        // the original has been written
+}
+
+// NewRecorder builds a recorder. Start runs it; Bind gives it the relay.
+func NewRecorder(cfg RecorderConfig) *Recorder {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Queue <= 0 {
+		cfg.Queue = 1024
+	}
+	if cfg.Durable <= 0 {
+		cfg.Durable = 2 * time.Second
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 10 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Recorder{
+		cfg: cfg, log: cfg.Log,
+		events:   make(chan event, cfg.Queue),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		pending:  map[string]*request{},
+		sessions: map[string]*session{},
+	}
+}
+
+// Bind gives the recorder the relay it acts through. Call it before frames flow.
+func (r *Recorder) Bind(sc Sidecar) { r.sc = sc }
+
+// Start runs the recorder's goroutine until Close.
+func (r *Recorder) Start(ctx context.Context) {
+	go r.run(context.WithoutCancel(ctx))
+}
+
+// Close lets the recorder finish the events already queued, writes what it
+// holds, and waits for its goroutine.
+func (r *Recorder) Close(ctx context.Context) error {
+	r.wg.Wait()
+	close(r.stop)
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return fmt.Errorf("close recorder: %w", ctx.Err())
+	}
+	return nil
+}
+
+// Claims takes the requests whose outcome the record needs, their responses,
+// and the session updates that change config or belong to a running turn.
+func (r *Recorder) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
+	switch {
+	case dir == proxy.ClientToAgent && env.Kind == proxy.KindRequest:
+		return recorded[string(env.Method)]
+	case dir == proxy.ClientToAgent && env.Kind == proxy.KindNotification:
+		return env.MethodIs(mCancel)
+	case dir == proxy.AgentToClient && env.Kind == proxy.KindResponse:
+		r.mu.Lock()
+		_, ok := r.pending[string(env.ID)]
+		r.mu.Unlock()
+		return ok
+	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification && env.MethodIs(mUpdate):
+		switch string(env.Update) {
+		case "config_option_update", "current_mode_update":
+			return true
+		case "agent_message_chunk", "tool_call", "tool_call_update":
+			return r.running.Load() > 0
+		}
+	}
+	return false
+}
+
+// Intercept copies the frame to the recorder, and holds the responses whose
+// write must land before the client sees them.
+func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict, error) {
+	ev := event{dir: f.Dir, method: string(f.Env.Method), update: string(f.Env.Update), raw: append([]byte(nil), f.Raw...)}
+	if f.Dir == proxy.ClientToAgent && f.Env.Kind == proxy.KindRequest {
+		var p struct {
+			SessionID string `json:"sessionId"`
+		}
+		req := &request{method: ev.method}
+		var msg struct {
+			Params json.RawMessage `json:"params"`
+		}
+		if err := json.Unmarshal(f.Raw, &msg); err == nil {
+			req.params = msg.Params
+			json.Unmarshal(msg.Params, &p)
+			req.sid = p.SessionID
+		}
+		r.mu.Lock()
+		r.pending[string(f.Env.ID)] = req
+		r.mu.Unlock()
+		if ev.method == mPrompt {
+			r.running.Add(1)
+		}
+		ev.req = req
+	}
+	if f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindResponse {
+		r.mu.Lock()
+		ev.req = r.pending[string(f.Env.ID)]
+		delete(r.pending, string(f.Env.ID))
+		r.mu.Unlock()
+		if ev.req != nil && r.holds(ev.req.method) && r.sc != nil {
+			ev.release = r.sc.Hold(proxy.AgentToClient)
+			r.enqueue(ev)
+			return proxy.Verdict{Do: proxy.Drop}, nil
+		}
+	}
+	r.enqueue(ev)
+	return proxy.Verdict{}, nil
+}
+
+// holds says which responses wait for their write: the ones that complete a
+// config change or a turn, and session/new when start-up settings must be
+// applied before the client may act on the session.
+func (r *Recorder) holds(method string) bool {
+	switch method {
+	case mSetMode, mSetConfigOption, mSetModel, mPrompt:
+		return true
+	case mSessionNew:
+		return len(r.cfg.Settings) > 0
+	}
+	return false
+}
+
+func (r *Recorder) enqueue(ev event) {
+	select {
+	case r.events <- ev:
+	case <-r.done:
+		if ev.release != nil {
+			ev.release(ev.raw)
+		}
+	}
+}
+
+// run is the recorder's goroutine: it applies events in relay order.
+func (r *Recorder) run(ctx context.Context) {
+	defer close(r.done)
+	for {
+		select {
+		case ev := <-r.events:
+			r.apply(ctx, ev)
+		case <-r.stop:
+			for {
+				select {
+				case ev := <-r.events:
+					r.apply(ctx, ev)
+				default:
+					r.flush(ctx)
+					return
+				}
+			}
+		}
+	}
+}
+
+func (r *Recorder) apply(ctx context.Context, ev event) {
+	defer func() {
+		if p := recover(); p != nil {
+			// A frame the recorder cannot digest must not take the relay down.
+			r.log.Error("recorder failed on a frame; it was relayed unchanged", "method", ev.method, "panic", fmt.Sprint(p))
+			if ev.release != nil {
+				ev.release(ev.raw)
+			}
+		}
+	}()
+	switch {
+	case ev.fn != nil:
+		ev.fn(ctx)
+	case ev.dir == proxy.ClientToAgent && ev.req != nil:
+		r.clientRequest(ctx, ev)
+	case ev.dir == proxy.ClientToAgent:
+		r.cancel(ev)
+	case ev.req != nil:
+		r.response(ctx, ev)
+	default:
+		r.update(ctx, ev)
+	}
+}
+
+// clientRequest notes a request before the agent sees it. The first change
+// or prompt the client makes fixes the original: the agent's defaults and
+// the start-up settings have settled by then.
+func (r *Recorder) clientRequest(ctx context.Context, ev event) {
+	switch ev.method {
+	case mSetMode, mSetConfigOption, mSetModel:
+		r.fixOriginal(ctx, ev.req.sid)
+	case mPrompt:
+		s := r.sessions[ev.req.sid]
+		if s == nil {
+			return
+		}
+		r.fixOriginal(ctx, ev.req.sid)
+		blocks, text := promptContent(ev.req.params)
+		t := state.Turn{
+			Index: len(s.turns) + 1, Prompt: blocks, PromptText: text, NativeID: s.rec.NativeID,
+			Status: state.TurnRunning, Agent: r.cfg.Agent, Started: r.cfg.Now(),
+		}
+		s.turns = append(s.turns, t)
+		s.turn = &s.turns[len(s.turns)-1]
+		r.putTurn(ctx, s, s.turn)
+	}
+}
+
+func (r *Recorder) fixOriginal(ctx context.Context, sid string) {
+	s := r.sessions[sid]
+	if s == nil || s.started {
+		return
+	}
+	s.started = true
+	s.rec.Original = cloneConfig(s.rec.Live)
+	r.putSession(ctx, s)
+}
+
+// cancel notes a session/cancel. The turn's status comes from its stop
+// reason; a cancel is only a request, and the agent may finish anyway.
+func (r *Recorder) cancel(event) {}
+
+// response records what a request achieved, then lets a held response go.
+func (r *Recorder) response(ctx context.Context, ev event) {
+	var msg struct {
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	json.Unmarshal(ev.raw, &msg)
+	failed := !isNull(msg.Error)
+	req := ev.req
+	switch req.method {
+	case mSessionNew, mSessionLoad, mSessionResume, mSessionFork:
+		if !failed {
+			if s := r.sessionResult(ctx, req, msg.Result); s != nil && req.method == mSessionNew && len(r.cfg.Settings) > 0 && ev.release != nil {
+				// The response waits until the start-up settings are in.
+				r.applySettings(ctx, s, ev)
+				return
+			}
+		}
+	case mSetConfigOption, mSetMode, mSetModel:
+		if !failed {
+			r.configAccepted(ctx, req, msg.Result)
+		}
+	case mPrompt:
+		r.running.Add(-1)
+		r.turnEnded(ctx, req.sid, msg.Result, failed)
+	case mInitialize:
+		// Kept for later: a restarted agent is initialized as the client did.
+	}
+	if ev.release != nil {
+		r.flush(ctx)
+		ev.release(ev.raw)
+	}
+}
+
+// sessionResult starts or refreshes a session's record from a session result.
+func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.RawMessage) *session {
+	var ids struct {
+		SessionID string `json:"sessionId"`
+	}
+	json.Unmarshal(result, &ids)
+	sid := ids.SessionID
+	if sid == "" {
+		sid = req.sid // load and resume answer without the id
+	}
+	if sid == "" {
+		return nil
+	}
+	var p struct {
+		Cwd                   string          `json:"cwd"`
+		McpServers            json.RawMessage `json:"mcpServers"`
+		AdditionalDirectories []string        `json:"additionalDirectories"`
+	}
+	json.Unmarshal(req.params, &p)
+	cfg := configFromResult(result)
+	s := r.sessions[sid]
+	if s == nil {
+		s = &session{}
+		if old, err := r.cfg.Store.Session(ctx, sid); err == nil {
+			s.rec = *old
+			s.started = old.Original != nil
+			if turns, err := r.cfg.Store.Turns(ctx, sid); err == nil {
+				s.turns = turns
+			}
+		}
+		r.sessions[sid] = s
+	}
+	now := r.cfg.Now()
+	s.rec.ClientID, s.rec.NativeID = sid, sid
+	if len(s.rec.NativeHistory) == 0 || s.rec.NativeHistory[len(s.rec.NativeHistory)-1] != sid {
+		s.rec.NativeHistory = append(s.rec.NativeHistory, sid)
+	}
+	s.rec.Agent, s.rec.Cwd = r.cfg.Agent, p.Cwd
+	s.rec.McpServers, s.rec.AdditionalDirectories = compactJSON(p.McpServers), p.AdditionalDirectories
+	if s.rec.Created.IsZero() {
+		s.rec.Created = now
+	}
+	if s.rec.Baseline == nil {
+		s.rec.Baseline = cloneConfig(cfg)
+	}
+	s.rec.Live = cfg
+	if req.method == mSessionFork && req.sid != "" {
+		s.rec.Lineage = &state.Lineage{ParentID: req.sid, ForkTurn: len(r.keptTurns(req.sid)) + 1}
+	}
+	r.putSession(ctx, s)
+	return s
+}
+
+func (r *Recorder) keptTurns(sid string) []state.Turn {
+	s := r.sessions[sid]
+	if s == nil {
+		return nil
+	}
+	var out []state.Turn
+	for _, t := range s.turns {
+		if t.Status != state.TurnRolledBack {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// configAccepted records a client change the agent accepted: into live, as
+// the agent reported it, and into the overrides.
+func (r *Recorder) configAccepted(ctx context.Context, req *request, result json.RawMessage) {
+	s := r.sessions[req.sid]
+	if s == nil {
+		return
+	}
+	var p struct {
+		ConfigID string          `json:"configId"`
+		Value    json.RawMessage `json:"value"`
+		ModeID   string          `json:"modeId"`
+		ModelID  string          `json:"modelId"`
+	}
+	json.Unmarshal(req.params, &p)
+	ov := state.Override{At: r.cfg.Now()}
+	switch req.method {
+	case mSetConfigOption:
+		var res configPayload
+		json.Unmarshal(result, &res)
+		if opts, ok := parseOptions(res.ConfigOptions); ok {
+			s.rec.Live = withOptions(s.rec.Live, opts)
+		}
+		ov.OptionID, ov.Value = p.ConfigID, compactJSON(p.Value)
+		if o := s.rec.Live.Option(p.ConfigID); o != nil {
+			ov.Category = o.Category
+		}
+	case mSetMode:
+		s.rec.Live = withLegacy(s.rec.Live, "mode", p.ModeID)
+		ov.OptionID, ov.Category = "mode", "mode"
+		ov.Value, _ = json.Marshal(p.ModeID)
+	case mSetModel:
+		s.rec.Live = withLegacy(s.rec.Live, "model", p.ModelID)
+		ov.OptionID, ov.Category = "model", "model"
+		ov.Value, _ = json.Marshal(p.ModelID)
+	}
+	s.rec.Overrides = append(s.rec.Overrides, ov)
+	r.putSession(ctx, s)
+}
+
+// turnEnded closes the running turn with its stop reason.
+func (r *Recorder) turnEnded(ctx context.Context, sid string, result json.RawMessage, failed bool) {
+	s := r.sessions[sid]
+	if s == nil || s.turn == nil {
+		return
+	}
+	t := s.turn
+	var res struct {
+		StopReason string `json:"stopReason"`
+	}
+	json.Unmarshal(result, &res)
+	t.StopReason = res.StopReason
+	switch {
+	case failed:
+		t.Status = state.TurnFailed
+	case res.StopReason == "cancelled":
+		t.Status = state.TurnCancelled
+	default:
+		t.Status = state.TurnCompleted
+	}
+	t.Ended = r.cfg.Now()
+	r.putTurn(ctx, s, t)
+	s.turn = nil
+}
+
+// update applies a session/update: config reports to live, the rest to the
+// running turn.
+func (r *Recorder) update(ctx context.Context, ev event) {
+	var n struct {
+		Params struct {
+			SessionID string `json:"sessionId"`
+			updateFields
+		} `json:"params"`
+	}
+	if json.Unmarshal(ev.raw, &n) != nil {
+		return
+	}
+	s := r.sessions[n.Params.SessionID]
+	if s == nil {
+		return
+	}
+	u := n.Params.Update
+	switch ev.update {
+	case "config_option_update":
+		if opts, ok := parseOptions(u.ConfigOptions); ok {
+			s.rec.Live = withOptions(s.rec.Live, opts)
+			r.putSession(ctx, s)
+		}
+	case "current_mode_update":
+		s.rec.Live = withLegacy(s.rec.Live, "mode", u.CurrentModeID)
+		r.putSession(ctx, s)
+	case "agent_message_chunk":
+		if s.turn != nil && u.Content.Type == "text" {
+			s.turn.Answer += u.Content.Text
+		}
+	case "tool_call", "tool_call_update":
+		if s.turn == nil {
+			return
+		}
+		tc := findToolCall(s.turn, u.ToolCallID)
+		if u.Title != nil {
+			tc.Title = *u.Title
+		}
+		if u.Status != nil {
+			tc.Status = *u.Status
+		}
+	}
+}
+
+func findToolCall(t *state.Turn, id string) *state.ToolCall {
+	for i := range t.ToolCalls {
+		if t.ToolCalls[i].ID == id {
+			return &t.ToolCalls[i]
+		}
+	}
+	t.ToolCalls = append(t.ToolCalls, state.ToolCall{ID: id})
+	return &t.ToolCalls[len(t.ToolCalls)-1]
+}
+
+func (r *Recorder) putSession(ctx context.Context, s *session) {
+	s.rec.Updated = r.cfg.Now()
+	rec := s.rec
+	rec.Original = nil // written once, by fixOriginal
+	if s.started && s.rec.Original != nil {
+		rec.Original = s.rec.Original
+	}
+	if err := r.cfg.Store.PutSession(ctx, &rec); err != nil && !errors.Is(err, state.ErrOriginalExists) {
+		r.log.Warn("record session", "session", s.rec.ClientID, "err", err)
+	}
+}
+
+func (r *Recorder) putTurn(ctx context.Context, s *session, t *state.Turn) {
+	cp := *t
+	if err := r.cfg.Store.PutTurn(ctx, s.rec.ClientID, &cp); err != nil {
+		r.log.Warn("record turn", "session", s.rec.ClientID, "turn", t.Index, "err", err)
+	}
+}
+
+// flush waits, within a bound, for what was written to land.
+func (r *Recorder) flush(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Durable)
+	defer cancel()
+	if err := r.cfg.Store.Flush(ctx); err != nil {
+		r.log.Warn("store did not confirm the write in time; the response goes on", "err", err)
+	}
+}

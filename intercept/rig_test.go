@@ -1,0 +1,107 @@
+package intercept_test
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
+	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
+	"github.com/acp-sidecar/acp-sidecar/intercept"
+	"github.com/acp-sidecar/acp-sidecar/proxy"
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// rig is a sidecar assembled in process: the fake agent over pipes, the
+// relay with the interceptors, and a scripted client. Processes and their
+// shutdown are the CLI's tests' business; these tests are about what the
+// interceptors do to the conversation and the record.
+type rig struct {
+	client   *acpclient.Client
+	store    state.Store
+	recorder *intercept.Recorder
+	relay    *proxy.Relay
+	callLog  string
+}
+
+func newRig(t *testing.T, cfg intercept.RecorderConfig, agentArgs ...string) *rig {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &rig{callLog: t.TempDir() + "/calls.jsonl"}
+	if cfg.Store == nil {
+		cfg.Store = state.NewMemory()
+	}
+	r.store = cfg.Store
+	cfg.Agent = []string{"fakeagent"}
+	aInR, aInW := io.Pipe()
+	aOutR, aOutW := io.Pipe()
+	cInR, cInW := io.Pipe()
+	cOutR, cOutW := io.Pipe()
+
+	agentDone := make(chan struct{})
+	go func() {
+		defer close(agentDone)
+		fakeagent.Main(ctx, append([]string{"-call-log", r.callLog}, agentArgs...), aInR, aOutW, io.Discard)
+		aOutW.Close()
+		aInR.Close()
+	}()
+	r.recorder = intercept.NewRecorder(cfg)
+	r.relay = proxy.NewRelay(proxy.Config{
+		ClientIn: cInR, ClientOut: cOutW, AgentIn: aInW, AgentOut: aOutR,
+		Hook: intercept.NewChain(nil, r.recorder),
+	})
+	r.recorder.Bind(r.relay)
+	r.recorder.Start(ctx)
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- r.relay.Run(ctx) }()
+	r.client = acpclient.Connect(cOutR, cInW, acpclient.Options{})
+	t.Cleanup(func() {
+		cInW.Close()
+		<-agentDone
+		if err := <-relayDone; err != nil {
+			t.Errorf("relay: %v", err)
+		}
+		cOutW.Close()
+		closeCtx, done := context.WithTimeout(context.Background(), 10*time.Second)
+		defer done()
+		if err := r.recorder.Close(closeCtx); err != nil {
+			t.Errorf("recorder: %v", err)
+		}
+		cancel()
+	})
+	if _, err := r.client.Initialize(t.Context()); err != nil {
+		t.Fatalf("initialize: %v", err)
+	}
+	return r
+}
+
+// calls lists the methods the fake agent received, in order.
+func (r *rig) calls(t *testing.T) []string {
+	t.Helper()
+	calls, err := fakeagent.ReadCallLog(r.callLog)
+	if err != nil {
+		t.Fatalf("read call log: %v", err)
+	}
+	var out []string
+	for _, c := range calls {
+		s := c.Method
+		var p struct {
+			ConfigID string `json:"configId"`
+			Value    any    `json:"value"`
+			ModeID   string `json:"modeId"`
+			ModelID  string `json:"modelId"`
+		}
+		jsonUnmarshal(c.Params, &p)
+		switch {
+		case p.ConfigID != "":
+			s += " " + p.ConfigID + "=" + toString(p.Value)
+		case p.ModeID != "":
+			s += " " + p.ModeID
+		case p.ModelID != "":
+			s += " " + p.ModelID
+		}
+		out = append(out, s)
+	}
+	return out
+}

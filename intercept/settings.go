@@ -1,0 +1,112 @@
+package intercept
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/acp-sidecar/acp-sidecar/replay"
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// ParseSetting reads one --set ID=VALUE.
+func ParseSetting(s string) (Setting, error) {
+	id, v, ok := strings.Cut(s, "=")
+	if !ok || id == "" || v == "" {
+		return Setting{}, fmt.Errorf("--set %q: want ID=VALUE", s)
+	}
+	return Setting{ID: id, Value: v}, nil
+}
+
+// settingsTarget turns the start-up settings into a restore target over the
+// fresh session's config. A setting the agent has no field for is an error
+// straight away; a value it does not offer is left to the planner, which
+// never sends it.
+func settingsTarget(live *state.Config, settings []Setting) (*state.Config, []state.SetError) {
+	target := cloneConfig(live)
+	if target == nil {
+		target = &state.Config{}
+	}
+	var errs []state.SetError
+	for _, s := range settings {
+		val, _ := json.Marshal(s.Value)
+		switch s.ID {
+		case replay.FieldModel, replay.FieldMode:
+			legacy := target.Mode
+			if s.ID == replay.FieldModel {
+				legacy = target.Model
+			}
+			o := target.ByCategory(s.ID)
+			switch {
+			case o != nil:
+				o.Current = val
+			case legacy != nil:
+				legacy.Current = s.Value
+			default:
+				errs = append(errs, state.SetError{OptionID: s.ID, Value: s.Value, Err: "the agent has no " + s.ID + " setting"})
+			}
+			continue
+		}
+		o := target.Option(s.ID)
+		if o == nil {
+			errs = append(errs, state.SetError{OptionID: s.ID, Value: s.Value, Err: "the agent has no option with this id"})
+			continue
+		}
+		if o.Type == "boolean" && (s.Value == "true" || s.Value == "false") {
+			val = json.RawMessage(s.Value)
+		}
+		o.Current = val
+	}
+	return target, errs
+}
+
+// applySettings applies the start-up settings to a new session while its
+// session/new response is held, so the client's first sight of the session
+// is followed at once by the settled config, and the original is taken only
+// after it. The calls run on a goroutine of their own, because their answers
+// come back through the agent's pump, which the recorder must keep draining.
+func (r *Recorder) applySettings(ctx context.Context, s *session, ev event) {
+	target, setErrs := settingsTarget(s.rec.Live, r.cfg.Settings)
+	catalog := cloneConfig(s.rec.Live)
+	native, client := s.rec.NativeID, s.rec.ClientID
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		out := r.restore(ctx, native, target, catalog)
+		r.enqueue(event{fn: func(ctx context.Context) {
+			s.rec.Live = out.catalog
+			for _, f := range out.failed {
+				s.rec.SetErrors = append(s.rec.SetErrors, state.SetError{OptionID: f.Field, Value: unquote(f.Want), Err: f.Reason})
+			}
+			s.rec.SetErrors = append(s.rec.SetErrors, setErrs...)
+			for _, e := range s.rec.SetErrors {
+				r.log.Error("start-up setting not applied; the session runs on the agent's value", "session", client, "option", e.OptionID, "value", e.Value, "reason", e.Err)
+			}
+			r.putSession(ctx, s)
+			r.flush(ctx)
+			ev.release(append([][]byte{ev.raw}, out.notifications(client)...)...)
+		}, release: ev.release, raw: ev.raw})
+	}()
+}
+
+func unquote(v json.RawMessage) string {
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s
+	}
+	return string(v)
+}
+
+// marshalNoEscape encodes like json.Marshal without turning <>& into \u
+// escapes, so the sidecar's frames read like the agent's.
+func marshalNoEscape(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
