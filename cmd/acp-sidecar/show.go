@@ -1,0 +1,741 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// The read-only commands over the store (DESIGN.md "Surfaces"): `sessions`
+// lists the recorded sessions and `show SESSION` prints one session's record.
+// Both read through state.Open, so they join a running sidecar's store over its
+// socket or open badger themselves, and they never write.
+//
+// The --json forms are a stable interface for scripts: the structs below are
+// their whole schema, and SHOW.md documents it with an example. Add fields;
+// never rename or remove one.
+
+// sessionJSON is one element of the `sessions --json` array.
+type sessionJSON struct {
+	// SessionID is the client-facing session id, stable across rebuilds.
+	SessionID string `json:"sessionId"`
+	// Agent is the agent's command line (argv), [] when none was recorded.
+	Agent []string `json:"agent"`
+	// Cwd is the session's working directory.
+	Cwd string `json:"cwd"`
+	// Turns counts the turns that are not rolled back.
+	Turns int `json:"turns"`
+	// LastActivity is the latest of the record's update and its turns' times.
+	LastActivity time.Time `json:"lastActivity"`
+	// Live says a running sidecar has written the session since it joined the
+	// store: some editor has it open now.
+	Live bool `json:"live"`
+}
+
+// showJSON is the `show SESSION --json` object.
+type showJSON struct {
+	// SessionID is the client-facing session id, stable across rebuilds.
+	SessionID string `json:"sessionId"`
+	// NativeSessionID is the agent's id of the native session now behind
+	// SessionID, "" when none was recorded.
+	NativeSessionID string `json:"nativeSessionId"`
+	// NativeHistory lists every native id the session has had, oldest first.
+	NativeHistory []string `json:"nativeHistory"`
+	// Agent is the agent's command line (argv).
+	Agent []string `json:"agent"`
+	// Cwd is the session's working directory.
+	Cwd string `json:"cwd"`
+	// AdditionalDirectories are the client's extra workspace roots, if any.
+	// (mcpServers are left out: their env often holds credentials.)
+	AdditionalDirectories []string `json:"additionalDirectories"`
+	// Created and Updated are the record's times.
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+	// Lineage is the parent a fork came from, null for a session that is not a
+	// fork.
+	Lineage *lineageJSON `json:"lineage"`
+	// Baseline is the config the agent reported when the native session was
+	// created (display only, never restored); null if none was recorded.
+	Baseline *layerJSON `json:"baseline"`
+	// Original is the config once defaults and start-up --set values settled,
+	// the one restore-original restores; null if none was recorded (such a
+	// session refuses restore-original).
+	Original *layerJSON `json:"original"`
+	// Live is what the agent last accepted; null if nothing was recorded.
+	Live *layerJSON `json:"live"`
+	// Changed is what differs from the baseline in live (state.Diff(baseline,
+	// live)): options in live's order, then options live lacks, then legacy
+	// mode and model.
+	Changed []changeJSON `json:"changed"`
+	// Overrides are the client's explicit, accepted selections, oldest first.
+	Overrides []overrideJSON `json:"overrides"`
+	// Blocked is set while a rebuild could not restore the config and the next
+	// prompt is refused; null otherwise.
+	Blocked *blockedJSON `json:"blocked"`
+	// SetErrors are the start-up --set values the agent did not accept.
+	SetErrors []setErrorJSON `json:"setErrors"`
+	// Handoff is the last delivery of kept turns to a fresh native session,
+	// null if there was none.
+	Handoff *handoffJSON `json:"handoff"`
+	// Turns are every recorded turn by index, rolled-back ones included.
+	Turns []turnJSON `json:"turns"`
+}
+
+// layerJSON is one config layer in the agent's words.
+type layerJSON struct {
+	// Values maps each configOptions id to its current value as raw JSON
+	// (null when the agent reported none).
+	Values map[string]json.RawMessage `json:"values"`
+	// Categories maps each option id to its category ("model", "mode", …;
+	// "" when the agent gave none). Model and mode are found by category.
+	Categories map[string]string `json:"categories"`
+	// Mode and Model are the legacy modes/models API's current ids, left out
+	// when the agent does not use that API.
+	Mode  string `json:"mode,omitempty"`
+	Model string `json:"model,omitempty"`
+}
+
+// changeJSON is one difference between two layers.
+type changeJSON struct {
+	// OptionID is the option's id, or "mode" / "model" for a legacy change.
+	OptionID string `json:"optionId"`
+	// Category is the option's category ("mode" / "model" for legacy).
+	Category string `json:"category"`
+	// Legacy marks a change in the legacy modes or models API; From and To are
+	// then JSON strings.
+	Legacy bool `json:"legacy"`
+	// From is the baseline value, null when the option is new.
+	From json.RawMessage `json:"from"`
+	// To is the live value, null when live lacks the option.
+	To json.RawMessage `json:"to"`
+}
+
+// overrideJSON is one explicit selection by the client.
+type overrideJSON struct {
+	OptionID string `json:"optionId"`
+	Category string `json:"category"`
+	// Value is the value as the client sent it and the agent accepted it.
+	Value json.RawMessage `json:"value"`
+	At    time.Time       `json:"at"`
+}
+
+// lineageJSON ties a fork to its parent.
+type lineageJSON struct {
+	// ParentID is the parent's client session id.
+	ParentID string `json:"parentId"`
+	// ForkTurn is the turn the fork was taken at: it inherits the parent's
+	// kept turns before it.
+	ForkTurn int `json:"forkTurn"`
+}
+
+// blockedJSON says which fields a rebuild could not restore and why.
+type blockedJSON struct {
+	Fields []string  `json:"fields"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// setErrorJSON is one start-up --set id=value the agent did not accept.
+type setErrorJSON struct {
+	OptionID string `json:"optionId"`
+	Value    string `json:"value"`
+	Error    string `json:"error"`
+}
+
+// handoffJSON is the bookkeeping of the last kept-turn handoff.
+type handoffJSON struct {
+	// NativeSessionID is the native session that received it.
+	NativeSessionID string `json:"nativeSessionId"`
+	// Turn is the turn whose prompt carried it.
+	Turn int `json:"turn"`
+	// Kept and Omitted count the turns included and left out.
+	Kept    int       `json:"kept"`
+	Omitted int       `json:"omitted"`
+	At      time.Time `json:"at"`
+}
+
+// turnJSON is one session/prompt and what came of it.
+type turnJSON struct {
+	// Index numbers turns from 1.
+	Index int `json:"index"`
+	// Status is running, completed, cancelled, failed, interrupted or
+	// rolled_back.
+	Status string `json:"status"`
+	// StopReason is the agent's stopReason, "" if the turn never ended.
+	StopReason string `json:"stopReason"`
+	// Prompt is the text of the prompt's text blocks, in full.
+	Prompt string `json:"prompt"`
+	// Answer is the agent's text, in full.
+	Answer string `json:"answer"`
+	// ToolCalls are the titles and statuses of the turn's tool calls.
+	ToolCalls []toolCallJSON `json:"toolCalls"`
+	// NativeSessionID is the native session that ran the turn.
+	NativeSessionID string    `json:"nativeSessionId"`
+	Started         time.Time `json:"started"`
+	// Ended is left out while the turn has not ended.
+	Ended time.Time `json:"ended,omitzero"`
+}
+
+// toolCallJSON is what a turn keeps of one tool call.
+type toolCallJSON struct {
+	ID     string `json:"id"`
+	Title  string `json:"title"`
+	Status string `json:"status"`
+}
+
+// stateDirFlag is --state-dir on a read-only subcommand, so it can come after
+// the subcommand too. It has no env var and no default: readArgs falls
+// back to the app's flag, which has both.
+func stateDirFlag() cli.Flag {
+	return &cli.StringFlag{Name: "state-dir", Usage: "where sessions are kept (default $XDG_STATE_HOME/acp-sidecar)"}
+}
+
+func jsonFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table (schema in SHOW.md)"}
+}
+
+func sessionsCommand(s stdio) *cli.Command {
+	return &cli.Command{
+		Name:            "sessions",
+		Usage:           "list the recorded sessions, most recent first",
+		UsageText:       "acp-sidecar sessions [--json] [--state-dir DIR]",
+		HideHelpCommand: true,
+		Flags:           []cli.Flag{jsonFlag(), stateDirFlag()},
+		Action: func(c *cli.Context) error {
+			a, err := readArgs(c)
+			if err != nil || len(a.pos) > 0 {
+				return usageError(c, err, "usage: acp-sidecar sessions [--json] [--state-dir DIR]")
+			}
+			return withStore(c.Context, a.dir, func(ctx context.Context, st state.Store) error {
+				list, err := st.Sessions(ctx)
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return writeJSON(s.out, sessionsJSON(list))
+				}
+				return writeSessions(s.out, list)
+			})
+		},
+	}
+}
+
+func showCommand(s stdio) *cli.Command {
+	return &cli.Command{
+		Name:            "show",
+		Usage:           "print one session's record: identity, config layers, overrides and turns",
+		UsageText:       "acp-sidecar show SESSION [--json] [--state-dir DIR]",
+		HideHelpCommand: true,
+		Flags:           []cli.Flag{jsonFlag(), stateDirFlag()},
+		Action: func(c *cli.Context) error {
+			a, err := readArgs(c)
+			if err != nil || len(a.pos) != 1 {
+				return usageError(c, err, "usage: acp-sidecar show SESSION [--json] [--state-dir DIR]")
+			}
+			id := a.pos[0]
+			return withStore(c.Context, a.dir, func(ctx context.Context, st state.Store) error {
+				sess, err := st.Session(ctx, id)
+				if errors.Is(err, state.ErrNotFound) {
+					return fmt.Errorf("no session %q in %s (acp-sidecar sessions lists them)", id, a.dir)
+				}
+				if err != nil {
+					return err
+				}
+				turns, err := st.Turns(ctx, id)
+				if err != nil && !errors.Is(err, state.ErrNotFound) {
+					return err
+				}
+				if a.json {
+					return writeJSON(s.out, buildShow(sess, turns))
+				}
+				return writeShow(s.out, sess, turns)
+			})
+		},
+	}
+}
+
+// readCmdArgs are a read-only command's arguments and flags.
+type readCmdArgs struct {
+	pos  []string // positional arguments
+	json bool
+	dir  string // the state dir to read
+}
+
+// readArgs collects the arguments and flags wherever they stand. urfave/cli
+// v2 stops parsing flags at the first argument, as package flag does, so in
+// `show SESSION --json` the --json is left among the arguments; readArgs
+// parses the flags that follow each argument itself.
+//
+// The state dir is the last --state-dir after the subcommand, else the one
+// before it (or ACP_SIDECAR_STATE_DIR), else state.DefaultDir. c.String alone
+// is not enough: urfave/cli resolves a name in the nearest context that
+// declares it, so the subcommand's unset flag would hide the app's.
+func readArgs(c *cli.Context) (readCmdArgs, error) {
+	a := readCmdArgs{json: c.Bool("json")}
+	for _, cc := range c.Lineage() {
+		if cc.IsSet("state-dir") && cc.String("state-dir") != "" {
+			a.dir = cc.String("state-dir")
+			break
+		}
+	}
+	fs := flag.NewFlagSet(c.Command.Name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.BoolVar(&a.json, "json", a.json, "")
+	fs.StringVar(&a.dir, "state-dir", a.dir, "")
+	for rest := c.Args().Slice(); len(rest) > 0; rest = fs.Args() {
+		a.pos = append(a.pos, rest[0])
+		if err := fs.Parse(rest[1:]); err != nil {
+			return a, err
+		}
+	}
+	if a.dir == "" {
+		d, err := state.DefaultDir()
+		if err != nil {
+			return a, err
+		}
+		a.dir = d
+	}
+	return a, nil
+}
+
+// usageError is exit status 2 with the usage line, or the command's help
+// for -h among the trailing flags.
+func usageError(c *cli.Context, err error, usage string) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return cli.ShowSubcommandHelp(c)
+	}
+	if err != nil {
+		usage = err.Error() + "; " + usage
+	}
+	return &exitError{code: 2, err: errors.New(usage)}
+}
+
+// withStore opens the store in dir for reading, runs f and closes the store.
+// Every failure is exit status 1 with a message on stderr.
+func withStore(ctx context.Context, dir string, f func(ctx context.Context, st state.Store) error) error {
+	st, err := openForReading(ctx, dir)
+	if err != nil {
+		return &exitError{code: 1, err: storeError(dir, err)}
+	}
+	err = f(ctx, st)
+	if cerr := st.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("close store %s: %w", dir, cerr)
+	}
+	if err != nil {
+		return &exitError{code: 1, err: storeError(dir, err)}
+	}
+	return nil
+}
+
+// openForReading opens the store in dir. A directory that does not exist
+// holds no sessions, and a read-only command should not create it, so it
+// reads as an empty store.
+func openForReading(ctx context.Context, dir string) (state.Store, error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return state.NewMemory(), nil
+	}
+	return state.Open(ctx, dir, state.Options{})
+}
+
+// storeError explains the store's failures that a user can act on.
+func storeError(dir string, err error) error {
+	switch {
+	case errors.Is(err, state.ErrCorrupt):
+		return fmt.Errorf("the state store in %s is damaged and cannot be read (%w); "+
+			"nothing was changed: move the directory aside to start a fresh store", dir, err)
+	case errors.Is(err, state.ErrNewerSchema):
+		return fmt.Errorf("the state store in %s was written by a newer acp-sidecar; use that version to read it (%w)", dir, err)
+	case errors.Is(err, state.ErrUnavailable):
+		return fmt.Errorf("the state store in %s is busy or unreachable; try again (%w)", dir, err)
+	}
+	return err
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func sessionsJSON(list []state.Summary) []sessionJSON {
+	out := make([]sessionJSON, 0, len(list))
+	for _, s := range list {
+		out = append(out, sessionJSON{
+			SessionID: s.ID, Agent: nonNil(s.Agent), Cwd: s.Cwd,
+			Turns: s.Turns, LastActivity: s.LastActivity, Live: s.Live,
+		})
+	}
+	return out
+}
+
+func writeSessions(w io.Writer, list []state.Summary) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tAGENT\tCWD\tTURNS\tLAST ACTIVITY\tLIVE")
+	for _, s := range list {
+		live := ""
+		if s.Live {
+			live = "live"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n",
+			cell(s.ID, 0), cell(shortAgent(s.Agent), 40), cell(shortPath(s.Cwd), 40), s.Turns, showTime(s.LastActivity), live)
+	}
+	return tw.Flush()
+}
+
+func buildShow(sess *state.Session, turns []state.Turn) showJSON {
+	v := showJSON{
+		SessionID:             sess.ClientID,
+		NativeSessionID:       sess.NativeID,
+		NativeHistory:         nonNil(sess.NativeHistory),
+		Agent:                 nonNil(sess.Agent),
+		Cwd:                   sess.Cwd,
+		AdditionalDirectories: nonNil(sess.AdditionalDirectories),
+		Created:               sess.Created,
+		Updated:               sess.Updated,
+		Baseline:              layer(sess.Baseline),
+		Original:              layer(sess.Original),
+		Live:                  layer(sess.Live),
+		Changed:               []changeJSON{},
+		Overrides:             []overrideJSON{},
+		SetErrors:             []setErrorJSON{},
+		Turns:                 []turnJSON{},
+	}
+	if l := sess.Lineage; l != nil {
+		v.Lineage = &lineageJSON{ParentID: l.ParentID, ForkTurn: l.ForkTurn}
+	}
+	for _, c := range state.Diff(sess.Baseline, sess.Live) {
+		v.Changed = append(v.Changed, changeJSON{OptionID: c.OptionID, Category: c.Category, Legacy: c.Legacy, From: c.From, To: c.To})
+	}
+	for _, o := range sess.Overrides {
+		v.Overrides = append(v.Overrides, overrideJSON{OptionID: o.OptionID, Category: o.Category, Value: o.Value, At: o.At})
+	}
+	if b := sess.Blocked; b != nil {
+		v.Blocked = &blockedJSON{Fields: nonNil(b.Fields), Reason: b.Reason, At: b.At}
+	}
+	for _, e := range sess.SetErrors {
+		v.SetErrors = append(v.SetErrors, setErrorJSON{OptionID: e.OptionID, Value: e.Value, Error: e.Err})
+	}
+	if h := sess.Handoff; h != nil {
+		v.Handoff = &handoffJSON{NativeSessionID: h.NativeID, Turn: h.Turn, Kept: h.Kept, Omitted: h.Omitted, At: h.At}
+	}
+	for _, t := range turns {
+		tj := turnJSON{
+			Index: t.Index, Status: string(t.Status), StopReason: t.StopReason,
+			Prompt: t.PromptText, Answer: t.Answer, ToolCalls: []toolCallJSON{},
+			NativeSessionID: t.NativeID, Started: t.Started, Ended: t.Ended,
+		}
+		for _, tc := range t.ToolCalls {
+			tj.ToolCalls = append(tj.ToolCalls, toolCallJSON{ID: tc.ID, Title: tc.Title, Status: tc.Status})
+		}
+		v.Turns = append(v.Turns, tj)
+	}
+	return v
+}
+
+// layer is a config in the JSON's shape; nil stays nil (null).
+func layer(c *state.Config) *layerJSON {
+	if c == nil {
+		return nil
+	}
+	l := &layerJSON{Values: map[string]json.RawMessage{}, Categories: map[string]string{}}
+	for _, o := range c.Options {
+		v := o.Current
+		if len(v) == 0 {
+			v = json.RawMessage("null")
+		}
+		l.Values[o.ID] = v
+		l.Categories[o.ID] = o.Category
+	}
+	if c.Mode != nil {
+		l.Mode = c.Mode.Current
+	}
+	if c.Model != nil {
+		l.Model = c.Model.Current
+	}
+	return l
+}
+
+// writeShow prints the record for a person: identity, the three layers side by
+// side, what live changed from the baseline, then overrides, problems and
+// turns. Everything the agent or client wrote is cleaned of control
+// characters, so a recorded answer cannot drive the terminal.
+func writeShow(w io.Writer, sess *state.Session, turns []state.Turn) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("session", cell(sess.ClientID, 0))
+	native := orNone(cell(sess.NativeID, 0))
+	if len(sess.NativeHistory) > 1 {
+		native += " (history: " + cell(strings.Join(sess.NativeHistory, ", "), 0) + ")"
+	}
+	row("native", native)
+	row("agent", orNone(cell(strings.Join(sess.Agent, " "), 0)))
+	row("cwd", orNone(cell(sess.Cwd, 0)))
+	if len(sess.AdditionalDirectories) > 0 {
+		row("dirs", cell(strings.Join(sess.AdditionalDirectories, ", "), 0))
+	}
+	row("created", showTime(sess.Created))
+	row("updated", showTime(sess.Updated))
+	if l := sess.Lineage; l != nil {
+		row("lineage", fmt.Sprintf("forked from %s at turn %d", cell(l.ParentID, 0), l.ForkTurn))
+	}
+	if h := sess.Handoff; h != nil {
+		row("handoff", fmt.Sprintf("%d turns kept, %d omitted, to %s with turn %d", h.Kept, h.Omitted, cell(h.NativeID, 0), h.Turn))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "\nconfig")
+	if sess.Original == nil {
+		fmt.Fprintln(w, "  original: (none recorded)")
+	}
+	if rows := configRows(sess); len(rows) == 0 {
+		fmt.Fprintln(w, "  (no config recorded)")
+	} else {
+		fmt.Fprintln(tw, "  OPTION\tCATEGORY\tBASELINE\tORIGINAL\tLIVE")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", cell(r.id, 30), orDash(cell(r.category, 20)), r.vals[0], r.vals[1], r.vals[2])
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	switch changes := state.Diff(sess.Baseline, sess.Live); {
+	case sess.Baseline == nil:
+		fmt.Fprintln(w, "  changed from baseline: (no baseline recorded)")
+	case len(changes) == 0:
+		fmt.Fprintln(w, "  changed from baseline: nothing")
+	default:
+		fmt.Fprintln(w, "  changed from baseline:")
+		for _, c := range changes {
+			fmt.Fprintf(w, "    %s: %s → %s\n", changeLabel(c), valueOrNone(c.From), valueOrNone(c.To))
+		}
+	}
+
+	if len(sess.Overrides) > 0 {
+		fmt.Fprintln(w, "\noverrides")
+		for i, o := range sess.Overrides {
+			fmt.Fprintf(tw, "  %d.\t%s\t= %s\t%s\n", i+1, cell(o.OptionID, 30), showValue(o.Value), showTime(o.At))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if b := sess.Blocked; b != nil {
+		fmt.Fprintf(w, "\nblocked since %s: %s (fields: %s)\n", showTime(b.At), cell(b.Reason, 0), cell(strings.Join(b.Fields, ", "), 0))
+	}
+	if len(sess.SetErrors) > 0 {
+		fmt.Fprintln(w, "\n--set errors")
+		for _, e := range sess.SetErrors {
+			fmt.Fprintf(w, "  %s=%s: %s\n", cell(e.OptionID, 0), cell(e.Value, 0), cell(e.Err, 0))
+		}
+	}
+
+	fmt.Fprintln(w, "\nturns")
+	if len(turns) == 0 {
+		fmt.Fprintln(w, "  (none)")
+		return nil
+	}
+	fmt.Fprintln(tw, "  #\tSTATUS\tSTOP\tPROMPT\tANSWER")
+	for _, t := range turns {
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", t.Index, t.Status, orDash(cell(t.StopReason, 20)), cell(firstLine(t.PromptText), 40), cell(firstLine(t.Answer), 40))
+	}
+	return tw.Flush()
+}
+
+// configRow is one line of the side-by-side table: baseline, original, live.
+type configRow struct {
+	id, category string
+	vals         [3]string
+}
+
+// configRows lines the layers up by option id, in live's order, then the
+// original's and the baseline's extras, then the legacy mode and model.
+func configRows(sess *state.Session) []configRow {
+	layers := [3]*state.Config{sess.Baseline, sess.Original, sess.Live}
+	var ids []string
+	cats := map[string]string{}
+	for _, c := range []*state.Config{sess.Live, sess.Original, sess.Baseline} {
+		if c == nil {
+			continue
+		}
+		for _, o := range c.Options {
+			if !slices.Contains(ids, o.ID) {
+				ids = append(ids, o.ID)
+			}
+			if cats[o.ID] == "" {
+				cats[o.ID] = o.Category
+			}
+		}
+	}
+	var rows []configRow
+	for _, id := range ids {
+		r := configRow{id: id, category: cats[id]}
+		for i, c := range layers {
+			r.vals[i] = "-"
+			if o := c.Option(id); o != nil {
+				r.vals[i] = showValue(o.Current)
+			}
+		}
+		rows = append(rows, r)
+	}
+	for _, name := range []string{"mode", "model"} {
+		r := configRow{id: name + " (legacy)", category: name}
+		found := false
+		for i, c := range layers {
+			r.vals[i] = "-"
+			var l *state.Legacy
+			if c != nil && name == "mode" {
+				l = c.Mode
+			} else if c != nil {
+				l = c.Model
+			}
+			if l != nil {
+				r.vals[i], found = cell(l.Current, 30), true
+			}
+		}
+		if found {
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+func changeLabel(c state.Change) string {
+	switch {
+	case c.Legacy:
+		return c.OptionID + " (legacy)"
+	case c.Category != "" && c.Category != c.OptionID:
+		return cell(c.OptionID, 30) + " (" + cell(c.Category, 20) + ")"
+	}
+	return cell(c.OptionID, 30)
+}
+
+// showValue prints a raw JSON value for a person: a string without its
+// quotes, anything else as compact JSON.
+func showValue(v json.RawMessage) string {
+	if len(v) == 0 {
+		return "-"
+	}
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		if s == "" {
+			return `""`
+		}
+		return cell(s, 30)
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, v) == nil {
+		return cell(b.String(), 30)
+	}
+	return cell(string(v), 30)
+}
+
+func valueOrNone(v json.RawMessage) string {
+	if len(v) == 0 {
+		return "(none)"
+	}
+	return showValue(v)
+}
+
+// cell makes s safe for one tabwriter cell on a terminal: control characters
+// (tabs, newlines, escapes) become spaces, and it is cut to max runes (0: no
+// limit) with an ellipsis.
+func cell(s string, max int) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	if max > 0 && len([]rune(s)) > max {
+		s = string([]rune(s)[:max-1]) + "…"
+	}
+	return s
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return strings.TrimSpace(s[:i]) + " …"
+	}
+	return s
+}
+
+// shortAgent joins argv with the program's directory dropped:
+// "/usr/local/bin/claude-agent-acp --x" reads "claude-agent-acp --x".
+func shortAgent(argv []string) string {
+	if len(argv) == 0 {
+		return "-"
+	}
+	parts := append([]string{filepath.Base(argv[0])}, argv[1:]...)
+	for i, p := range parts {
+		if p == "" || strings.ContainsAny(p, " \t\"'") {
+			parts[i] = strconv.Quote(p)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// shortPath writes the home directory as ~.
+func shortPath(p string) string {
+	if p == "" {
+		return "-"
+	}
+	if home, err := os.UserHomeDir(); err == nil && home != "/" {
+		if p == home {
+			return "~"
+		}
+		if rest, ok := strings.CutPrefix(p, home+string(filepath.Separator)); ok {
+			return "~" + string(filepath.Separator) + rest
+		}
+	}
+	return p
+}
+
+func showTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// nonNil makes an absent list print as [] rather than null.
+func nonNil[T any](l []T) []T {
+	if l == nil {
+		return []T{}
+	}
+	return l
+}
