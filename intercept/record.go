@@ -54,6 +54,8 @@ type RecorderConfig struct {
 	Log *slog.Logger
 	// Agent is the agent's command line, kept with each session.
 	Agent []string
+	// Version is the sidecar's, advertised in initialize.
+	Version string
 	// Settings are applied to every new session before the client sees it.
 	Settings []Setting
 	// Queue bounds the events waiting for the recorder; a full queue slows
@@ -83,6 +85,9 @@ type Recorder struct {
 	mu      sync.Mutex
 	pending map[string]*request // client request id token -> request awaiting its response
 	running atomic.Int32        // turns in flight: chunks are read only while some are
+
+	t   *table
+	ctx context.Context // for the goroutines the recorder owns; set by Start
 
 	// Owned by the run goroutine.
 	sessions map[string]*session
@@ -147,7 +152,17 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 		done:     make(chan struct{}),
 		pending:  map[string]*request{},
 		sessions: map[string]*session{},
+		t:        newTable(),
+		ctx:      context.Background(),
 	}
+}
+
+// Interceptors are the recorder's parts in chain order: the sidecar's own
+// surfaces first (what they answer is never recorded nor sent on), then the
+// record, then the session-id mapping, which must see client ids on their
+// way in and give agent frames their client ids on their way out.
+func (r *Recorder) Interceptors() []Interceptor {
+	return []Interceptor{&commands{r: r, version: r.cfg.Version, init: map[string]bool{}}, r, idMapper{t: r.t, sc: r}}
 }
 
 // Bind gives the recorder the relay it acts through. Call it before frames flow.
@@ -155,7 +170,8 @@ func (r *Recorder) Bind(sc Sidecar) { r.sc = sc }
 
 // Start runs the recorder's goroutine until Close.
 func (r *Recorder) Start(ctx context.Context) {
-	go r.run(context.WithoutCancel(ctx))
+	r.ctx = context.WithoutCancel(ctx)
+	go r.run(r.ctx)
 }
 
 // Close lets the recorder finish the events already queued, writes what it
@@ -243,7 +259,7 @@ func (r *Recorder) holds(method string) bool {
 	case mSetMode, mSetConfigOption, mSetModel, mPrompt:
 		return true
 	case mSessionNew:
-		return len(r.cfg.Settings) > 0
+		return true // the sidecar's command list follows the response
 	}
 	return false
 }
@@ -353,9 +369,15 @@ func (r *Recorder) response(ctx context.Context, ev event) {
 	switch req.method {
 	case mSessionNew, mSessionLoad, mSessionResume, mSessionFork:
 		if !failed {
-			if s := r.sessionResult(ctx, req, msg.Result); s != nil && req.method == mSessionNew && len(r.cfg.Settings) > 0 && ev.release != nil {
-				// The response waits until the start-up settings are in.
-				r.applySettings(ctx, s, ev)
+			s := r.sessionResult(ctx, req, msg.Result)
+			if s != nil && req.method == mSessionNew && ev.release != nil {
+				if len(r.cfg.Settings) > 0 {
+					// The response waits until the start-up settings are in.
+					r.applySettings(ctx, s, ev)
+					return
+				}
+				r.flush(ctx)
+				ev.release(ev.raw, ownCommandsUpdate(s.rec.ClientID))
 				return
 			}
 		}
@@ -399,8 +421,10 @@ func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.
 	if s == nil {
 		s = &session{}
 		if old, err := r.cfg.Store.Session(ctx, sid); err == nil {
+			// A session recorded without an original keeps having none:
+			// nothing reconstructs one from mutable data.
 			s.rec = *old
-			s.started = old.Original != nil
+			s.started = true
 			if turns, err := r.cfg.Store.Turns(ctx, sid); err == nil {
 				s.turns = turns
 			}
@@ -421,6 +445,7 @@ func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.
 		s.rec.Baseline = cloneConfig(cfg)
 	}
 	s.rec.Live = cfg
+	r.t.remap(sid, sid)
 	if req.method == mSessionFork && req.sid != "" {
 		s.rec.Lineage = &state.Lineage{ParentID: req.sid, ForkTurn: len(r.keptTurns(req.sid)) + 1}
 	}
@@ -518,7 +543,7 @@ func (r *Recorder) update(ctx context.Context, ev event) {
 	if json.Unmarshal(ev.raw, &n) != nil {
 		return
 	}
-	s := r.sessions[n.Params.SessionID]
+	s := r.sessions[r.t.clientOf(n.Params.SessionID)]
 	if s == nil {
 		return
 	}

@@ -49,7 +49,7 @@ func newRig(t *testing.T, cfg intercept.RecorderConfig, agentArgs ...string) *ri
 	r.recorder = intercept.NewRecorder(cfg)
 	r.relay = proxy.NewRelay(proxy.Config{
 		ClientIn: cInR, ClientOut: cOutW, AgentIn: aInW, AgentOut: aOutR,
-		Hook: intercept.NewChain(nil, r.recorder),
+		Hook: intercept.NewChain(nil, r.recorder.Interceptors()...),
 	})
 	r.recorder.Bind(r.relay)
 	r.recorder.Start(ctx)

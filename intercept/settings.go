@@ -86,7 +86,8 @@ func (r *Recorder) applySettings(ctx context.Context, s *session, ev event) {
 			}
 			r.putSession(ctx, s)
 			r.flush(ctx)
-			ev.release(append([][]byte{ev.raw}, out.notifications(client)...)...)
+			lines := append([][]byte{ev.raw, ownCommandsUpdate(client)}, out.notifications(client)...)
+			ev.release(lines...)
 		}, release: ev.release, raw: ev.raw})
 	}()
 }

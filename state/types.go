@@ -50,6 +50,10 @@ type Session struct {
 	SetErrors []SetError `json:"setErrors,omitempty"`
 	// Handoff records the last delivery of kept turns to a fresh native session.
 	Handoff *Handoff `json:"handoff,omitempty"`
+	// ContextFrom is the index of the first turn the current conversation
+	// holds: a reset clears the context on purpose, so the turns before it
+	// are kept in the record but never handed to a fresh native session.
+	ContextFrom int `json:"contextFrom,omitempty"`
 }
 
 // Override is one explicit, accepted selection by the client.

@@ -102,7 +102,7 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 	}()
 
 	recorder := intercept.NewRecorder(intercept.RecorderConfig{
-		Store: store, Log: log, Agent: o.argv, Settings: settings,
+		Store: store, Log: log, Agent: o.argv, Settings: settings, Version: version,
 	})
 	relay := proxy.NewRelay(proxy.Config{
 		ClientIn:    pollable(s.in),
@@ -110,7 +110,7 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 		AgentIn:     agent.Stdin,
 		AgentOut:    agent.Stdout,
 		MaxFrame:    o.maxFrame,
-		Hook:        intercept.NewChain(log, recorder, intercept.MethodLog{Log: log}),
+		Hook:        intercept.NewChain(log, append(recorder.Interceptors(), intercept.MethodLog{Log: log})...),
 		Trace:       trace,
 		Log:         log,
 		OnClientEOF: func() { shutdown <- nil },

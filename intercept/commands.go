@@ -1,0 +1,299 @@
+package intercept
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/acp-sidecar/acp-sidecar/proxy"
+)
+
+// The sidecar's own surfaces (DESIGN.md "Surfaces"): slash commands for
+// editors that stay unchanged, `_sidecar/*` methods for orchestrators, the
+// capability advertisement in initialize, and the gate that keeps a prompt
+// away from a session whose config could not be restored.
+
+// Extension methods the sidecar answers itself.
+const (
+	ExtReset           = "_sidecar/reset"
+	ExtRestoreOriginal = "_sidecar/restore_original"
+	ExtAcceptConfig    = "_sidecar/accept_config"
+	ExtStatus          = "_sidecar/status"
+)
+
+// extMethods are advertised in initialize.
+var extMethods = []string{ExtReset, ExtRestoreOriginal, ExtAcceptConfig, ExtStatus}
+
+// CodeBlocked answers a prompt to a session whose config could not be
+// restored. JSON-RPC leaves -32000 to -32099 to implementations; ACP uses
+// -32000 and -32002, so the sidecar takes one that neither uses.
+const CodeBlocked = -32010
+
+// codeBusy answers a request that would race a rebuild in progress.
+const codeBusy = -32011
+
+// slashCommand is one command the sidecar adds to the agent's list.
+type slashCommand struct {
+	name, description, hint string
+}
+
+var slashCommands = []slashCommand{
+	{"reset", "acp-sidecar: start a fresh context with the same model, mode and options", ""},
+	{"restore-original", "acp-sidecar: put back the config this session started with", ""},
+	{"accept-config", "acp-sidecar: continue on the config the agent has now, after a failed restore", ""},
+	{"sidecar-status", "acp-sidecar: show the session's native id, config and turns", ""},
+}
+
+// commandsJSON renders the sidecar's commands as availableCommands entries.
+func commandsJSON() [][]byte {
+	out := make([][]byte, 0, len(slashCommands))
+	for _, c := range slashCommands {
+		m := map[string]any{"name": c.name, "description": c.description}
+		if c.hint != "" {
+			m["input"] = map[string]any{"hint": c.hint}
+		}
+		b, _ := marshalNoEscape(m)
+		out = append(out, b)
+	}
+	return out
+}
+
+// commands is the front interceptor: it runs before the recorder, so what
+// it answers itself is never recorded as a turn nor reaches the agent.
+type commands struct {
+	r       *Recorder
+	version string
+
+	mu   sync.Mutex
+	init map[string]bool // ids of the client's initialize requests
+}
+
+// Claims takes prompts (for the gate and slash commands), `_sidecar/*`
+// requests from either side, initialize and its response, and the agent's
+// command lists.
+func (c *commands) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
+	switch {
+	case env.Kind == proxy.KindRequest && strings.HasPrefix(string(env.Method), "_sidecar/"):
+		return true
+	case dir == proxy.ClientToAgent && env.Kind == proxy.KindRequest:
+		return env.MethodIs(mPrompt) || env.MethodIs(mInitialize)
+	case dir == proxy.AgentToClient && env.Kind == proxy.KindResponse:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.init[string(env.ID)]
+	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification:
+		return string(env.Update) == "available_commands_update"
+	}
+	return false
+}
+
+// Intercept answers or rewrites a claimed frame.
+func (c *commands) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict, error) {
+	id := append([]byte(nil), f.Env.ID...)
+	switch {
+	case f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindRequest:
+		// The sidecar's methods belong to the client side alone.
+		return answer(proxy.ErrorResponse(id, -32601, "Method not found: "+string(f.Env.Method)+" is acp-sidecar's, and only the client may call it")), nil
+	case f.Env.Kind == proxy.KindRequest && strings.HasPrefix(string(f.Env.Method), "_sidecar/"):
+		return c.extension(ctx, id, string(f.Env.Method), f.Raw)
+	case f.Env.MethodIs(mInitialize):
+		c.mu.Lock()
+		c.init[string(id)] = true
+		c.mu.Unlock()
+		return proxy.Verdict{}, nil
+	case f.Env.MethodIs(mPrompt):
+		return c.prompt(ctx, id, f.Raw)
+	case f.Env.Kind == proxy.KindResponse:
+		c.mu.Lock()
+		delete(c.init, string(id))
+		c.mu.Unlock()
+		return c.advertise(f.Raw)
+	default:
+		return c.mergeCommands(f.Raw)
+	}
+}
+
+func answer(line []byte) proxy.Verdict { return proxy.Verdict{Do: proxy.Answer, Line: line} }
+
+// advertise adds the sidecar's methods to the initialize result, under
+// agentCapabilities._meta, the place the protocol leaves for extensions.
+func (c *commands) advertise(raw []byte) (proxy.Verdict, error) {
+	if _, _, ok := find(raw, "result"); !ok {
+		return proxy.Verdict{}, nil // an error response passes as it is
+	}
+	meta, _ := marshalNoEscape(map[string]any{"version": c.version, "methods": extMethods})
+	line, err := setPath(raw, meta, "result", "agentCapabilities", "_meta", "acp-sidecar")
+	if err != nil {
+		return proxy.Verdict{}, fmt.Errorf("advertise in initialize: %w", err)
+	}
+	return proxy.Verdict{Do: proxy.Rewrite, Line: line}, nil
+}
+
+// mergeCommands adds the sidecar's commands to the agent's list.
+func (c *commands) mergeCommands(raw []byte) (proxy.Verdict, error) {
+	line, err := insertArray(raw, false, commandsJSON(), "params", "update", "availableCommands")
+	if err != nil {
+		return proxy.Verdict{}, fmt.Errorf("merge commands: %w", err)
+	}
+	return proxy.Verdict{Do: proxy.Rewrite, Line: line}, nil
+}
+
+// ownCommandsUpdate is the command list the sidecar sends for a new session
+// in case the agent never sends one.
+func ownCommandsUpdate(sessionID string) []byte {
+	b, _ := marshalNoEscape(map[string]any{
+		"jsonrpc": "2.0", "method": mUpdate,
+		"params": map[string]any{"sessionId": sessionID, "update": map[string]any{
+			"sessionUpdate": "available_commands_update", "availableCommands": rawList(commandsJSON()),
+		}},
+	})
+	return b
+}
+
+func rawList(items [][]byte) []json.RawMessage {
+	out := make([]json.RawMessage, len(items))
+	for i, b := range items {
+		out[i] = b
+	}
+	return out
+}
+
+// prompt lets a prompt through, answers a slash command, or refuses the
+// prompt of a blocked or busy session.
+func (c *commands) prompt(ctx context.Context, id, raw []byte) (proxy.Verdict, error) {
+	var msg struct {
+		Params struct {
+			SessionID string `json:"sessionId"`
+			Prompt    []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			} `json:"prompt"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(raw, &msg); err != nil {
+		return proxy.Verdict{}, nil // the agent judges what it cannot parse
+	}
+	sid := msg.Params.SessionID
+	if len(msg.Params.Prompt) == 1 && msg.Params.Prompt[0].Type == "text" {
+		if name, args, ok := parseSlash(msg.Params.Prompt[0].Text); ok {
+			c.r.spawn(func(ctx context.Context) { c.slash(ctx, id, sid, name, args) })
+			return proxy.Verdict{Do: proxy.Drop}, nil
+		}
+	}
+	if what := c.r.t.busyWith(sid); what != "" {
+		return answer(proxy.ErrorResponse(id, codeBusy, fmt.Sprintf("acp-sidecar is running a %s on this session; send the prompt again when it has finished", what))), nil
+	}
+	if b := c.r.t.blockedOf(sid); b != nil {
+		return answer(blockedError(id, b.Fields, b.Reason)), nil
+	}
+	return proxy.Verdict{}, nil
+}
+
+func blockedError(id []byte, fields []string, reason string) []byte {
+	msg := fmt.Sprintf("acp-sidecar: this session's config could not be restored (%s), so the prompt was not sent. "+
+		"Send /reset to try again, or /accept-config to continue on the agent's current config. Details: %s",
+		strings.Join(fields, ", "), reason)
+	data, _ := marshalNoEscape(map[string]any{"fields": fields, "reason": reason, "commands": []string{"/reset", "/accept-config"}})
+	return errorWithData(id, CodeBlocked, msg, data)
+}
+
+func errorWithData(id []byte, code int, msg string, data []byte) []byte {
+	line := proxy.ErrorResponse(id, code, msg)
+	out, err := setPath(line, data, "error", "data")
+	if err != nil {
+		return line
+	}
+	return out
+}
+
+// parseSlash reads "/name args" when name is one of the sidecar's commands.
+func parseSlash(text string) (name, args string, ok bool) {
+	text = strings.TrimSpace(text)
+	if !strings.HasPrefix(text, "/") {
+		return "", "", false
+	}
+	name, args, _ = strings.Cut(text[1:], " ")
+	for _, c := range slashCommands {
+		if c.name == name {
+			return name, strings.TrimSpace(args), true
+		}
+	}
+	return "", "", false
+}
+
+// slash runs a command and answers the prompt as the agent would: a message
+// chunk that says what happened, then stopReason end_turn.
+func (c *commands) slash(ctx context.Context, id []byte, sid, name, args string) {
+	var text string
+	var err error
+	switch name {
+	case "reset":
+		var rep report
+		rep, err = c.r.Reset(ctx, sid)
+		text = rep.text("reset")
+	case "restore-original":
+		var rep report
+		rep, err = c.r.RestoreOriginal(ctx, sid)
+		text = rep.text("restore-original")
+	case "accept-config":
+		err = c.r.AcceptConfig(ctx, sid)
+		text = "acp-sidecar: the session continues on the agent's current config; prompts go through again."
+	case "sidecar-status":
+		text, err = c.r.StatusText(ctx, sid)
+	}
+	if err != nil {
+		text = "acp-sidecar: /" + name + " failed: " + err.Error()
+	}
+	chunk := sessionUpdate(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}})
+	c.r.sc.Send(proxy.AgentToClient, chunk)
+	resp := append(append([]byte(`{"jsonrpc":"2.0","id":`), id...), `,"result":{"stopReason":"end_turn"}}`...)
+	c.r.sc.Send(proxy.AgentToClient, resp)
+}
+
+// extension answers a `_sidecar/*` request.
+func (c *commands) extension(ctx context.Context, id []byte, method string, raw []byte) (proxy.Verdict, error) {
+	var msg struct {
+		Params struct {
+			SessionID string `json:"sessionId"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(raw, &msg); err != nil || msg.Params.SessionID == "" {
+		return answer(proxy.ErrorResponse(id, -32602, "Invalid params: "+method+" needs a sessionId")), nil
+	}
+	sid := msg.Params.SessionID
+	run := func(fn func(ctx context.Context) (any, error)) (proxy.Verdict, error) {
+		c.r.spawn(func(ctx context.Context) {
+			res, err := fn(ctx)
+			var line []byte
+			if err != nil {
+				line = proxy.ErrorResponse(id, errorCode(err), err.Error())
+			} else {
+				b, _ := marshalNoEscape(res)
+				line = append(append(append(append([]byte(`{"jsonrpc":"2.0","id":`), id...), `,"result":`...), b...), '}')
+			}
+			c.r.sc.Send(proxy.AgentToClient, line)
+		})
+		return proxy.Verdict{Do: proxy.Drop}, nil
+	}
+	switch method {
+	case ExtReset:
+		return run(func(ctx context.Context) (any, error) {
+			rep, err := c.r.Reset(ctx, sid)
+			return rep, err
+		})
+	case ExtRestoreOriginal:
+		return run(func(ctx context.Context) (any, error) {
+			rep, err := c.r.RestoreOriginal(ctx, sid)
+			return rep, err
+		})
+	case ExtAcceptConfig:
+		return run(func(ctx context.Context) (any, error) {
+			return map[string]any{"sessionId": sid}, c.r.AcceptConfig(ctx, sid)
+		})
+	case ExtStatus:
+		return run(func(ctx context.Context) (any, error) { return c.r.Status(ctx, sid) })
+	}
+	return answer(proxy.ErrorResponse(id, -32601, "Method not found: "+method)), nil
+}

@@ -1,0 +1,379 @@
+package intercept
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/acp-sidecar/acp-sidecar/proxy"
+	"github.com/acp-sidecar/acp-sidecar/replay"
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// Error is a refusal the client should read: it carries the JSON-RPC code
+// the answer uses.
+type Error struct {
+	Code int
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+func errorCode(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return -32603
+}
+
+func refuse(code int, format string, args ...any) error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// report says what a rebuild or restore did, for the slash command's message
+// and the `_sidecar/*` result alike.
+type report struct {
+	SessionID       string              `json:"sessionId"`
+	NativeSessionID string              `json:"nativeSessionId"`
+	Restored        []string            `json:"restored"`
+	Failed          []replay.FieldError `json:"failed"`
+	Blocked         bool                `json:"blocked"`
+	Config          map[string]string   `json:"config"`
+}
+
+func (r report) text(what string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "acp-sidecar: %s done", what)
+	if what == "reset" {
+		b.WriteString(": a fresh context")
+	}
+	if len(r.Config) > 0 {
+		b.WriteString(", config ")
+		b.WriteString(configLine(r.Config))
+	}
+	if len(r.Restored) > 0 {
+		fmt.Fprintf(&b, " (restored: %s)", strings.Join(r.Restored, ", "))
+	}
+	b.WriteString(".")
+	if len(r.Failed) > 0 {
+		b.WriteString("\nThese could not be restored:")
+		for _, f := range r.Failed {
+			fmt.Fprintf(&b, "\n- %s = %s: %s", f.Field, f.Want, f.Reason)
+		}
+		b.WriteString("\nPrompts are refused until you send /reset to try again or /accept-config to continue on the agent's current config.")
+	}
+	return b.String()
+}
+
+func configLine(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + m[k]
+	}
+	return strings.Join(parts, " ")
+}
+
+// configMap is a config's current values as text, model and mode by category.
+func configMap(c *state.Config) map[string]string {
+	out := map[string]string{}
+	if c == nil {
+		return out
+	}
+	for _, o := range c.Options {
+		out[o.ID] = unquote(o.Current)
+	}
+	if c.Model != nil && c.ByCategory("model") == nil {
+		out["model"] = c.Model.Current
+	}
+	if c.Mode != nil && c.ByCategory("mode") == nil {
+		out["mode"] = c.Mode.Current
+	}
+	return out
+}
+
+// spawn runs fn on a goroutine the recorder owns; Close waits for it.
+func (r *Recorder) spawn(fn func(ctx context.Context)) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		fn(r.ctx)
+	}()
+}
+
+// do runs fn on the recorder's goroutine, where the sessions live, and waits
+// for it. Never call it from that goroutine.
+func (r *Recorder) do(ctx context.Context, fn func(ctx context.Context)) error {
+	done := make(chan struct{})
+	ev := event{fn: func(ctx context.Context) {
+		defer close(done)
+		fn(ctx)
+	}}
+	select {
+	case r.events <- ev:
+	case <-r.done:
+		return errors.New("the recorder has stopped")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-r.done:
+		return errors.New("the recorder has stopped")
+	}
+}
+
+// snapshot is what a rebuild needs of a session, copied off the recorder.
+type snapshot struct {
+	native  string
+	live    *state.Config
+	orig    *state.Config
+	cwd     string
+	mcp     json.RawMessage
+	dirs    []string
+	running bool
+}
+
+func (r *Recorder) snapshot(ctx context.Context, sid string) (snapshot, error) {
+	var snap snapshot
+	found := false
+	err := r.do(ctx, func(context.Context) {
+		s := r.sessions[sid]
+		if s == nil {
+			return
+		}
+		found = true
+		snap = snapshot{
+			native: s.rec.NativeID, live: cloneConfig(s.rec.Live), orig: cloneConfig(s.rec.Original),
+			cwd: s.rec.Cwd, mcp: s.rec.McpServers, dirs: s.rec.AdditionalDirectories, running: s.turn != nil,
+		}
+	})
+	if err != nil {
+		return snap, err
+	}
+	if !found {
+		return snap, refuse(-32602, "acp-sidecar knows no session %q", sid)
+	}
+	return snap, nil
+}
+
+// Reset gives a session a fresh native session with the same config: the
+// conversation is cleared on purpose, the client's id stays. The capture is
+// taken before the fresh session exists, so nothing it reports can change
+// the target (DESIGN.md "Rebuilding a native session", step 1).
+func (r *Recorder) Reset(ctx context.Context, sid string) (report, error) {
+	if what, ok := r.t.begin(sid, "reset"); !ok {
+		return report{}, refuse(codeBusy, "a %s is already running on this session", what)
+	}
+	defer r.t.end(sid)
+	snap, err := r.snapshot(ctx, sid)
+	if err != nil {
+		return report{}, err
+	}
+	if snap.running {
+		return report{}, refuse(codeBusy, "a turn is running; cancel it or wait for it to end, then reset")
+	}
+	capture := snap.live
+	native, catalog, err := r.newNative(ctx, sid, snap)
+	if err != nil {
+		return report{}, fmt.Errorf("reset %s: %w", sid, err)
+	}
+	out := r.restore(ctx, native, capture, catalog)
+	rep := r.settle(ctx, sid, native, out, func(s *session) {
+		s.rec.ContextFrom = len(s.turns) + 1
+		s.rec.Handoff = nil
+	})
+	return rep, nil
+}
+
+// newNative creates a fresh native session like the client's (the same cwd,
+// MCP servers and additional directories) and puts it behind the client's id.
+func (r *Recorder) newNative(ctx context.Context, sid string, snap snapshot) (string, *state.Config, error) {
+	params := map[string]any{"cwd": snap.cwd, "mcpServers": json.RawMessage("[]")}
+	if len(snap.mcp) > 0 {
+		params["mcpServers"] = snap.mcp
+	}
+	if len(snap.dirs) > 0 {
+		params["additionalDirectories"] = snap.dirs
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+	defer cancel()
+	r.t.mu.Lock()
+	r.t.creating++
+	r.t.mu.Unlock()
+	defer func() {
+		r.t.mu.Lock()
+		r.t.creating--
+		r.t.mu.Unlock()
+	}()
+	var res json.RawMessage
+	if err := r.sc.Call(ctx, mSessionNew, params, &res); err != nil {
+		r.t.releaseAllEarly()
+		return "", nil, err
+	}
+	var ids struct {
+		SessionID string `json:"sessionId"`
+	}
+	if json.Unmarshal(res, &ids) != nil || ids.SessionID == "" {
+		r.t.releaseAllEarly()
+		return "", nil, errors.New("session/new answered without a sessionId")
+	}
+	r.t.remap(sid, ids.SessionID)
+	r.t.releaseEarly(ids.SessionID)
+	return ids.SessionID, configFromResult(res), nil
+}
+
+// settle records a rebuild's outcome, blocks the session when a field
+// failed, and tells the client what changed.
+func (r *Recorder) settle(ctx context.Context, sid, native string, out outcome, also func(*session)) report {
+	rep := report{SessionID: sid, NativeSessionID: native, Failed: out.failed, Blocked: len(out.failed) > 0, Config: configMap(out.catalog)}
+	for _, s := range out.applied {
+		rep.Restored = append(rep.Restored, s.Field)
+	}
+	var blocked *state.Blocked
+	if len(out.failed) > 0 {
+		re := &replay.RestoreError{Fields: out.failed}
+		blocked = &state.Blocked{Fields: re.Names(), Reason: re.Error(), At: r.cfg.Now()}
+	}
+	r.t.setBlocked(sid, blocked)
+	r.do(ctx, func(ctx context.Context) {
+		s := r.sessions[sid]
+		if s == nil {
+			return
+		}
+		if s.rec.NativeID != native {
+			s.rec.NativeID = native
+			s.rec.NativeHistory = append(s.rec.NativeHistory, native)
+		}
+		s.rec.Live = out.catalog
+		s.rec.Blocked = blocked
+		if also != nil {
+			also(s)
+		}
+		r.putSession(ctx, s)
+		r.flush(ctx)
+	})
+	for _, line := range out.notifications(sid) {
+		r.sc.Send(proxy.AgentToClient, line)
+	}
+	if blocked != nil {
+		r.log.Error("restore failed; prompts to this session are refused", "session", sid, "fields", strings.Join(blocked.Fields, ","))
+	}
+	return rep
+}
+
+// RestoreOriginal applies the session's immutable original to its current
+// native session, and records those values as the client's explicit
+// selections. A session without an original is refused and left unchanged:
+// nothing reconstructs one from mutable data.
+func (r *Recorder) RestoreOriginal(ctx context.Context, sid string) (report, error) {
+	if what, ok := r.t.begin(sid, "restore-original"); !ok {
+		return report{}, refuse(codeBusy, "a %s is already running on this session", what)
+	}
+	defer r.t.end(sid)
+	r.do(ctx, func(ctx context.Context) { r.fixOriginal(ctx, sid) })
+	snap, err := r.snapshot(ctx, sid)
+	if err != nil {
+		return report{}, err
+	}
+	if snap.orig == nil {
+		return report{}, refuse(-32602, "session %s has no recorded original config (it was recorded before originals existed, or imported); nothing was changed", sid)
+	}
+	out := r.restore(ctx, snap.native, snap.orig, snap.live)
+	rep := r.settle(ctx, sid, snap.native, out, func(s *session) {
+		if len(out.failed) > 0 {
+			return
+		}
+		now := r.cfg.Now()
+		for _, o := range snap.orig.Options {
+			s.rec.Overrides = append(s.rec.Overrides, state.Override{OptionID: o.ID, Category: o.Category, Value: o.Current, At: now})
+		}
+		for _, l := range []struct {
+			field string
+			leg   *state.Legacy
+		}{{"model", snap.orig.Model}, {"mode", snap.orig.Mode}} {
+			if l.leg != nil && snap.orig.ByCategory(l.field) == nil {
+				v, _ := json.Marshal(l.leg.Current)
+				s.rec.Overrides = append(s.rec.Overrides, state.Override{OptionID: l.field, Category: l.field, Value: v, At: now})
+			}
+		}
+	})
+	return rep, nil
+}
+
+// AcceptConfig lifts a block: the session goes on with what the agent has.
+func (r *Recorder) AcceptConfig(ctx context.Context, sid string) error {
+	if _, err := r.snapshot(ctx, sid); err != nil {
+		return err
+	}
+	r.t.setBlocked(sid, nil)
+	return r.do(ctx, func(ctx context.Context) {
+		if s := r.sessions[sid]; s != nil {
+			s.rec.Blocked = nil
+			r.putSession(ctx, s)
+			r.flush(ctx)
+		}
+	})
+}
+
+// Status is the `_sidecar/status` result.
+func (r *Recorder) Status(ctx context.Context, sid string) (map[string]any, error) {
+	var res map[string]any
+	found := false
+	err := r.do(ctx, func(context.Context) {
+		s := r.sessions[sid]
+		if s == nil {
+			return
+		}
+		found = true
+		kept := 0
+		for _, t := range s.turns {
+			if t.Status != state.TurnRolledBack {
+				kept++
+			}
+		}
+		res = map[string]any{
+			"sessionId": sid, "nativeSessionId": s.rec.NativeID, "nativeHistory": s.rec.NativeHistory,
+			"live": configMap(s.rec.Live), "original": nilOr(s.rec.Original), "blocked": s.rec.Blocked,
+			"turns": len(s.turns), "keptTurns": kept,
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, refuse(-32602, "acp-sidecar knows no session %q", sid)
+	}
+	return res, nil
+}
+
+func nilOr(c *state.Config) any {
+	if c == nil {
+		return nil
+	}
+	return configMap(c)
+}
+
+// StatusText is `/sidecar-status`.
+func (r *Recorder) StatusText(ctx context.Context, sid string) (string, error) {
+	st, err := r.Status(ctx, sid)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "acp-sidecar: session %s, native session %v\nconfig: %s\nturns: %v (%v kept)",
+		sid, st["nativeSessionId"], configLine(st["live"].(map[string]string)), st["turns"], st["keptTurns"])
+	if blocked, ok := st["blocked"].(*state.Blocked); ok && blocked != nil {
+		fmt.Fprintf(&b, "\nblocked: %s", blocked.Reason)
+	}
+	return b.String(), nil
+}

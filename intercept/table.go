@@ -1,0 +1,109 @@
+package intercept
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// table is what the relay goroutines must know at once about sessions,
+// without waiting for the recorder: which native session is behind each
+// client id, and which sessions refuse prompts for now. It is small and
+// guarded by one lock; the common frame never touches it, because mapped
+// stays false until the first rebuild.
+type table struct {
+	mapped atomic.Bool // some client id differs from its native id
+
+	mu       sync.Mutex
+	native   map[string]string // client id -> current native id
+	client   map[string]string // native id (current and past) -> client id
+	blocked  map[string]*state.Blocked
+	busy     map[string]string // client id -> what the sidecar is doing to it
+	creating int               // own session/new calls in flight
+	early    map[string][]early // agent frames for sessions being created
+}
+
+func newTable() *table {
+	return &table{
+		native: map[string]string{}, client: map[string]string{},
+		blocked: map[string]*state.Blocked{}, busy: map[string]string{},
+	}
+}
+
+// nativeOf returns the native id behind a client id (itself when unmapped).
+func (t *table) nativeOf(clientID string) string {
+	if !t.mapped.Load() {
+		return clientID
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n, ok := t.native[clientID]; ok {
+		return n
+	}
+	return clientID
+}
+
+// clientOf returns the client id for a native id (itself when unmapped).
+func (t *table) clientOf(nativeID string) string {
+	if !t.mapped.Load() {
+		return nativeID
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c, ok := t.client[nativeID]; ok {
+		return c
+	}
+	return nativeID
+}
+
+// remap puts a new native session behind a client id. The old native id
+// keeps pointing at the client, so its late frames are still attributed.
+func (t *table) remap(clientID, nativeID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.native[clientID] = nativeID
+	t.client[nativeID] = clientID
+	if clientID != nativeID {
+		t.mapped.Store(true)
+	}
+}
+
+func (t *table) setBlocked(clientID string, b *state.Blocked) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if b == nil {
+		delete(t.blocked, clientID)
+		return
+	}
+	t.blocked[clientID] = b
+}
+
+func (t *table) blockedOf(clientID string) *state.Blocked {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.blocked[clientID]
+}
+
+// begin marks a client session busy with a rebuild; it fails when one runs.
+func (t *table) begin(clientID, what string) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if cur, ok := t.busy[clientID]; ok {
+		return cur, false
+	}
+	t.busy[clientID] = what
+	return "", true
+}
+
+func (t *table) end(clientID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.busy, clientID)
+}
+
+func (t *table) busyWith(clientID string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.busy[clientID]
+}
