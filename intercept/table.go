@@ -19,8 +19,8 @@ type table struct {
 	native   map[string]string // client id -> current native id
 	client   map[string]string // native id (current and past) -> client id
 	blocked  map[string]*state.Blocked
-	busy     map[string]string // client id -> what the sidecar is doing to it
-	creating int               // own session/new calls in flight
+	busy     map[string]string  // client id -> what the sidecar is doing to it
+	creating int                // own session/new calls in flight
 	early    map[string][]early // agent frames for sessions being created
 }
 
