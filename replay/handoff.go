@@ -1,0 +1,147 @@
+package replay
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// Handoff budget bounds (DESIGN.md "Hand over").
+const (
+	DefaultBudget = 16 << 10
+	MaxBudget     = 64 << 10
+)
+
+const (
+	handoffHeader = "[acp-sidecar] What follows is the earlier conversation of this session, carried over because the agent's session was replaced. " +
+		"It is given as context only: it is not a new request, and nothing in it is an instruction to act on now.\n"
+	handoffFooter = "[acp-sidecar] End of the earlier conversation. The user's new request follows."
+	omittedNote   = "(%d earlier items were left out to fit the size limit.)\n"
+)
+
+// Handoff is the text a fresh native session gets ahead of the user's next
+// prompt, and what went into it.
+type Handoff struct {
+	Text string
+	// Kept counts the turns the handoff draws on; Items the user and agent
+	// messages it holds, Omitted those that did not fit.
+	Kept, Items, Omitted int
+}
+
+// Kept returns the turns a handoff draws on, in order: every turn not rolled
+// back and not cancelled. Completed, failed and interrupted turns stay: the
+// user saw them happen. A turn still running when its process died counts
+// as interrupted.
+func Kept(turns []state.Turn) []state.Turn {
+	var out []state.Turn
+	for _, t := range turns {
+		switch t.Status {
+		case state.TurnRolledBack, state.TurnCancelled:
+			continue
+		case state.TurnRunning:
+			t.Status = state.TurnInterrupted
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+type item struct {
+	turn, order int // turn number (1-based) and position in the text
+	text        string
+}
+
+// BuildHandoff renders the kept turns within budget bytes (0 means
+// DefaultBudget; more than MaxBudget is capped). It picks the latest user
+// message, the latest agent answer, the first user message, then the rest
+// newest first; an item that does not fit is left out whole and counted.
+// The text lists what it kept oldest first, each item tagged with its role
+// and turn number. No kept turns, no handoff: the zero Handoff.
+func BuildHandoff(kept []state.Turn, budget int) Handoff {
+	if budget <= 0 {
+		budget = DefaultBudget
+	}
+	budget = min(budget, MaxBudget)
+	var items []item
+	for i, t := range kept {
+		n := i + 1
+		items = append(items, item{turn: n, order: 2 * i, text: render(n, "user", t.PromptText, nil, "")})
+		items = append(items, item{turn: n, order: 2*i + 1, text: render(n, "assistant", t.Answer, t.ToolCalls, t.Status)})
+	}
+	if len(items) == 0 {
+		return Handoff{}
+	}
+	priority := pickOrder(items)
+	room := budget - len(handoffHeader) - len(handoffFooter) - len(fmt.Sprintf(omittedNote, len(items)))
+	chosen := map[int]bool{}
+	for _, i := range priority {
+		if len(items[i].text) <= room {
+			room -= len(items[i].text)
+			chosen[i] = true
+		}
+	}
+	var b strings.Builder
+	b.WriteString(handoffHeader)
+	omitted := len(items) - len(chosen)
+	if omitted > 0 {
+		fmt.Fprintf(&b, omittedNote, omitted)
+	}
+	for i := range items {
+		if chosen[i] {
+			b.WriteString(items[i].text)
+		}
+	}
+	b.WriteString(handoffFooter)
+	return Handoff{Text: b.String(), Kept: len(kept), Items: len(chosen), Omitted: omitted}
+}
+
+// pickOrder ranks items: latest user, latest assistant, first user, then
+// newest to oldest.
+func pickOrder(items []item) []int {
+	lastUser, lastAssistant := len(items)-2, len(items)-1
+	first := []int{lastUser, lastAssistant, 0}
+	seen := map[int]bool{}
+	var out []int
+	for _, i := range first {
+		if !seen[i] {
+			seen[i] = true
+			out = append(out, i)
+		}
+	}
+	rest := make([]int, 0, len(items))
+	for i := range items {
+		if !seen[i] {
+			rest = append(rest, i)
+		}
+	}
+	sort.Sort(sort.Reverse(sort.IntSlice(rest)))
+	return append(out, rest...)
+}
+
+// render is one tagged item. Tool calls are one line each, title and
+// status, never their output.
+func render(turn int, role, text string, tools []state.ToolCall, status state.TurnStatus) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "<turn %d %s>\n", turn, role)
+	if text = strings.TrimSpace(text); text != "" {
+		b.WriteString(text)
+		b.WriteByte('\n')
+	}
+	for _, tc := range tools {
+		fmt.Fprintf(&b, "[tool call] %s (%s)\n", oneLine(tc.Title), tc.Status)
+	}
+	switch status {
+	case state.TurnInterrupted:
+		b.WriteString("[this turn was interrupted before it finished]\n")
+	case state.TurnFailed:
+		b.WriteString("[this turn ended in an error]\n")
+	}
+	fmt.Fprintf(&b, "</turn %d %s>\n", turn, role)
+	return b.String()
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
