@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"unicode/utf8"
 )
 
@@ -400,8 +401,9 @@ const (
 	hi8 = 0x8080808080808080
 )
 
-// hasZero reports whether any byte of x is zero (the classic SWAR test).
-func hasZero(x uint64) bool { return (x-lo8)&^x&hi8 != 0 }
+// zeroBytes marks the zero bytes of x with their high bit (the classic SWAR
+// test); the lowest mark is exact.
+func zeroBytes(x uint64) uint64 { return (x - lo8) &^ x & hi8 }
 
 // plain8 reports whether 8 bytes hold nothing a string scan must stop for:
 // no quote, backslash, control character or non-ASCII byte. Base64 images make
@@ -413,7 +415,17 @@ func plain8(x uint64) bool {
 	if (x-0x2020202020202020)&hi8 != 0 { // a byte below 0x20 (no high bits are set)
 		return false
 	}
-	return !hasZero(x^(lo8*'"')) && !hasZero(x^(lo8*'\\'))
+	return zeroBytes(x^(lo8*'"')) == 0 && zeroBytes(x^(lo8*'\\')) == 0
+}
+
+// special8 marks, with its high bit, each of 8 bytes a string scan must stop
+// for. Only the lowest mark is exact (a borrow can mark bytes above a marked
+// one), which is all str needs: it jumps to the first and handles it there.
+func special8(x uint64) uint64 {
+	return x&hi8 | // non-ASCII
+		(x-0x2020202020202020)&^x&hi8 | // below 0x20
+		zeroBytes(x^(lo8*'"')) |
+		zeroBytes(x^(lo8*'\\'))
 }
 
 // str scans a string token and reports whether it held an escape.
@@ -421,7 +433,15 @@ func (s *scanner) str() (escaped bool) {
 	b := s.b
 	i := s.i + 1
 	for {
-		for i+8 <= len(b) && plain8(binary.LittleEndian.Uint64(b[i:])) {
+		// Jump over plain bytes eight at a time to the first one that
+		// matters; short keys and values hit one within a word, and a
+		// byte-at-a-time step would test each word again (DESIGN.md, "Speed").
+		for i+8 <= len(b) {
+			x := binary.LittleEndian.Uint64(b[i:])
+			if !plain8(x) {
+				i += bits.TrailingZeros64(special8(x)) >> 3
+				break
+			}
 			i += 8
 		}
 		if i >= len(b) {

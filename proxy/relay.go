@@ -64,7 +64,8 @@ type Hook interface {
 	// of the frame's direction, before anything of it is written. It must not
 	// block: the relay waits for it, so slow work (decoding, storage) takes a
 	// copy to a goroutine the hook owns. Frames sent by the sidecar itself and
-	// responses to the sidecar's own calls never reach it.
+	// responses to the sidecar's own calls never reach it. f is reused for
+	// the next frame: keep neither it nor f.Raw after the call.
 	Frame(ctx context.Context, f *Frame) Verdict
 }
 
@@ -200,6 +201,10 @@ func (r *Relay) agentToClient(ctx context.Context) error {
 // blocked on a full pipe.
 func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 	out, back := r.out[dir], r.out[dir.Reverse()]
+	// One Frame per pump, reused: a fresh one handed to the hook (an
+	// interface call) would be a heap allocation per frame, and GC work the
+	// byte copy never does (DESIGN.md, "Speed").
+	f := new(Frame)
 	for {
 		line, err := lr.Next()
 		if err != nil {
@@ -227,8 +232,8 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 				continue
 			}
 		}
-		f := Frame{Dir: dir, Raw: line, Env: env}
-		v := r.hook.Frame(ctx, &f)
+		*f = Frame{Dir: dir, Raw: line, Env: env}
+		v := r.hook.Frame(ctx, f)
 		flush := lr.Buffered() == 0
 		switch v.Do {
 		case Pass:
@@ -289,9 +294,9 @@ func (r *Relay) oversized(dir Direction, e *TooLargeError) {
 	switch {
 	case env.Kind == KindRequest:
 		r.reply(dir, env.ID, codeInvalidRequest, "Invalid request: "+msg)
-	case env.Kind == KindResponse && dir == AgentToClient && !isOwnID(env.ID):
-		// The client waits for this response: give it an error in its place.
-		r.reply(ClientToAgent, env.ID, codeInternalError, "The agent's response was dropped: "+msg)
+	case env.Kind == KindResponse && !isOwnID(env.ID):
+		// The receiver waits for this response: give it an error in its place.
+		r.reply(dir.Reverse(), env.ID, codeInternalError, "The response was dropped: "+msg)
 	}
 }
 

@@ -1,15 +1,205 @@
 // Package bench measures the relay against a plain byte-copy relay in the
 // same run and reports ratios, never bare durations.
+//
+// `acp-sidecar bench` runs the real binary as a process, the way an editor
+// does: `acp-sidecar --state-dir TMP -- AGENT`. Its baseline is
+// `acp-sidecar bench bytecopy -- AGENT`, which starts the agent the same way
+// and copies bytes both ways with io.Copy. The agents are hidden modes of the
+// same binary (`bench gen`, `bench echo`), so both paths have the same
+// processes and pipes and only the relay code differs. The two are run
+// alternately, round after round, and each metric is the median over rounds.
+//
+// Metrics and targets (DESIGN.md, "Speed"; ../shared/go-libs.md §3):
+//   - throughput of small agent_message_chunk notifications, ≥ 0.5× byte copy;
+//   - throughput of multi-MiB tool_call_update frames, ≥ 0.5× byte copy;
+//   - round-trip latency of small requests through an echo agent: p50 and
+//     p99, and what the sidecar adds to the p50, ≤ 50 µs;
+//   - the relay's peak RSS (VmHWM) while relaying small frames, < 30 MiB.
 package bench
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
+	"strings"
+	"time"
 )
 
+// options are the flags of `acp-sidecar bench`.
+type options struct {
+	rounds     int
+	small      int
+	smallSize  int
+	large      int
+	largeSize  int
+	roundTrips int
+	quick      bool
+	json       bool
+	keep       bool
+	timeout    time.Duration
+	sidecar    stringList
+}
+
+// quickOptions are what -quick changes, unless the flag is given too.
+var quickOptions = map[string]string{
+	"rounds": "3",
+	"n":      "300000",
+	"large":  "16",
+	"rt":     "2000",
+}
+
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, " ") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func parseOptions(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("acp-sidecar bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.rounds, "rounds", 5, "rounds; each runs every workload through both relays, in alternating order")
+	fs.IntVar(&o.small, "n", 1_000_000, "small frames per throughput run")
+	fs.IntVar(&o.smallSize, "size", 229, "bytes per small frame (agent_message_chunk), without the '\\n'")
+	fs.IntVar(&o.large, "large", 40, "large frames per throughput run")
+	fs.IntVar(&o.largeSize, "large-size", 5<<20, "bytes per large frame (tool_call_update with base64 data)")
+	fs.IntVar(&o.roundTrips, "rt", 20_000, "sequential round trips per latency run")
+	fs.BoolVar(&o.quick, "quick", false, "fewer frames and rounds, for CI: -rounds "+quickOptions["rounds"]+" -n "+quickOptions["n"]+" -large "+quickOptions["large"]+" -rt "+quickOptions["rt"])
+	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of a table")
+	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory with the sidecar's log")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "limit for one run of one relay")
+	fs.Var(&o.sidecar, "sidecar-flag", "pass a flag to the measured sidecar, such as -sidecar-flag=--log-level=debug (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: acp-sidecar bench [flags]\n\n"+
+			"Measures the relay against a plain byte-copy relay run alternately in the\n"+
+			"same run and prints each metric as a ratio. Exit status 0: every target met;\n"+
+			"1: a target missed; 2: bad flags or a failed run.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for name, v := range quickOptions {
+			if !set[name] {
+				if err := fs.Set(name, v); err != nil {
+					return o, fmt.Errorf("-quick: %w", err)
+				}
+			}
+		}
+	}
+	switch {
+	case o.rounds < 1:
+		return o, fmt.Errorf("-rounds %d: need at least 1", o.rounds)
+	case o.small < 1 || o.large < 1 || o.roundTrips < 1:
+		return o, errors.New("-n, -large and -rt must be at least 1")
+	case o.smallSize < minFrameSize(kindChunk):
+		return o, fmt.Errorf("-size %d: the smallest chunk frame is %d bytes", o.smallSize, minFrameSize(kindChunk))
+	case o.largeSize < minFrameSize(kindImage):
+		return o, fmt.Errorf("-large-size %d: the smallest image frame is %d bytes", o.largeSize, minFrameSize(kindImage))
+	}
+	return o, nil
+}
+
 // Main runs `acp-sidecar bench`. exe is the acp-sidecar binary to measure.
+// Its first argument may name a hidden mode, which the measurement itself
+// starts as a process: `gen` and `echo` are the agents, `bytecopy` is the
+// baseline relay. The modes use the process's own stdin.
 func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "bench: not built yet")
-	return 1
+	if len(args) > 0 {
+		switch args[0] {
+		case "gen":
+			return genMain(args[1:], os.Stdin, stdout, stderr)
+		case "echo":
+			return echoMain(args[1:], os.Stdin, stdout, stderr)
+		case "bytecopy":
+			return byteCopyMain(args[1:], os.Stdin, stdout, stderr)
+		}
+	}
+	o, err := parseOptions(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 2
+	}
+	dir, err := os.MkdirTemp("", "acp-sidecar-bench-")
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: temp dir: %v\n", err)
+		return 2
+	}
+	if o.keep {
+		fmt.Fprintf(stderr, "bench: keeping %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	r := &runner{exe: exe, dir: dir, timeout: o.timeout, extra: o.sidecar}
+	res, err := measure(ctx, r, o, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 2
+	}
+	if o.json {
+		err = res.writeJSON(stdout)
+	} else {
+		err = res.writeTable(stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 2
+	}
+	if !res.pass() {
+		return 1
+	}
+	return 0
+}
+
+// measure runs every workload through both relays, o.rounds times, after one
+// short warm-up of each that is not counted (it pages the binary in).
+func measure(ctx context.Context, r *runner, o options, progress io.Writer) (*results, error) {
+	res := newResults(o)
+	for _, k := range []relayKind{byteCopyRelay, sidecarRelay} {
+		if _, err := r.throughput(ctx, k, kindChunk, min(o.small, 10_000), o.smallSize); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	for round := range o.rounds {
+		// Alternate which relay goes first, so a drift in the machine's
+		// speed over a round (thermal, a neighbour) favours neither.
+		order := []relayKind{byteCopyRelay, sidecarRelay}
+		if round%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		var small, large [2]tputResult
+		var rts [2][]time.Duration
+		for _, k := range order {
+			var err error
+			if small[k], err = r.throughput(ctx, k, kindChunk, o.small, o.smallSize); err != nil {
+				return nil, fmt.Errorf("round %d: small frames: %w", round+1, err)
+			}
+		}
+		for _, k := range order {
+			var err error
+			if large[k], err = r.throughput(ctx, k, kindImage, o.large, o.largeSize); err != nil {
+				return nil, fmt.Errorf("round %d: large frames: %w", round+1, err)
+			}
+		}
+		for _, k := range order {
+			var err error
+			if rts[k], err = r.roundTrips(ctx, k, o.roundTrips); err != nil {
+				return nil, fmt.Errorf("round %d: round trips: %w", round+1, err)
+			}
+		}
+		res.add(small, large, rts)
+		fmt.Fprintf(progress, "bench: round %d/%d: %s\n", round+1, o.rounds, res.roundSummary(round))
+	}
+	return res, nil
 }

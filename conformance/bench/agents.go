@@ -1,0 +1,126 @@
+package bench
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/acp-sidecar/acp-sidecar/proxy"
+)
+
+// The handshake of a throughput run. The generator announces itself once it
+// is running, and the driver starts the clock when it answers, so neither
+// relay's start-up is part of the measured time.
+const (
+	readyLine = `{"jsonrpc":"2.0","method":"_bench/ready","params":{}}`
+	startLine = `{"jsonrpc":"2.0","method":"_bench/start","params":{}}`
+)
+
+// genBlockBytes is about how much the generator hands to one write(2).
+const genBlockBytes = 256 << 10
+
+// genMain runs `bench gen`: an agent that writes frames as fast as a pipe
+// takes them. It writes readyLine, waits for one line on stdin, writes -n
+// frames of -size bytes and then reads stdin until it ends, so the relay
+// stays up (and its peak RSS readable) until the driver is done with it.
+func genMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench gen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	n := fs.Int("n", 1000, "frames to write")
+	size := fs.Int("size", 229, "bytes per frame, without the '\\n'")
+	kind := fs.String("kind", kindChunk, "frame kind: "+kindChunk+" (agent_message_chunk) or "+kindImage+" (tool_call_update with base64 data)")
+	if err := fs.Parse(args); err != nil {
+		return usageStatus(err)
+	}
+	if err := gen(stdin, stdout, *n, *size, *kind); err != nil {
+		fmt.Fprintf(stderr, "bench gen: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func gen(stdin io.Reader, stdout io.Writer, n, size int, kind string) error {
+	count := 1
+	if kind == kindChunk {
+		count = max(1, min(n, genBlockBytes/(size+1)))
+	}
+	block, err := frameBlock(kind, size, count)
+	if err != nil {
+		return err
+	}
+	if _, err := io.WriteString(stdout, readyLine+"\n"); err != nil {
+		return fmt.Errorf("write ready line: %w", err)
+	}
+	in := bufio.NewReader(stdin)
+	if _, err := in.ReadSlice('\n'); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil // the driver gave up before starting
+		}
+		return fmt.Errorf("wait for the start line: %w", err)
+	}
+	for left := n; left > 0; left -= count {
+		part := block[:min(left, count)*(size+1)]
+		if _, err := stdout.Write(part); err != nil {
+			return fmt.Errorf("write frames (%d left): %w", left, err)
+		}
+	}
+	if _, err := io.Copy(io.Discard, in); err != nil {
+		return fmt.Errorf("drain stdin: %w", err)
+	}
+	return nil
+}
+
+// echoMain runs `bench echo`: an agent that answers every request at once
+// with an empty result, the cheapest agent a round trip can have.
+func echoMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench echo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return usageStatus(err)
+	}
+	if err := echo(stdin, stdout); err != nil {
+		fmt.Fprintf(stderr, "bench echo: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func echo(stdin io.Reader, stdout io.Writer) error {
+	lr := proxy.NewLineReader(stdin, 0)
+	w := bufio.NewWriterSize(stdout, 64<<10)
+	var reply []byte
+	for {
+		line, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			return w.Flush()
+		}
+		if err != nil {
+			return fmt.Errorf("read request: %w", err)
+		}
+		env, err := proxy.Scan(line)
+		if err != nil || env.Kind != proxy.KindRequest {
+			continue
+		}
+		reply = append(reply[:0], `{"jsonrpc":"2.0","id":`...)
+		reply = append(reply, env.ID...)
+		reply = append(reply, `,"result":{}}`+"\n"...)
+		if _, err := w.Write(reply); err != nil {
+			return fmt.Errorf("write response: %w", err)
+		}
+		if lr.Buffered() == 0 {
+			if err := w.Flush(); err != nil {
+				return fmt.Errorf("write response: %w", err)
+			}
+		}
+	}
+}
+
+// usageStatus is the exit status for a flag parse error: 0 for -h.
+func usageStatus(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
+}

@@ -1,0 +1,145 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acp-sidecar/acp-sidecar/proxy"
+)
+
+func TestFramesHaveExactSizeAndPass(t *testing.T) {
+	for _, tt := range []struct {
+		kind string
+		size int
+	}{
+		{kindChunk, 229}, {kindChunk, minFrameSize(kindChunk)}, {kindChunk, 4096},
+		{kindImage, 5 << 20}, {kindImage, minFrameSize(kindImage)},
+		{kindImage, minFrameSize(kindImage) + 1}, {kindImage, minFrameSize(kindImage) + 2}, {kindImage, minFrameSize(kindImage) + 3},
+	} {
+		block, err := frameBlock(tt.kind, tt.size, 3)
+		if err != nil {
+			t.Fatalf("frameBlock(%s, %d): %v", tt.kind, tt.size, err)
+		}
+		lines := bytes.Split(bytes.TrimSuffix(block, []byte("\n")), []byte("\n"))
+		if len(lines) != 3 {
+			t.Fatalf("%s/%d: %d lines, want 3", tt.kind, tt.size, len(lines))
+		}
+		for _, l := range lines {
+			if len(l) != tt.size {
+				t.Errorf("%s/%d: frame of %d bytes", tt.kind, tt.size, len(l))
+			}
+			env, err := proxy.Scan(l)
+			if err != nil || !json.Valid(l) {
+				t.Fatalf("%s/%d: not valid JSON: %v", tt.kind, tt.size, err)
+			}
+			if env.Kind != proxy.KindNotification || string(env.Method) != "session/update" || env.Update == nil {
+				t.Errorf("%s/%d: envelope %+v", tt.kind, tt.size, env)
+			}
+		}
+	}
+	if _, err := chunkFrame(minFrameSize(kindChunk)-1, 0); err == nil {
+		t.Error("chunkFrame below the minimum size: no error")
+	}
+}
+
+func TestGenWaitsForStartThenWritesAndDrains(t *testing.T) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- gen(inR, outW, 1000, 229, kindChunk)
+		outW.Close()
+	}()
+	out := bufio.NewReader(outR)
+	ready, err := out.ReadString('\n')
+	if err != nil || strings.TrimSpace(ready) != readyLine {
+		t.Fatalf("first line %q (%v), want the ready line", ready, err)
+	}
+	io.WriteString(inW, startLine+"\n")
+	for i := range 1000 {
+		line, err := out.ReadSlice('\n')
+		if err != nil || len(line) != 230 {
+			t.Fatalf("frame %d: %d bytes, err %v", i, len(line), err)
+		}
+	}
+	inW.Close() // the generator exits only now
+	if err := <-done; err != nil {
+		t.Fatalf("gen: %v", err)
+	}
+	if rest, _ := io.ReadAll(out); len(rest) != 0 {
+		t.Errorf("%d bytes after the last frame", len(rest))
+	}
+}
+
+func TestEchoAnswersRequestsOnly(t *testing.T) {
+	in := strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"_bench/echo","params":{}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"_bench/note"}` + "\n" + "not json\n" +
+		`{"jsonrpc":"2.0","id":"x","method":"m"}`)
+	var out bytes.Buffer
+	if err := echo(in, &out); err != nil {
+		t.Fatalf("echo: %v", err)
+	}
+	want := `{"jsonrpc":"2.0","id":7,"result":{}}` + "\n" + `{"jsonrpc":"2.0","id":"x","result":{}}` + "\n"
+	if out.String() != want {
+		t.Errorf("echo wrote %q, want %q", out.String(), want)
+	}
+}
+
+func TestQuickKeepsExplicitFlags(t *testing.T) {
+	o, err := parseOptions([]string{"-quick", "-n", "42"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.small != 42 || o.rounds != 3 || o.roundTrips != 2000 {
+		t.Errorf("got -n %d -rounds %d -rt %d, want 42, 3, 2000", o.small, o.rounds, o.roundTrips)
+	}
+	if _, err := parseOptions([]string{"-size", "10"}, io.Discard); err == nil {
+		t.Error("-size 10: no error")
+	}
+}
+
+func TestMetricsAreMediansOfRounds(t *testing.T) {
+	r := newResults(options{})
+	us := func(xs ...int) []time.Duration {
+		var ds []time.Duration
+		for _, x := range xs {
+			ds = append(ds, time.Duration(x)*time.Microsecond)
+		}
+		return ds
+	}
+	for _, f := range []int{1, 3, 2} { // sidecar at 1/f of the byte copy's speed
+		tp := func(d time.Duration) tputResult {
+			return tputResult{elapsed: d, frames: 1000, bytes: 1 << 20, hwm: int64(10*f) << 20}
+		}
+		small := [2]tputResult{byteCopyRelay: tp(time.Second), sidecarRelay: tp(time.Duration(f) * time.Second)}
+		r.add(small, small, [2][]time.Duration{byteCopyRelay: us(10, 20, 30), sidecarRelay: us(30, 40, 50)})
+	}
+	m := r.metrics()
+	if got := m[0].Ratio; got != 0.5 {
+		t.Errorf("small throughput ratio %v, want the median 0.5", got)
+	}
+	if got := m[2].Added; got != 20 {
+		t.Errorf("round trip p50 added %v µs, want 20", got)
+	}
+	if got := m[4].Sidecar; got != 30 {
+		t.Errorf("peak RSS %v MiB, want the maximum 30", got)
+	}
+	if r.pass() {
+		t.Error("pass() with a small-frame ratio of 0.5 and RSS of 30 MiB")
+	}
+}
+
+func TestQuantileIsNearestRank(t *testing.T) {
+	ds := make([]time.Duration, 100)
+	for i := range ds {
+		ds[i] = time.Duration(100 - i)
+	}
+	if p50, p99 := quantile(ds, 0.5), quantile(ds, 0.99); p50 != 50 || p99 != 99 {
+		t.Errorf("p50 %d, p99 %d, want 50, 99", p50, p99)
+	}
+}

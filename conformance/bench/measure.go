@@ -1,0 +1,274 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// relayKind names the relay under measurement.
+type relayKind int
+
+const (
+	byteCopyRelay relayKind = iota // `acp-sidecar bench bytecopy -- AGENT`
+	sidecarRelay                   // `acp-sidecar --state-dir … -- AGENT`
+)
+
+func (k relayKind) String() string {
+	if k == sidecarRelay {
+		return "sidecar"
+	}
+	return "bytecopy"
+}
+
+// runner starts relays of the binary under test, one process at a time.
+type runner struct {
+	exe     string
+	dir     string // temporary: the sidecar's state dir and log
+	timeout time.Duration
+	extra   []string // more sidecar flags (-sidecar-flag)
+}
+
+// argv is the command line of a relay of kind k around the agent.
+func (r *runner) argv(k relayKind, agent []string) []string {
+	if k == byteCopyRelay {
+		return append([]string{r.exe, "bench", "bytecopy", "--"}, agent...)
+	}
+	argv := []string{r.exe, "--state-dir", filepath.Join(r.dir, "state"), "--log-file", filepath.Join(r.dir, "sidecar.log")}
+	argv = append(argv, r.extra...)
+	return append(append(argv, "--"), agent...)
+}
+
+// relayProc is one running relay with the driver on its client side.
+type relayProc struct {
+	kind   relayKind
+	cmd    *exec.Cmd
+	cancel context.CancelFunc
+	stdin  io.WriteCloser
+	stdout *bufio.Reader
+	stderr *tailBuffer
+}
+
+func (r *runner) start(ctx context.Context, k relayKind, agent []string) (*relayProc, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	argv := r.argv(k, agent)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.WaitDelay = 5 * time.Second
+	p := &relayProc{kind: k, cmd: cmd, cancel: cancel, stderr: &tailBuffer{max: 4 << 10}}
+	cmd.Stderr = p.stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("%s: stdin pipe: %w", k, err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("%s: stdout pipe: %w", k, err)
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return nil, fmt.Errorf("start %s: %w", k, err)
+	}
+	p.stdin, p.stdout = stdin, bufio.NewReaderSize(stdout, 1<<20)
+	return p, nil
+}
+
+// finish closes the relay's input, reads what is left of its output and
+// waits for it. Both relays exit 0 when their agent does.
+func (p *relayProc) finish() error {
+	defer p.cancel()
+	p.stdin.Close()
+	extra, rerr := io.Copy(io.Discard, p.stdout)
+	err := p.cmd.Wait()
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s exited: %w%s", p.kind, err, p.stderr.suffix())
+	case rerr != nil:
+		return fmt.Errorf("%s: read output: %w", p.kind, rerr)
+	case extra > 0:
+		return fmt.Errorf("%s: %d unexpected bytes after the last frame", p.kind, extra)
+	}
+	return nil
+}
+
+// abort kills the relay after a failed run, and its agent with it (the
+// sidecar's agent gets SIGTERM when the sidecar dies, and bytecopy's sees its
+// stdin end).
+func (p *relayProc) abort() {
+	p.cancel()
+	p.stdin.Close()
+	p.cmd.Wait()
+}
+
+func (p *relayProc) fail(err error) error {
+	p.abort()
+	return fmt.Errorf("%s: %w%s", p.kind, err, p.stderr.suffix())
+}
+
+// tputResult is one throughput run.
+type tputResult struct {
+	elapsed time.Duration
+	frames  int
+	bytes   int64
+	hwm     int64         // the relay's peak RSS in bytes; 0 when unknown
+	cpu     time.Duration // the relay's own CPU time (not its agent's); 0 when unknown
+}
+
+// throughput relays n frames of size bytes from a generator agent to the
+// driver and times them from the start signal to the last byte.
+func (r *runner) throughput(ctx context.Context, k relayKind, kind string, n, size int) (tputResult, error) {
+	agent := []string{r.exe, "bench", "gen", "-kind", kind, "-n", strconv.Itoa(n), "-size", strconv.Itoa(size)}
+	p, err := r.start(ctx, k, agent)
+	if err != nil {
+		return tputResult{}, err
+	}
+	ready, err := p.stdout.ReadSlice('\n')
+	if err != nil || string(bytes.TrimSpace(ready)) != readyLine {
+		return tputResult{}, p.fail(fmt.Errorf("want the generator's ready line, got %.80q (err %v)", ready, err))
+	}
+	want := int64(n) * int64(size+1)
+	buf := make([]byte, 1<<20)
+	var res tputResult
+	start := time.Now()
+	if _, err := io.WriteString(p.stdin, startLine+"\n"); err != nil {
+		return tputResult{}, p.fail(fmt.Errorf("send start line: %w", err))
+	}
+	for res.frames < n {
+		m, err := p.stdout.Read(buf)
+		res.bytes += int64(m)
+		res.frames += bytes.Count(buf[:m], []byte{'\n'})
+		if err != nil {
+			return tputResult{}, p.fail(fmt.Errorf("after %d of %d frames: %w", res.frames, n, err))
+		}
+	}
+	res.elapsed = time.Since(start)
+	if res.frames != n || res.bytes != want {
+		return tputResult{}, p.fail(fmt.Errorf("got %d frames in %d bytes, want %d in %d", res.frames, res.bytes, n, want))
+	}
+	pid := p.cmd.Process.Pid
+	res.hwm = peakRSS(pid)
+	res.cpu = cpuTime(pid)
+	return res, p.finish()
+}
+
+// rtRequest is the request of a round trip; %d is its id.
+const rtRequest = `{"jsonrpc":"2.0","id":%d,"method":"_bench/echo","params":{"sessionId":"sess_5f3a9c2e81d047b6","text":"ping"}}` + "\n"
+
+// roundTrips sends n requests one after another through the relay to an
+// echo agent and returns the time each took to be answered, after a short
+// warm-up that is not counted.
+func (r *runner) roundTrips(ctx context.Context, k relayKind, n int) ([]time.Duration, error) {
+	p, err := r.start(ctx, k, []string{r.exe, "bench", "echo"})
+	if err != nil {
+		return nil, err
+	}
+	warm := min(n/10, 500)
+	times := make([]time.Duration, 0, n)
+	var req []byte
+	for i := 1; i <= warm+n; i++ {
+		req = fmt.Appendf(req[:0], rtRequest, i)
+		start := time.Now()
+		if _, err := p.stdin.Write(req); err != nil {
+			return nil, p.fail(fmt.Errorf("send request %d: %w", i, err))
+		}
+		resp, err := p.stdout.ReadSlice('\n')
+		d := time.Since(start)
+		if err != nil {
+			return nil, p.fail(fmt.Errorf("read response %d: %w", i, err))
+		}
+		if !bytes.HasPrefix(resp, fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,`, i)) {
+			return nil, p.fail(fmt.Errorf("request %d: unexpected response %.100q", i, resp))
+		}
+		if i > warm {
+			times = append(times, d)
+		}
+	}
+	return times, p.finish()
+}
+
+// peakRSS is a process's peak resident set (VmHWM), read while it runs: its
+// rusage after exit would fold in its agent, which it has waited for.
+func peakRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// clockTick is USER_HZ, the unit of /proc/PID/stat times; it is 100 on every
+// Linux platform Go supports.
+const clockTick = 10 * time.Millisecond
+
+// cpuTime is a process's own user+system time so far, without its children.
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name is in parentheses and may hold spaces: fields 14
+	// and 15 (utime, stime) are the 12th and 13th after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	s, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0
+	}
+	return time.Duration(u+s) * clockTick
+}
+
+// tailBuffer keeps the last max bytes written to it: a relay's stderr, shown
+// when it fails.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+// suffix is the tail formatted to end an error message, or "".
+func (t *tailBuffer) suffix() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := strings.TrimSpace(string(t.b))
+	if s == "" {
+		return ""
+	}
+	return "; stderr: " + s
+}

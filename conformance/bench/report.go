@@ -1,0 +1,257 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+// Targets (DESIGN.md, "Speed"; the benchmark issue).
+const (
+	targetTputRatio = 0.5      // sidecar throughput / byte-copy throughput, at least
+	targetAddedP50  = 50.0     // µs the sidecar adds to a round trip's median, at most
+	targetRSSSmall  = 30 << 20 // bytes of peak RSS while relaying small frames, below
+)
+
+// roundValues is what one round measured, indexed by relayKind.
+type roundValues struct {
+	small, large [2]tputResult
+	p50, p99     [2]time.Duration
+}
+
+// results collects the rounds and turns them into metrics.
+type results struct {
+	o      options
+	rounds []roundValues
+}
+
+func newResults(o options) *results { return &results{o: o} }
+
+func (r *results) add(small, large [2]tputResult, rts [2][]time.Duration) {
+	v := roundValues{small: small, large: large}
+	for k := range rts {
+		v.p50[k] = quantile(rts[k], 0.50)
+		v.p99[k] = quantile(rts[k], 0.99)
+	}
+	r.rounds = append(r.rounds, v)
+}
+
+// quantile is the nearest-rank quantile q of ds, which it sorts.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	i := int(math.Ceil(q*float64(len(ds)))) - 1
+	return ds[max(0, min(i, len(ds)-1))]
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+// Pair is one round's value for each relay.
+type Pair struct {
+	Sidecar  float64 `json:"sidecar"`
+	ByteCopy float64 `json:"bytecopy"`
+}
+
+// Metric is one line of the report. Sidecar and ByteCopy are medians over
+// rounds (maxima for peak RSS), Ratio is the median of the rounds' ratios
+// sidecar/bytecopy, and Added the median of their differences.
+type Metric struct {
+	Name     string  `json:"name"`
+	Unit     string  `json:"unit"`
+	Sidecar  float64 `json:"sidecar"`
+	ByteCopy float64 `json:"bytecopy"`
+	Ratio    float64 `json:"ratio"`
+	Added    float64 `json:"added,omitempty"`
+	Target   string  `json:"target,omitempty"`
+	Pass     *bool   `json:"pass,omitempty"` // nil: reported, no target
+	Rounds   []Pair  `json:"rounds"`
+}
+
+// metric builds a Metric from a per-round value of each relay.
+func (r *results) metric(name, unit string, peak bool, f func(v roundValues, k relayKind) float64) Metric {
+	m := Metric{Name: name, Unit: unit}
+	var s, b, ratio, added []float64
+	for _, v := range r.rounds {
+		p := Pair{Sidecar: f(v, sidecarRelay), ByteCopy: f(v, byteCopyRelay)}
+		m.Rounds = append(m.Rounds, p)
+		s, b = append(s, p.Sidecar), append(b, p.ByteCopy)
+		if p.ByteCopy != 0 {
+			ratio = append(ratio, p.Sidecar/p.ByteCopy)
+		}
+		added = append(added, p.Sidecar-p.ByteCopy)
+	}
+	m.Sidecar, m.ByteCopy, m.Ratio, m.Added = median(s), median(b), median(ratio), median(added)
+	if peak {
+		m.Sidecar, m.ByteCopy = slices.Max(s), slices.Max(b)
+		if m.ByteCopy != 0 {
+			m.Ratio = m.Sidecar / m.ByteCopy
+		}
+		m.Added = m.Sidecar - m.ByteCopy
+	}
+	return m
+}
+
+func verdict(ok bool) *bool { return &ok }
+
+func perSecond(n float64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return n / d.Seconds()
+}
+
+// metrics are the report's lines, in the order printed.
+func (r *results) metrics() []Metric {
+	small := r.metric("small_throughput", "frames/s", false, func(v roundValues, k relayKind) float64 {
+		return perSecond(float64(v.small[k].frames), v.small[k].elapsed)
+	})
+	small.Target = fmt.Sprintf(">= %.2fx bytecopy", targetTputRatio)
+	small.Pass = verdict(small.Ratio >= targetTputRatio)
+
+	large := r.metric("large_throughput", "MiB/s", false, func(v roundValues, k relayKind) float64 {
+		return perSecond(float64(v.large[k].bytes)/(1<<20), v.large[k].elapsed)
+	})
+	large.Target = small.Target
+	large.Pass = verdict(large.Ratio >= targetTputRatio)
+
+	p50 := r.metric("round_trip_p50", "µs", false, func(v roundValues, k relayKind) float64 {
+		return float64(v.p50[k]) / float64(time.Microsecond)
+	})
+	p50.Target = fmt.Sprintf("added <= %g µs", targetAddedP50)
+	p50.Pass = verdict(p50.Added <= targetAddedP50)
+
+	p99 := r.metric("round_trip_p99", "µs", false, func(v roundValues, k relayKind) float64 {
+		return float64(v.p99[k]) / float64(time.Microsecond)
+	})
+
+	rssSmall := r.metric("peak_rss_small", "MiB", true, func(v roundValues, k relayKind) float64 {
+		return float64(v.small[k].hwm) / (1 << 20)
+	})
+	rssLarge := r.metric("peak_rss_large", "MiB", true, func(v roundValues, k relayKind) float64 {
+		return float64(v.large[k].hwm) / (1 << 20)
+	})
+	if rssSmall.Sidecar > 0 { // 0: no /proc, nothing measured
+		rssSmall.Target = fmt.Sprintf("< %d MiB", targetRSSSmall>>20)
+		rssSmall.Pass = verdict(rssSmall.Sidecar*(1<<20) < targetRSSSmall)
+	}
+
+	cpu := r.metric("cpu_per_small_frame", "ns", false, func(v roundValues, k relayKind) float64 {
+		if v.small[k].frames == 0 {
+			return 0
+		}
+		return float64(v.small[k].cpu) / float64(v.small[k].frames)
+	})
+	return []Metric{small, large, p50, p99, rssSmall, rssLarge, cpu}
+}
+
+func (r *results) pass() bool {
+	for _, m := range r.metrics() {
+		if m.Pass != nil && !*m.Pass {
+			return false
+		}
+	}
+	return true
+}
+
+// roundSummary is one progress line for the round just measured.
+func (r *results) roundSummary(round int) string {
+	v := r.rounds[round]
+	ratio := func(t [2]tputResult) float64 {
+		return float64(t[byteCopyRelay].elapsed) / float64(t[sidecarRelay].elapsed)
+	}
+	return fmt.Sprintf("small %.2fx, large %.2fx, round trip p50 %s vs %s, peak RSS %.1f MiB",
+		ratio(v.small), ratio(v.large), fmtMicros(v.p50[sidecarRelay]), fmtMicros(v.p50[byteCopyRelay]),
+		float64(v.small[sidecarRelay].hwm)/(1<<20))
+}
+
+func fmtMicros(d time.Duration) string {
+	return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond))
+}
+
+func (r *results) header() string {
+	o := r.o
+	return fmt.Sprintf("acp-sidecar bench: %d rounds on %s/%s, %d CPUs; small: %d × %d B, large: %d × %d B, %d round trips",
+		o.rounds, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), o.small, o.smallSize, o.large, o.largeSize, o.roundTrips)
+}
+
+func (r *results) writeTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, r.header())
+	fmt.Fprintln(tw, "RATIO is sidecar / bytecopy; each value is the median over rounds (peak RSS: the maximum)")
+	fmt.Fprintln(tw, "METRIC\tSIDECAR\tBYTECOPY\tRATIO\tTARGET\tRESULT")
+	for _, m := range r.metrics() {
+		target, result := m.Target, "-"
+		if m.Pass != nil {
+			result = "MISS"
+			if *m.Pass {
+				result = "PASS"
+			}
+		}
+		if m.Unit == "µs" {
+			target = fmt.Sprintf("%s (added %+.1f µs)", target, m.Added)
+			if m.Target == "" {
+				target = fmt.Sprintf("(added %+.1f µs)", m.Added)
+			}
+		}
+		if target == "" {
+			target = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2fx\t%s\t%s\n", m.Name, fmtValue(m.Sidecar, m.Unit), fmtValue(m.ByteCopy, m.Unit), m.Ratio, target, result)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	return nil
+}
+
+func fmtValue(v float64, unit string) string {
+	if unit == "frames/s" {
+		return fmt.Sprintf("%.3f M frames/s", v/1e6)
+	}
+	return fmt.Sprintf("%.1f %s", v, unit)
+}
+
+// report is the -json output.
+type report struct {
+	Header  string   `json:"header"`
+	Config  any      `json:"config"`
+	Metrics []Metric `json:"metrics"`
+	Pass    bool     `json:"pass"`
+}
+
+func (r *results) writeJSON(w io.Writer) error {
+	o := r.o
+	rep := report{
+		Header: r.header(),
+		Config: map[string]any{
+			"rounds": o.rounds, "small_frames": o.small, "small_size": o.smallSize,
+			"large_frames": o.large, "large_size": o.largeSize, "round_trips": o.roundTrips,
+			"goos": runtime.GOOS, "goarch": runtime.GOARCH, "cpus": runtime.NumCPU(),
+		},
+		Metrics: r.metrics(),
+		Pass:    r.pass(),
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		return fmt.Errorf("write json: %w", err)
+	}
+	return nil
+}
