@@ -171,13 +171,20 @@ func withLegacy(c *state.Config, field, current string) *state.Config {
 }
 
 // promptContent pulls the content blocks and their text out of a
-// session/prompt request.
-func promptContent(params json.RawMessage) (blocks json.RawMessage, text string) {
+// session/prompt request. With handoff set the first block is the sidecar's
+// and is left out: the turn records what the user sent.
+func promptContent(params json.RawMessage, handoff bool) (blocks json.RawMessage, text string) {
 	var p struct {
 		Prompt json.RawMessage `json:"prompt"`
 	}
 	if json.Unmarshal(params, &p) != nil {
 		return nil, ""
+	}
+	if handoff {
+		var all []json.RawMessage
+		if json.Unmarshal(p.Prompt, &all) == nil && len(all) > 0 {
+			p.Prompt, _ = json.Marshal(all[1:])
+		}
 	}
 	var bl []struct {
 		Type string `json:"type"`

@@ -24,7 +24,7 @@ const (
 )
 
 // extMethods are advertised in initialize.
-var extMethods = []string{ExtReset, ExtRestoreOriginal, ExtAcceptConfig, ExtStatus}
+var extMethods = []string{ExtReset, ExtRollback, ExtFork, ExtRestoreOriginal, ExtAcceptConfig, ExtStatus}
 
 // CodeBlocked answers a prompt to a session whose config could not be
 // restored. JSON-RPC leaves -32000 to -32099 to implementations; ACP uses
@@ -40,6 +40,7 @@ type slashCommand struct {
 }
 
 var slashCommands = []slashCommand{
+	{"rewind", "acp-sidecar: take back the last n turns (default 1); the agent keeps the rest", "[n]"},
 	{"reset", "acp-sidecar: start a fresh context with the same model, mode and options", ""},
 	{"restore-original", "acp-sidecar: put back the config this session started with", ""},
 	{"accept-config", "acp-sidecar: continue on the config the agent has now, after a failed restore", ""},
@@ -188,6 +189,14 @@ func (c *commands) prompt(ctx context.Context, id, raw []byte) (proxy.Verdict, e
 	if b := c.r.t.blockedOf(sid); b != nil {
 		return answer(blockedError(id, b.Fields, b.Reason)), nil
 	}
+	if h, ok := c.r.t.takeHandoff(sid); ok {
+		block, _ := marshalNoEscape(map[string]string{"type": "text", "text": h.Text})
+		line, err := insertArray(raw, true, [][]byte{block}, "params", "prompt")
+		if err != nil {
+			return proxy.Verdict{}, fmt.Errorf("hand over kept turns: %w", err)
+		}
+		return proxy.Verdict{Do: proxy.Rewrite, Line: line}, nil
+	}
 	return proxy.Verdict{}, nil
 }
 
@@ -242,6 +251,17 @@ func (c *commands) slash(ctx context.Context, id []byte, sid, name, args string)
 		text = "acp-sidecar: the session continues on the agent's current config; prompts go through again."
 	case "sidecar-status":
 		text, err = c.r.StatusText(ctx, sid)
+	case "rewind":
+		n := 1
+		if args != "" {
+			if _, serr := fmt.Sscanf(args, "%d", &n); serr != nil {
+				err = fmt.Errorf("%q is not a number of turns", args)
+				break
+			}
+		}
+		var rep rollbackReport
+		rep, err = c.r.Rewind(ctx, sid, n)
+		text = rep.text()
 	}
 	if err != nil {
 		text = "acp-sidecar: /" + name + " failed: " + err.Error()
@@ -294,6 +314,27 @@ func (c *commands) extension(ctx context.Context, id []byte, method string, raw 
 		})
 	case ExtStatus:
 		return run(func(ctx context.Context) (any, error) { return c.r.Status(ctx, sid) })
+	case ExtRollback, ExtFork:
+		var p struct {
+			Params struct {
+				KeepTurns *int `json:"keepTurns"`
+				AtTurn    int  `json:"atTurn"`
+			} `json:"params"`
+		}
+		json.Unmarshal(raw, &p)
+		if method == ExtFork {
+			return run(func(ctx context.Context) (any, error) {
+				rep, err := c.r.Fork(ctx, sid, p.Params.AtTurn)
+				return rep, err
+			})
+		}
+		if p.Params.KeepTurns == nil {
+			return answer(proxy.ErrorResponse(id, -32602, "Invalid params: "+method+" needs keepTurns")), nil
+		}
+		return run(func(ctx context.Context) (any, error) {
+			rep, err := c.r.Rollback(ctx, sid, *p.Params.KeepTurns)
+			return rep, err
+		})
 	}
 	return answer(proxy.ErrorResponse(id, -32601, "Method not found: "+method)), nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/proxy"
+	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
@@ -63,6 +64,8 @@ type RecorderConfig struct {
 	Queue int
 	// Durable bounds how long a completing response waits for its write.
 	Durable time.Duration
+	// HandoffBudget bounds the kept-turn handoff in bytes (0: the default).
+	HandoffBudget int
 	// CallTimeout bounds each of the sidecar's own calls.
 	CallTimeout time.Duration
 	Now         func() time.Time
@@ -118,6 +121,8 @@ type event struct {
 	release func(lines ...[]byte)
 	// fn, when set, runs on the recorder goroutine instead (internal events).
 	fn func(ctx context.Context)
+	// handoff is set on a prompt that carries the kept turns.
+	handoff *replay.Handoff
 }
 
 // session is the recorder's working copy of one session's record.
@@ -233,6 +238,9 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		r.mu.Unlock()
 		if ev.method == mPrompt {
 			r.running.Add(1)
+			if h, ok := r.t.carriedBy(req.sid); ok {
+				ev.handoff = &h
+			}
 		}
 		ev.req = req
 	}
@@ -332,10 +340,16 @@ func (r *Recorder) clientRequest(ctx context.Context, ev event) {
 			return
 		}
 		r.fixOriginal(ctx, ev.req.sid)
-		blocks, text := promptContent(ev.req.params)
+		blocks, text := promptContent(ev.req.params, ev.handoff != nil)
 		t := state.Turn{
 			Index: len(s.turns) + 1, Prompt: blocks, PromptText: text, NativeID: s.rec.NativeID,
 			Status: state.TurnRunning, Agent: r.cfg.Agent, Started: r.cfg.Now(),
+			HandoffDelivered: ev.handoff != nil,
+		}
+		if h := ev.handoff; h != nil {
+			s.rec.HandoffPending = false
+			s.rec.Handoff = &state.Handoff{NativeID: s.rec.NativeID, Turn: t.Index, Kept: h.Kept, Omitted: h.Omitted, At: t.Started}
+			r.putSession(ctx, s)
 		}
 		s.turns = append(s.turns, t)
 		s.turn = &s.turns[len(s.turns)-1]

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
@@ -19,9 +20,47 @@ type table struct {
 	native   map[string]string // client id -> current native id
 	client   map[string]string // native id (current and past) -> client id
 	blocked  map[string]*state.Blocked
-	busy     map[string]string  // client id -> what the sidecar is doing to it
-	creating int                // own session/new calls in flight
-	early    map[string][]early // agent frames for sessions being created
+	busy     map[string]string         // client id -> what the sidecar is doing to it
+	creating int                       // own session/new calls in flight
+	early    map[string][]early        // agent frames for sessions being created
+	armed    map[string]replay.Handoff // client id -> handoff for its next prompt
+	carried  map[string]replay.Handoff // client id -> handoff the prompt in flight carries
+}
+
+// arm readies a handoff for a session's next prompt; an empty one disarms.
+func (t *table) arm(clientID string, h replay.Handoff) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.armed == nil {
+		t.armed, t.carried = map[string]replay.Handoff{}, map[string]replay.Handoff{}
+	}
+	if h.Text == "" {
+		delete(t.armed, clientID)
+		return
+	}
+	t.armed[clientID] = h
+}
+
+// takeHandoff hands out the armed handoff once, and remembers that the
+// prompt now in flight carries it, for the recorder.
+func (t *table) takeHandoff(clientID string) (replay.Handoff, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h, ok := t.armed[clientID]
+	if ok {
+		delete(t.armed, clientID)
+		t.carried[clientID] = h
+	}
+	return h, ok
+}
+
+// carriedBy reports, once, the handoff the prompt just seen carries.
+func (t *table) carriedBy(clientID string) (replay.Handoff, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h, ok := t.carried[clientID]
+	delete(t.carried, clientID)
+	return h, ok
 }
 
 func newTable() *table {

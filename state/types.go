@@ -54,6 +54,10 @@ type Session struct {
 	// holds: a reset clears the context on purpose, so the turns before it
 	// are kept in the record but never handed to a fresh native session.
 	ContextFrom int `json:"contextFrom,omitempty"`
+	// HandoffPending says the current native session lacks the kept turns
+	// (it replaced one after a rollback, a crash or a fork), so the next
+	// prompt carries them once.
+	HandoffPending bool `json:"handoffPending,omitempty"`
 }
 
 // Override is one explicit, accepted selection by the client.

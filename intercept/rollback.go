@@ -1,0 +1,235 @@
+package intercept
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/acp-sidecar/acp-sidecar/replay"
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// ACP has no truncate, so a rollback is a fresh native session with the
+// config restored and the kept turns handed over once (DESIGN.md
+// "Rebuilding a native session"). A rollback never uses session/load or
+// resume: the agent's own history holds the turns taken back.
+
+// Extension methods for rollback and fork.
+const (
+	ExtRollback = "_sidecar/rollback"
+	ExtFork     = "_sidecar/fork"
+)
+
+// rollbackReport is the answer to a rollback.
+type rollbackReport struct {
+	report
+	Kept       int      `json:"keptTurns"`
+	RolledBack []string `json:"rolledBack"` // the first line of each turn taken back
+}
+
+// visible are the turns of the current conversation that were not taken
+// back, in order: the ones a rewind counts.
+func visible(s *session) []*state.Turn {
+	var out []*state.Turn
+	for i := range s.turns {
+		t := &s.turns[i]
+		if t.Index < s.rec.ContextFrom || t.Status == state.TurnRolledBack {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// Rewind takes back the last n turns.
+func (r *Recorder) Rewind(ctx context.Context, sid string, n int) (rollbackReport, error) {
+	count := -1
+	r.do(ctx, func(context.Context) {
+		if s := r.sessions[sid]; s != nil {
+			count = len(visible(s))
+		}
+	})
+	if count < 0 {
+		return rollbackReport{}, refuse(-32602, "acp-sidecar knows no session %q", sid)
+	}
+	if n < 1 || n > count {
+		return rollbackReport{}, refuse(-32602, "cannot rewind %d turns: the conversation has %d", n, count)
+	}
+	return r.Rollback(ctx, sid, count-n)
+}
+
+// Rollback keeps turns 1..keep of the current conversation and takes the
+// rest back: they are marked rolled_back, never deleted, and a fresh native
+// session with the config restored gets the kept turns with the next prompt.
+func (r *Recorder) Rollback(ctx context.Context, sid string, keep int) (rollbackReport, error) {
+	if what, ok := r.t.begin(sid, "rollback"); !ok {
+		return rollbackReport{}, refuse(codeBusy, "a %s is already running on this session", what)
+	}
+	defer r.t.end(sid)
+	var rep rollbackReport
+	var fail error
+	var snap snapshot
+	r.do(ctx, func(ctx context.Context) {
+		s := r.sessions[sid]
+		switch {
+		case s == nil:
+			fail = refuse(-32602, "acp-sidecar knows no session %q", sid)
+			return
+		case s.turn != nil:
+			fail = refuse(codeBusy, "a turn is running; a rollback waits until it ends or is cancelled")
+			return
+		}
+		vis := visible(s)
+		if keep < 0 || keep > len(vis) {
+			fail = refuse(-32602, "keepTurns %d is out of range: the conversation has %d turns", keep, len(vis))
+			return
+		}
+		snap = snapshot{native: s.rec.NativeID, live: cloneConfig(s.rec.Live), cwd: s.rec.Cwd, mcp: s.rec.McpServers, dirs: s.rec.AdditionalDirectories}
+		rep.Kept = keep
+		for _, t := range vis[keep:] {
+			rep.RolledBack = append(rep.RolledBack, firstLine(t.PromptText))
+		}
+	})
+	if fail != nil {
+		return rollbackReport{}, fail
+	}
+	native, catalog, err := r.newNative(ctx, sid, snap)
+	if err != nil {
+		return rollbackReport{}, fmt.Errorf("rollback %s: %w", sid, err)
+	}
+	out := r.restore(ctx, native, snap.live, catalog)
+	rep.report = r.settle(ctx, sid, native, out, func(s *session) {
+		for _, t := range visible(s)[keep:] {
+			t.Status = state.TurnRolledBack
+			r.putTurn(ctx, s, t)
+		}
+		r.arm(s)
+	})
+	return rep, nil
+}
+
+// arm marks the session's native session as lacking the kept turns, and
+// readies the text its next prompt carries.
+func (r *Recorder) arm(s *session) {
+	h := replay.BuildHandoff(replay.Kept(r.conversation(s)), r.cfg.HandoffBudget)
+	s.rec.HandoffPending = h.Text != ""
+	r.t.arm(s.rec.ClientID, h)
+}
+
+// conversation is what a fresh native session must be told: a fork's
+// inherited turns, then the session's own turns since the last reset.
+func (r *Recorder) conversation(s *session) []state.Turn {
+	var out []state.Turn
+	if l := s.rec.Lineage; l != nil {
+		out = append(out, r.inherited(l.ParentID, l.ForkTurn, 8)...)
+	}
+	for _, t := range s.turns {
+		if t.Index >= s.rec.ContextFrom {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// inherited is the parent's conversation up to and including its kept turn
+// at: its own inheritance first, so a fork of a fork carries the chain.
+func (r *Recorder) inherited(parent string, at, depth int) []state.Turn {
+	p := r.sessions[parent]
+	if p == nil || depth == 0 {
+		return nil
+	}
+	var out []state.Turn
+	if l := p.rec.Lineage; l != nil {
+		out = append(out, r.inherited(l.ParentID, l.ForkTurn, depth-1)...)
+	}
+	for i, t := range visible(p) {
+		if i >= at {
+			break
+		}
+		out = append(out, *t)
+	}
+	return out
+}
+
+// Fork starts a new client session from a parent's conversation up to its
+// kept turn at (all of it when at is 0): a fresh native session with the
+// parent's config restored, the lineage recorded, and the inherited turns
+// handed over with its first prompt.
+func (r *Recorder) Fork(ctx context.Context, parent string, at int) (report, error) {
+	var snap snapshot
+	var fail error
+	r.do(ctx, func(ctx context.Context) {
+		p := r.sessions[parent]
+		if p == nil {
+			fail = refuse(-32602, "acp-sidecar knows no session %q", parent)
+			return
+		}
+		n := len(visible(p))
+		if at == 0 {
+			at = n
+		}
+		if at < 0 || at > n {
+			fail = refuse(-32602, "atTurn %d is out of range: the session has %d turns", at, n)
+			return
+		}
+		snap = snapshot{live: cloneConfig(p.rec.Live), cwd: p.rec.Cwd, mcp: p.rec.McpServers, dirs: p.rec.AdditionalDirectories}
+	})
+	if fail != nil {
+		return report{}, fail
+	}
+	child := newClientID()
+	native, catalog, err := r.newNative(ctx, child, snap)
+	if err != nil {
+		return report{}, fmt.Errorf("fork %s: %w", parent, err)
+	}
+	r.do(ctx, func(ctx context.Context) {
+		now := r.cfg.Now()
+		s := &session{started: true}
+		s.rec = state.Session{
+			ClientID: child, NativeID: native, NativeHistory: []string{native}, Agent: r.cfg.Agent,
+			Cwd: snap.cwd, McpServers: snap.mcp, AdditionalDirectories: snap.dirs, Created: now,
+			Baseline: cloneConfig(catalog), Live: catalog, Original: cloneConfig(snap.live),
+			Lineage: &state.Lineage{ParentID: parent, ForkTurn: at},
+		}
+		r.sessions[child] = s
+		r.putSession(ctx, s)
+	})
+	out := r.restore(ctx, native, snap.live, catalog)
+	return r.settle(ctx, child, native, out, func(s *session) { r.arm(s) }), nil
+}
+
+// newClientID names a session the sidecar made: the client never saw a
+// native id for it, and it must not collide with one.
+func newClientID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "acp-sidecar-" + hex.EncodeToString(b[:])
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > 80 {
+		s = s[:77] + "..."
+	}
+	return s
+}
+
+func (r rollbackReport) text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "acp-sidecar: rewound; %d turn(s) kept", r.Kept)
+	if len(r.RolledBack) > 0 {
+		b.WriteString(", taken back:")
+		for _, l := range r.RolledBack {
+			fmt.Fprintf(&b, "\n- %s", l)
+		}
+	}
+	if len(r.Config) > 0 {
+		fmt.Fprintf(&b, "\nconfig %s", configLine(r.Config))
+	}
+	if len(r.Failed) > 0 {
+		b.WriteString("\n" + r.report.text("rollback"))
+	}
+	return b.String()
+}

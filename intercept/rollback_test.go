@@ -1,0 +1,130 @@
+package intercept_test
+
+import (
+	"encoding/json"
+	acp "github.com/coder/acp-go-sdk"
+	"strings"
+	"testing"
+
+	"github.com/acp-sidecar/acp-sidecar/intercept"
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// TestRewindHandsOverKeptTurns is the scenario real hosts get wrong: after
+// a rewind the agent still knows what the user kept, forgets what the user
+// took back, and gets that once.
+func TestRewindHandsOverKeptTurns(t *testing.T) {
+	r := newRig(t, intercept.RecorderConfig{})
+	ctx := t.Context()
+	sid := configure(t, r)
+	first := reply(t, r, sid, "My favourite colour is teal")
+	reply(t, r, sid, "My favourite animal is an otter")
+	_, text, err := r.client.Prompt(ctx, sid, "/rewind")
+	if err != nil || !strings.Contains(text, "otter") || !strings.Contains(text, "1 turn(s) kept") {
+		t.Fatalf("/rewind answered %q, %v; want the otter turn named as taken back", text, err)
+	}
+	third := reply(t, r, sid, "echo: What did I say first?")
+	seen := strings.Join(third.Echo, "\n")
+	if !strings.Contains(seen, "teal") || strings.Contains(seen, "otter") {
+		t.Errorf("turn 3 carried %q; want teal and no otter", seen)
+	}
+	if third.Session == first.Session || third.Turns != 1 {
+		t.Errorf("turn 3 ran in %s with %d turns; want a fresh native session", third.Session, third.Turns)
+	}
+	if third.Model != "deep-3" || third.Effort != "max" || third.Mode != "plan" {
+		t.Errorf("config after the rewind: %+v", third)
+	}
+	fourth := reply(t, r, sid, "echo: and now?")
+	if len(fourth.Echo) != 1 || strings.Contains(strings.Join(fourth.Echo, ""), "earlier conversation") {
+		t.Errorf("turn 4 carried %q; want no second handoff", fourth.Echo)
+	}
+	turns, err := r.store.Turns(ctx, string(sid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tr := range turns {
+		got = append(got, string(tr.Status))
+		if tr.Index == 3 && (!tr.HandoffDelivered || strings.Contains(tr.PromptText, "earlier conversation")) {
+			t.Errorf("turn 3 recorded as %+v; want the user's prompt alone, with the handoff noted", tr)
+		}
+	}
+	if strings.Join(got, " ") != "completed rolled_back completed completed" {
+		t.Errorf("turn statuses %v", got)
+	}
+}
+
+func TestRollbackRefusals(t *testing.T) {
+	r := newRig(t, intercept.RecorderConfig{})
+	ctx := t.Context()
+	sid := configure(t, r)
+	reply(t, r, sid, "one")
+	calls := len(r.calls(t))
+	for _, params := range []map[string]any{
+		{"sessionId": sid, "keepTurns": 2},
+		{"sessionId": sid, "keepTurns": -1},
+		{"sessionId": "nope", "keepTurns": 0},
+		{"sessionId": sid},
+	} {
+		if res, err := r.client.CallRaw(ctx, intercept.ExtRollback, params); err == nil {
+			t.Errorf("rollback %v answered %s; want an error", params, res)
+		}
+	}
+	if _, text, _ := r.client.Prompt(ctx, sid, "/rewind 5"); !strings.Contains(text, "cannot rewind 5") {
+		t.Errorf("/rewind 5 answered %q", text)
+	}
+	if n := len(r.calls(t)); n != calls {
+		t.Errorf("refused rollbacks made %d agent calls", n-calls)
+	}
+	turns, _ := r.store.Turns(ctx, string(sid))
+	if len(turns) != 1 || turns[0].Status != state.TurnCompleted {
+		t.Errorf("turns changed: %+v", turns)
+	}
+}
+
+func TestForkInheritsTurnsUpToTheForkPoint(t *testing.T) {
+	r := newRig(t, intercept.RecorderConfig{})
+	ctx := t.Context()
+	sid := configure(t, r)
+	for _, p := range []string{"alpha one", "beta two", "gamma three"} {
+		reply(t, r, sid, p)
+	}
+	res, err := r.client.CallRaw(ctx, intercept.ExtFork, map[string]any{"sessionId": sid, "atTurn": 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fork struct {
+		SessionID string `json:"sessionId"`
+	}
+	json.Unmarshal(res, &fork)
+	got := reply(t, r, sessionID(fork.SessionID), "echo: where are we?")
+	seen := strings.Join(got.Echo, "\n")
+	if !strings.Contains(seen, "alpha one") || !strings.Contains(seen, "beta two") || strings.Contains(seen, "gamma three") {
+		t.Errorf("the fork's first prompt carried %q; want turns 1-2 of the parent only", seen)
+	}
+	if got.Model != "deep-3" || got.Mode != "plan" {
+		t.Errorf("fork config %+v; want the parent's", got)
+	}
+	// A fork of the fork inherits the chain.
+	res, err = r.client.CallRaw(ctx, intercept.ExtFork, map[string]any{"sessionId": fork.SessionID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fork2 struct {
+		SessionID string `json:"sessionId"`
+	}
+	json.Unmarshal(res, &fork2)
+	got = reply(t, r, sessionID(fork2.SessionID), "echo: and here?")
+	seen = strings.Join(got.Echo, "\n")
+	for _, want := range []string{"alpha one", "beta two", "where are we?"} {
+		if !strings.Contains(seen, want) {
+			t.Errorf("the second fork lacks %q: %q", want, seen)
+		}
+	}
+	rec, err := r.store.Session(ctx, fork2.SessionID)
+	if err != nil || rec.Lineage == nil || rec.Lineage.ParentID != fork.SessionID {
+		t.Errorf("lineage %+v, %v", rec, err)
+	}
+}
+
+func sessionID(s string) acp.SessionId { return acp.SessionId(s) }
