@@ -47,6 +47,8 @@ func relayFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "grace", EnvVars: envs("GRACE"), Value: proxy.DefaultGrace, Usage: "how long the agent gets at each shutdown step"},
 		&cli.StringFlag{Name: "state-dir", EnvVars: envs("STATE_DIR"), Usage: "where sessions and logs are kept (default $XDG_STATE_HOME/acp-sidecar)"},
 		&cli.StringFlag{Name: "store", EnvVars: envs("STORE"), Value: "disk", Usage: "disk (badger in the state dir, shared by every sidecar) or memory"},
+		&cli.BoolFlag{Name: "record", EnvVars: envs("RECORD"), Value: true, Usage: "keep the session record; --record=false relays only (for measuring the recorder's cost)"},
+		&cli.IntFlag{Name: "handoff-budget", EnvVars: envs("HANDOFF_BUDGET"), Value: 16 << 10, Usage: "bytes of kept turns handed to a fresh native session (at most 65536)"},
 		&cli.StringSliceFlag{Name: "set", EnvVars: envs("SET"), Usage: "apply `ID=VALUE` to every new session (ID: an option id, or model or mode); repeatable"},
 	}
 }
@@ -77,6 +79,8 @@ func newApp(s stdio) *cli.App {
 				stateDir: c.String("state-dir"),
 				store:    c.String("store"),
 				sets:     c.StringSlice("set"),
+				record:   c.Bool("record"),
+				budget:   c.Int("handoff-budget"),
 			}
 			return run(c.Context, opts, s)
 		},

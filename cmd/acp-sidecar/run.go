@@ -28,6 +28,8 @@ type runOptions struct {
 	stateDir string
 	store    string
 	sets     []string
+	record   bool
+	budget   int
 }
 
 // run is the relay: start the agent, relay until it is gone, exit with its
@@ -40,6 +42,12 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 	}
 	if o.stateDir == "" {
 		o.stateDir = defaultStateDir()
+	}
+	if o.store != "disk" && o.store != "memory" {
+		return &exitError{code: 2, err: fmt.Errorf("--store %q: want disk or memory", o.store)}
+	}
+	if o.budget < 1024 || o.budget > 64<<10 {
+		return &exitError{code: 2, err: fmt.Errorf("--handoff-budget %d: want 1024 to 65536 bytes", o.budget)}
 	}
 	log, closeLog, err := openLog(o)
 	if err != nil {
@@ -102,15 +110,19 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 	}()
 
 	recorder := intercept.NewRecorder(intercept.RecorderConfig{
-		Store: store, Log: log, Agent: o.argv, Settings: settings, Version: version,
+		Store: store, Log: log, Agent: o.argv, Settings: settings, Version: version, HandoffBudget: o.budget,
 	})
+	chain := append(recorder.Interceptors(), intercept.MethodLog{Log: log})
+	if !o.record {
+		chain = []intercept.Interceptor{intercept.MethodLog{Log: log}}
+	}
 	relay := proxy.NewRelay(proxy.Config{
 		ClientIn:    pollable(s.in),
 		ClientOut:   s.out,
 		AgentIn:     agent.Stdin,
 		AgentOut:    agent.Stdout,
 		MaxFrame:    o.maxFrame,
-		Hook:        intercept.NewChain(log, append(recorder.Interceptors(), intercept.MethodLog{Log: log})...),
+		Hook:        intercept.NewChain(log, chain...),
 		Trace:       trace,
 		Log:         log,
 		OnClientEOF: func() { shutdown <- nil },
