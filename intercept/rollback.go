@@ -34,11 +34,9 @@ type rollbackReport struct {
 func visible(s *session) []*state.Turn {
 	var out []*state.Turn
 	for i := range s.turns {
-		t := &s.turns[i]
-		if t.Index < s.rec.ContextFrom || t.Status == state.TurnRolledBack {
-			continue
+		if t := &s.turns[i]; replay.InConversation(&s.rec, t) {
+			out = append(out, t)
 		}
-		out = append(out, t)
 	}
 	return out
 }
@@ -118,39 +116,15 @@ func (r *Recorder) arm(s *session) {
 	r.t.arm(s.rec.ClientID, h)
 }
 
-// conversation is what a fresh native session must be told: a fork's
-// inherited turns, then the session's own turns since the last reset.
+// conversation is what a fresh native session must be told for s.
 func (r *Recorder) conversation(s *session) []state.Turn {
-	var out []state.Turn
-	if l := s.rec.Lineage; l != nil {
-		out = append(out, r.inherited(l.ParentID, l.ForkTurn, 8)...)
-	}
-	for _, t := range s.turns {
-		if t.Index >= s.rec.ContextFrom {
-			out = append(out, t)
+	return replay.Conversation(&s.rec, s.turns, func(id string) (*state.Session, []state.Turn, bool) {
+		p := r.sessions[id]
+		if p == nil {
+			return nil, nil, false
 		}
-	}
-	return out
-}
-
-// inherited is the parent's conversation up to and including its kept turn
-// at: its own inheritance first, so a fork of a fork carries the chain.
-func (r *Recorder) inherited(parent string, at, depth int) []state.Turn {
-	p := r.sessions[parent]
-	if p == nil || depth == 0 {
-		return nil
-	}
-	var out []state.Turn
-	if l := p.rec.Lineage; l != nil {
-		out = append(out, r.inherited(l.ParentID, l.ForkTurn, depth-1)...)
-	}
-	for i, t := range visible(p) {
-		if i >= at {
-			break
-		}
-		out = append(out, *t)
-	}
-	return out
+		return &p.rec, p.turns, true
+	})
 }
 
 // Fork starts a new client session from a parent's conversation up to its

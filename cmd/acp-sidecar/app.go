@@ -88,6 +88,7 @@ func newApp(s stdio) *cli.App {
 		Commands: []*cli.Command{
 			sessionsCommand(s),
 			showCommand(s),
+			handoffCommand(s),
 			{
 				Name:            "fakeagent",
 				Usage:           "run the built-in fake ACP agent on stdio (for tests and the demo; -h lists its flags)",

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/acp-sidecar/acp-sidecar/replay"
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// handoffCommand prints the kept-turn handoff of a session: exactly the
+// text the next prompt to a fresh native session carries (DESIGN.md "Hand
+// over"), and whether one is armed now.
+func handoffCommand(s stdio) *cli.Command {
+	return &cli.Command{
+		Name:            "handoff",
+		Usage:           "print the kept turns a fresh native session of SESSION would be handed",
+		UsageText:       "acp-sidecar handoff [--budget BYTES] SESSION [--state-dir DIR]",
+		HideHelpCommand: true,
+		Flags: []cli.Flag{stateDirFlag(),
+			&cli.IntFlag{Name: "budget", Value: replay.DefaultBudget, Usage: "the handoff's size limit in bytes, as the sidecar's --handoff-budget"}},
+		Action: func(c *cli.Context) error {
+			a, err := readArgs(c)
+			if err != nil || len(a.pos) != 1 {
+				return usageError(c, err, "usage: acp-sidecar handoff [--budget BYTES] SESSION [--state-dir DIR]")
+			}
+			id := a.pos[0]
+			return withStore(c.Context, a.dir, func(ctx context.Context, st state.Store) error {
+				sess, turns, err := sessionAndTurns(ctx, st, id)
+				if errors.Is(err, state.ErrNotFound) {
+					return fmt.Errorf("no session %q in %s (acp-sidecar sessions lists them)", id, a.dir)
+				}
+				if err != nil {
+					return err
+				}
+				conv := replay.Conversation(sess, turns, func(pid string) (*state.Session, []state.Turn, bool) {
+					p, pt, err := sessionAndTurns(ctx, st, pid)
+					return p, pt, err == nil
+				})
+				h := replay.BuildHandoff(replay.Kept(conv), c.Int("budget"))
+				if h.Text == "" {
+					fmt.Fprintln(s.err, "acp-sidecar: the session has no kept turns to hand over")
+					return nil
+				}
+				if sess.HandoffPending {
+					fmt.Fprintln(s.err, "acp-sidecar: armed: the next prompt carries this text")
+				} else {
+					fmt.Fprintln(s.err, "acp-sidecar: not armed: the native session holds the conversation; a rebuild would hand over this text")
+				}
+				fmt.Fprintln(s.out, h.Text)
+				return nil
+			})
+		},
+	}
+}
+
+func sessionAndTurns(ctx context.Context, st state.Store, id string) (*state.Session, []state.Turn, error) {
+	sess, err := st.Session(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	turns, err := st.Turns(ctx, id)
+	if err != nil && !errors.Is(err, state.ErrNotFound) {
+		return nil, nil, err
+	}
+	return sess, turns, nil
+}

@@ -1,0 +1,48 @@
+package replay
+
+import "github.com/acp-sidecar/acp-sidecar/state"
+
+// Visible are the turns of a session's current conversation that were not
+// taken back, in order: the turns a rewind counts and a fork point names.
+// A reset starts a new conversation, so turns before ContextFrom are not in it.
+func Visible(s *state.Session, turns []state.Turn) []state.Turn {
+	var out []state.Turn
+	for _, t := range turns {
+		if InConversation(s, &t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// InConversation reports whether t is one of s's visible turns.
+func InConversation(s *state.Session, t *state.Turn) bool {
+	return t.Index >= s.ContextFrom && t.Status != state.TurnRolledBack
+}
+
+// Lookup finds a parent session and its turns for a fork's inheritance.
+type Lookup func(id string) (*state.Session, []state.Turn, bool)
+
+// maxLineage bounds how far a fork's chain of parents is followed.
+const maxLineage = 16
+
+// Conversation is what a fresh native session must be told for s: a fork's
+// inherited turns first (the parent's own inheritance before them, so a fork
+// of a fork carries the whole chain), then the session's own visible turns.
+func Conversation(s *state.Session, turns []state.Turn, parent Lookup) []state.Turn {
+	out := inherited(s.Lineage, parent, maxLineage)
+	return append(out, Visible(s, turns)...)
+}
+
+func inherited(l *state.Lineage, parent Lookup, depth int) []state.Turn {
+	if l == nil || parent == nil || depth == 0 {
+		return nil
+	}
+	p, turns, ok := parent(l.ParentID)
+	if !ok {
+		return nil
+	}
+	out := inherited(p.Lineage, parent, depth-1)
+	vis := Visible(p, turns)
+	return append(out, vis[:min(l.ForkTurn, len(vis))]...)
+}
