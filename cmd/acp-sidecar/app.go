@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/bench"
+	"github.com/acp-sidecar/acp-sidecar/conformance/demo"
 	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
 	"github.com/acp-sidecar/acp-sidecar/conformance/mockllm"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
@@ -107,6 +108,21 @@ func newApp(s stdio) *cli.App {
 						return &exitError{code: 2, err: fmt.Errorf("find own binary: %w", err)}
 					}
 					return exitCode(bench.Main(c.Context, exe, c.Args().Slice(), s.out, s.err))
+				},
+			},
+			{
+				Name:  "demo",
+				Usage: "drive a scripted editor through the sidecar to the built-in fake agent and tell what happened",
+				Flags: []cli.Flag{&cli.StringFlag{Name: "keep-state", Usage: "keep the demo's record in `DIR` (default: a temporary dir)"}},
+				Action: func(c *cli.Context) error {
+					exe, err := os.Executable()
+					if err != nil {
+						return &exitError{code: 2, err: fmt.Errorf("find own binary: %w", err)}
+					}
+					if err := demo.Run(c.Context, exe, c.String("keep-state"), s.out); err != nil {
+						return &exitError{code: 1, err: err}
+					}
+					return nil
 				},
 			},
 			{
