@@ -29,7 +29,7 @@ import (
 // socket or open badger themselves, and they never write.
 //
 // The --json forms are a stable interface for scripts: the structs below are
-// their whole schema, and SHOW.md documents it with an example. Add fields;
+// their whole schema, and the README ("The record") documents it with an example. Add fields;
 // never rename or remove one.
 
 // sessionJSON is one element of the `sessions --json` array.
@@ -208,7 +208,7 @@ func stateDirFlag() cli.Flag {
 }
 
 func jsonFlag() cli.Flag {
-	return &cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table (schema in SHOW.md)"}
+	return &cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table (schema in the README)"}
 }
 
 func sessionsCommand(s stdio) *cli.Command {
