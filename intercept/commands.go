@@ -124,12 +124,39 @@ func (c *commands) advertise(raw []byte) (proxy.Verdict, error) {
 	if _, _, ok := find(raw, "result"); !ok {
 		return proxy.Verdict{}, nil // an error response passes as it is
 	}
+	// The agent's own capabilities decide how sessions are rebuilt; what
+	// the client is promised below includes what the sidecar emulates.
+	caps := parseCaps(mustFind(raw, "result"))
+	c.r.mu.Lock()
+	c.r.caps = caps
+	c.r.mu.Unlock()
 	meta, _ := marshalNoEscape(map[string]any{"version": c.version, "methods": extMethods})
 	line, err := setPath(raw, meta, "result", "agentCapabilities", "_meta", "acp-sidecar")
 	if err != nil {
 		return proxy.Verdict{}, fmt.Errorf("advertise in initialize: %w", err)
 	}
+	// What the sidecar emulates where the agent cannot is promised too
+	// (protocol.md §8, 17): loading any recorded session, resuming, listing.
+	line, err = setPath(line, []byte("true"), "result", "agentCapabilities", "loadSession")
+	if err != nil {
+		return proxy.Verdict{}, fmt.Errorf("advertise in initialize: %w", err)
+	}
+	for name, has := range map[string]bool{"resume": caps.resume, "list": caps.list} {
+		if !has {
+			if line, err = setPath(line, []byte("{}"), "result", "agentCapabilities", "sessionCapabilities", name); err != nil {
+				return proxy.Verdict{}, fmt.Errorf("advertise in initialize: %w", err)
+			}
+		}
+	}
 	return proxy.Verdict{Do: proxy.Rewrite, Line: line}, nil
+}
+
+func mustFind(raw []byte, path ...string) []byte {
+	start, end, ok := find(raw, path...)
+	if !ok {
+		return nil
+	}
+	return raw[start:end]
 }
 
 // mergeCommands adds the sidecar's commands to the agent's list.

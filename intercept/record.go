@@ -43,7 +43,7 @@ const (
 
 // recorded are the client requests whose outcome the record needs.
 var recorded = map[string]bool{
-	mInitialize: true, mSessionNew: true, mSessionLoad: true, mSessionResume: true, mSessionFork: true,
+	mInitialize: true, mAuthenticate: true, mSessionNew: true, mSessionLoad: true, mSessionResume: true, mSessionFork: true,
 	mSetMode: true, mSetConfigOption: true, mSetModel: true, mPrompt: true,
 }
 
@@ -89,8 +89,14 @@ type Recorder struct {
 	pending map[string]*request // client request id token -> request awaiting its response
 	running atomic.Int32        // turns in flight: chunks are read only while some are
 
-	t   *table
-	ctx context.Context // for the goroutines the recorder owns; set by Start
+	t    *table
+	life *life
+	rest *Chain          // the chain after lifeline, for frames it held
+	ctx  context.Context // for the goroutines the recorder owns; set by Start
+
+	// Guarded by mu: what a restarted agent must be told.
+	initParams, authParams json.RawMessage
+	caps                   agentCaps
 
 	// Owned by the run goroutine.
 	sessions map[string]*session
@@ -158,6 +164,7 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 		pending:  map[string]*request{},
 		sessions: map[string]*session{},
 		t:        newTable(),
+		life:     newLife(),
 		ctx:      context.Background(),
 	}
 }
@@ -166,8 +173,13 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 // surfaces first (what they answer is never recorded nor sent on), then the
 // record, then the session-id mapping, which must see client ids on their
 // way in and give agent frames their client ids on their way out.
+//
+// The lifeline comes first, to gate requests on the agent's life, and the
+// tracker last, to note only what really reaches the agent.
 func (r *Recorder) Interceptors() []Interceptor {
-	return []Interceptor{&commands{r: r, version: r.cfg.Version, init: map[string]bool{}}, r, idMapper{t: r.t, sc: r}}
+	rest := []Interceptor{&commands{r: r, version: r.cfg.Version, init: map[string]bool{}}, r, idMapper{t: r.t, sc: r}, tracker{l: r.life}}
+	r.rest = NewChain(r.log, rest...)
+	return append([]Interceptor{lifeline{r: r}}, rest...)
 }
 
 // Bind gives the recorder the relay it acts through. Call it before frames flow.
@@ -332,6 +344,14 @@ func (r *Recorder) apply(ctx context.Context, ev event) {
 // the start-up settings have settled by then.
 func (r *Recorder) clientRequest(ctx context.Context, ev event) {
 	switch ev.method {
+	case mInitialize, mAuthenticate:
+		r.mu.Lock()
+		if ev.method == mInitialize {
+			r.initParams = compactJSON(ev.req.params)
+		} else {
+			r.authParams = compactJSON(ev.req.params)
+		}
+		r.mu.Unlock()
 	case mSetMode, mSetConfigOption, mSetModel:
 		r.fixOriginal(ctx, ev.req.sid)
 	case mPrompt:
@@ -402,8 +422,6 @@ func (r *Recorder) response(ctx context.Context, ev event) {
 	case mPrompt:
 		r.running.Add(-1)
 		r.turnEnded(ctx, req.sid, msg.Result, failed)
-	case mInitialize:
-		// Kept for later: a restarted agent is initialized as the client did.
 	}
 	if ev.release != nil {
 		r.flush(ctx)

@@ -14,7 +14,8 @@ import (
 // guarded by one lock; the common frame never touches it, because mapped
 // stays false until the first rebuild.
 type table struct {
-	mapped atomic.Bool // some client id differs from its native id
+	mapped   atomic.Bool // some client id differs from its native id
+	anyStale atomic.Bool // some session lost its native session with the agent
 
 	mu       sync.Mutex
 	native   map[string]string // client id -> current native id
@@ -23,6 +24,7 @@ type table struct {
 	busy     map[string]string         // client id -> what the sidecar is doing to it
 	creating int                       // own session/new calls in flight
 	early    map[string][]early        // agent frames for sessions being created
+	stale    map[string]bool           // client ids to rebuild before their next request
 	armed    map[string]replay.Handoff // client id -> handoff for its next prompt
 	carried  map[string]replay.Handoff // client id -> handoff the prompt in flight carries
 }
@@ -145,4 +147,30 @@ func (t *table) busyWith(clientID string) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.busy[clientID]
+}
+
+func (t *table) markStale(clientID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stale == nil {
+		t.stale = map[string]bool{}
+	}
+	t.stale[clientID] = true
+	t.anyStale.Store(true)
+}
+
+func (t *table) isStale(clientID string) bool {
+	if !t.anyStale.Load() {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.stale[clientID]
+}
+
+func (t *table) clearStale(clientID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.stale, clientID)
+	t.anyStale.Store(len(t.stale) > 0)
 }

@@ -82,26 +82,12 @@ func (e *SyntaxError) Error() string {
 // It allocates nothing for ordinary frames, which is what keeps the relay near
 // the speed of a plain byte copy (DESIGN.md, "Speed").
 func Scan(frame []byte) (Envelope, error) {
-	s := scanner{b: frame}
-	var env Envelope
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '{' {
-		s.object(0, roleTop, &env)
-	} else {
-		s.value(0)
-	}
-	if s.err == nil {
-		s.ws()
-		if s.i != len(s.b) {
-			s.fail("data after the top-level value")
-		}
-	}
+	var s scanner
+	s.run(frame)
 	if s.err != nil {
 		return Envelope{}, s.err
 	}
-	if env.Method != nil && !s.topHasMethod {
-		env.Method = nil
-	}
+	env := s.env
 	switch {
 	case s.topHasMethod && env.ID != nil:
 		env.Kind = KindRequest
@@ -117,12 +103,13 @@ func Scan(frame []byte) (Envelope, error) {
 // of an oversized line: the members seen before the cut. It never reports a
 // syntax error for the cut itself.
 func ScanPrefix(head []byte) Envelope {
-	s := scanner{b: head, partial: true}
-	var env Envelope
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '{' {
-		s.object(0, roleTop, &env)
+	i := skipWS(head, 0)
+	if i >= len(head) || head[i] != '{' {
+		return Envelope{}
 	}
+	var s scanner
+	s.run(head)
+	env := s.env
 	switch {
 	case s.topHasMethod && env.ID != nil:
 		env.Kind = KindRequest
@@ -131,12 +118,12 @@ func ScanPrefix(head []byte) Envelope {
 	case env.ID != nil:
 		env.Kind = KindResponse
 	}
-	if !s.topHasMethod {
-		env.Method = nil
-	}
 	return env
 }
 
+// role is what an object on the envelope's path is: the top-level object,
+// its params, or params.update. Every other object is roleNone and only
+// validated.
 type role uint8
 
 const (
@@ -146,62 +133,309 @@ const (
 	roleUpdate
 )
 
+// member names the members of a role object the envelope reads.
+type member uint8
+
+const (
+	mNone member = iota
+	mID
+	mMethod
+	mError
+	mParams
+	mSessionID
+	mUpdate
+	mSessionUpdate
+)
+
+// envDepth is how deep the envelope's path goes: top, params, update.
+const envDepth = 3
+
+// scanner validates a frame in one loop with an explicit stack, so nesting
+// costs no call per value, and reads the envelope's members on the way.
 type scanner struct {
-	b            []byte
-	i            int
+	env          Envelope
 	err          error
-	partial      bool
 	topHasMethod bool
 	topIsObject  bool
+	// For depths 1..envDepth: the role of the open container, the member
+	// being read in it and where its value starts.
+	roles [envDepth + 1]role
+	keys  [envDepth + 1]member
+	start [envDepth + 1]int
+	// memEsc says the last string value held an escape.
+	memEsc bool
 }
 
-func (s *scanner) fail(msg string) {
-	if s.err == nil {
-		s.err = &SyntaxError{Offset: s.i, Msg: msg}
+func (s *scanner) fail(i int, msg string) {
+	s.err = &SyntaxError{Offset: i, Msg: msg}
+}
+
+// wsTable marks JSON white space.
+var wsTable = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
+
+// skipWS returns the index of the first byte at or after i that is not
+// white space. Agents write compact JSON, so the first test almost always
+// decides.
+func skipWS(b []byte, i int) int {
+	for i < len(b) && b[i] <= ' ' && wsTable[b[i]] {
+		i++
 	}
+	return i
 }
 
-func (s *scanner) eof() bool {
-	if s.i >= len(s.b) {
-		s.fail("unexpected end of frame")
-		return true
-	}
-	return false
-}
-
-func (s *scanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
+// run scans b into s. The outer loop reads one value; the inner loop closes
+// the containers that end after it.
+func (s *scanner) run(b []byte) {
+	var stackBuf [64]byte
+	stack := stackBuf[:0] // '{' or '[' for each open container
+	depth := 0
+	i := skipWS(b, 0)
+	for {
+		// A value starts at b[i].
+		if i >= len(b) {
+			s.fail(i, "unexpected end of frame")
 			return
 		}
+		switch c := b[i]; c {
+		case '{', '[':
+			if depth >= maxDepth {
+				s.fail(i, fmt.Sprintf("nesting deeper than %d", maxDepth))
+				return
+			}
+			stack = append(stack, c)
+			depth++
+			if depth <= envDepth {
+				r := roleNone
+				if c == '{' {
+					switch {
+					case depth == 1:
+						r = roleTop
+						s.topIsObject = true
+					case s.roles[depth-1] == roleTop && s.keys[depth-1] == mParams:
+						r = roleParams
+					case s.roles[depth-1] == roleParams && s.keys[depth-1] == mUpdate:
+						r = roleUpdate
+					}
+				}
+				s.roles[depth] = r
+				s.keys[depth] = mNone
+			}
+			i = skipWS(b, i+1)
+			if i >= len(b) {
+				s.fail(i, "unexpected end of frame")
+				return
+			}
+			if c == '{' {
+				if b[i] == '}' {
+					i++
+					depth--
+					stack = stack[:depth]
+					goto after
+				}
+				if i = s.key(b, i, depth); s.err != nil {
+					return
+				}
+				continue
+			}
+			if b[i] == ']' {
+				i++
+				depth--
+				stack = stack[:depth]
+				goto after
+			}
+			continue
+		case '"':
+			j, esc, msg := scanString(b, i+1)
+			if msg != "" {
+				s.fail(j, msg)
+				return
+			}
+			s.memEsc = esc
+			i = j
+		case 't':
+			if len(b)-i < 4 || binary.LittleEndian.Uint32(b[i:]) != 't'|'r'<<8|'u'<<16|'e'<<24 {
+				s.fail(i, "bad literal")
+				return
+			}
+			i += 4
+		case 'f':
+			if len(b)-i < 5 || binary.LittleEndian.Uint32(b[i+1:]) != 'a'|'l'<<8|'s'<<16|'e'<<24 {
+				s.fail(i, "bad literal")
+				return
+			}
+			i += 5
+		case 'n':
+			if len(b)-i < 4 || binary.LittleEndian.Uint32(b[i:]) != 'n'|'u'<<8|'l'<<16|'l'<<24 {
+				s.fail(i, "bad literal")
+				return
+			}
+			i += 4
+		default:
+			if c != '-' && (c < '0' || c > '9') {
+				s.fail(i, "unexpected character "+quoteByte(c))
+				return
+			}
+			j, msg := scanNumber(b, i)
+			if msg != "" {
+				s.fail(j, msg)
+				return
+			}
+			i = j
+		}
+	after:
+		// A value ended at b[i]; close what ends after it.
+		for {
+			if depth == 0 {
+				if i = skipWS(b, i); i != len(b) {
+					s.fail(i, "data after the top-level value")
+				}
+				return
+			}
+			if depth <= envDepth && s.keys[depth] != mNone {
+				s.record(b, depth, i)
+			}
+			i = skipWS(b, i)
+			if i >= len(b) {
+				s.fail(i, "unexpected end of frame")
+				return
+			}
+			c := b[i]
+			open := stack[depth-1]
+			if c == ',' {
+				i = skipWS(b, i+1)
+				if open == '{' {
+					if i = s.key(b, i, depth); s.err != nil {
+						return
+					}
+				}
+				break
+			}
+			if open == '{' && c == '}' || open == '[' && c == ']' {
+				i++
+				depth--
+				stack = stack[:depth]
+				continue
+			}
+			if open == '{' {
+				s.fail(i, "expected ',' or '}' in an object")
+			} else {
+				s.fail(i, "expected ',' or ']' in an array")
+			}
+			return
+		}
+		i = skipWS(b, i)
 	}
 }
 
-func (s *scanner) value(depth int) {
-	if s.eof() {
-		return
+// key reads a member name at b[i] in the object at depth, and the ':' after
+// it, and returns where the value starts. In a role object it notes which
+// member this is.
+func (s *scanner) key(b []byte, i, depth int) int {
+	if i >= len(b) {
+		s.fail(i, "unexpected end of frame")
+		return i
 	}
-	switch c := s.b[s.i]; {
-	case c == '{':
-		s.object(depth, roleNone, nil)
-	case c == '[':
-		s.array(depth)
-	case c == '"':
-		s.str()
-	case c == 't':
-		s.lit("true")
-	case c == 'f':
-		s.lit("false")
-	case c == 'n':
-		s.lit("null")
-	case c == '-' || (c >= '0' && c <= '9'):
-		s.number()
-	default:
-		s.fail("unexpected character " + quoteByte(c))
+	if b[i] != '"' {
+		s.fail(i, "expected a member name")
+		return i
 	}
+	j, esc, msg := scanString(b, i+1)
+	if msg != "" {
+		s.fail(j, msg)
+		return j
+	}
+	var r role
+	if depth <= envDepth {
+		r = s.roles[depth]
+	}
+	if r != roleNone {
+		name := b[i+1 : j-1]
+		if esc {
+			name = unescape(b[i:j])
+		}
+		s.keys[depth] = s.memberOf(r, name)
+	}
+	j = skipWS(b, j)
+	if j >= len(b) {
+		s.fail(j, "unexpected end of frame")
+		return j
+	}
+	if b[j] != ':' {
+		s.fail(j, "expected ':' after a member name")
+		return j
+	}
+	j = skipWS(b, j+1)
+	if r != roleNone {
+		s.start[depth] = j
+	}
+	return j
+}
+
+// memberOf names a member of a role object. A repeated params or update
+// replaces the earlier one, as in encoding/json, so what the earlier one
+// said is forgotten as soon as the later one begins.
+func (s *scanner) memberOf(r role, name []byte) member {
+	switch r {
+	case roleTop:
+		switch string(name) {
+		case "id":
+			return mID
+		case "method":
+			return mMethod
+		case "error":
+			return mError
+		case "params":
+			s.env.SessionID, s.env.Update = Span{}, nil
+			return mParams
+		}
+	case roleParams:
+		switch string(name) {
+		case "sessionId":
+			return mSessionID
+		case "update":
+			s.env.Update = nil
+			return mUpdate
+		}
+	case roleUpdate:
+		if string(name) == "sessionUpdate" {
+			return mSessionUpdate
+		}
+	}
+	return mNone
+}
+
+// record notes a member the envelope needs, whose value is b[start:end].
+// Later duplicates win, as they do in encoding/json, so the two never
+// disagree on what a frame says.
+func (s *scanner) record(b []byte, depth, end int) {
+	start := s.start[depth]
+	v := b[start:end]
+	switch s.keys[depth] {
+	case mID:
+		s.env.ID = v
+	case mMethod:
+		s.topHasMethod = true
+		s.env.Method = s.stringValue(v)
+	case mError:
+		s.env.Error = true
+	case mSessionID:
+		s.env.SessionID = Span{start, end}
+	case mSessionUpdate:
+		s.env.Update = s.stringValue(v)
+	}
+}
+
+// stringValue returns the contents of a JSON string token just scanned,
+// unescaped, or an empty non-nil slice for any other token (a method that is
+// not a string is still a method member).
+func (s *scanner) stringValue(tok []byte) []byte {
+	if len(tok) < 2 || tok[0] != '"' {
+		return []byte{}
+	}
+	if s.memEsc {
+		return unescape(tok)
+	}
+	return tok[1 : len(tok)-1]
 }
 
 func quoteByte(c byte) string {
@@ -211,189 +445,12 @@ func quoteByte(c byte) string {
 	return fmt.Sprintf("0x%02x", c)
 }
 
-// object scans an object. With a role it also picks out the members the
-// envelope needs; env is nil for roleNone.
-func (s *scanner) object(depth int, r role, env *Envelope) {
-	if depth >= maxDepth {
-		s.fail(fmt.Sprintf("nesting deeper than %d", maxDepth))
-		return
-	}
-	if r == roleTop {
-		s.topIsObject = true
-	}
-	s.i++ // '{'
-	s.ws()
-	if s.eof() {
-		return
-	}
-	if s.b[s.i] == '}' {
-		s.i++
-		return
-	}
-	for {
-		s.ws()
-		if s.eof() {
-			return
-		}
-		if s.b[s.i] != '"' {
-			s.fail("expected a member name")
-			return
-		}
-		kStart := s.i
-		escaped := s.str()
-		if s.err != nil {
-			return
-		}
-		key := s.b[kStart+1 : s.i-1]
-		if escaped {
-			key = unescape(s.b[kStart:s.i])
-		}
-		s.ws()
-		if s.eof() {
-			return
-		}
-		if s.b[s.i] != ':' {
-			s.fail("expected ':' after a member name")
-			return
-		}
-		s.i++
-		s.ws()
-		if s.eof() {
-			return
-		}
-		vStart := s.i
-		s.member(depth, r, env, key)
-		if s.err != nil {
-			return
-		}
-		if r != roleNone {
-			s.record(r, env, key, vStart)
-		}
-		s.ws()
-		if s.eof() {
-			return
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return
-		default:
-			s.fail("expected ',' or '}' in an object")
-			return
-		}
-	}
-}
-
-// member scans one member's value, descending with a role where the envelope
-// lives deeper (params, params.update).
-func (s *scanner) member(depth int, r role, env *Envelope, key []byte) {
-	// A repeated params or update replaces the earlier one, as in encoding/json.
-	switch {
-	case r == roleTop && string(key) == "params":
-		env.SessionID, env.Update = Span{}, nil
-	case r == roleParams && string(key) == "update":
-		env.Update = nil
-	}
-	if s.b[s.i] == '{' {
-		switch {
-		case r == roleTop && string(key) == "params":
-			s.object(depth+1, roleParams, env)
-			return
-		case r == roleParams && string(key) == "update":
-			s.object(depth+1, roleUpdate, env)
-			return
-		}
-	}
-	s.value(depth + 1)
-}
-
-// record notes a member the envelope needs. Later duplicates win, as they do
-// in encoding/json, so the two never disagree on what a frame says.
-func (s *scanner) record(r role, env *Envelope, key []byte, vStart int) {
-	v := s.b[vStart:s.i]
-	switch r {
-	case roleTop:
-		switch string(key) {
-		case "id":
-			env.ID = v
-		case "method":
-			s.topHasMethod = true
-			env.Method = stringValue(v)
-		case "error":
-			env.Error = true
-		}
-	case roleParams:
-		if string(key) == "sessionId" {
-			env.SessionID = Span{vStart, s.i}
-		}
-	case roleUpdate:
-		if string(key) == "sessionUpdate" {
-			env.Update = stringValue(v)
-		}
-	}
-}
-
-// stringValue returns the contents of a JSON string token, unescaped, or an
-// empty non-nil slice for any other token (a method that is not a string is
-// still a method member).
-func stringValue(tok []byte) []byte {
-	if len(tok) < 2 || tok[0] != '"' {
-		return []byte{}
-	}
-	inner := tok[1 : len(tok)-1]
-	for _, c := range inner {
-		if c == '\\' {
-			return unescape(tok)
-		}
-	}
-	return inner
-}
-
 func unescape(tok []byte) []byte {
 	var out string
 	if err := json.Unmarshal(tok, &out); err != nil {
 		return []byte{}
 	}
 	return []byte(out)
-}
-
-func (s *scanner) array(depth int) {
-	if depth >= maxDepth {
-		s.fail(fmt.Sprintf("nesting deeper than %d", maxDepth))
-		return
-	}
-	s.i++ // '['
-	s.ws()
-	if s.eof() {
-		return
-	}
-	if s.b[s.i] == ']' {
-		s.i++
-		return
-	}
-	for {
-		s.ws()
-		s.value(depth + 1)
-		if s.err != nil {
-			return
-		}
-		s.ws()
-		if s.eof() {
-			return
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return
-		default:
-			s.fail("expected ',' or ']' in an array")
-			return
-		}
-	}
 }
 
 const (
@@ -406,114 +463,132 @@ const (
 func zeroBytes(x uint64) uint64 { return (x - lo8) &^ x & hi8 }
 
 // plain8 reports whether 8 bytes hold nothing a string scan must stop for:
-// no quote, backslash, control character or non-ASCII byte. Base64 images make
-// multi-megabyte strings, and this keeps them near memory speed.
-func plain8(x uint64) bool {
-	if x&hi8 != 0 {
-		return false
-	}
-	if (x-0x2020202020202020)&hi8 != 0 { // a byte below 0x20 (no high bits are set)
-		return false
-	}
-	return zeroBytes(x^(lo8*'"')) == 0 && zeroBytes(x^(lo8*'\\')) == 0
-}
+// no quote, backslash, control character or non-ASCII byte.
+func plain8(x uint64) bool { return special8(x) == 0 }
 
 // special8 marks, with its high bit, each of 8 bytes a string scan must stop
-// for. Only the lowest mark is exact (a borrow can mark bytes above a marked
-// one), which is all str needs: it jumps to the first and handles it there.
+// for: non-ASCII, below 0x20, '"' or '\\'. Only the lowest mark is exact (a
+// borrow can mark bytes above a marked one), which is all a string scan
+// needs: it jumps to the first and handles it there.
 func special8(x uint64) uint64 {
-	return x&hi8 | // non-ASCII
-		(x-0x2020202020202020)&^x&hi8 | // below 0x20
-		zeroBytes(x^(lo8*'"')) |
-		zeroBytes(x^(lo8*'\\'))
+	q := x ^ (lo8 * '"')
+	e := x ^ (lo8 * '\\')
+	return (x | (x-0x2020202020202020)&^x | (q-lo8)&^q | (e-lo8)&^e) & hi8
 }
 
-// str scans a string token and reports whether it held an escape.
-func (s *scanner) str() (escaped bool) {
-	b := s.b
-	i := s.i + 1
+// scanString scans a string token whose opening quote is at i-1. It returns
+// the index after the closing quote and whether the string held an escape,
+// or, with a message, where it is invalid.
+func scanString(b []byte, i int) (end int, escaped bool, msg string) {
 	for {
-		// Jump over plain bytes eight at a time to the first one that
-		// matters; short keys and values hit one within a word, and a
-		// byte-at-a-time step would test each word again (DESIGN.md, "Speed").
-		for i+8 <= len(b) {
-			x := binary.LittleEndian.Uint64(b[i:])
-			if !plain8(x) {
-				i += bits.TrailingZeros64(special8(x)) >> 3
-				break
+		// Jump over plain bytes to the first one that matters, a word at a
+		// time, and after one plain word 32 bytes at a time: short keys and
+		// values end within a word, and base64 images make multi-megabyte
+		// strings (DESIGN.md, "Speed").
+		if i+8 <= len(b) {
+			if m := special8(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				goto special
 			}
 			i += 8
+			for i+32 <= len(b) {
+				w := b[i : i+32]
+				if special8(binary.LittleEndian.Uint64(w))|special8(binary.LittleEndian.Uint64(w[8:]))|
+					special8(binary.LittleEndian.Uint64(w[16:]))|special8(binary.LittleEndian.Uint64(w[24:])) != 0 {
+					break
+				}
+				i += 32
+			}
+			continue
+		}
+		for i < len(b) && !stringStop[b[i]] {
+			i++
 		}
 		if i >= len(b) {
-			s.i = i
-			s.fail("unterminated string")
-			return escaped
+			return i, escaped, "unterminated string"
 		}
-		c := b[i]
-		switch {
+	special:
+		switch c := b[i]; {
 		case c == '"':
-			s.i = i + 1
-			return escaped
+			return i + 1, escaped, ""
 		case c == '\\':
 			escaped = true
 			if i+1 >= len(b) {
-				s.i = i
-				s.fail("unterminated escape")
-				return escaped
+				return i, escaped, "unterminated escape"
 			}
 			switch b[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
 				if i+6 > len(b) || !isHex4(b[i+2:i+6]) {
-					s.i = i
-					s.fail("bad \\u escape")
-					return escaped
+					return i, escaped, "bad \\u escape"
 				}
 				i += 6
 			default:
-				s.i = i
-				s.fail("bad escape")
-				return escaped
+				return i, escaped, "bad escape"
 			}
 		case c < 0x20:
-			s.i = i
-			s.fail("control character in a string")
-			return escaped
-		case c < utf8.RuneSelf:
-			i++
+			return i, escaped, "control character in a string"
 		default:
-			r, size := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && size <= 1 {
-				s.i = i
-				s.fail("invalid UTF-8")
-				return escaped
+			n := utf8Len(b[i:])
+			if n == 0 {
+				return i, escaped, "invalid UTF-8"
 			}
-			i += size
+			i += n
 		}
 	}
+}
+
+// stringStop marks the bytes a string scan stops at.
+var stringStop = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c < 0x20 || c == '"' || c == '\\' || c >= 0x80
+	}
+	return t
+}()
+
+// utf8Len is the length of the valid UTF-8 sequence at the start of p, which
+// begins with a non-ASCII byte, or 0 if it is invalid.
+func utf8Len(p []byte) int {
+	c := p[0]
+	switch {
+	case c >= 0xC2 && c <= 0xDF:
+		if len(p) >= 2 && p[1]&0xC0 == 0x80 {
+			return 2
+		}
+		return 0
+	case c >= 0xE0 && c <= 0xEF:
+		if len(p) < 3 || p[1]&0xC0 != 0x80 || p[2]&0xC0 != 0x80 {
+			return 0
+		}
+		if c == 0xE0 && p[1] < 0xA0 || c == 0xED && p[1] > 0x9F { // overlong; surrogate
+			return 0
+		}
+		return 3
+	}
+	r, size := utf8.DecodeRune(p)
+	if r == utf8.RuneError && size <= 1 {
+		return 0
+	}
+	return size
 }
 
 func isHex4(b []byte) bool {
-	for _, c := range b {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-			return false
-		}
-	}
-	return true
+	return hexDigit[b[0]] && hexDigit[b[1]] && hexDigit[b[2]] && hexDigit[b[3]]
 }
 
-func (s *scanner) lit(word string) {
-	if len(s.b)-s.i < len(word) || string(s.b[s.i:s.i+len(word)]) != word {
-		s.fail("bad literal")
-		return
+var hexDigit = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 	}
-	s.i += len(word)
-}
+	return t
+}()
 
-func (s *scanner) number() {
-	b := s.b
-	i := s.i
+func isDigit(c byte) bool { return c-'0' <= 9 }
+
+// scanNumber scans a number starting at b[i] ('-' or a digit) and returns the
+// index after it, or, with a message, where it is invalid.
+func scanNumber(b []byte, i int) (int, string) {
 	if b[i] == '-' {
 		i++
 	}
@@ -521,38 +596,33 @@ func (s *scanner) number() {
 	case i < len(b) && b[i] == '0':
 		i++
 	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+		for i < len(b) && isDigit(b[i]) {
 			i++
 		}
 	default:
-		s.i = i
-		s.fail("bad number")
-		return
+		return i, "bad number"
 	}
 	if i < len(b) && b[i] == '.' {
 		i++
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			s.i = i
-			s.fail("bad fraction")
-			return
+		if i >= len(b) || !isDigit(b[i]) {
+			return i, "bad fraction"
 		}
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		for i < len(b) && isDigit(b[i]) {
 			i++
 		}
 	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+	if i < len(b) && (b[i]|0x20) == 'e' {
 		i++
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			s.i = i
-			s.fail("bad exponent")
-			return
+		if i >= len(b) || !isDigit(b[i]) {
+			return i, "bad exponent"
 		}
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		for i < len(b) && isDigit(b[i]) {
 			i++
 		}
 	}
-	s.i = i
+	return i, ""
 }

@@ -67,7 +67,11 @@ func (o *ownCalls) WriteObject(obj any) error {
 	if err != nil {
 		return fmt.Errorf("encode own request: %w", err)
 	}
-	return o.r.Send(ClientToAgent, b)
+	o.r.trace.record(ClientToAgent, true, b, nil)
+	if err := o.r.out[ClientToAgent].writeNow(b); err != nil {
+		return fmt.Errorf("send own request: %w", err)
+	}
+	return nil
 }
 
 // ReadObject implements jsonrpc2.ObjectStream.

@@ -59,6 +59,38 @@ func (o *output) write(line []byte, flush bool) error {
 	return nil
 }
 
+// writeNow writes and flushes a line ahead of anything waiting behind a
+// held place: the sidecar's own requests must reach an agent whose other
+// input is held until they are answered.
+func (o *output) writeNow(line []byte) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return o.err
+	}
+	if err := o.writeLocked(line); err != nil {
+		return err
+	}
+	return o.flushLocked()
+}
+
+// swap points the output at a new writer (a restarted agent's stdin). What
+// the old writer failed on is forgotten; what waits behind a held place
+// stays and goes to the new one.
+func (o *output) swap(w io.Writer) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if errors.Is(o.err, ErrClosed) {
+		return
+	}
+	if o.closer != nil {
+		o.closer.Close()
+	}
+	o.w = bufio.NewWriterSize(w, 64<<10)
+	o.closer, _ = w.(io.Closer)
+	o.err = nil
+}
+
 func (o *output) writeLocked(line []byte) error {
 	if _, err := o.w.Write(line); err != nil {
 		o.err = err

@@ -97,6 +97,11 @@ type Config struct {
 	// agent's stdin has been closed. The owner starts the agent's shutdown
 	// there. Nil does nothing.
 	OnClientEOF func()
+	// OnAgentExit runs when the agent's output ends while the client is
+	// still there. It may start a new agent and return its stdin and
+	// stdout; the relay then carries on with it, and frames for the agent
+	// written meanwhile wait in order. ok false ends the relay. Nil ends it.
+	OnAgentExit func(ctx context.Context) (in io.Writer, out io.Reader, ok bool)
 }
 
 // Relay moves frames both ways between a client and an agent. Bytes out equal
@@ -110,11 +115,13 @@ type Relay struct {
 	out   [2]*output // indexed by Direction: where frames travelling that way are written
 	own   *ownCalls
 	trace *Trace
+
+	clientEOF chan struct{} // closed when the client's input has ended
 }
 
 // NewRelay builds a relay. Call Run to start it.
 func NewRelay(cfg Config) *Relay {
-	r := &Relay{cfg: cfg, log: cfg.Log, hook: cfg.Hook, trace: cfg.Trace}
+	r := &Relay{cfg: cfg, log: cfg.Log, hook: cfg.Hook, trace: cfg.Trace, clientEOF: make(chan struct{})}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -159,6 +166,15 @@ func (r *Relay) Run(ctx context.Context) error {
 	go func() { clientDone <- r.clientToAgent(ctx) }()
 
 	agentErr := r.agentToClient(ctx)
+	if r.cfg.OnAgentExit != nil && !r.clientGone() {
+		// The agent is gone for good but the client is still there: it
+		// gets a clear error on every request (the hook's answers) until
+		// it closes.
+		select {
+		case <-r.clientEOF:
+		case <-ctx.Done():
+		}
+	}
 	r.own.close()
 	cancel()
 	if c, ok := r.cfg.ClientIn.(io.Closer); ok {
@@ -180,6 +196,7 @@ func (r *Relay) Run(ctx context.Context) error {
 // clientToAgent is the editor's half of the relay.
 func (r *Relay) clientToAgent(ctx context.Context) error {
 	defer func() {
+		close(r.clientEOF)
 		if err := r.out[ClientToAgent].close(); err != nil {
 			r.log.Debug("close agent stdin", "err", err)
 		}
@@ -190,9 +207,39 @@ func (r *Relay) clientToAgent(ctx context.Context) error {
 	return r.pump(ctx, ClientToAgent, NewLineReader(r.cfg.ClientIn, r.cfg.MaxFrame))
 }
 
-// agentToClient is the agent's half of the relay.
+// agentToClient is the agent's half of the relay. It carries on with each
+// agent OnAgentExit starts, until there is none.
 func (r *Relay) agentToClient(ctx context.Context) error {
-	return r.pump(ctx, AgentToClient, NewLineReader(r.cfg.AgentOut, r.cfg.MaxFrame))
+	out := r.cfg.AgentOut
+	for {
+		if err := r.pump(ctx, AgentToClient, NewLineReader(out, r.cfg.MaxFrame)); err != nil {
+			return err
+		}
+		if r.cfg.OnAgentExit == nil || r.clientGone() {
+			return nil
+		}
+		// Frames for the agent wait while it restarts; the sidecar's own
+		// calls (a replayed initialize) go straight to the new one.
+		release := r.Hold(ClientToAgent)
+		in, next, ok := r.cfg.OnAgentExit(ctx)
+		if !ok {
+			release()
+			return nil
+		}
+		r.out[ClientToAgent].swap(in)
+		release()
+		out = next
+	}
+}
+
+// clientGone reports whether the client's input has ended.
+func (r *Relay) clientGone() bool {
+	select {
+	case <-r.clientEOF:
+		return true
+	default:
+		return false
+	}
 }
 
 // pump reads frames travelling in dir and writes each where it belongs. It

@@ -50,6 +50,9 @@ func relayFlags() []cli.Flag {
 		&cli.StringFlag{Name: "store", EnvVars: envs("STORE"), Value: "disk", Usage: "disk (badger in the state dir, shared by every sidecar) or memory"},
 		&cli.BoolFlag{Name: "record", EnvVars: envs("RECORD"), Value: true, Usage: "keep the session record; --record=false relays only (for measuring the recorder's cost)"},
 		&cli.IntFlag{Name: "handoff-budget", EnvVars: envs("HANDOFF_BUDGET"), Value: 16 << 10, Usage: "bytes of kept turns handed to a fresh native session (at most 65536)"},
+		&cli.BoolFlag{Name: "restart", EnvVars: envs("RESTART"), Value: true, Usage: "start the agent again when it exits while the editor is still there"},
+		&cli.IntFlag{Name: "max-restarts", EnvVars: envs("MAX_RESTARTS"), Value: proxy.DefaultRestartPolicy.Max, Usage: "restarts allowed within --restart-window before giving up"},
+		&cli.DurationFlag{Name: "restart-window", EnvVars: envs("RESTART_WINDOW"), Value: proxy.DefaultRestartPolicy.Window, Usage: "the window --max-restarts counts in"},
 		&cli.StringSliceFlag{Name: "set", EnvVars: envs("SET"), Usage: "apply `ID=VALUE` to every new session (ID: an option id, or model or mode); repeatable"},
 	}
 }
@@ -82,7 +85,10 @@ func newApp(s stdio) *cli.App {
 				sets:     c.StringSlice("set"),
 				record:   c.Bool("record"),
 				budget:   c.Int("handoff-budget"),
+				restart:  c.Bool("restart"),
+				policy:   proxy.DefaultRestartPolicy,
 			}
+			opts.policy.Max, opts.policy.Window = c.Int("max-restarts"), c.Duration("restart-window")
 			return run(c.Context, opts, s)
 		},
 		HideHelpCommand: true,

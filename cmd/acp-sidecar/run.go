@@ -30,6 +30,8 @@ type runOptions struct {
 	sets     []string
 	record   bool
 	budget   int
+	restart  bool
+	policy   proxy.RestartPolicy
 }
 
 // run is the relay: start the agent, relay until it is gone, exit with its
@@ -80,20 +82,33 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 	if err := proxy.AdoptOrphans(); err != nil {
 		log.Warn("cannot adopt the agent's orphans; a crashed agent's children may outlive it", "err", err)
 	}
-	agent, err := proxy.StartAgent(proxy.AgentSpec{
-		Argv: o.argv, Stderr: s.err, Grace: o.grace, Log: log, Orphans: true,
-	})
+	spec := proxy.AgentSpec{Argv: o.argv, Stderr: s.err, Grace: o.grace, Log: log, Orphans: true}
+	agent, err := proxy.StartAgent(spec)
 	if err != nil {
 		return &exitError{code: 127, err: err}
 	}
 	log.Info("agent started", "argv0", o.argv[0], "agentPid", agent.Pid())
 
+	recorder := intercept.NewRecorder(intercept.RecorderConfig{
+		Store: store, Log: log, Agent: o.argv, Settings: settings, Version: version, HandoffBudget: o.budget,
+	})
+	chain := append(recorder.Interceptors(), intercept.MethodLog{Log: log})
+	if !o.record {
+		chain = []intercept.Interceptor{intercept.MethodLog{Log: log}}
+	}
+	sup := &supervisor{
+		log: log, rec: recorder, cur: agent, restart: o.restart && o.record,
+		sup: &proxy.Supervisor{Spec: spec, Policy: o.policy},
+	}
+	sup.stopCtx, sup.stop = context.WithCancel(context.WithoutCancel(ctx))
+
 	// The owner of the agent's shutdown: it starts on client EOF or on a
-	// signal, whichever comes first, and ends when the agent is gone.
+	// signal, whichever comes first.
 	shutdown := make(chan os.Signal, 1)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
+	relayDone := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -103,20 +118,13 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 			log.Info("signal received; stopping the agent", "signal", sig.String())
 		case sig = <-shutdown:
 			log.Info("client closed its input; stopping the agent")
-		case <-agent.Done():
+		case <-relayDone:
 			return
 		}
-		agent.Shutdown(context.WithoutCancel(ctx), sig)
+		sup.shutdown(context.WithoutCancel(ctx), sig)
 	}()
 
-	recorder := intercept.NewRecorder(intercept.RecorderConfig{
-		Store: store, Log: log, Agent: o.argv, Settings: settings, Version: version, HandoffBudget: o.budget,
-	})
-	chain := append(recorder.Interceptors(), intercept.MethodLog{Log: log})
-	if !o.record {
-		chain = []intercept.Interceptor{intercept.MethodLog{Log: log}}
-	}
-	relay := proxy.NewRelay(proxy.Config{
+	cfg := proxy.Config{
 		ClientIn:    pollable(s.in),
 		ClientOut:   s.out,
 		AgentIn:     agent.Stdin,
@@ -126,23 +134,27 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 		Trace:       trace,
 		Log:         log,
 		OnClientEOF: func() { shutdown <- nil },
-	})
+	}
+	if sup.restart {
+		cfg.OnAgentExit = sup.onExit
+	}
+	relay := proxy.NewRelay(cfg)
 	recorder.Bind(relay)
 	recorder.Start(ctx)
 	relayErr := relay.Run(ctx)
+	close(relayDone)
+	<-stopped
+	sup.wait()
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	if err := recorder.Close(closeCtx); err != nil {
 		log.Error("recorder did not finish", "err", err)
 	}
 	cancel()
-	<-agent.Done()
-	<-stopped
-	code := agent.ExitCode()
-	agent.Close()
+	code, byUs := sup.finish()
 	if relayErr != nil {
 		log.Error("relay ended with an error", "err", relayErr)
 	}
-	if agent.StoppedByUs() {
+	if byUs {
 		log.Info("agent stopped", "status", code)
 		return nil
 	}

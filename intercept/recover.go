@@ -1,0 +1,421 @@
+package intercept
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/acp-sidecar/acp-sidecar/proxy"
+	"github.com/acp-sidecar/acp-sidecar/replay"
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// More ACP methods the recovery uses.
+const (
+	mSessionList  = "session/list"
+	mAuthenticate = "authenticate"
+)
+
+// agentCaps is what the agent said it can do, from its initialize result.
+type agentCaps struct {
+	load, resume, list, fork bool
+}
+
+func parseCaps(result json.RawMessage) agentCaps {
+	var r struct {
+		AgentCapabilities struct {
+			LoadSession         bool `json:"loadSession"`
+			SessionCapabilities map[string]json.RawMessage
+		} `json:"agentCapabilities"`
+	}
+	json.Unmarshal(result, &r)
+	has := func(k string) bool { v, ok := r.AgentCapabilities.SessionCapabilities[k]; return ok && !isNull(v) }
+	return agentCaps{load: r.AgentCapabilities.LoadSession, resume: has("resume"), list: has("list"), fork: has("fork")}
+}
+
+// AgentGone is called when the agent's output has ended while the client is
+// still there. Every request the agent had from the client gets a clear
+// error, a prompt in flight is recorded as interrupted (it stays among the
+// kept turns), requests the agent made of the client are forgotten, and
+// every session is marked for a rebuild on its next request. The sidecar
+// never resends a prompt by itself.
+func (r *Recorder) AgentGone(ctx context.Context, reason string) {
+	l := r.life
+	l.phase.Store(int32(phaseRestarting))
+	l.mu.Lock()
+	l.lastExit = reason
+	pending := l.inflight
+	l.inflight = map[string]string{}
+	for id := range l.agentReqs {
+		l.staleAgent[id] = true
+	}
+	l.agentReqs = map[string]bool{}
+	l.mu.Unlock()
+	r.mu.Lock()
+	r.pending = map[string]*request{}
+	r.mu.Unlock()
+	r.running.Store(0)
+	ids := make([]string, 0, len(pending))
+	for id := range pending {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		msg := fmt.Sprintf("acp-sidecar: the agent exited (%s) while this %s was pending. The session was kept; send it again.", reason, pending[id])
+		r.sc.Send(proxy.AgentToClient, proxy.ErrorResponse([]byte(id), codeAgentGone, msg))
+	}
+	r.do(ctx, func(ctx context.Context) {
+		for sid, s := range r.sessions {
+			if s.turn != nil {
+				s.turn.Status = state.TurnInterrupted
+				s.turn.Ended = r.cfg.Now()
+				r.putTurn(ctx, s, s.turn)
+				s.turn = nil
+			}
+			r.t.markStale(sid)
+		}
+		r.flush(ctx)
+	})
+}
+
+// AgentBack initializes a restarted agent the way the client did, then lets
+// requests through again.
+func (r *Recorder) AgentBack(ctx context.Context) error {
+	r.mu.Lock()
+	initParams, authParams := r.initParams, r.authParams
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+	defer cancel()
+	if initParams != nil {
+		var res json.RawMessage
+		if err := r.sc.Call(ctx, mInitialize, initParams, &res); err != nil {
+			return fmt.Errorf("initialize the restarted agent: %w", err)
+		}
+		caps := parseCaps(res)
+		r.mu.Lock()
+		old := r.caps
+		r.caps = caps
+		r.mu.Unlock()
+		if old.load && !caps.load || old.resume && !caps.resume {
+			r.log.Warn("the restarted agent offers less than before; sessions are rebuilt with session/new", "load", caps.load, "resume", caps.resume)
+		}
+	}
+	if authParams != nil {
+		if err := r.sc.Call(ctx, mAuthenticate, authParams, nil); err != nil {
+			return fmt.Errorf("authenticate the restarted agent: %w", err)
+		}
+	}
+	r.life.phase.Store(int32(phaseUp))
+	return nil
+}
+
+// AgentDead is called when the agent will not be restarted again: every
+// request from now on gets a clear error.
+func (r *Recorder) AgentDead(reason string) {
+	r.life.mu.Lock()
+	r.life.lastExit = reason
+	r.life.mu.Unlock()
+	r.life.phase.Store(int32(phaseDead))
+}
+
+// Recover rebuilds a session whose native session died with the agent, by
+// the ladder: session/resume if the agent offers it, then session/load (its
+// replay kept from the client, which has the history), then session/new
+// with the kept turns handed over. Whichever rung holds, the config is
+// restored after: a native load does not keep it.
+func (r *Recorder) Recover(ctx context.Context, sid string) error {
+	if what, ok := r.t.begin(sid, "recovery"); !ok {
+		return refuse(codeBusy, "a %s is already running on this session", what)
+	}
+	defer r.t.end(sid)
+	if !r.t.isStale(sid) {
+		return nil // another request rebuilt it meanwhile
+	}
+	snap, err := r.snapshot(ctx, sid)
+	if err != nil {
+		return err
+	}
+	native, catalog, path, err := r.climb(ctx, sid, snap, true)
+	if err != nil {
+		return err
+	}
+	out := r.restore(ctx, native, snap.live, catalog)
+	r.settle(ctx, sid, native, out, func(s *session) {
+		if path == "new" {
+			r.arm(s)
+		}
+	})
+	r.t.clearStale(sid)
+	r.log.Info("session rebuilt after the agent's exit", "session", sid, "path", path)
+	return nil
+}
+
+// climb runs the recovery ladder and returns the native session it ended
+// on, its config, and which rung held: "resume", "load" or "new". With
+// quiet, a native load's replay is kept from the client.
+func (r *Recorder) climb(ctx context.Context, sid string, snap snapshot, quiet bool) (string, *state.Config, string, error) {
+	r.mu.Lock()
+	caps := r.caps
+	r.mu.Unlock()
+	params := map[string]any{"sessionId": snap.native, "cwd": snap.cwd, "mcpServers": mcpOrEmpty(snap.mcp)}
+	if caps.resume && snap.native != "" {
+		if res, err := r.callRaw(ctx, mSessionResume, params); err == nil {
+			return snap.native, configFromResult(res), "resume", nil
+		} else {
+			r.log.Info("session/resume failed; trying the next rung", "session", sid, "err", err)
+		}
+	}
+	if caps.load && snap.native != "" {
+		if quiet {
+			r.life.mu.Lock()
+			r.life.suppressing[snap.native] = true
+			r.life.mu.Unlock()
+			r.life.suppress.Add(1)
+		}
+		res, err := r.callRaw(ctx, mSessionLoad, params)
+		if quiet {
+			r.life.mu.Lock()
+			delete(r.life.suppressing, snap.native)
+			r.life.mu.Unlock()
+			r.life.suppress.Add(-1)
+		}
+		if err == nil {
+			return snap.native, configFromResult(res), "load", nil
+		}
+		r.log.Info("session/load failed; creating a new session", "session", sid, "err", err)
+	}
+	native, catalog, err := r.newNative(ctx, sid, snap)
+	if err != nil {
+		return "", nil, "", fmt.Errorf("rebuild %s: %w", sid, err)
+	}
+	return native, catalog, "new", nil
+}
+
+func (r *Recorder) callRaw(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+	defer cancel()
+	var res json.RawMessage
+	err := r.sc.Call(ctx, method, params, &res)
+	return res, err
+}
+
+func mcpOrEmpty(m json.RawMessage) json.RawMessage {
+	if len(m) == 0 || isNull(m) {
+		return json.RawMessage("[]")
+	}
+	return m
+}
+
+// emulate decides a client's session/load, session/resume or session/list.
+// It holds the request's place and works on a goroutine: a session the
+// record knows is rebuilt (natively where the agent can, else emulated), an
+// unknown one goes to the agent for its own answer, and a list the agent
+// cannot make is answered from the record.
+func (ll lifeline) emulate(ctx context.Context, f *proxy.Frame, method string) (proxy.Verdict, bool) {
+	r := ll.r
+	r.mu.Lock()
+	caps := r.caps
+	r.mu.Unlock()
+	if method == mSessionList {
+		if caps.list {
+			return proxy.Verdict{}, false
+		}
+		id, raw := append([]byte(nil), f.Env.ID...), append([]byte(nil), f.Raw...)
+		r.spawn(func(ctx context.Context) { r.sc.Send(proxy.AgentToClient, r.listSessions(ctx, id, raw)) })
+		return proxy.Verdict{Do: proxy.Drop}, true
+	}
+	var sid string
+	if sp := f.Env.SessionID; sp.Present() {
+		json.Unmarshal(f.Raw[sp.Start:sp.End], &sid)
+	}
+	if sid == "" {
+		return proxy.Verdict{}, false
+	}
+	release := r.sc.Hold(proxy.ClientToAgent)
+	id, raw := append([]byte(nil), f.Env.ID...), append([]byte(nil), f.Raw...)
+	r.spawn(func(ctx context.Context) {
+		line, err := r.reopen(ctx, sid, method)
+		switch {
+		case errors.Is(err, state.ErrNotFound):
+			release(raw) // not ours: the agent answers, with its own error if it must
+		case err != nil:
+			release()
+			r.sc.Send(proxy.AgentToClient, proxy.ErrorResponse(id, errorCode(err), err.Error()))
+		case line == nil:
+			release(r.reenter(ctx, raw)...) // live here: the agent has it
+		default:
+			release()
+			r.sc.Send(proxy.AgentToClient, response(id, line))
+		}
+	})
+	return proxy.Verdict{Do: proxy.Drop}, true
+}
+
+func response(id, result []byte) []byte {
+	out := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	out = append(out, `,"result":`...)
+	out = append(out, result...)
+	return append(out, '}')
+}
+
+// reopen brings back a session the record knows for a client's load or
+// resume, and returns the result to answer with; nil means the session is
+// live here and the request can go to the agent as it is. For a load that
+// is emulated, the recorded history goes to the client first, as the agent
+// would have sent it.
+func (r *Recorder) reopen(ctx context.Context, sid, method string) ([]byte, error) {
+	live := false
+	err := r.do(ctx, func(ctx context.Context) {
+		if s := r.sessions[sid]; s != nil {
+			live = !r.t.isStale(sid)
+			return
+		}
+		old, err := r.cfg.Store.Session(ctx, sid)
+		if err != nil {
+			return
+		}
+		s := &session{rec: *old, started: true}
+		if turns, err := r.cfg.Store.Turns(ctx, sid); err == nil {
+			s.turns = turns
+		}
+		r.sessions[sid] = s
+		r.t.remap(sid, old.NativeID)
+		r.t.markStale(sid)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if live {
+		return nil, nil
+	}
+	if !r.t.isStale(sid) {
+		return nil, state.ErrNotFound
+	}
+	if what, ok := r.t.begin(sid, "reopen"); !ok {
+		return nil, refuse(codeBusy, "a %s is already running on this session", what)
+	}
+	defer r.t.end(sid)
+	snap, err := r.snapshot(ctx, sid)
+	if err != nil {
+		return nil, err
+	}
+	// A native load the client asked for sends the agent's replay to the
+	// client, under its own id; a resume sends none.
+	native, catalog, path, err := r.climb(ctx, sid, snap, false)
+	if err != nil {
+		return nil, err
+	}
+	out := r.restore(ctx, native, snap.live, catalog)
+	var history [][]byte
+	r.settle(ctx, sid, native, out, func(s *session) {
+		if path == "new" {
+			r.arm(s)
+			if method == mSessionLoad {
+				history = historyUpdates(sid, replay.Visible(&s.rec, s.turns))
+			}
+		}
+	})
+	r.t.clearStale(sid)
+	for _, line := range history {
+		r.sc.Send(proxy.AgentToClient, line)
+	}
+	r.log.Info("session reopened", "session", sid, "method", method, "path", path)
+	result := map[string]any{}
+	if out.optionsRaw != nil {
+		result["configOptions"] = out.optionsRaw
+	} else if catalog != nil && len(catalog.Raw) > 0 {
+		var p configPayload
+		json.Unmarshal(catalog.Raw, &p)
+		if p.ConfigOptions != nil {
+			result["configOptions"] = p.ConfigOptions
+		}
+		if p.Modes != nil {
+			result["modes"] = p.Modes
+		}
+		if p.Models != nil {
+			result["models"] = p.Models
+		}
+	}
+	return marshalNoEscape(result)
+}
+
+// historyUpdates renders recorded turns as the session/update notifications
+// an agent's own load replays: the user's message, the agent's answer, and
+// each tool call with its final status.
+func historyUpdates(sid string, turns []state.Turn) [][]byte {
+	var out [][]byte
+	for _, t := range turns {
+		if t.Status == state.TurnCancelled && t.Answer == "" {
+			continue
+		}
+		out = append(out, sessionUpdate(sid, map[string]any{"sessionUpdate": "user_message_chunk", "content": map[string]any{"type": "text", "text": t.PromptText}}))
+		for _, tc := range t.ToolCalls {
+			out = append(out, sessionUpdate(sid, map[string]any{"sessionUpdate": "tool_call", "toolCallId": tc.ID, "title": tc.Title, "status": tc.Status}))
+		}
+		if t.Answer != "" {
+			out = append(out, sessionUpdate(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": t.Answer}}))
+		}
+	}
+	return out
+}
+
+// listSessions answers session/list from the record, for agents that
+// cannot: the cwd filter, pages of 50 by an opaque cursor, and titles from
+// the first prompt line.
+func (r *Recorder) listSessions(ctx context.Context, id, raw []byte) []byte {
+	var p struct {
+		Params struct {
+			Cwd    string `json:"cwd"`
+			Cursor string `json:"cursor"`
+		} `json:"params"`
+	}
+	json.Unmarshal(raw, &p)
+	all, err := r.cfg.Store.Sessions(ctx)
+	if err != nil {
+		return proxy.ErrorResponse(id, -32603, "acp-sidecar: cannot read the session record: "+err.Error())
+	}
+	start := 0
+	if p.Params.Cursor != "" {
+		n, err := strconv.Atoi(strings.TrimPrefix(p.Params.Cursor, "acp-sidecar:"))
+		if err != nil || n < 0 {
+			return proxy.ErrorResponse(id, -32602, "Invalid params: unknown cursor")
+		}
+		start = n
+	}
+	type info struct {
+		SessionID string `json:"sessionId"`
+		Cwd       string `json:"cwd"`
+		Title     string `json:"title,omitempty"`
+		UpdatedAt string `json:"updatedAt,omitempty"`
+	}
+	var match []state.Summary
+	for _, s := range all {
+		if p.Params.Cwd == "" || s.Cwd == p.Params.Cwd {
+			match = append(match, s)
+		}
+	}
+	const page = 50
+	res := map[string]any{"sessions": []info{}}
+	var list []info
+	for i := start; i < len(match) && i < start+page; i++ {
+		s := match[i]
+		title := ""
+		if turns, err := r.cfg.Store.Turns(ctx, s.ID); err == nil && len(turns) > 0 {
+			title = firstLine(turns[0].PromptText)
+		}
+		list = append(list, info{SessionID: s.ID, Cwd: s.Cwd, Title: title, UpdatedAt: s.LastActivity.UTC().Format(time.RFC3339)})
+	}
+	if list != nil {
+		res["sessions"] = list
+	}
+	if start+page < len(match) {
+		res["nextCursor"] = "acp-sidecar:" + strconv.Itoa(start+page)
+	}
+	b, _ := marshalNoEscape(res)
+	return response(id, b)
+}
