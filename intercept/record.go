@@ -371,9 +371,11 @@ func (r *Recorder) clientRequest(ctx context.Context, ev event) {
 			s.rec.Handoff = &state.Handoff{NativeID: s.rec.NativeID, Turn: t.Index, Kept: h.Kept, Omitted: h.Omitted, At: t.Started}
 			r.putSession(ctx, s)
 		}
+		// The turn is written when it ends. A sidecar killed mid-turn
+		// leaves no half-written turn behind: it is absent, never a
+		// completed turn with half an answer.
 		s.turns = append(s.turns, t)
 		s.turn = &s.turns[len(s.turns)-1]
-		r.putTurn(ctx, s, s.turn)
 	}
 }
 

@@ -25,7 +25,7 @@ type rig struct {
 	callLog  string
 }
 
-func newRig(t *testing.T, cfg intercept.RecorderConfig, agentArgs ...string) *rig {
+func newRig(t testing.TB, cfg intercept.RecorderConfig, agentArgs ...string) *rig {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &rig{callLog: t.TempDir() + "/calls.jsonl"}
@@ -77,7 +77,7 @@ func newRig(t *testing.T, cfg intercept.RecorderConfig, agentArgs ...string) *ri
 }
 
 // calls lists the methods the fake agent received, in order.
-func (r *rig) calls(t *testing.T) []string {
+func (r *rig) calls(t testing.TB) []string {
 	t.Helper()
 	calls, err := fakeagent.ReadCallLog(r.callLog)
 	if err != nil {
