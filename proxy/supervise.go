@@ -169,6 +169,7 @@ func (p *Process) Shutdown(ctx context.Context, sig os.Signal) {
 		case <-p.done:
 			t.Stop()
 			p.signalTree(syscall.SIGKILL) // orphans the agent left behind
+			p.reapOrphans(ctx)
 			return
 		case <-ctx.Done():
 			t.Stop()
@@ -180,7 +181,38 @@ func (p *Process) Shutdown(ctx context.Context, sig os.Signal) {
 	}
 	select {
 	case <-p.done:
+		p.signalTree(syscall.SIGKILL)
+		p.reapOrphans(ctx)
 	case <-ctx.Done():
+	}
+}
+
+// reapBound is how long a shutdown waits for killed orphans to be gone.
+const reapBound = 2 * time.Second
+
+// reapOrphans waits, within a bound, until the orphans the agent left (now
+// our children, see AdoptOrphans) have died and been reaped, so "the
+// sidecar has exited" means its whole tree is gone. A process killed with
+// SIGKILL can take a moment in the kernel's exit path.
+func (p *Process) reapOrphans(ctx context.Context) {
+	if !p.spec.Orphans {
+		return
+	}
+	deadline := time.Now().Add(reapBound)
+	for {
+		left := descendants(os.Getpid())
+		for _, pid := range left {
+			var ws syscall.WaitStatus
+			syscall.Wait4(pid, &ws, syscall.WNOHANG, nil) // ours to reap once adopted; ECHILD otherwise
+		}
+		if len(descendants(os.Getpid())) == 0 || time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }
 
