@@ -16,7 +16,7 @@ import (
 
 // configure puts a session on a non-default model, a model-dependent
 // effort and a mode, and returns its id.
-func configure(t *testing.T, r *rig) acp.SessionId {
+func configure(t testing.TB, r *rig) acp.SessionId {
 	t.Helper()
 	ctx := t.Context()
 	sess, err := r.client.NewSession(ctx, t.TempDir())

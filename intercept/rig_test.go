@@ -3,6 +3,8 @@ package intercept_test
 import (
 	"context"
 	"io"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,34 +25,68 @@ type rig struct {
 	recorder *intercept.Recorder
 	relay    *proxy.Relay
 	callLog  string
+
+	agents   sync.WaitGroup
+	restarts atomic.Int32
+	exited   chan time.Time // when each agent's output ended, for the recovery benchmark
+}
+
+// rigOptions are the rig's own knobs.
+type rigOptions struct {
+	restart bool // start the fake agent again when it exits, as the CLI's supervisor does
 }
 
 func newRig(t testing.TB, cfg intercept.RecorderConfig, agentArgs ...string) *rig {
+	return newRigWith(t, rigOptions{}, cfg, agentArgs...)
+}
+
+func newRigWith(t testing.TB, opts rigOptions, cfg intercept.RecorderConfig, agentArgs ...string) *rig {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &rig{callLog: t.TempDir() + "/calls.jsonl"}
+	r := &rig{callLog: t.TempDir() + "/calls.jsonl", exited: make(chan time.Time, 64)}
 	if cfg.Store == nil {
 		cfg.Store = state.NewMemory()
 	}
 	r.store = cfg.Store
 	cfg.Agent = []string{"fakeagent"}
-	aInR, aInW := io.Pipe()
-	aOutR, aOutW := io.Pipe()
 	cInR, cInW := io.Pipe()
 	cOutR, cOutW := io.Pipe()
 
-	agentDone := make(chan struct{})
-	go func() {
-		defer close(agentDone)
-		fakeagent.Main(ctx, append([]string{"-call-log", r.callLog}, agentArgs...), aInR, aOutW, io.Discard)
-		aOutW.Close()
-		aInR.Close()
-	}()
+	startAgent := func() (io.WriteCloser, io.Reader) {
+		aInR, aInW := io.Pipe()
+		aOutR, aOutW := io.Pipe()
+		r.agents.Add(1)
+		go func() {
+			defer r.agents.Done()
+			fakeagent.Main(ctx, append([]string{"-call-log", r.callLog}, agentArgs...), aInR, aOutW, io.Discard)
+			aOutW.Close()
+			aInR.Close()
+		}()
+		return aInW, aOutR
+	}
+	aIn, aOut := startAgent()
 	r.recorder = intercept.NewRecorder(cfg)
-	r.relay = proxy.NewRelay(proxy.Config{
-		ClientIn: cInR, ClientOut: cOutW, AgentIn: aInW, AgentOut: aOutR,
+	pcfg := proxy.Config{
+		ClientIn: cInR, ClientOut: cOutW, AgentIn: aIn, AgentOut: aOut,
 		Hook: intercept.NewChain(nil, r.recorder.Interceptors()...),
-	})
+	}
+	if opts.restart {
+		pcfg.OnAgentExit = func(ctx context.Context) (io.Writer, io.Reader, bool) {
+			r.exited <- time.Now()
+			r.recorder.AgentGone(ctx, "exit status 3")
+			in, out := startAgent()
+			r.restarts.Add(1)
+			r.agents.Add(1)
+			go func() {
+				defer r.agents.Done()
+				if err := r.recorder.AgentBack(ctx); err != nil {
+					t.Errorf("initialize the restarted agent: %v", err)
+				}
+			}()
+			return in, out, true
+		}
+	}
+	r.relay = proxy.NewRelay(pcfg)
 	r.recorder.Bind(r.relay)
 	r.recorder.Start(ctx)
 	relayDone := make(chan error, 1)
@@ -58,11 +94,11 @@ func newRig(t testing.TB, cfg intercept.RecorderConfig, agentArgs ...string) *ri
 	r.client = acpclient.Connect(cOutR, cInW, acpclient.Options{})
 	t.Cleanup(func() {
 		cInW.Close()
-		<-agentDone
 		if err := <-relayDone; err != nil {
 			t.Errorf("relay: %v", err)
 		}
 		cOutW.Close()
+		r.agents.Wait()
 		closeCtx, done := context.WithTimeout(context.Background(), 10*time.Second)
 		defer done()
 		if err := r.recorder.Close(closeCtx); err != nil {
