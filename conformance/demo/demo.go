@@ -5,6 +5,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -72,8 +73,22 @@ func (d *demo) agentSaw(text string) {
 		return
 	}
 	d.say("agent: native session %s, model=%s effort=%s mode=%s, its history holds %d turn(s)", r.Session, r.Model, r.Effort, r.Mode, r.Turns)
+	// The agent's echo of what it got; the agent's own earlier answers in
+	// a handoff are shortened to keep the story readable.
 	for _, e := range r.Echo {
+		skipping := false
 		for _, line := range strings.Split(strings.TrimSpace(e), "\n") {
+			switch {
+			case strings.HasPrefix(line, "<turn ") && strings.HasSuffix(line, " assistant>"):
+				skipping = true
+				d.say("  | %s (the agent's answer) </turn>", strings.TrimSuffix(line, ">"))
+				continue
+			case strings.HasPrefix(line, "</turn ") && strings.HasSuffix(line, " assistant>"):
+				skipping = false
+				continue
+			case skipping:
+				continue
+			}
 			d.say("  | %s", line)
 		}
 	}
@@ -144,6 +159,33 @@ func (d *demo) script(ctx context.Context, c *acpclient.Client) (acp.SessionId, 
 	if err := d.prompt(ctx, c, sid, "echo: And now?"); err != nil {
 		return "", err
 	}
+
+	d.step("The agent crashes in the middle of a turn; the sidecar restarts it and keeps the session")
+	d.say("editor: %q", "crash now")
+	if _, _, err := c.Prompt(ctx, sid, "crash now"); err != nil {
+		d.say("sidecar: %s", errMessage(err))
+	} else {
+		return "", fmt.Errorf("the crashing prompt did not fail")
+	}
+	d.say("the next prompt runs in a fresh native session (the restarted fake agent numbers its sessions from 1 again), on the same config, with the kept turns:")
+	text := "Still there?"
+	d.say("editor: %q", text)
+	for {
+		_, out, err := c.Prompt(ctx, sid, text)
+		if err != nil && acpclient.Code(err) == -32012 {
+			// Sent while the agent restarts: the sidecar asks to send it again.
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("prompt after the crash: %w", err)
+		}
+		d.agentSaw(out)
+		if r, ok := fakeagent.ParseReply(out); ok && r.Blocks == 2 {
+			d.say("the agent got 2 content blocks: the kept turns (the interrupted one marked as such), then the prompt")
+		}
+		break
+	}
 	return sid, nil
 }
 
@@ -186,4 +228,13 @@ func values(c *state.Config) string {
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	return s
+}
+
+// errMessage is the JSON-RPC error's message, as an editor would show it.
+func errMessage(err error) string {
+	var re *acp.RequestError
+	if errors.As(err, &re) {
+		return re.Message
+	}
+	return err.Error()
 }
