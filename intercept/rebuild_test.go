@@ -271,3 +271,29 @@ func TestSidecarSurfaces(t *testing.T) {
 		t.Errorf("status: %s, %v", res, err)
 	}
 }
+
+// TestLegacySetModelTranslated: a client's session/set_model to an agent
+// that only has the model as a config option is sent as set_config_option,
+// and the client gets the set_model answer it asked for.
+func TestLegacySetModelTranslated(t *testing.T) {
+	r := newRig(t, intercept.RecorderConfig{}, "-profile", "config-options-only")
+	ctx := t.Context()
+	sess, err := r.client.NewSession(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.client.SetModel(ctx, sess.SessionId, "deep-3"); err != nil {
+		t.Fatalf("set_model: %v", err)
+	}
+	if got := reply(t, r, sess.SessionId, "which?"); got.Model != "deep-3" {
+		t.Errorf("the agent runs %q, want deep-3", got.Model)
+	}
+	calls := r.calls(t)
+	if !strings.Contains(strings.Join(calls, "\n"), "session/set_config_option model=deep-3") {
+		t.Errorf("calls %v lack the translated set_config_option", calls)
+	}
+	rec, _ := r.store.Session(ctx, string(sess.SessionId))
+	if v := values(rec.Live); v["model"] != "deep-3" {
+		t.Errorf("live %v", v)
+	}
+}

@@ -420,6 +420,8 @@ func (r *Recorder) response(ctx context.Context, ev event) {
 	case mSetConfigOption, mSetMode, mSetModel:
 		if !failed {
 			r.configAccepted(ctx, req, msg.Result)
+		} else if ev.release != nil && errorCodeOf(msg.Error) == -32601 && r.translate(ctx, ev) {
+			return
 		}
 	case mPrompt:
 		r.running.Add(-1)
@@ -535,6 +537,9 @@ func (r *Recorder) configAccepted(ctx context.Context, req *request, result json
 		s.rec.Live = withLegacy(s.rec.Live, "model", p.ModelID)
 		ov.OptionID, ov.Category = "model", "model"
 		ov.Value, _ = json.Marshal(p.ModelID)
+		if o := s.rec.Live.ByCategory("model"); o != nil {
+			o.Current = ov.Value // the same model, accepted through the legacy call
+		}
 	}
 	s.rec.Overrides = append(s.rec.Overrides, ov)
 	r.putSession(ctx, s)

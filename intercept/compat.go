@@ -1,0 +1,112 @@
+package intercept
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/acp-sidecar/acp-sidecar/proxy"
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// Agents moved the model from the legacy session/set_model to a
+// model-category config option; clients and agents of both ages meet. When
+// the agent answers one with -32601 (method not found), the sidecar asks in
+// the other way, and the client gets the answer it asked for.
+
+func errorCodeOf(raw json.RawMessage) int {
+	var e struct {
+		Code int `json:"code"`
+	}
+	json.Unmarshal(raw, &e)
+	return e.Code
+}
+
+// translate retries a model change the agent did not understand the other
+// way, on a goroutine (the answer comes through the agent's pump), and
+// reports whether it took the response over.
+func (r *Recorder) translate(ctx context.Context, ev event) bool {
+	req := ev.req
+	s := r.sessions[req.sid]
+	if s == nil {
+		return false
+	}
+	var p struct {
+		ConfigID string          `json:"configId"`
+		Value    json.RawMessage `json:"value"`
+		ModelID  string          `json:"modelId"`
+	}
+	json.Unmarshal(req.params, &p)
+	env, err := proxy.Scan(ev.raw)
+	if err != nil {
+		return false
+	}
+	id := append([]byte(nil), env.ID...)
+	live := cloneConfig(s.rec.Live)
+	native := s.rec.NativeID
+	var method string
+	var params map[string]any
+	switch req.method {
+	case mSetModel:
+		o := live.ByCategory("model")
+		v, _ := json.Marshal(p.ModelID)
+		if o == nil || !o.Offers(v) {
+			return false
+		}
+		method, params = mSetConfigOption, map[string]any{"sessionId": native, "configId": o.ID, "value": p.ModelID}
+	case mSetConfigOption:
+		o := live.Option(p.ConfigID)
+		var model string
+		if o == nil || o.Category != "model" || json.Unmarshal(p.Value, &model) != nil {
+			return false
+		}
+		method, params = mSetModel, map[string]any{"sessionId": native, "modelId": model}
+	default:
+		return false
+	}
+	r.spawn(func(ctx context.Context) {
+		res, err := r.callRaw(ctx, method, params)
+		if err != nil {
+			ev.release(ev.raw) // the agent's own error stands
+			return
+		}
+		var answer []byte
+		var notes [][]byte
+		r.do(ctx, func(ctx context.Context) {
+			// Record it as the client's own accepted change, in the words
+			// the agent accepted.
+			r.configAccepted(ctx, &request{method: method, sid: req.sid, params: mustJSON(params)}, res)
+			if method == mSetConfigOption {
+				answer = response(id, []byte("{}"))
+				var pl configPayload
+				if json.Unmarshal(res, &pl) == nil && pl.ConfigOptions != nil {
+					notes = append(notes, sessionUpdate(req.sid, map[string]any{"sessionUpdate": "config_option_update", "configOptions": pl.ConfigOptions}))
+				}
+			} else {
+				answer = response(id, optionsResult(r.sessions[req.sid].rec.Live))
+			}
+			r.flush(ctx)
+		})
+		ev.release(append([][]byte{answer}, notes...)...)
+	})
+	return true
+}
+
+// optionsResult is a set_config_option result built from the options the
+// agent last reported, for a change the agent accepted another way.
+func optionsResult(c *state.Config) []byte {
+	var raws []json.RawMessage
+	for _, o := range c.Options {
+		raw := o.Raw
+		if fixed, err := setPath(raw, o.Current, "currentValue"); err == nil {
+			raw = fixed
+		}
+		raws = append(raws, raw)
+	}
+	b, _ := marshalNoEscape(map[string]any{"configOptions": raws})
+	return b
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
