@@ -7,6 +7,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 
+	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
@@ -214,6 +215,18 @@ type updateFields struct {
 		ConfigOptions json.RawMessage `json:"configOptions"`
 		CurrentModeID string          `json:"currentModeId"`
 	} `json:"update"`
+}
+
+// sessionIDOf reads params.sessionId from its peeked span; "" when absent
+// or not a string.
+func sessionIDOf(f *proxy.Frame) string {
+	sp := f.Env.SessionID
+	if !sp.Present() {
+		return ""
+	}
+	var id string
+	json.Unmarshal(f.Raw[sp.Start:sp.End], &id)
+	return id
 }
 
 func isNull(raw json.RawMessage) bool {

@@ -105,7 +105,7 @@ func (c *commands) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		c.mu.Unlock()
 		return proxy.Verdict{}, nil
 	case f.Env.MethodIs(mPrompt):
-		return c.prompt(ctx, id, f.Raw)
+		return c.prompt(ctx, id, sessionIDOf(f), f.Raw)
 	case f.Env.Kind == proxy.KindResponse:
 		c.mu.Lock()
 		delete(c.init, string(id))
@@ -190,25 +190,10 @@ func rawList(items [][]byte) []json.RawMessage {
 
 // prompt lets a prompt through, answers a slash command, or refuses the
 // prompt of a blocked or busy session.
-func (c *commands) prompt(ctx context.Context, id, raw []byte) (proxy.Verdict, error) {
-	var msg struct {
-		Params struct {
-			SessionID string `json:"sessionId"`
-			Prompt    []struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			} `json:"prompt"`
-		} `json:"params"`
-	}
-	if err := json.Unmarshal(raw, &msg); err != nil {
-		return proxy.Verdict{}, nil // the agent judges what it cannot parse
-	}
-	sid := msg.Params.SessionID
-	if len(msg.Params.Prompt) == 1 && msg.Params.Prompt[0].Type == "text" {
-		if name, args, ok := parseSlash(msg.Params.Prompt[0].Text); ok {
-			c.r.spawn(func(ctx context.Context) { c.slash(ctx, id, sid, name, args) })
-			return proxy.Verdict{Do: proxy.Drop}, nil
-		}
+func (c *commands) prompt(ctx context.Context, id []byte, sid string, raw []byte) (proxy.Verdict, error) {
+	if name, args, ok := slashOf(raw); ok {
+		c.r.spawn(func(ctx context.Context) { c.slash(ctx, id, sid, name, args) })
+		return proxy.Verdict{Do: proxy.Drop}, nil
 	}
 	if what := c.r.t.busyWith(sid); what != "" {
 		return answer(proxy.ErrorResponse(id, codeBusy, fmt.Sprintf("acp-sidecar is running a %s on this session; send the prompt again when it has finished", what))), nil
@@ -242,6 +227,30 @@ func errorWithData(id []byte, code int, msg string, data []byte) []byte {
 		return line
 	}
 	return out
+}
+
+// maxSlashFrame bounds the prompts read for a slash command: a command is a
+// line of text, and a multi-megabyte prompt (an image) is not decoded on
+// the relay's path to find out.
+const maxSlashFrame = 16 << 10
+
+// slashOf finds one of the sidecar's commands in a prompt of one text block.
+func slashOf(raw []byte) (name, args string, ok bool) {
+	if len(raw) > maxSlashFrame {
+		return "", "", false
+	}
+	var msg struct {
+		Params struct {
+			Prompt []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			} `json:"prompt"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(raw, &msg) != nil || len(msg.Params.Prompt) != 1 || msg.Params.Prompt[0].Type != "text" {
+		return "", "", false
+	}
+	return parseSlash(msg.Params.Prompt[0].Text)
 }
 
 // parseSlash reads "/name args" when name is one of the sidecar's commands.

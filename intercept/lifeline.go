@@ -2,7 +2,6 @@ package intercept
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -99,9 +98,7 @@ func (ll lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		delete(l.agentReqs, id)
 		return proxy.Verdict{}, nil
 	case f.Dir == proxy.AgentToClient:
-		var sid string
-		sp := f.Env.SessionID
-		json.Unmarshal(f.Raw[sp.Start:sp.End], &sid)
+		sid := sessionIDOf(f)
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.suppressing[sid] && f.Env.MethodIs(mUpdate) {
@@ -130,9 +127,8 @@ func (ll lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 	if !f.Env.SessionID.Present() || !r.t.anyStale.Load() {
 		return proxy.Verdict{}, nil
 	}
-	var sid string
-	sp := f.Env.SessionID
-	if json.Unmarshal(f.Raw[sp.Start:sp.End], &sid) != nil || !r.t.isStale(sid) {
+	sid := sessionIDOf(f)
+	if !r.t.isStale(sid) {
 		return proxy.Verdict{}, nil
 	}
 	// The session's native session died with the agent: rebuild it, then

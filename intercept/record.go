@@ -233,18 +233,9 @@ func (r *Recorder) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict, error) {
 	ev := event{dir: f.Dir, method: string(f.Env.Method), update: string(f.Env.Update), raw: append([]byte(nil), f.Raw...)}
 	if f.Dir == proxy.ClientToAgent && f.Env.Kind == proxy.KindRequest {
-		var p struct {
-			SessionID string `json:"sessionId"`
-		}
-		req := &request{method: ev.method}
-		var msg struct {
-			Params json.RawMessage `json:"params"`
-		}
-		if err := json.Unmarshal(f.Raw, &msg); err == nil {
-			req.params = msg.Params
-			json.Unmarshal(msg.Params, &p)
-			req.sid = p.SessionID
-		}
+		// The params are decoded on the recorder's goroutine, off the
+		// relay's path; only the session id is read here, from its span.
+		req := &request{method: ev.method, sid: sessionIDOf(f)}
 		r.mu.Lock()
 		r.pending[string(f.Env.ID)] = req
 		r.mu.Unlock()
@@ -329,6 +320,11 @@ func (r *Recorder) apply(ctx context.Context, ev event) {
 	case ev.fn != nil:
 		ev.fn(ctx)
 	case ev.dir == proxy.ClientToAgent && ev.req != nil:
+		var msg struct {
+			Params json.RawMessage `json:"params"`
+		}
+		json.Unmarshal(ev.raw, &msg)
+		ev.req.params = msg.Params
 		r.clientRequest(ctx, ev)
 	case ev.dir == proxy.ClientToAgent:
 		r.cancel(ev)

@@ -229,10 +229,7 @@ func (ll lifeline) emulate(ctx context.Context, f *proxy.Frame, method string) (
 		r.spawn(func(ctx context.Context) { r.sc.Send(proxy.AgentToClient, r.listSessions(ctx, id, raw)) })
 		return proxy.Verdict{Do: proxy.Drop}, true
 	}
-	var sid string
-	if sp := f.Env.SessionID; sp.Present() {
-		json.Unmarshal(f.Raw[sp.Start:sp.End], &sid)
-	}
+	sid := sessionIDOf(f)
 	if sid == "" {
 		return proxy.Verdict{}, false
 	}
