@@ -152,6 +152,21 @@ func withOptions(c *state.Config, opts []state.Option) *state.Config {
 		n = &state.Config{}
 	}
 	n.Options = opts
+	// The legacy surfaces name the same model and mode: the option the
+	// agent just reported is the newer word on them.
+	for _, l := range []struct {
+		cat string
+		leg *state.Legacy
+	}{{"model", n.Model}, {"mode", n.Mode}} {
+		var id string
+		if o := n.ByCategory(l.cat); o != nil && l.leg != nil && json.Unmarshal(o.Current, &id) == nil {
+			for _, a := range l.leg.Available {
+				if a == id {
+					l.leg.Current = id
+				}
+			}
+		}
+	}
 	return n
 }
 
