@@ -216,6 +216,15 @@ func (p *Process) reapOrphans(ctx context.Context) {
 	}
 }
 
+// EndOrphans stops what the agent left running after it died on its own,
+// and reaps it: the children of a crashed agent must not outlive it, nor
+// linger as zombies while the sidecar carries on with a new agent.
+func (p *Process) EndOrphans(ctx context.Context) {
+	<-p.done
+	p.signalTree(syscall.SIGKILL)
+	p.reapOrphans(ctx)
+}
+
 // Kill ends the agent's tree at once.
 func (p *Process) Kill() { p.signalTree(syscall.SIGKILL) }
 

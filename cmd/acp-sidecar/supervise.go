@@ -44,6 +44,7 @@ func (s *supervisor) onExit(ctx context.Context) (io.Writer, io.Reader, bool) {
 	cur := s.current()
 	<-cur.Done()
 	code := cur.ExitCode()
+	cur.EndOrphans(s.stopCtx)
 	cur.Close()
 	s.mu.Lock()
 	s.lastCode = code

@@ -24,8 +24,14 @@ import (
 // runs with -v.
 func startSidecar(t *testing.T, argv, env []string, dir string, flags ...string) *agent {
 	t.Helper()
+	return startSidecarState(t, argv, env, dir, t.TempDir(), flags...)
+}
+
+// startSidecarState is startSidecar with the state directory chosen by the
+// caller, so the test can read the record afterwards (`show --json`).
+func startSidecarState(t *testing.T, argv, env []string, dir, state string, flags ...string) *agent {
+	t.Helper()
 	bin := sidecarBinary(t)
-	state := t.TempDir()
 	logFile := filepath.Join(t.TempDir(), "sidecar.log")
 	// Registered before startAgent, so it runs after the sidecar is stopped
 	// and the log holds the shutdown too.
