@@ -194,7 +194,18 @@ func (r *Recorder) Start(ctx context.Context) {
 // Close lets the recorder finish the events already queued, writes what it
 // holds, and waits for its goroutine.
 func (r *Recorder) Close(ctx context.Context) error {
-	r.wg.Wait()
+	// The goroutines the recorder started (slash commands, rebuilds) end
+	// with their calls, which time out when the agent is gone.
+	spawned := make(chan struct{})
+	go func() {
+		r.wg.Wait()
+		close(spawned)
+	}()
+	select {
+	case <-spawned:
+	case <-ctx.Done():
+		return fmt.Errorf("close recorder: rebuilds still running: %w", ctx.Err())
+	}
 	close(r.stop)
 	select {
 	case <-r.done:
