@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -78,6 +79,8 @@ func (c *commands) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 	switch {
 	case env.Kind == proxy.KindRequest && strings.HasPrefix(string(env.Method), "_sidecar/"):
 		return true
+	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification && strings.HasPrefix(string(env.Method), "_sidecar/"):
+		return true
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindRequest:
 		return env.MethodIs(mPrompt) || env.MethodIs(mInitialize)
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindResponse:
@@ -97,6 +100,9 @@ func (c *commands) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 	case f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindRequest:
 		// The sidecar's methods belong to the client side alone.
 		return answer(proxy.ErrorResponse(id, -32601, "Method not found: "+string(f.Env.Method)+" is acp-sidecar's, and only the client may call it")), nil
+	case f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindNotification && strings.HasPrefix(string(f.Env.Method), "_sidecar/"):
+		// Nobody to answer; the client must never take it for the sidecar's.
+		return proxy.Verdict{Do: proxy.Drop}, nil
 	case f.Env.Kind == proxy.KindRequest && strings.HasPrefix(string(f.Env.Method), "_sidecar/"):
 		return c.extension(ctx, id, string(f.Env.Method), f.Raw)
 	case f.Env.MethodIs(mInitialize):
@@ -290,10 +296,13 @@ func (c *commands) slash(ctx context.Context, id []byte, sid, name, args string)
 	case "rewind":
 		n := 1
 		if args != "" {
-			if _, serr := fmt.Sscanf(args, "%d", &n); serr != nil {
+			// The whole argument, or nothing: Sscanf would take "1x" as 1.
+			v, serr := strconv.Atoi(args)
+			if serr != nil {
 				err = fmt.Errorf("%q is not a number of turns", args)
 				break
 			}
+			n = v
 		}
 		var rep rollbackReport
 		rep, err = c.r.Rewind(ctx, sid, n)

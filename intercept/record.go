@@ -586,8 +586,14 @@ func (r *Recorder) update(ctx context.Context, ev event) {
 			updateFields
 		} `json:"params"`
 	}
-	if json.Unmarshal(ev.raw, &n) != nil {
-		return
+	if err := json.Unmarshal(ev.raw, &n); err != nil {
+		// A member of another type than the recorder reads (a tool call's
+		// content is a list, a chunk's one block) costs only that member:
+		// encoding/json fills in the rest.
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) {
+			return
+		}
 	}
 	s := r.sessions[r.t.clientOf(n.Params.SessionID)]
 	if s == nil {
@@ -601,6 +607,9 @@ func (r *Recorder) update(ctx context.Context, ev event) {
 			r.putSession(ctx, s)
 		}
 	case "current_mode_update":
+		if u.CurrentModeID == "" {
+			return // no mode id: nothing the agent reported goes into live
+		}
 		s.rec.Live = withLegacy(s.rec.Live, "mode", u.CurrentModeID)
 		r.putSession(ctx, s)
 	case "agent_message_chunk":

@@ -170,11 +170,13 @@ func categoryValue(c *state.Config, category string, legacy *state.Legacy) json.
 }
 
 // stepFor decides one field. The zero Step with the field set means "already there".
+// An option whose id is "model" or "mode" but whose category is not (ACP's
+// category is optional) is an option like any other, restored by its id.
 func stepFor(field string, target, catalog *state.Config) (Step, *FieldError) {
-	switch field {
-	case FieldModel:
+	switch {
+	case field == FieldModel && modelValue(target) != nil:
 		return categoryStep(field, modelValue(target), catalog, catalog.ByCategory(FieldModel), legacyOf(catalog, FieldModel), MethodSetModel)
-	case FieldMode:
+	case field == FieldMode && modeValue(target) != nil:
 		return categoryStep(field, modeValue(target), catalog, catalog.ByCategory(FieldMode), legacyOf(catalog, FieldMode), MethodSetMode)
 	}
 	want := target.Option(field).Current
