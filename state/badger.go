@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -102,9 +103,14 @@ func openBadger(dir string, log *slog.Logger) (_ *badgerStore, err error) {
 	if err := checkTables(dir); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
+	if err := checkRoom(dir); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
 	db, err := badger.Open(badgerOptions(dir, log))
 	if err != nil {
 		switch {
+		case errors.Is(err, syscall.ENOSPC):
+			return nil, fmt.Errorf("open store %s: %w: %w", dir, ErrNoSpace, err)
 		case isLockErr(err):
 			// badger wraps the flock error with %+v, not %w (go-libs.md §4), so
 			// the text is all there is to match.
@@ -125,6 +131,23 @@ func openBadger(dir string, log *slog.Logger) (_ *badgerStore, err error) {
 	b.wg.Add(1)
 	go b.tightenLoop(log)
 	return b, nil
+}
+
+// minRoom is the free space the store needs before it opens: badger's two
+// memtable logs and its value log are sparse files it fills through memory
+// maps (go-libs.md §4: 16 MiB each and 64 MiB), with room to spare.
+const minRoom = 128 << 20
+
+// checkRoom refuses a disk too full for badger's memory-mapped files.
+func checkRoom(dir string) error {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return nil // nothing to judge by: let badger try
+	}
+	if free := st.Bavail * uint64(st.Bsize); free < minRoom {
+		return fmt.Errorf("%w: %d MiB free, %d MiB needed", ErrNoSpace, free>>20, minRoom>>20)
+	}
+	return nil
 }
 
 // tightenLoop re-applies 0600 to files badger creates while open (new memtables

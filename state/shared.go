@@ -104,7 +104,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Shared, error) {
 		if err == nil {
 			break
 		}
-		if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNewerSchema) || !errors.Is(err, errConn) && !errors.Is(err, errLocked) {
+		if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrNoSpace) || !errors.Is(err, errConn) && !errors.Is(err, errLocked) {
 			s.cancel()
 			return nil, err
 		}

@@ -24,6 +24,11 @@ var (
 	// ErrCorrupt: the files in the state directory cannot be opened. The error
 	// wraps badger's cause; see Fallback.
 	ErrCorrupt = errors.New("state store is damaged")
+	// ErrNoSpace: the state directory's disk has too little room. badger
+	// writes through memory-mapped files, and a write into one on a full
+	// disk kills the process (SIGBUS) rather than failing, so the store is
+	// not opened on a disk short of room.
+	ErrNoSpace = errors.New("too little free disk space for the state store")
 	// ErrUnavailable: a read of a shared store needed the store on disk and no
 	// backend could be reached in time. Writes never fail this way: they wait
 	// in memory (see Shared).
