@@ -83,20 +83,11 @@ func (e *SyntaxError) Error() string {
 // the speed of a plain byte copy (DESIGN.md, "Speed").
 func Scan(frame []byte) (Envelope, error) {
 	var s scanner
-	s.run(frame)
+	s.run(frame, false)
 	if s.err != nil {
 		return Envelope{}, s.err
 	}
-	env := s.env
-	switch {
-	case s.topHasMethod && env.ID != nil:
-		env.Kind = KindRequest
-	case s.topHasMethod:
-		env.Kind = KindNotification
-	case env.ID != nil && s.topIsObject:
-		env.Kind = KindResponse
-	}
-	return env, nil
+	return s.st.envelope(frame, false), nil
 }
 
 // ScanPrefix peeks what it can of a frame that was cut short, such as the head
@@ -108,17 +99,42 @@ func ScanPrefix(head []byte) Envelope {
 		return Envelope{}
 	}
 	var s scanner
-	s.run(head)
-	env := s.env
-	switch {
-	case s.topHasMethod && env.ID != nil:
-		env.Kind = KindRequest
-	case s.topHasMethod:
-		env.Kind = KindNotification
-	case env.ID != nil:
-		env.Kind = KindResponse
+	s.run(head, false)
+	return s.st.envelope(head, true)
+}
+
+// streamScanner is Scan for a stream of frames. Agents send runs of frames
+// that agree up to their payload (every agent_message_chunk of a turn
+// starts with the same 160-odd bytes, up to its text), so it keeps the
+// previous frame up to the start of its last long string value, with the
+// scanner's state there, and a frame that starts with those bytes is
+// scanned from that point on. The state at a point depends on nothing but
+// the bytes before it, so the result is Scan's.
+type streamScanner struct {
+	prev []byte    // the frame the snapshot came from, up to snap.i
+	snap scanState // the state at prev's end
+	have bool
+	next scanState // the snapshot of the frame being scanned
+}
+
+// scan is Scan, from the snapshot where the frame allows it.
+func (ss *streamScanner) scan(frame []byte) (Envelope, error) {
+	var s scanner
+	resume := ss.have && len(frame) > len(ss.prev) && string(frame[:len(ss.prev)]) == string(ss.prev)
+	if resume {
+		s.st = ss.snap
 	}
-	return env
+	ss.next.i = 0
+	s.snap = &ss.next
+	s.run(frame, resume)
+	if s.err != nil {
+		return Envelope{}, s.err
+	}
+	if ss.next.i > 0 && (!resume || ss.next.i != len(ss.prev)) {
+		ss.snap, ss.have = ss.next, true
+		ss.prev = append(ss.prev[:0], frame[:ss.next.i]...)
+	}
+	return s.st.envelope(frame, false), nil
 }
 
 // role is what an object on the envelope's path is: the top-level object,
@@ -150,20 +166,63 @@ const (
 // envDepth is how deep the envelope's path goes: top, params, update.
 const envDepth = 3
 
-// scanner validates a frame in one loop with an explicit stack, so nesting
-// costs no call per value, and reads the envelope's members on the way.
-type scanner struct {
-	env          Envelope
-	err          error
-	topHasMethod bool
-	topIsObject  bool
+// snapDepth is the deepest container a snapshot is taken in: the content of
+// a chunk, one below the update.
+const snapDepth = envDepth + 1
+
+// snapMin is the shortest string value a snapshot is taken at: shorter ones
+// are not worth the copy.
+const snapMin = 16
+
+// scanState is all a scan knows at a point of a frame: plain values, so a
+// snapshot is one copy. Spans are of member values; the zero Span is absent.
+type scanState struct {
+	i, depth int
+	stack    [snapDepth]byte // the open containers, for a snapshot
 	// For depths 1..envDepth: the role of the open container, the member
 	// being read in it and where its value starts.
 	roles [envDepth + 1]role
 	keys  [envDepth + 1]member
 	start [envDepth + 1]int
-	// memEsc says the last string value held an escape.
-	memEsc bool
+
+	id, method, sessionID, update Span
+	methodEsc, updateEsc          bool // the string held an escape
+	isErr, hasMethod, isObject    bool
+}
+
+// envelope builds the Envelope of frame from the state at its end. A prefix
+// (a cut frame) is taken to be an object.
+func (st *scanState) envelope(frame []byte, prefix bool) Envelope {
+	var env Envelope
+	if st.id.Present() {
+		env.ID = frame[st.id.Start:st.id.End]
+	}
+	if st.hasMethod {
+		env.Method = stringValue(frame[st.method.Start:st.method.End], st.methodEsc)
+	}
+	env.SessionID = st.sessionID
+	if st.update.Present() {
+		env.Update = stringValue(frame[st.update.Start:st.update.End], st.updateEsc)
+	}
+	env.Error = st.isErr
+	switch {
+	case st.hasMethod && env.ID != nil:
+		env.Kind = KindRequest
+	case st.hasMethod:
+		env.Kind = KindNotification
+	case env.ID != nil && (st.isObject || prefix):
+		env.Kind = KindResponse
+	}
+	return env
+}
+
+// scanner validates a frame in one loop with an explicit stack, so nesting
+// costs no call per value, and reads the envelope's members on the way.
+type scanner struct {
+	st     scanState
+	err    error
+	memEsc bool       // the last string value held an escape
+	snap   *scanState // where to keep snapshots; nil for none
 }
 
 func (s *scanner) fail(i int, msg string) {
@@ -183,13 +242,21 @@ func skipWS(b []byte, i int) int {
 	return i
 }
 
-// run scans b into s. The outer loop reads one value; the inner loop closes
-// the containers that end after it.
-func (s *scanner) run(b []byte) {
+// run scans b into s, from the start or, with resume, from the state in
+// s.st. The outer loop reads one value; the inner loop closes the
+// containers that end after it.
+func (s *scanner) run(b []byte, resume bool) {
 	var stackBuf [64]byte
 	stack := stackBuf[:0] // '{' or '[' for each open container
+	st := &s.st
 	depth := 0
-	i := skipWS(b, 0)
+	i := 0
+	if resume {
+		depth, i = st.depth, st.i
+		stack = append(stack, st.stack[:depth]...)
+	} else {
+		i = skipWS(b, 0)
+	}
 	for {
 		// A value starts at b[i].
 		if i >= len(b) {
@@ -210,15 +277,15 @@ func (s *scanner) run(b []byte) {
 					switch {
 					case depth == 1:
 						r = roleTop
-						s.topIsObject = true
-					case s.roles[depth-1] == roleTop && s.keys[depth-1] == mParams:
+						st.isObject = true
+					case st.roles[depth-1] == roleTop && st.keys[depth-1] == mParams:
 						r = roleParams
-					case s.roles[depth-1] == roleParams && s.keys[depth-1] == mUpdate:
+					case st.roles[depth-1] == roleParams && st.keys[depth-1] == mUpdate:
 						r = roleUpdate
 					}
 				}
-				s.roles[depth] = r
-				s.keys[depth] = mNone
+				st.roles[depth] = r
+				st.keys[depth] = mNone
 			}
 			i = skipWS(b, i+1)
 			if i >= len(b) {
@@ -249,6 +316,12 @@ func (s *scanner) run(b []byte) {
 			if msg != "" {
 				s.fail(j, msg)
 				return
+			}
+			if s.snap != nil && j-i >= snapMin && depth <= snapDepth && depth > 0 {
+				// The state here is the state before this value.
+				st.i, st.depth = i, depth
+				copy(st.stack[:], stack)
+				*s.snap = *st
 			}
 			s.memEsc = esc
 			i = j
@@ -291,8 +364,8 @@ func (s *scanner) run(b []byte) {
 				}
 				return
 			}
-			if depth <= envDepth && s.keys[depth] != mNone {
-				s.record(b, depth, i)
+			if depth <= envDepth && st.keys[depth] != mNone {
+				s.record(depth, i)
 			}
 			i = skipWS(b, i)
 			if i >= len(b) {
@@ -339,21 +412,30 @@ func (s *scanner) key(b []byte, i, depth int) int {
 		s.fail(i, "expected a member name")
 		return i
 	}
-	j, esc, msg := scanString(b, i+1)
-	if msg != "" {
-		s.fail(j, msg)
-		return j
-	}
 	var r role
 	if depth <= envDepth {
-		r = s.roles[depth]
+		r = s.st.roles[depth]
 	}
-	if r != roleNone {
-		name := b[i+1 : j-1]
-		if esc {
-			name = unescape(b[i:j])
+	var j int
+	if m, end := knownKey(b, i); r != roleNone && end > 0 {
+		// The envelope's own names, spelt plainly, are most of the
+		// names in a role object; a word compare is their whole scan.
+		j = end
+		s.st.keys[depth] = s.memberOf(r, m)
+	} else {
+		var esc bool
+		var msg string
+		if j, esc, msg = scanString(b, i+1); msg != "" {
+			s.fail(j, msg)
+			return j
 		}
-		s.keys[depth] = s.memberOf(r, name)
+		if r != roleNone {
+			name := b[i+1 : j-1]
+			if esc {
+				name = unescape(b[i:j])
+			}
+			s.st.keys[depth] = s.memberOf(r, memberNamed(name))
+		}
 	}
 	j = skipWS(b, j)
 	if j >= len(b) {
@@ -366,73 +448,119 @@ func (s *scanner) key(b []byte, i, depth int) int {
 	}
 	j = skipWS(b, j+1)
 	if r != roleNone {
-		s.start[depth] = j
+		s.st.start[depth] = j
 	}
 	return j
 }
 
-// memberOf names a member of a role object. A repeated params or update
-// replaces the earlier one, as in encoding/json, so what the earlier one
-// said is forgotten as soon as the later one begins.
-func (s *scanner) memberOf(r role, name []byte) member {
-	switch r {
-	case roleTop:
-		switch string(name) {
-		case "id":
-			return mID
-		case "method":
-			return mMethod
-		case "error":
-			return mError
-		case "params":
-			s.env.SessionID, s.env.Update = Span{}, nil
-			return mParams
+// knownKey recognizes, by whole words, a member name of the envelope (or
+// "jsonrpc") at b[i], quotes included, and returns it and the index after
+// its closing quote; end is 0 for any other name.
+func knownKey(b []byte, i int) (m member, end int) {
+	if i+16 > len(b) {
+		return mNone, 0
+	}
+	w := binary.LittleEndian.Uint64(b[i:])
+	switch w {
+	case 0x22646f6874656d22: // "method"
+		return mMethod, i + 8
+	case 0x22736d6172617022: // "params"
+		return mParams, i + 8
+	case 0x2265746164707522: // "update"
+		return mUpdate, i + 8
+	case 0x6370726e6f736a22: // "jsonrpc
+		if b[i+8] == '"' {
+			return mNone, i + 9
 		}
-	case roleParams:
-		switch string(name) {
-		case "sessionId":
-			return mSessionID
-		case "update":
-			s.env.Update = nil
-			return mUpdate
+	case 0x6e6f697373657322: // "session
+		switch {
+		case binary.LittleEndian.Uint64(b[i+3:]) == 0x2264496e6f697373: // ssionId"
+			return mSessionID, i + 11
+		case binary.LittleEndian.Uint64(b[i+7:]) == 0x226574616470556e: // nUpdate"
+			return mSessionUpdate, i + 15
 		}
-	case roleUpdate:
-		if string(name) == "sessionUpdate" {
-			return mSessionUpdate
-		}
+	}
+	switch {
+	case w&0xffffffff == 0x22646922: // "id"
+		return mID, i + 4
+	case w&0xffffffffffffff == 0x22726f72726522: // "error"
+		return mError, i + 7
+	}
+	return mNone, 0
+}
+
+// memberNamed is the member an unquoted, unescaped name stands for.
+func memberNamed(name []byte) member {
+	switch string(name) {
+	case "id":
+		return mID
+	case "method":
+		return mMethod
+	case "error":
+		return mError
+	case "params":
+		return mParams
+	case "sessionId":
+		return mSessionID
+	case "update":
+		return mUpdate
+	case "sessionUpdate":
+		return mSessionUpdate
 	}
 	return mNone
 }
 
-// record notes a member the envelope needs, whose value is b[start:end].
-// Later duplicates win, as they do in encoding/json, so the two never
-// disagree on what a frame says.
-func (s *scanner) record(b []byte, depth, end int) {
-	start := s.start[depth]
-	v := b[start:end]
-	switch s.keys[depth] {
+// memberOf is what member m is in an object of role r: mNone where the
+// envelope does not read it. A repeated params or update replaces the
+// earlier one, as in encoding/json, so what the earlier one said is
+// forgotten as soon as the later one begins.
+func (s *scanner) memberOf(r role, m member) member {
+	switch {
+	case r == roleTop && (m == mID || m == mMethod || m == mError):
+		return m
+	case r == roleTop && m == mParams:
+		s.st.sessionID, s.st.update = Span{}, Span{}
+		return m
+	case r == roleParams && m == mSessionID:
+		return m
+	case r == roleParams && m == mUpdate:
+		s.st.update = Span{}
+		return m
+	case r == roleUpdate && m == mSessionUpdate:
+		return m
+	}
+	return mNone
+}
+
+// record notes a member the envelope needs, whose value ends at end. Later
+// duplicates win, as they do in encoding/json, so the two never disagree on
+// what a frame says.
+func (s *scanner) record(depth, end int) {
+	st := &s.st
+	v := Span{st.start[depth], end}
+	switch st.keys[depth] {
 	case mID:
-		s.env.ID = v
+		st.id = v
 	case mMethod:
-		s.topHasMethod = true
-		s.env.Method = s.stringValue(v)
+		st.hasMethod = true
+		st.method, st.methodEsc = v, s.memEsc
 	case mError:
-		s.env.Error = true
+		st.isErr = true
 	case mSessionID:
-		s.env.SessionID = Span{start, end}
+		st.sessionID = v
 	case mSessionUpdate:
-		s.env.Update = s.stringValue(v)
+		st.update, st.updateEsc = v, s.memEsc
 	}
 }
 
-// stringValue returns the contents of a JSON string token just scanned,
-// unescaped, or an empty non-nil slice for any other token (a method that is
-// not a string is still a method member).
-func (s *scanner) stringValue(tok []byte) []byte {
+// stringValue returns the contents of a JSON string token, unescaped, or an
+// empty non-nil slice for any other token (a method that is not a string is
+// still a method member).
+func stringValue(tok []byte, escaped bool) []byte {
 	if len(tok) < 2 || tok[0] != '"' {
 		return []byte{}
 	}
-	if s.memEsc {
+	if escaped {
 		return unescape(tok)
 	}
 	return tok[1 : len(tok)-1]
@@ -458,16 +586,13 @@ const (
 	hi8 = 0x8080808080808080
 )
 
-// zeroBytes marks the zero bytes of x with their high bit (the classic SWAR
-// test); the lowest mark is exact.
-func zeroBytes(x uint64) uint64 { return (x - lo8) &^ x & hi8 }
-
 // plain8 reports whether 8 bytes hold nothing a string scan must stop for:
 // no quote, backslash, control character or non-ASCII byte.
 func plain8(x uint64) bool { return special8(x) == 0 }
 
 // special8 marks, with its high bit, each of 8 bytes a string scan must stop
-// for: non-ASCII, below 0x20, '"' or '\\'. Only the lowest mark is exact (a
+// for: non-ASCII, below 0x20, '"' or '\\' (the last two by the classic SWAR
+// zero-byte test on x xor the byte). Only the lowest mark is exact (a
 // borrow can mark bytes above a marked one), which is all a string scan
 // needs: it jumps to the first and handles it there.
 func special8(x uint64) uint64 {

@@ -173,3 +173,56 @@ func FuzzScan(f *testing.F) {
 		}
 	})
 }
+
+// FuzzStreamScan checks that a frame scanned after another, from the
+// snapshot the first left, gets exactly what Scan gives it.
+func FuzzStreamScan(f *testing.F) {
+	chunk := func(text string) string {
+		return `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_5f3a9c2e81d047b6","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + text + `"}}}}`
+	}
+	for _, p := range [][2]string{
+		{chunk("The relay reads one line and writes."), chunk("and the next one, which is longer than it.")},
+		{chunk("The relay reads one line and writes."), chunk("The relay reads one line and writes.") + ` x`},
+		{chunk("The relay reads one line and writes."), chunk("The relay reads one line and writes.\u00e9\"")},
+		{chunk("The relay reads one line and writes."), `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_5f3a9c2e81d047b6","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}},"update":5}}`},
+		{`{"id":1,"method":"m","params":{"sessionId":"aaaaaaaaaaaaaaaaaaaa","x":[{"y":"bbbbbbbbbbbbbbbbbbbbbbbbbb"}]}}`, `{"id":1,"method":"m","params":{"sessionId":"aaaaaaaaaaaaaaaaaaaa","x":[{"y":"bbbbbbbbbbbbbbbbbbbbbbbbbb"}],"sessionId":3}}`},
+		{`{"method":"a\u0062","params":{"update":{"sessionUpdate":"\u0061aaaaaaaaaaaaaaaaaaa","t":"cccccccccccccccccccccccc"}}}`, `{"method":"a\u0062","params":{"update":{"sessionUpdate":"\u0061aaaaaaaaaaaaaaaaaaa","t":"cccccccccccccccccccccccc","sessionUpdate":"z"}}}`},
+	} {
+		f.Add([]byte(p[0]), []byte(p[1]))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		var ss streamScanner
+		ss.scan(a)
+		got, gerr := ss.scan(b)
+		want, werr := Scan(b)
+		if (gerr == nil) != (werr == nil) {
+			t.Fatalf("after %q: stream scan error %v, Scan error %v, for %q", a, gerr, werr, b)
+		}
+		if got.Kind != want.Kind || !bytes.Equal(got.ID, want.ID) || !bytes.Equal(got.Method, want.Method) ||
+			(got.Method == nil) != (want.Method == nil) || got.SessionID != want.SessionID ||
+			!bytes.Equal(got.Update, want.Update) || (got.Update == nil) != (want.Update == nil) || got.Error != want.Error {
+			t.Fatalf("after %q: stream scan %+v, Scan %+v, for %q", a, got, want, b)
+		}
+	})
+}
+
+func TestStreamScanResumesAtTheText(t *testing.T) {
+	var ss streamScanner
+	first := []byte(benchChunk)
+	if _, err := ss.scan(first); err != nil {
+		t.Fatal(err)
+	}
+	if want := bytes.LastIndex(first, []byte(`"The relay`)); !ss.have || len(ss.prev) != want {
+		t.Fatalf("snapshot at %d (have %v), want at the text, %d", len(ss.prev), ss.have, want)
+	}
+	next := []byte(strings.Replace(benchChunk, "The relay", "Then \\u00e9", 1))
+	got, err := ss.scan(next)
+	want, werr := Scan(next)
+	if err != nil || werr != nil || got.Kind != want.Kind || string(got.Method) != string(want.Method) ||
+		got.SessionID != want.SessionID || string(got.Update) != string(want.Update) {
+		t.Errorf("resumed scan %+v (%v), Scan %+v (%v)", got, err, want, werr)
+	}
+	if _, err := ss.scan(next[:len(next)-1]); err == nil {
+		t.Error("a resumed scan accepted a truncated frame")
+	}
+}

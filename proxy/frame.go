@@ -37,6 +37,9 @@ type LineReader struct {
 	r     *bufio.Reader
 	limit int
 	long  []byte // reused for lines longer than the buffer
+	// inLong says the last frame returned lies in long, which ends with the
+	// frame's '\n' when it had one.
+	inLong bool
 }
 
 // NewLineReader reads frames from r; a limit of 0 or less means DefaultMaxFrame.
@@ -63,13 +66,37 @@ func (lr *LineReader) Next() ([]byte, error) {
 		if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
 			return nil, err
 		}
-		if len(bytes.TrimLeft(line, " \t\r")) == 0 {
-			if err != nil {
-				return nil, err
-			}
-			continue
+		// Frames start with a brace, so the trim is for the rare blank line.
+		if len(line) > 0 && line[0] > ' ' || len(bytes.TrimLeft(line, " \t\r")) > 0 {
+			return line, nil
 		}
-		return line, nil
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// takeLong hands over the buffer of the last frame returned, with the
+// frame's '\n' at its end, when that frame was longer than the read buffer
+// and no larger than keepLong; otherwise it returns nil and the frame stays
+// valid only until the next call. The reader reads on into a buffer of its
+// own, so the frame can be written while the next one is read.
+func (lr *LineReader) takeLong() []byte {
+	if !lr.inLong || len(lr.long) > keepLong {
+		return nil
+	}
+	b := lr.long
+	if b[len(b)-1] != '\n' { // the last line, cut by EOF
+		b = append(b, '\n')
+	}
+	lr.long, lr.inLong = nil, false
+	return b
+}
+
+// giveLong returns a buffer of an earlier takeLong for reuse.
+func (lr *LineReader) giveLong(b []byte) {
+	if lr.long == nil && cap(b) <= keepLong {
+		lr.long = b[:0]
 	}
 }
 
@@ -78,6 +105,7 @@ func (lr *LineReader) line() ([]byte, error) {
 		lr.long = nil // one huge frame must not pin its buffer for the rest of the run
 	}
 	lr.long = lr.long[:0]
+	lr.inLong = false
 	frag, err := lr.r.ReadSlice('\n')
 	if err == nil || !errors.Is(err, bufio.ErrBufferFull) {
 		if lineLen(frag, err) > lr.limit {
@@ -98,6 +126,7 @@ func (lr *LineReader) line() ([]byte, error) {
 		}
 		frag, err = lr.r.ReadSlice('\n')
 	}
+	lr.inLong = true
 	if err == nil {
 		return lr.long[:len(lr.long)-1], nil
 	}

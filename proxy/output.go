@@ -18,12 +18,23 @@ var ErrClosed = errors.New("relay output closed")
 // is held, later frames wait behind it in a backlog, in order, and are written
 // when every place before them has been released. With nothing held, frames
 // go straight to the writer and cost no copy.
+//
+// A long frame whose buffer the relay hands over (writeOwned) is written by a
+// goroutine of its own while the relay reads the next one: reading and
+// writing a multi-megabyte frame would otherwise take turns, and the relay
+// would run at half the speed of a byte copy (DESIGN.md, "Speed"). One such
+// write is in flight at a time, and everything else written waits for it, so
+// order holds and memory stays bounded by two frames.
 type output struct {
 	mu      sync.Mutex
 	w       *bufio.Writer
 	err     error
 	closer  io.Closer
 	backlog []*entry // nil when nothing is held
+
+	busy  bool       // an owned frame is being written
+	idle  *sync.Cond // on mu: broadcast when busy ends
+	spare []byte     // the buffer of the last owned write, done with
 }
 
 // entry is one place in the backlog: frames ready to go, or a held place.
@@ -34,6 +45,7 @@ type entry struct {
 
 func newOutput(w io.Writer) *output {
 	o := &output{w: bufio.NewWriterSize(w, 64<<10)}
+	o.idle = sync.NewCond(&o.mu)
 	if c, ok := w.(io.Closer); ok {
 		o.closer = c
 	}
@@ -80,6 +92,7 @@ func (o *output) writeNow(line []byte) error {
 func (o *output) swap(w io.Writer) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.waitIdleLocked()
 	if errors.Is(o.err, ErrClosed) {
 		return
 	}
@@ -91,7 +104,59 @@ func (o *output) swap(w io.Writer) {
 	o.err = nil
 }
 
+// writeOwned writes buf, one frame with its '\n', which the output may keep
+// until it is written. It returns at once, with the buffer of the previous
+// owned write if that one is done, for the caller to reuse. Like write, it
+// queues behind a held place; there the frame waits in buf, uncopied.
+func (o *output) writeOwned(buf []byte) (spare []byte, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.waitIdleLocked()
+	if o.err != nil {
+		return buf, o.err
+	}
+	if o.backlog != nil {
+		o.backlog = append(o.backlog, &entry{lines: [][]byte{buf[:len(buf)-1]}})
+		return nil, nil
+	}
+	if err := o.flushLocked(); err != nil {
+		return buf, err
+	}
+	spare, o.spare = o.spare, nil
+	o.busy = true
+	go o.writeAsync(o.w, buf)
+	return spare, nil
+}
+
+// writeAsync is the goroutine of one owned write. It ends when the write
+// does; whatever waits for the output (flush, close, the next frame) waits
+// for it, so it never outlives the relay.
+func (o *output) writeAsync(w *bufio.Writer, buf []byte) {
+	// The writer's buffer is empty and buf is longer than it, so this is
+	// one write to the stream, with no copy.
+	_, err := w.Write(buf)
+	if err == nil {
+		err = w.Flush()
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err != nil && o.err == nil && o.w == w { // not an agent swapped out meanwhile
+		o.err = err
+	}
+	o.busy = false
+	o.spare = buf[:0]
+	o.idle.Broadcast()
+}
+
+// waitIdleLocked waits, with o.mu held, until no owned write is in flight.
+func (o *output) waitIdleLocked() {
+	for o.busy {
+		o.idle.Wait()
+	}
+}
+
 func (o *output) writeLocked(line []byte) error {
+	o.waitIdleLocked()
 	if _, err := o.w.Write(line); err != nil {
 		o.err = err
 		return err
@@ -104,6 +169,7 @@ func (o *output) writeLocked(line []byte) error {
 }
 
 func (o *output) flushLocked() error {
+	o.waitIdleLocked()
 	if err := o.w.Flush(); err != nil {
 		o.err = err
 	}
@@ -137,7 +203,10 @@ func (o *output) hold() func(lines ...[]byte) {
 }
 
 // drainLocked writes the backlog from its head up to the first held place.
+// No owned write starts while anything is held, so once the one in flight
+// (if any) is done, the loop below never waits.
 func (o *output) drainLocked() {
+	o.waitIdleLocked()
 	i := 0
 	for ; i < len(o.backlog) && !o.backlog[i].held; i++ {
 		for _, l := range o.backlog[i].lines {
@@ -158,6 +227,7 @@ func (o *output) drainLocked() {
 func (o *output) flush() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.waitIdleLocked()
 	if o.err != nil {
 		return o.err
 	}
@@ -169,6 +239,7 @@ func (o *output) flush() error {
 func (o *output) close() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.waitIdleLocked()
 	for _, e := range o.backlog {
 		e.held = false
 	}

@@ -252,6 +252,7 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 	// interface call) would be a heap allocation per frame, and GC work the
 	// byte copy never does (DESIGN.md, "Speed").
 	f := new(Frame)
+	var scan streamScanner
 	for {
 		line, err := lr.Next()
 		if err != nil {
@@ -267,7 +268,7 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 			}
 			return fmt.Errorf("read %s: %w", dir, err)
 		}
-		env, serr := Scan(line)
+		env, serr := scan.scan(line)
 		if serr != nil {
 			r.trace.record(dir, false, line, serr)
 			r.malformed(dir, serr)
@@ -284,6 +285,13 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 		flush := lr.Buffered() == 0
 		switch v.Do {
 		case Pass:
+			if buf := lr.takeLong(); buf != nil {
+				// Written while the next frame is read (output.writeOwned).
+				spare, err := out.writeOwned(buf)
+				lr.giveLong(spare)
+				r.logWrite(dir, err)
+				break
+			}
 			r.writeOrLog(out, dir, line, flush)
 		case Rewrite:
 			r.trace.record(dir, true, v.Line, nil)
@@ -306,7 +314,11 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 }
 
 func (r *Relay) writeOrLog(o *output, dir Direction, line []byte, flush bool) {
-	if err := o.write(line, flush); err != nil && !errors.Is(err, ErrClosed) {
+	r.logWrite(dir, o.write(line, flush))
+}
+
+func (r *Relay) logWrite(dir Direction, err error) {
+	if err != nil && !errors.Is(err, ErrClosed) {
 		r.log.Warn("write failed; frames in this direction are dropped", "dir", dir.String(), "err", err)
 	}
 }

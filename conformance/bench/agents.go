@@ -124,3 +124,78 @@ func usageStatus(err error) int {
 	}
 	return 2
 }
+
+// benchSession is the session id the turn agent hands out; the generator's
+// chunk frames carry the same one.
+const benchSession = "sess_5f3a9c2e81d047b6"
+
+// turnsMain runs `bench turns`: an agent that speaks enough ACP for the
+// sidecar to record a turn. It answers initialize and session/new (with
+// benchSession), and answers each session/prompt with -n
+// agent_message_chunk updates of -size bytes for that session, then
+// {"stopReason":"end_turn"}. Other requests get an empty result.
+func turnsMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench turns", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	n := fs.Int("n", 1000, "chunks per prompt")
+	size := fs.Int("size", 229, "bytes per chunk frame, without the '\\n'")
+	if err := fs.Parse(args); err != nil {
+		return usageStatus(err)
+	}
+	if err := turns(stdin, stdout, *n, *size); err != nil {
+		fmt.Fprintf(stderr, "bench turns: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func turns(stdin io.Reader, stdout io.Writer, n, size int) error {
+	count := max(1, min(n, genBlockBytes/(size+1)))
+	block, err := frameBlock(kindChunk, size, count)
+	if err != nil {
+		return err
+	}
+	lr := proxy.NewLineReader(stdin, 0)
+	w := bufio.NewWriterSize(stdout, 64<<10)
+	var reply []byte
+	for {
+		line, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			return w.Flush()
+		}
+		if err != nil {
+			return fmt.Errorf("read request: %w", err)
+		}
+		env, err := proxy.Scan(line)
+		if err != nil || env.Kind != proxy.KindRequest {
+			continue
+		}
+		result := `{}`
+		switch string(env.Method) {
+		case "initialize":
+			result = `{"protocolVersion":1,"agentCapabilities":{"loadSession":false},"authMethods":[]}`
+		case "session/new":
+			result = `{"sessionId":"` + benchSession + `"}`
+		case "session/prompt":
+			for left := n; left > 0; left -= count {
+				if _, err := w.Write(block[:min(left, count)*(size+1)]); err != nil {
+					return fmt.Errorf("write chunks: %w", err)
+				}
+			}
+			result = `{"stopReason":"end_turn"}`
+		}
+		reply = append(reply[:0], `{"jsonrpc":"2.0","id":`...)
+		reply = append(reply, env.ID...)
+		reply = append(reply, `,"result":`...)
+		reply = append(reply, result...)
+		reply = append(reply, "}\n"...)
+		if _, err := w.Write(reply); err != nil {
+			return fmt.Errorf("write response: %w", err)
+		}
+		if lr.Buffered() == 0 {
+			if err := w.Flush(); err != nil {
+				return fmt.Errorf("write response: %w", err)
+			}
+		}
+	}
+}

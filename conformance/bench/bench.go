@@ -14,7 +14,12 @@
 //   - throughput of multi-MiB tool_call_update frames, ≥ 0.5× byte copy;
 //   - round-trip latency of small requests through an echo agent: p50 and
 //     p99, and what the sidecar adds to the p50, ≤ 50 µs;
-//   - the relay's peak RSS (VmHWM) while relaying small frames, < 30 MiB.
+//   - the relay's peak RSS (VmHWM) while relaying small frames, < 30 MiB;
+//   - recording: small chunks streamed inside a running turn, so the
+//     recorder claims and records every one, with recording on against the
+//     same sidecar with --record=false, ≥ 0.9×;
+//   - the sidecar's peak RSS after 10,000 short recorded turns with a disk
+//     store, < 64 MiB.
 package bench
 
 import (
@@ -36,6 +41,9 @@ type options struct {
 	large      int
 	largeSize  int
 	roundTrips int
+	recordN    int
+	turns      int
+	turnChunks int
 	quick      bool
 	json       bool
 	keep       bool
@@ -45,10 +53,12 @@ type options struct {
 
 // quickOptions are what -quick changes, unless the flag is given too.
 var quickOptions = map[string]string{
-	"rounds": "3",
-	"n":      "300000",
-	"large":  "16",
-	"rt":     "2000",
+	"rounds":   "3",
+	"n":        "300000",
+	"large":    "16",
+	"rt":       "2000",
+	"record-n": "5000",
+	"turns":    "2000",
 }
 
 type stringList []string
@@ -66,6 +76,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.large, "large", 40, "large frames per throughput run")
 	fs.IntVar(&o.largeSize, "large-size", 5<<20, "bytes per large frame (tool_call_update with base64 data)")
 	fs.IntVar(&o.roundTrips, "rt", 20_000, "sequential round trips per latency run")
+	fs.IntVar(&o.recordN, "record-n", 20_000, "chunks in the recorded turn of the recording run")
+	fs.IntVar(&o.turns, "turns", 10_000, "short recorded turns for the RSS run (0: skip it)")
+	fs.IntVar(&o.turnChunks, "turn-chunks", 20, "chunks per turn of the RSS run")
 	fs.BoolVar(&o.quick, "quick", false, "fewer frames and rounds, for CI: -rounds "+quickOptions["rounds"]+" -n "+quickOptions["n"]+" -large "+quickOptions["large"]+" -rt "+quickOptions["rt"])
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of a table")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory with the sidecar's log")
@@ -98,8 +111,10 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	switch {
 	case o.rounds < 1:
 		return o, fmt.Errorf("-rounds %d: need at least 1", o.rounds)
-	case o.small < 1 || o.large < 1 || o.roundTrips < 1:
-		return o, errors.New("-n, -large and -rt must be at least 1")
+	case o.small < 1 || o.large < 1 || o.roundTrips < 1 || o.recordN < 1:
+		return o, errors.New("-n, -large, -rt and -record-n must be at least 1")
+	case o.turns < 0 || o.turnChunks < 1:
+		return o, errors.New("-turns must be at least 0 and -turn-chunks at least 1")
 	case o.smallSize < minFrameSize(kindChunk):
 		return o, fmt.Errorf("-size %d: the smallest chunk frame is %d bytes", o.smallSize, minFrameSize(kindChunk))
 	case o.largeSize < minFrameSize(kindImage):
@@ -119,6 +134,8 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 			return genMain(args[1:], os.Stdin, stdout, stderr)
 		case "echo":
 			return echoMain(args[1:], os.Stdin, stdout, stderr)
+		case "turns":
+			return turnsMain(args[1:], os.Stdin, stdout, stderr)
 		case "bytecopy":
 			return byteCopyMain(args[1:], os.Stdin, stdout, stderr)
 		}
@@ -198,8 +215,26 @@ func measure(ctx context.Context, r *runner, o options, progress io.Writer) (*re
 				return nil, fmt.Errorf("round %d: round trips: %w", round+1, err)
 			}
 		}
+		// Recording off and on are both the sidecar, in the same order
+		// as the relays above: off stands where bytecopy does.
+		var rec [2]tputResult
+		for _, k := range order {
+			var err error
+			if rec[k], err = r.recording(ctx, k == sidecarRelay, o.recordN, o.smallSize); err != nil {
+				return nil, fmt.Errorf("round %d: recording (on: %v): %w", round+1, k == sidecarRelay, err)
+			}
+		}
 		res.add(small, large, rts)
+		res.rounds[len(res.rounds)-1].rec = rec
 		fmt.Fprintf(progress, "bench: round %d/%d: %s\n", round+1, o.rounds, res.roundSummary(round))
+	}
+	if o.turns > 0 {
+		t, err := r.manyTurns(ctx, o.turns, o.turnChunks)
+		if err != nil {
+			return nil, fmt.Errorf("%d turns: %w", o.turns, err)
+		}
+		res.turns = &t
+		fmt.Fprintf(progress, "bench: %d recorded turns in %s, peak RSS %.1f MiB\n", t.turns, t.elapsed.Round(time.Millisecond), float64(t.hwm)/(1<<20))
 	}
 	return res, nil
 }

@@ -143,3 +143,28 @@ func TestQuantileIsNearestRank(t *testing.T) {
 		t.Errorf("p50 %d, p99 %d, want 50, 99", p50, p99)
 	}
 }
+
+func TestTurnsAgentAnswersAPromptWithChunks(t *testing.T) {
+	in := strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{}}` + "\n" +
+		`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{}}` + "\n")
+	var out bytes.Buffer
+	if err := turns(in, &out, 5, 229); err != nil {
+		t.Fatalf("turns: %v", err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 8 {
+		t.Fatalf("%d lines, want 8: %q", len(lines), lines)
+	}
+	if !strings.Contains(lines[1], `"sessionId":"`+benchSession+`"`) {
+		t.Errorf("session/new answered %q", lines[1])
+	}
+	for _, l := range lines[2:7] {
+		if !strings.HasPrefix(l, chunkHead) || len(l) != 229 {
+			t.Errorf("chunk %q", l)
+		}
+	}
+	if lines[7] != `{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}` {
+		t.Errorf("prompt answered %q", lines[7])
+	}
+}

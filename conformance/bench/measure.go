@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
 // relayKind names the relay under measurement.
@@ -37,15 +39,21 @@ type runner struct {
 	dir     string // temporary: the sidecar's state dir and log
 	timeout time.Duration
 	extra   []string // more sidecar flags (-sidecar-flag)
+	state   string   // the sidecar's state dir; "" is dir/state
 }
 
-// argv is the command line of a relay of kind k around the agent.
-func (r *runner) argv(k relayKind, agent []string) []string {
+// argv is the command line of a relay of kind k around the agent; flags
+// are more sidecar flags.
+func (r *runner) argv(k relayKind, agent []string, flags ...string) []string {
 	if k == byteCopyRelay {
 		return append([]string{r.exe, "bench", "bytecopy", "--"}, agent...)
 	}
-	argv := []string{r.exe, "--state-dir", filepath.Join(r.dir, "state"), "--log-file", filepath.Join(r.dir, "sidecar.log")}
-	argv = append(argv, r.extra...)
+	state := r.state
+	if state == "" {
+		state = filepath.Join(r.dir, "state")
+	}
+	argv := []string{r.exe, "--state-dir", state, "--log-file", filepath.Join(r.dir, "sidecar.log")}
+	argv = append(append(argv, r.extra...), flags...)
 	return append(append(argv, "--"), agent...)
 }
 
@@ -59,9 +67,9 @@ type relayProc struct {
 	stderr *tailBuffer
 }
 
-func (r *runner) start(ctx context.Context, k relayKind, agent []string) (*relayProc, error) {
+func (r *runner) start(ctx context.Context, k relayKind, agent []string, flags ...string) (*relayProc, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	argv := r.argv(k, agent)
+	argv := r.argv(k, agent, flags...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.WaitDelay = 5 * time.Second
 	p := &relayProc{kind: k, cmd: cmd, cancel: cancel, stderr: &tailBuffer{max: 4 << 10}}
@@ -271,4 +279,114 @@ func (t *tailBuffer) suffix() string {
 		return ""
 	}
 	return "; stderr: " + s
+}
+
+// The requests of a recorded turn. The session is the one the turn agent
+// hands out.
+const (
+	initRequest       = `{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}` + "\n"
+	newSessionRequest = `{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}` + "\n"
+	promptRequest     = `{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"` + benchSession + `","prompt":[{"type":"text","text":"go on"}]}}` + "\n"
+)
+
+// call sends a request with the id and reads until its response, counting
+// the chunk frames that come before it.
+func (p *relayProc) call(format string, id int) (chunks int, err error) {
+	if _, err := fmt.Fprintf(p.stdin, format, id); err != nil {
+		return 0, fmt.Errorf("send request %d: %w", id, err)
+	}
+	want := strconv.Itoa(id)
+	for {
+		line, err := p.stdout.ReadSlice('\n')
+		if err != nil {
+			return chunks, fmt.Errorf("read the response to request %d: %w", id, err)
+		}
+		if bytes.HasPrefix(line, []byte(chunkHead)) {
+			chunks++
+			continue
+		}
+		env, err := proxy.Scan(line)
+		if err == nil && env.Kind == proxy.KindResponse && string(env.ID) == want {
+			if env.Error {
+				return chunks, fmt.Errorf("request %d failed: %.200s", id, line)
+			}
+			return chunks, nil
+		}
+	}
+}
+
+// session starts a sidecar around the turn agent and opens a session. Each
+// gets a state dir of its own, so no run reads what an earlier one recorded.
+func (r *runner) session(ctx context.Context, chunks, size int, flags ...string) (*relayProc, error) {
+	state, err := os.MkdirTemp(r.dir, "state-")
+	if err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	fresh := *r
+	fresh.state = state
+	r = &fresh
+	agent := []string{r.exe, "bench", "turns", "-n", strconv.Itoa(chunks), "-size", strconv.Itoa(size)}
+	p, err := r.start(ctx, sidecarRelay, agent, flags...)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.call(initRequest, 1); err != nil {
+		return nil, p.fail(err)
+	}
+	if _, err := p.call(newSessionRequest, 2); err != nil {
+		return nil, p.fail(err)
+	}
+	return p, nil
+}
+
+// recording relays one turn of n chunk frames of size bytes through the
+// sidecar with recording on or off, and times it from the prompt to its
+// response. With recording on, the recorder claims and records every chunk:
+// they belong to a running turn.
+func (r *runner) recording(ctx context.Context, record bool, n, size int) (tputResult, error) {
+	p, err := r.session(ctx, n, size, "--record="+strconv.FormatBool(record))
+	if err != nil {
+		return tputResult{}, err
+	}
+	start := time.Now()
+	got, err := p.call(promptRequest, 3)
+	res := tputResult{elapsed: time.Since(start), frames: got, bytes: int64(got) * int64(size+1)}
+	if err != nil {
+		return tputResult{}, p.fail(err)
+	}
+	if got != n {
+		return tputResult{}, p.fail(fmt.Errorf("got %d chunks, want %d", got, n))
+	}
+	pid := p.cmd.Process.Pid
+	res.hwm = peakRSS(pid)
+	res.cpu = cpuTime(pid)
+	return res, p.finish()
+}
+
+// turnsResult is a run of many short turns.
+type turnsResult struct {
+	turns   int
+	elapsed time.Duration
+	hwm     int64 // the sidecar's peak RSS in bytes; 0 when unknown
+}
+
+// manyTurns runs count prompt turns of chunks chunk frames each, one after
+// another, through the sidecar recording to its disk store.
+func (r *runner) manyTurns(ctx context.Context, count, chunks int) (turnsResult, error) {
+	p, err := r.session(ctx, chunks, 229)
+	if err != nil {
+		return turnsResult{}, err
+	}
+	start := time.Now()
+	for i := range count {
+		got, err := p.call(promptRequest, 3+i)
+		if err == nil && got != chunks {
+			err = fmt.Errorf("turn %d: got %d chunks, want %d", i+1, got, chunks)
+		}
+		if err != nil {
+			return turnsResult{}, p.fail(err)
+		}
+	}
+	res := turnsResult{turns: count, elapsed: time.Since(start), hwm: peakRSS(p.cmd.Process.Pid)}
+	return res, p.finish()
 }

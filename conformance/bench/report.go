@@ -16,18 +16,24 @@ const (
 	targetTputRatio = 0.5      // sidecar throughput / byte-copy throughput, at least
 	targetAddedP50  = 50.0     // µs the sidecar adds to a round trip's median, at most
 	targetRSSSmall  = 30 << 20 // bytes of peak RSS while relaying small frames, below
+	targetRecording = 0.9      // recording-on throughput / recording-off throughput, at least
+	targetRSSTurns  = 64 << 20 // bytes of peak RSS after the recorded turns, below
 )
 
 // roundValues is what one round measured, indexed by relayKind.
 type roundValues struct {
 	small, large [2]tputResult
 	p50, p99     [2]time.Duration
+	// rec is the recorded turn: [sidecarRelay] with recording on,
+	// [byteCopyRelay] with it off.
+	rec [2]tputResult
 }
 
 // results collects the rounds and turns them into metrics.
 type results struct {
 	o      options
 	rounds []roundValues
+	turns  *turnsResult // nil: not run
 }
 
 func newResults(o options) *results { return &results{o: o} }
@@ -158,7 +164,22 @@ func (r *results) metrics() []Metric {
 		}
 		return float64(v.small[k].cpu) / float64(v.small[k].frames)
 	})
-	return []Metric{small, large, p50, p99, rssSmall, rssLarge, cpu}
+	ms := []Metric{small, large, p50, p99, rssSmall, rssLarge, cpu}
+	if len(r.rounds) > 0 && r.rounds[0].rec[sidecarRelay].frames > 0 {
+		rec := r.metric("recording_throughput", "frames/s", false, func(v roundValues, k relayKind) float64 {
+			return perSecond(float64(v.rec[k].frames), v.rec[k].elapsed)
+		})
+		rec.Target = fmt.Sprintf(">= %.2fx --record=false", targetRecording)
+		rec.Pass = verdict(rec.Ratio >= targetRecording)
+		ms = append(ms, rec)
+	}
+	if t := r.turns; t != nil && t.hwm > 0 {
+		m := Metric{Name: fmt.Sprintf("peak_rss_%d_turns", t.turns), Unit: "MiB", Sidecar: float64(t.hwm) / (1 << 20),
+			Target: fmt.Sprintf("< %d MiB", targetRSSTurns>>20)}
+		m.Pass = verdict(t.hwm < targetRSSTurns)
+		ms = append(ms, m)
+	}
+	return ms
 }
 
 func (r *results) pass() bool {
@@ -187,14 +208,15 @@ func fmtMicros(d time.Duration) string {
 
 func (r *results) header() string {
 	o := r.o
-	return fmt.Sprintf("acp-sidecar bench: %d rounds on %s/%s, %d CPUs; small: %d × %d B, large: %d × %d B, %d round trips",
-		o.rounds, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), o.small, o.smallSize, o.large, o.largeSize, o.roundTrips)
+	return fmt.Sprintf("acp-sidecar bench: %d rounds on %s/%s, %d CPUs; small: %d × %d B, large: %d × %d B, %d round trips; recording: a turn of %d chunks, %d turns of %d",
+		o.rounds, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), o.small, o.smallSize, o.large, o.largeSize, o.roundTrips, o.recordN, o.turns, o.turnChunks)
 }
 
 func (r *results) writeTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, r.header())
 	fmt.Fprintln(tw, "RATIO is sidecar / bytecopy; each value is the median over rounds (peak RSS: the maximum)")
+	fmt.Fprintln(tw, "recording_*: SIDECAR records (the default), BYTECOPY is the same sidecar with --record=false")
 	fmt.Fprintln(tw, "METRIC\tSIDECAR\tBYTECOPY\tRATIO\tTARGET\tRESULT")
 	for _, m := range r.metrics() {
 		target, result := m.Target, "-"
@@ -243,6 +265,7 @@ func (r *results) writeJSON(w io.Writer) error {
 		Config: map[string]any{
 			"rounds": o.rounds, "small_frames": o.small, "small_size": o.smallSize,
 			"large_frames": o.large, "large_size": o.largeSize, "round_trips": o.roundTrips,
+			"record_chunks": o.recordN, "turns": o.turns, "turn_chunks": o.turnChunks,
 			"goos": runtime.GOOS, "goarch": runtime.GOARCH, "cpus": runtime.NumCPU(),
 		},
 		Metrics: r.metrics(),
