@@ -14,10 +14,15 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGPIPE)
-	defer stop()
-	code := runMain(ctx, os.Args, stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr})
-	stop()
+	// A write to a closed pipe must fail with EPIPE where it happens, and
+	// neither kill the process (Go's default for fds 1 and 2) nor stop
+	// anything else. Once SIGPIPE is notified, Go delivers it for every
+	// fd, and the agent's stdin breaks each time the agent dies: a context
+	// cancelled by SIGPIPE ended the restart and every rebuild with it.
+	sigpipe := make(chan os.Signal, 1)
+	signal.Notify(sigpipe, syscall.SIGPIPE)
+	code := runMain(context.Background(), os.Args, stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr})
+	signal.Stop(sigpipe)
 	os.Exit(code)
 }
 
