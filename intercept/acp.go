@@ -239,8 +239,12 @@ func sessionIDOf(f *proxy.Frame) string {
 	if !sp.Present() {
 		return ""
 	}
+	tok := f.Raw[sp.Start:sp.End]
+	if len(tok) >= 2 && tok[0] == '"' && bytes.IndexByte(tok, '\\') < 0 {
+		return string(tok[1 : len(tok)-1]) // the common case: no escapes to undo
+	}
 	var id string
-	json.Unmarshal(f.Raw[sp.Start:sp.End], &id)
+	json.Unmarshal(tok, &id)
 	return id
 }
 

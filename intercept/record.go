@@ -87,6 +87,7 @@ type Recorder struct {
 
 	mu      sync.Mutex
 	pending map[string]*request // client request id token -> request awaiting its response
+	answers answers             // native session id -> the running turn's text so far
 	running atomic.Int32        // turns in flight: chunks are read only while some are
 
 	t    *table
@@ -162,6 +163,7 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 		pending:  map[string]*request{},
+		answers:  answers{},
 		sessions: map[string]*session{},
 		t:        newTable(),
 		life:     newLife(),
@@ -242,6 +244,10 @@ func (r *Recorder) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 // Intercept copies the frame to the recorder, and holds the responses whose
 // write must land before the client sees them.
 func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict, error) {
+	if f.Dir == proxy.AgentToClient && string(f.Env.Update) == "agent_message_chunk" {
+		r.collect(f)
+		return proxy.Verdict{}, nil
+	}
 	ev := event{dir: f.Dir, method: string(f.Env.Method), update: string(f.Env.Update), raw: append([]byte(nil), f.Raw...)}
 	if f.Dir == proxy.ClientToAgent && f.Env.Kind == proxy.KindRequest {
 		// The params are decoded on the recorder's goroutine, off the
@@ -573,8 +579,27 @@ func (r *Recorder) turnEnded(ctx context.Context, sid string, result json.RawMes
 		t.Status = state.TurnCompleted
 	}
 	t.Ended = r.cfg.Now()
+	t.Answer += r.takeAnswer(t.NativeID)
 	r.putTurn(ctx, s, t)
+	lighten(t)
 	s.turn = nil
+}
+
+// lighten keeps in memory only what a handoff or a rollback can use of a
+// turn the store already holds: not the prompt's raw blocks (an image can
+// be megabytes), and no text longer than the largest handoff, which could
+// never carry it anyway. A session of ten thousand turns stays small.
+func lighten(t *state.Turn) {
+	t.Prompt = nil
+	t.PromptText = capText(t.PromptText)
+	t.Answer = capText(t.Answer)
+}
+
+func capText(s string) string {
+	if len(s) > replay.MaxBudget {
+		return s[:replay.MaxBudget]
+	}
+	return s
 }
 
 // update applies a session/update: config reports to live, the rest to the

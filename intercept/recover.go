@@ -74,6 +74,7 @@ func (r *Recorder) AgentGone(ctx context.Context, reason string) {
 			if s.turn != nil {
 				s.turn.Status = state.TurnInterrupted
 				s.turn.Ended = r.cfg.Now()
+				s.turn.Answer += r.takeAnswer(s.turn.NativeID)
 				r.putTurn(ctx, s, s.turn)
 				s.turn = nil
 			}

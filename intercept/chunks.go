@@ -1,0 +1,111 @@
+package intercept
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/acp-sidecar/acp-sidecar/proxy"
+)
+
+// Message chunks are by far the commonest frames, thousands in one turn,
+// and the record needs only their text (DESIGN.md "Speed"). So a chunk is
+// not queued to the recorder: its text is picked out on the relay's
+// goroutine and appended to its session's answer buffer, which the
+// recorder takes when the turn ends. No per-chunk event, channel send or
+// decode of the whole frame.
+
+// answers collects the agent's text per native session while turns run.
+// It is guarded by the Recorder's mu.
+type answers map[string]*strings.Builder
+
+var (
+	textKey    = []byte(`"text":"`)
+	typeText   = []byte(`"type":"text"`)
+	contentKey = []byte(`"content":`)
+)
+
+// chunkText finds the text of an agent_message_chunk. The fast path reads
+// it straight from the bytes when the frame names "text" once, after
+// "content", with a text type: the result then aliases the frame and is
+// valid only while it is. Anything else is decoded properly.
+func chunkText(f *proxy.Frame) ([]byte, bool) {
+	raw := f.Raw
+	if c := bytes.Index(raw, contentKey); c >= 0 {
+		if i := bytes.Index(raw[c:], textKey); i >= 0 {
+			start := c + i + len(textKey)
+			if !bytes.Contains(raw[start:], textKey) && bytes.Contains(raw[c:], typeText) {
+				if s, ok := stringAt(raw, start); ok {
+					return s, true
+				}
+			}
+		}
+	}
+	var n struct {
+		Params struct {
+			Update struct {
+				Content struct {
+					Type string `json:"type"`
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"update"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(raw, &n) != nil || n.Params.Update.Content.Type != "text" {
+		return nil, false
+	}
+	return []byte(n.Params.Update.Content.Text), true
+}
+
+// stringAt reads the JSON string whose contents start at raw[start] (just
+// after its opening quote). The frame has been validated, so the closing
+// quote is the first one not escaped.
+func stringAt(raw []byte, start int) ([]byte, bool) {
+	escaped := false
+	for i := start; i < len(raw); i++ {
+		switch raw[i] {
+		case '\\':
+			escaped = true
+			i++ // skip the escaped byte
+		case '"':
+			if !escaped {
+				return raw[start:i], true
+			}
+			var s string
+			if json.Unmarshal(raw[start-1:i+1], &s) != nil {
+				return nil, false
+			}
+			return []byte(s), true
+		}
+	}
+	return nil, false
+}
+
+// collect appends a chunk's text to its session's answer.
+func (r *Recorder) collect(f *proxy.Frame) {
+	text, ok := chunkText(f)
+	if !ok || len(text) == 0 {
+		return
+	}
+	sid := sessionIDOf(f)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := r.answers[sid]
+	if b == nil {
+		b = &strings.Builder{}
+		r.answers[sid] = b
+	}
+	b.Write(text)
+}
+
+// takeAnswer hands over and forgets what was collected for a native session.
+func (r *Recorder) takeAnswer(native string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := r.answers[native]
+	delete(r.answers, native)
+	if b == nil {
+		return ""
+	}
+	return b.String()
+}
