@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -750,4 +751,61 @@ func scanNumber(b []byte, i int) (int, string) {
 		}
 	}
 	return i, ""
+}
+
+// TailID finds the id of a frame cut short whose id is its last member, as
+// in {"method":…,"params":{…},"id":5}: the line ends with "id", a colon, the
+// id token and the closing brace of the frame itself. Nothing else can end
+// that way, because a nested object would close with a second brace and a
+// quote inside a string is escaped. nil when the tail does not end so.
+func TailID(tail []byte) []byte {
+	t := bytes.TrimRight(tail, " \t\r\n")
+	if len(t) == 0 || t[len(t)-1] != '}' {
+		return nil
+	}
+	t = bytes.TrimRight(t[:len(t)-1], " \t\r\n")
+	if len(t) == 0 {
+		return nil
+	}
+	end := len(t)
+	start := end
+	if t[end-1] == '"' {
+		for i := end - 2; i >= 0; i-- {
+			if t[i] != '"' {
+				continue
+			}
+			n := 0
+			for j := i - 1; j >= 0 && t[j] == '\\'; j-- {
+				n++
+			}
+			if n%2 == 0 {
+				start = i
+				break
+			}
+		}
+	} else {
+		for start > 0 && bytes.IndexByte([]byte("0123456789-+.eEnul"), t[start-1]) >= 0 {
+			start--
+		}
+	}
+	if start == end {
+		return nil
+	}
+	tok := t[start:end]
+	if _, err := Scan(tok); err != nil {
+		return nil
+	}
+	before := bytes.TrimRight(t[:start], " \t\r\n")
+	if len(before) == 0 || before[len(before)-1] != ':' {
+		return nil
+	}
+	before = bytes.TrimRight(before[:len(before)-1], " \t\r\n")
+	if !bytes.HasSuffix(before, []byte(`"id"`)) {
+		return nil
+	}
+	before = bytes.TrimRight(before[:len(before)-4], " \t\r\n")
+	if len(before) == 0 || (before[len(before)-1] != ',' && before[len(before)-1] != '{') {
+		return nil
+	}
+	return append([]byte(nil), tok...)
 }

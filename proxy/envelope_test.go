@@ -226,3 +226,19 @@ func TestStreamScanResumesAtTheText(t *testing.T) {
 		t.Error("a resumed scan accepted a truncated frame")
 	}
 }
+
+func TestTailID(t *testing.T) {
+	for tail, want := range map[string]string{
+		`aaa"},"id":5}`:                 `5`,
+		`aaa"}, "id" : "x\"y" }` + "\r": `"x\"y"`,
+		`aaa"},"id":null}`:              `null`,
+		`"a":{"id":5}}`:                 ``,
+		`"text":"\"id\":5}`:             ``,
+		`aaa","id":5`:                   ``,
+		`x"id":5}`:                      ``,
+	} {
+		if got := string(TailID([]byte(tail))); got != want {
+			t.Errorf("TailID(%q) = %q, want %q", tail, got, want)
+		}
+	}
+}

@@ -26,6 +26,8 @@ type TooLargeError struct {
 	Size  int
 	Limit int
 	Head  []byte
+	// Tail holds the line's last bytes: an id written last is found there.
+	Tail []byte
 }
 
 func (e *TooLargeError) Error() string {
@@ -141,21 +143,32 @@ func lineLen(frag []byte, err error) int {
 	return len(frag)
 }
 
+// keepTail appends frag to tail and keeps the last headSize bytes.
+func keepTail(tail, frag []byte) []byte {
+	tail = append(tail, frag...)
+	if len(tail) > 2*headSize {
+		tail = append(tail[:0], tail[len(tail)-headSize:]...)
+	}
+	return tail
+}
+
 // discard drops the rest of an oversized line, keeping its head.
 func (lr *LineReader) discard(size int, frag []byte, err error) error {
 	head := append([]byte(nil), lr.long[:min(len(lr.long), headSize)]...)
 	if len(head) < headSize {
 		head = append(head, frag[:min(len(frag), headSize-len(head))]...)
 	}
+	tail := keepTail(append([]byte(nil), lr.long...), frag)
 	lr.long = lr.long[:0]
 	for errors.Is(err, bufio.ErrBufferFull) {
 		frag, err = lr.r.ReadSlice('\n')
 		size += len(frag)
+		tail = keepTail(tail, frag)
 	}
 	if err == nil {
 		size-- // the '\n'
 	}
-	tooLarge := &TooLargeError{Size: size, Limit: lr.limit, Head: head}
+	tooLarge := &TooLargeError{Size: size, Limit: lr.limit, Head: head, Tail: bytes.TrimRight(tail, "\n")}
 	if err != nil && !errors.Is(err, io.EOF) {
 		return errors.Join(tooLarge, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync/atomic"
 )
 
 // Direction is the way a frame travels.
@@ -116,7 +117,8 @@ type Relay struct {
 	own   *ownCalls
 	trace *Trace
 
-	clientEOF chan struct{} // closed when the client's input has ended
+	clientEOF  chan struct{} // closed when the client's input has ended
+	agentEnded atomic.Bool   // Run is done with every agent
 }
 
 // NewRelay builds a relay. Call Run to start it.
@@ -152,7 +154,13 @@ func (r *Relay) Send(dir Direction, line []byte) error {
 // bytes, or their replacement, to release), or from anywhere else. Every hold
 // must be released, or that direction stalls.
 func (r *Relay) Hold(dir Direction) (release func(lines ...[]byte)) {
-	return r.out[dir].hold()
+	rel := r.out[dir].hold()
+	return func(lines ...[]byte) {
+		for _, l := range lines {
+			r.trace.record(dir, true, l, nil) // a released frame is written by the sidecar
+		}
+		rel(lines...)
+	}
 }
 
 // Run relays until the agent's output ends, then closes the client's input
@@ -166,6 +174,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	go func() { clientDone <- r.clientToAgent(ctx) }()
 
 	agentErr := r.agentToClient(ctx)
+	r.agentEnded.Store(true)
 	if r.cfg.OnAgentExit != nil && !r.clientGone() {
 		// The agent is gone for good but the client is still there: it
 		// gets a clear error on every request (the hook's answers) until
@@ -200,7 +209,9 @@ func (r *Relay) clientToAgent(ctx context.Context) error {
 		if err := r.out[ClientToAgent].close(); err != nil {
 			r.log.Debug("close agent stdin", "err", err)
 		}
-		if r.cfg.OnClientEOF != nil {
+		// Only the client's own EOF: when Run closed the input because the
+		// agent had gone, the agent's exit is not a shutdown we asked for.
+		if r.cfg.OnClientEOF != nil && !r.agentEnded.Load() {
 			r.cfg.OnClientEOF()
 		}
 	}()
@@ -347,6 +358,16 @@ func (r *Relay) malformed(dir Direction, err error) {
 // lost response would have answered.
 func (r *Relay) oversized(dir Direction, e *TooLargeError) {
 	env := ScanPrefix(e.Head)
+	if env.ID == nil {
+		if id := TailID(e.Tail); id != nil {
+			env.ID = id
+			if env.Kind == KindOther {
+				env.Kind = KindResponse
+			} else if env.Kind == KindNotification {
+				env.Kind = KindRequest
+			}
+		}
+	}
 	r.log.Warn("frame over the size limit; dropped", "dir", dir.String(), "size", e.Size, "limit", e.Limit, "kind", env.Kind.String())
 	r.trace.record(dir, false, nil, e)
 	msg := fmt.Sprintf("frame of %d bytes exceeds the sidecar's limit of %d bytes (--max-frame)", e.Size, e.Limit)

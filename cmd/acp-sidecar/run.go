@@ -110,6 +110,8 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 	defer signal.Stop(sigs)
 	relayDone := make(chan struct{})
 	stopped := make(chan struct{})
+	relayCtx, cancelRelay := context.WithCancel(ctx)
+	defer cancelRelay()
 	go func() {
 		defer close(stopped)
 		var sig os.Signal
@@ -122,6 +124,11 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 			return
 		}
 		sup.shutdown(context.WithoutCancel(ctx), sig)
+		if sig != nil {
+			// A signal ends the run even though the editor keeps its end
+			// of stdin open: the relay stops waiting for it.
+			cancelRelay()
+		}
 	}()
 
 	cfg := proxy.Config{
@@ -141,7 +148,7 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 	relay := proxy.NewRelay(cfg)
 	recorder.Bind(relay)
 	recorder.Start(ctx)
-	relayErr := relay.Run(ctx)
+	relayErr := relay.Run(relayCtx)
 	close(relayDone)
 	<-stopped
 	sup.wait()
