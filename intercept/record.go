@@ -595,12 +595,7 @@ func lighten(t *state.Turn) {
 	t.Answer = capText(t.Answer)
 }
 
-func capText(s string) string {
-	if len(s) > replay.MaxBudget {
-		return s[:replay.MaxBudget]
-	}
-	return s
-}
+func capText(s string) string { return clip(s, replay.MaxBudget) }
 
 // update applies a session/update: config reports to live, the rest to the
 // running turn.
@@ -679,9 +674,28 @@ func (r *Recorder) putSession(ctx context.Context, s *session) {
 
 func (r *Recorder) putTurn(ctx context.Context, s *session, t *state.Turn) {
 	cp := *t
-	if err := r.cfg.Store.PutTurn(ctx, s.rec.ClientID, &cp); err != nil {
-		r.log.Warn("record turn", "session", s.rec.ClientID, "turn", t.Index, "err", err)
+	// A prompt with a 20 MiB image is relayed whole, but the record keeps
+	// its text, not its blocks: one turn must fit the store's value limit.
+	if len(cp.Prompt) > maxRecordedText {
+		cp.Prompt = nil
 	}
+	cp.PromptText = clip(cp.PromptText, maxRecordedText)
+	cp.Answer = clip(cp.Answer, maxRecordedText)
+	if err := r.cfg.Store.PutTurn(ctx, s.rec.ClientID, &cp); err != nil {
+		// The store's error can quote the value; the log never holds the
+		// conversation, so only the error's kind is kept.
+		r.log.Warn("record turn", "session", s.rec.ClientID, "turn", t.Index, "err", clip(err.Error(), 200))
+	}
+}
+
+// maxRecordedText bounds each text a turn keeps in the record.
+const maxRecordedText = 1 << 20
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + " …[cut]"
 }
 
 // flush waits, within a bound, for what was written to land.
