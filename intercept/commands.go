@@ -118,7 +118,7 @@ func (c *commands) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		c.mu.Unlock()
 		return c.advertise(f.Raw)
 	default:
-		return c.mergeCommands(f.Raw)
+		return c.mergeCommands(sessionIDOf(f), f.Raw)
 	}
 }
 
@@ -166,7 +166,8 @@ func mustFind(raw []byte, path ...string) []byte {
 }
 
 // mergeCommands adds the sidecar's commands to the agent's list.
-func (c *commands) mergeCommands(raw []byte) (proxy.Verdict, error) {
+func (c *commands) mergeCommands(sid string, raw []byte) (proxy.Verdict, error) {
+	c.r.t.sawCommands(sid)
 	line, err := insertArray(raw, false, commandsJSON(), "params", "update", "availableCommands")
 	if err != nil {
 		return proxy.Verdict{}, fmt.Errorf("merge commands: %w", err)
@@ -174,8 +175,30 @@ func (c *commands) mergeCommands(raw []byte) (proxy.Verdict, error) {
 	return proxy.Verdict{Do: proxy.Rewrite, Line: line}, nil
 }
 
-// ownCommandsUpdate is the command list the sidecar sends for a new session
-// in case the agent never sends one.
+// ownCommands is the command list the sidecar sends after a new session's
+// response, in case the agent never sends one: none when the agent's own
+// list (with the sidecar's merged in) already went out, because each list
+// replaces the one before.
+func (t *table) ownCommands(native, client string) [][]byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.commands[native] {
+		return nil
+	}
+	return [][]byte{ownCommandsUpdate(client)}
+}
+
+// sawCommands notes that the agent sent a command list for a native session.
+func (t *table) sawCommands(native string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.commands == nil {
+		t.commands = map[string]bool{}
+	}
+	t.commands[native] = true
+}
+
+// ownCommandsUpdate is the sidecar's own command list for a session.
 func ownCommandsUpdate(sessionID string) []byte {
 	b, _ := marshalNoEscape(map[string]any{
 		"jsonrpc": "2.0", "method": mUpdate,

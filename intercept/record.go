@@ -71,6 +71,12 @@ type RecorderConfig struct {
 	Now         func() time.Time
 }
 
+// DefaultCallTimeout bounds each of the sidecar's own calls. Real agents
+// take up to seconds for a session/new on a loaded machine (claude-agent-acp
+// took 13 s at a load of 16 on two cores), and a restore that gives up too
+// soon blocks the session for nothing.
+const DefaultCallTimeout = 30 * time.Second
+
 // Recorder keeps the record of every session that passes: the config layers
 // and every turn. It observes off the relay's path: Intercept copies what it
 // claims onto a bounded queue, and one goroutine decodes and writes it. It
@@ -152,7 +158,7 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 		cfg.Durable = 2 * time.Second
 	}
 	if cfg.CallTimeout <= 0 {
-		cfg.CallTimeout = 10 * time.Second
+		cfg.CallTimeout = DefaultCallTimeout
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -426,7 +432,7 @@ func (r *Recorder) response(ctx context.Context, ev event) {
 					return
 				}
 				r.flush(ctx)
-				ev.release(ev.raw, ownCommandsUpdate(s.rec.ClientID))
+				ev.release(append([][]byte{ev.raw}, r.t.ownCommands(s.rec.NativeID, s.rec.ClientID)...)...)
 				return
 			}
 		}

@@ -313,9 +313,11 @@ func (r *Recorder) reopen(ctx context.Context, sid, method string) ([]byte, erro
 	r.settle(ctx, sid, native, out, func(s *session) {
 		if path == "new" {
 			r.arm(s)
-			if method == mSessionLoad {
-				history = historyUpdates(sid, replay.Visible(&s.rec, s.turns))
-			}
+		}
+		// Only the agent's own load replays the history to the client;
+		// after a resume or a new session the sidecar sends it.
+		if method == mSessionLoad && path != "load" {
+			history = historyUpdates(sid, replay.Visible(&s.rec, s.turns))
 		}
 	})
 	r.t.clearStale(sid)

@@ -86,7 +86,7 @@ func (r *Recorder) applySettings(ctx context.Context, s *session, ev event) {
 			}
 			r.putSession(ctx, s)
 			r.flush(ctx)
-			lines := append([][]byte{ev.raw, ownCommandsUpdate(client)}, out.notifications(client)...)
+			lines := append(append([][]byte{ev.raw}, r.t.ownCommands(native, client)...), out.notifications(client)...)
 			ev.release(lines...)
 		}, release: ev.release, raw: ev.raw})
 	}()

@@ -25,6 +25,7 @@ type table struct {
 	creating int                       // own session/new calls in flight
 	early    map[string][]early        // agent frames for sessions being created
 	stale    map[string]bool           // client ids to rebuild before their next request
+	commands map[string]bool           // native ids the agent sent a command list for
 	armed    map[string]replay.Handoff // client id -> handoff for its next prompt
 	carried  map[string]replay.Handoff // client id -> handoff the prompt in flight carries
 }

@@ -68,6 +68,7 @@ func (o *ownCalls) WriteObject(obj any) error {
 		return fmt.Errorf("encode own request: %w", err)
 	}
 	o.r.trace.record(ClientToAgent, true, b, nil)
+	o.r.trace.Flush()
 	if err := o.r.out[ClientToAgent].writeNow(b); err != nil {
 		return fmt.Errorf("send own request: %w", err)
 	}

@@ -140,6 +140,7 @@ func NewRelay(cfg Config) *Relay {
 // flushes it. It is safe from any goroutine.
 func (r *Relay) Send(dir Direction, line []byte) error {
 	r.trace.record(dir, true, line, nil)
+	r.trace.Flush() // the sidecar's own frames are rare; a kill must not lose them from the trace
 	if err := r.out[dir].write(line, true); err != nil {
 		return fmt.Errorf("send %s: %w", dir, err)
 	}
@@ -159,6 +160,7 @@ func (r *Relay) Hold(dir Direction) (release func(lines ...[]byte)) {
 		for _, l := range lines {
 			r.trace.record(dir, true, l, nil) // a released frame is written by the sidecar
 		}
+		r.trace.Flush()
 		rel(lines...)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/acp-sidecar/acp-sidecar/conformance/demo"
 	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
 	"github.com/acp-sidecar/acp-sidecar/conformance/mockllm"
+	"github.com/acp-sidecar/acp-sidecar/conformance/suite"
+	"github.com/acp-sidecar/acp-sidecar/intercept"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
@@ -50,6 +52,7 @@ func relayFlags() []cli.Flag {
 		&cli.StringFlag{Name: "store", EnvVars: envs("STORE"), Value: "disk", Usage: "disk (badger in the state dir, shared by every sidecar) or memory"},
 		&cli.BoolFlag{Name: "record", EnvVars: envs("RECORD"), Value: true, Usage: "keep the session record; --record=false relays only (for measuring the recorder's cost)"},
 		&cli.IntFlag{Name: "handoff-budget", EnvVars: envs("HANDOFF_BUDGET"), Value: 16 << 10, Usage: "bytes of kept turns handed to a fresh native session (at most 65536)"},
+		&cli.DurationFlag{Name: "call-timeout", EnvVars: envs("CALL_TIMEOUT"), Value: intercept.DefaultCallTimeout, Usage: "how long each of the sidecar's own calls to the agent (session/new, set_*) may take before a restore reports it failed"},
 		&cli.BoolFlag{Name: "restart", EnvVars: envs("RESTART"), Value: true, Usage: "start the agent again when it exits while the editor is still there"},
 		&cli.IntFlag{Name: "max-restarts", EnvVars: envs("MAX_RESTARTS"), Value: proxy.DefaultRestartPolicy.Max, Usage: "restarts allowed within --restart-window before giving up"},
 		&cli.DurationFlag{Name: "restart-window", EnvVars: envs("RESTART_WINDOW"), Value: proxy.DefaultRestartPolicy.Window, Usage: "the window --max-restarts counts in"},
@@ -74,19 +77,20 @@ func newApp(s stdio) *cli.App {
 				return &exitError{code: 2, err: errors.New("missing agent command: acp-sidecar [flags] -- AGENT [ARGS...]")}
 			}
 			opts := runOptions{
-				argv:     argv,
-				logFile:  c.String("log-file"),
-				logLevel: c.String("log-level"),
-				trace:    c.String("trace"),
-				maxFrame: c.Int("max-frame"),
-				grace:    c.Duration("grace"),
-				stateDir: c.String("state-dir"),
-				store:    c.String("store"),
-				sets:     c.StringSlice("set"),
-				record:   c.Bool("record"),
-				budget:   c.Int("handoff-budget"),
-				restart:  c.Bool("restart"),
-				policy:   proxy.DefaultRestartPolicy,
+				argv:        argv,
+				logFile:     c.String("log-file"),
+				logLevel:    c.String("log-level"),
+				trace:       c.String("trace"),
+				maxFrame:    c.Int("max-frame"),
+				grace:       c.Duration("grace"),
+				stateDir:    c.String("state-dir"),
+				store:       c.String("store"),
+				sets:        c.StringSlice("set"),
+				record:      c.Bool("record"),
+				budget:      c.Int("handoff-budget"),
+				restart:     c.Bool("restart"),
+				callTimeout: c.Duration("call-timeout"),
+				policy:      proxy.DefaultRestartPolicy,
 			}
 			opts.policy.Max, opts.policy.Window = c.Int("max-restarts"), c.Duration("restart-window")
 			return run(c.Context, opts, s)
@@ -114,6 +118,18 @@ func newApp(s stdio) *cli.App {
 						return &exitError{code: 2, err: fmt.Errorf("find own binary: %w", err)}
 					}
 					return exitCode(bench.Main(c.Context, exe, c.Args().Slice(), s.out, s.err))
+				},
+			},
+			{
+				Name:            "conformance",
+				Usage:           "run the conformance checks against an agent, directly and through the sidecar (-h lists them)",
+				SkipFlagParsing: true,
+				Action: func(c *cli.Context) error {
+					exe, err := os.Executable()
+					if err != nil {
+						return &exitError{code: 2, err: fmt.Errorf("find own binary: %w", err)}
+					}
+					return exitCode(suite.Main(c.Context, exe, c.Args().Slice(), s.out, s.err))
 				},
 			},
 			{

@@ -19,19 +19,20 @@ import (
 )
 
 type runOptions struct {
-	argv     []string
-	logFile  string
-	logLevel string
-	trace    string
-	maxFrame int
-	grace    time.Duration
-	stateDir string
-	store    string
-	sets     []string
-	record   bool
-	budget   int
-	restart  bool
-	policy   proxy.RestartPolicy
+	argv        []string
+	logFile     string
+	logLevel    string
+	trace       string
+	maxFrame    int
+	grace       time.Duration
+	stateDir    string
+	store       string
+	sets        []string
+	record      bool
+	budget      int
+	restart     bool
+	policy      proxy.RestartPolicy
+	callTimeout time.Duration
 }
 
 // run is the relay: start the agent, relay until it is gone, exit with its
@@ -91,6 +92,7 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 
 	recorder := intercept.NewRecorder(intercept.RecorderConfig{
 		Store: store, Log: log, Agent: o.argv, Settings: settings, Version: version, HandoffBudget: o.budget,
+		CallTimeout: o.callTimeout,
 	})
 	chain := append(recorder.Interceptors(), intercept.MethodLog{Log: log})
 	if !o.record {

@@ -1,0 +1,822 @@
+package suite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// check is one conformance check. run returns nil for pass, a skipError
+// for skip (with the reason), anything else for fail (with the detail).
+type check struct {
+	id    string
+	title string
+	run   func(ctx context.Context, r *checkRun, pr probeResult) error
+}
+
+func checks() []check {
+	return []check{
+		{"transparency", "the same exchange directly and through the sidecar gives the same frames", checkTransparency},
+		{"record", "after each change, `show --json` live matches what the agent reported", checkRecord},
+		{"reset", "every option set to a non-default value survives /reset", checkReset},
+		{"restore-order", "a restore calls model, then mode, then options by id, re-reading the catalog after the model", checkRestoreOrder},
+		{"fail-closed", "a start-up --set value the agent does not offer is reported and never sent", checkFailClosed},
+		{"rollback", "/rewind: a fresh native session, the config held, the kept turns handed over once", checkRollback},
+		{"crash", "the agent killed between turns: the next prompt works on the same config", checkCrash},
+		{"load", "session/load after a sidecar restart replays the turns and answers", checkLoad},
+	}
+}
+
+// probeResult is what a fresh agent says about itself, asked directly.
+type probeResult struct {
+	info struct {
+		Name    string `json:"name"`
+		Title   string `json:"title"`
+		Version string `json:"version"`
+	}
+	protocolVersion int
+	caps            json.RawMessage
+	init            json.RawMessage
+	cfg             *sessionConfig
+}
+
+func probe(ctx context.Context, r *checkRun) (probeResult, error) {
+	var pr probeResult
+	ru, err := r.direct(ctx)
+	if err != nil {
+		return pr, err
+	}
+	res, err := initialize(ctx, ru.c)
+	if err != nil {
+		return pr, err
+	}
+	pr.init = res
+	var ir struct {
+		ProtocolVersion   int             `json:"protocolVersion"`
+		AgentCapabilities json.RawMessage `json:"agentCapabilities"`
+		AgentInfo         json.RawMessage `json:"agentInfo"`
+	}
+	if err := json.Unmarshal(res, &ir); err != nil {
+		return pr, fmt.Errorf("initialize result: %w", err)
+	}
+	pr.protocolVersion, pr.caps = ir.ProtocolVersion, ir.AgentCapabilities
+	if len(pr.caps) == 0 {
+		pr.caps = json.RawMessage("{}")
+	}
+	if len(ir.AgentInfo) > 0 {
+		_ = json.Unmarshal(ir.AgentInfo, &pr.info)
+	}
+	sid, err := newSession(ctx, ru.c, r.cwd)
+	if err != nil {
+		return pr, err
+	}
+	pr.cfg = ru.c.config(sid)
+	return pr, nil
+}
+
+var errNoConfig = skipError{"agent has no config options (no configOptions, modes or models)"}
+
+// ---- record
+
+func checkRecord(ctx context.Context, r *checkRun, pr probeResult) error {
+	if pr.cfg.empty() {
+		return errNoConfig
+	}
+	ru, sid, err := r.openSidecar(ctx)
+	if err != nil {
+		return err
+	}
+	c := ru.c
+	compare := func(after string) error {
+		var last []string
+		ok := waitUntil(ctx, 5*time.Second, func() bool {
+			s, err := r.show(ctx, sid)
+			if err != nil {
+				last = []string{err.Error()}
+				return false
+			}
+			last = diffView(c.config(sid).view(), s.liveView())
+			return len(last) == 0
+		})
+		if !ok {
+			return fmt.Errorf("after %s, `show %s --json` live differs from what the agent reported: %s", after, sid, strings.Join(last, "; "))
+		}
+		return nil
+	}
+	if err := compare("session/new"); err != nil {
+		return err
+	}
+	did, err := changeAll(ctx, c, sid, true, compare)
+	if err != nil {
+		return err
+	}
+	if len(did) == 0 {
+		return skipf("the agent offers no second value for any option")
+	}
+	r.note("live matched the agent after session/new and each of %s", strings.Join(did, ", "))
+	return nil
+}
+
+// ---- reset
+
+func checkReset(ctx context.Context, r *checkRun, pr probeResult) error {
+	if pr.cfg.empty() {
+		return errNoConfig
+	}
+	ru, sid, err := r.openSidecar(ctx)
+	if err != nil {
+		return err
+	}
+	c := ru.c
+	did, err := changeAll(ctx, c, sid, true, nil)
+	if err != nil {
+		return err
+	}
+	if len(did) == 0 {
+		return skipf("the agent offers no second value for any option")
+	}
+	want := c.config(sid)
+	st0, err := sidecarStatus(ctx, c, sid)
+	if err != nil {
+		return err
+	}
+	mark := c.mark()
+	msg, err := promptOK(ctx, c, sid, "/reset")
+	if err != nil {
+		return err
+	}
+	c.settle(ctx, 200*time.Millisecond, 2*time.Second)
+	reports, bad := reportsSince(c.since(mark), sid, want)
+	if len(bad) > 0 {
+		return fmt.Errorf("after /reset the agent's reports differ from the config set before it (%s): %s; the sidecar said %q",
+			formatView(want.view()), strings.Join(bad, "; "), oneLine(msg, 200))
+	}
+	if d := diffView(want.view(), c.config(sid).view()); len(d) > 0 {
+		return fmt.Errorf("after /reset the config differs: %s; the sidecar said %q", strings.Join(d, "; "), oneLine(msg, 200))
+	}
+	st1, err := sidecarStatus(ctx, c, sid)
+	if err != nil {
+		return err
+	}
+	if len(st1.NativeHistory) <= len(st0.NativeHistory) {
+		return fmt.Errorf("/reset made no fresh native session: nativeHistory %q before, %q after; the sidecar said %q", st0.NativeHistory, st1.NativeHistory, oneLine(msg, 200))
+	}
+	if d := diffView(want.view(), st1.Live); len(d) > 0 {
+		return fmt.Errorf("after /reset `_sidecar/status` live differs: %s", strings.Join(d, "; "))
+	}
+	if !isNull(st1.Blocked) {
+		return fmt.Errorf("after /reset the session is blocked: %s", st1.Blocked)
+	}
+	text, err := promptOK(ctx, c, sid, "Say OK.")
+	if err != nil {
+		return fmt.Errorf("the first prompt after /reset: %w", err)
+	}
+	r.note("set %s; /reset: native %s → %s, %d config reports after it, status live matches", strings.Join(did, " "), st0.NativeSessionID, st1.NativeSessionID, reports)
+	if ok, d := replyMatches(text, want); ok {
+		if len(d) > 0 {
+			return fmt.Errorf("after /reset the agent ran the prompt on a different config: %s", strings.Join(d, "; "))
+		}
+		r.note("the agent's reply line shows the same config")
+	}
+	return nil
+}
+
+// reportsSince applies the config reports (config_option_update,
+// current_mode_update) for sid among lines in order, and compares the
+// last word on each field with want. A restore goes field by field, so
+// the reports in between may show a partial config.
+func reportsSince(lines []envelope, sid string, want *sessionConfig) (int, []string) {
+	n := 0
+	last := map[string]string{}
+	for _, e := range lines {
+		if e.Method != "session/update" {
+			continue
+		}
+		var p struct {
+			SessionID string `json:"sessionId"`
+			Update    struct {
+				Kind          string          `json:"sessionUpdate"`
+				ConfigOptions json.RawMessage `json:"configOptions"`
+				CurrentModeID string          `json:"currentModeId"`
+			} `json:"update"`
+		}
+		if json.Unmarshal(e.Params, &p) != nil || p.SessionID != sid {
+			continue
+		}
+		switch p.Update.Kind {
+		case "config_option_update":
+			n++
+			opts, _ := parseOptions(p.Update.ConfigOptions)
+			for _, o := range opts {
+				last["config_option_update "+o.ID] = unquote(o.Current)
+			}
+		case "current_mode_update":
+			n++
+			last["current_mode_update"] = p.Update.CurrentModeID
+		}
+	}
+	var bad []string
+	for k, got := range last {
+		var w string
+		if id, ok := strings.CutPrefix(k, "config_option_update "); ok {
+			o := want.byID(id)
+			if o == nil {
+				continue
+			}
+			w = unquote(o.Current)
+		} else if o := want.byCategory("mode"); o != nil {
+			w = unquote(o.Current)
+		} else if want.Modes != nil {
+			w = want.Modes.Current
+		}
+		if got != w {
+			bad = append(bad, fmt.Sprintf("%s: last reported %s, want %s", k, got, w))
+		}
+	}
+	slices.Sort(bad)
+	return n, bad
+}
+
+func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
+
+// ---- restore-order
+
+type ownCall struct {
+	id     string
+	method string
+	field  string // option id, or "set_mode" / "set_model"
+	value  string
+	rank   int // 0 model, 1 mode, 2 other
+}
+
+func checkRestoreOrder(ctx context.Context, r *checkRun, pr probeResult) error {
+	if pr.cfg.empty() {
+		return errNoConfig
+	}
+	ru, sid, err := r.openSidecar(ctx)
+	if err != nil {
+		return err
+	}
+	c := ru.c
+	did, err := changeAll(ctx, c, sid, true, nil)
+	if err != nil {
+		return err
+	}
+	if len(did) == 0 {
+		return skipf("the agent offers no second value for any option")
+	}
+	want := c.config(sid)
+	id, line, err := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": []any{map[string]string{"type": "text", "text": "/reset"}}})
+	if err != nil {
+		return err
+	}
+	if _, err := c.callLine(ctx, "session/prompt", id, line); err != nil {
+		return fmt.Errorf("/reset: %w", err)
+	}
+	nudgeTrace(ctx, c)
+	var entries []traceEntry
+	var calls []ownCall
+	var final *sessionConfig
+	var problems []string
+	// The trace is flushed as the sidecar goes; give it a moment.
+	waitUntil(ctx, 3*time.Second, func() bool {
+		entries, err = readTrace(ru.trace)
+		if err != nil {
+			return false
+		}
+		calls, final, problems, err = restoreCalls(entries, id)
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s (calls: %s)", strings.Join(problems, "; "), describeCalls(calls))
+	}
+	if d := diffView(want.view(), final.view()); len(d) > 0 {
+		return fmt.Errorf("after the restore the fresh session's config differs from the captured one: %s (calls: %s)", strings.Join(d, "; "), describeCalls(calls))
+	}
+	if len(calls) == 0 {
+		return skipf("the fresh session already had every captured value; no restore calls to order")
+	}
+	r.note("restore calls %s: model → mode → options by id, each value offered by the catalog the agent reported just before", describeCalls(calls))
+	return nil
+}
+
+func describeCalls(calls []ownCall) string {
+	var parts []string
+	for _, c := range calls {
+		parts = append(parts, c.field+"="+c.value)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// restoreCalls reads the sidecar's own requests (ids "acp-sidecar:N") that
+// follow the client's request resetID in the trace, up to its answer, and
+// judges their order and values against the catalog the agent reported at
+// each point.
+func restoreCalls(entries []traceEntry, resetID string) ([]ownCall, *sessionConfig, []string, error) {
+	type frame struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	start := -1
+	for i, e := range entries {
+		var f frame
+		if e.Dir == "client->agent" && e.From == "peer" && json.Unmarshal(e.Frame, &f) == nil && string(f.ID) == resetID && f.Method == "session/prompt" {
+			start = i
+			break
+		}
+	}
+	if start < 0 {
+		return nil, nil, nil, errors.New("the trace does not show the /reset prompt")
+	}
+	var calls []ownCall
+	var problems []string
+	var cat *sessionConfig
+	native := ""
+	methodOf := map[string]string{}
+	modeBy := map[string]bool{}
+	ended := false
+	for _, e := range entries[start+1:] {
+		var f frame
+		if json.Unmarshal(e.Frame, &f) != nil {
+			continue
+		}
+		var sid string
+		_ = json.Unmarshal(f.ID, &sid)
+		switch {
+		case e.Dir == "agent->client" && e.From == "sidecar" && string(f.ID) == resetID:
+			ended = true
+		case e.Dir == "client->agent" && e.From == "sidecar" && strings.HasPrefix(sid, "acp-sidecar:") && f.Method != "":
+			methodOf[sid] = f.Method
+			var p struct {
+				SessionID string `json:"sessionId"`
+				ConfigID  string `json:"configId"`
+				Value     string `json:"value"`
+				ModeID    string `json:"modeId"`
+				ModelID   string `json:"modelId"`
+			}
+			_ = json.Unmarshal(f.Params, &p)
+			var call ownCall
+			switch f.Method {
+			case "session/new":
+				continue
+			case "session/set_config_option":
+				call = ownCall{id: sid, method: f.Method, field: p.ConfigID, value: p.Value, rank: 2}
+				var o *option
+				if cat != nil {
+					o = cat.byID(p.ConfigID)
+				}
+				switch {
+				case o == nil:
+					problems = append(problems, fmt.Sprintf("set %s=%s: the fresh session's catalog has no option %s", p.ConfigID, p.Value, p.ConfigID))
+				case !slices.Contains(o.Values, p.Value):
+					problems = append(problems, fmt.Sprintf("set %s=%s, a value the catalog the agent last reported does not offer (%s): the catalog was not re-read", p.ConfigID, p.Value, strings.Join(o.Values, "|")))
+				}
+				if o != nil && o.Category == "model" {
+					call.rank = 0
+				} else if o != nil && o.Category == "mode" {
+					call.rank = 1
+					modeBy["option"] = true
+				}
+			case "session/set_mode":
+				call = ownCall{id: sid, method: f.Method, field: "set_mode", value: p.ModeID, rank: 1}
+				modeBy["set_mode"] = true
+				if cat == nil || cat.Modes == nil || !slices.Contains(cat.Modes.Values, p.ModeID) {
+					problems = append(problems, fmt.Sprintf("set_mode %s: not an offered mode", p.ModeID))
+				}
+			case "session/set_model":
+				call = ownCall{id: sid, method: f.Method, field: "set_model", value: p.ModelID, rank: 0}
+				if cat == nil || cat.Models == nil || !slices.Contains(cat.Models.Values, p.ModelID) {
+					problems = append(problems, fmt.Sprintf("set_model %s: not an offered model", p.ModelID))
+				}
+			default:
+				continue
+			}
+			calls = append(calls, call)
+		case e.Dir == "agent->client" && e.From == "peer" && f.Method == "" && strings.HasPrefix(sid, "acp-sidecar:"):
+			if len(f.Error) > 0 {
+				problems = append(problems, fmt.Sprintf("the agent refused the sidecar's %s: %s", methodOf[sid], oneLine(string(f.Error), 200)))
+				continue
+			}
+			switch methodOf[sid] {
+			case "session/new":
+				var r struct {
+					SessionID string `json:"sessionId"`
+				}
+				_ = json.Unmarshal(f.Result, &r)
+				native, cat = r.SessionID, parseConfig(f.Result)
+			case "session/set_config_option":
+				var r struct {
+					ConfigOptions json.RawMessage `json:"configOptions"`
+				}
+				if json.Unmarshal(f.Result, &r) == nil && cat != nil {
+					if opts, ok := parseOptions(r.ConfigOptions); ok {
+						cat.Options = opts
+					}
+				}
+			case "session/set_mode":
+				for _, c := range slices.Backward(calls) {
+					if c.id == sid && cat != nil && cat.Modes != nil {
+						cat.Modes.Current = c.value
+					}
+				}
+			case "session/set_model":
+				for _, c := range slices.Backward(calls) {
+					if c.id == sid && cat != nil && cat.Models != nil {
+						cat.Models.Current = c.value
+					}
+				}
+			}
+		case e.Dir == "agent->client" && e.From == "peer" && f.Method == "session/update" && cat != nil:
+			var p struct {
+				SessionID string `json:"sessionId"`
+				Update    struct {
+					Kind          string          `json:"sessionUpdate"`
+					ConfigOptions json.RawMessage `json:"configOptions"`
+					CurrentModeID string          `json:"currentModeId"`
+				} `json:"update"`
+			}
+			if json.Unmarshal(f.Params, &p) != nil || p.SessionID != native {
+				continue
+			}
+			if opts, ok := parseOptions(p.Update.ConfigOptions); ok && p.Update.Kind == "config_option_update" {
+				cat.Options = opts
+			}
+			if p.Update.Kind == "current_mode_update" && cat.Modes != nil {
+				cat.Modes.Current = p.Update.CurrentModeID
+			}
+		}
+		if ended {
+			break
+		}
+	}
+	if !ended {
+		return nil, nil, nil, errors.New("the trace does not show the end of the /reset yet")
+	}
+	if cat == nil {
+		return nil, nil, nil, errors.New("the trace shows no session/new of the sidecar's own after /reset")
+	}
+	if modeBy["option"] && modeBy["set_mode"] {
+		problems = append(problems, "the mode was set twice, by set_mode and by the mode option")
+	}
+	for i := 1; i < len(calls); i++ {
+		a, b := calls[i-1], calls[i]
+		switch {
+		case b.rank < a.rank:
+			problems = append(problems, fmt.Sprintf("%s=%s came after %s=%s; the order must be model, then mode, then the other options", b.field, b.value, a.field, a.value))
+		case a.rank == 2 && b.rank == 2 && b.field <= a.field:
+			problems = append(problems, fmt.Sprintf("option %s came after %s; the other options go in ascending id order", b.field, a.field))
+		}
+	}
+	return calls, cat, problems, nil
+}
+
+// ---- fail-closed
+
+const notOffered = "acp-conformance-not-offered"
+
+func checkFailClosed(ctx context.Context, r *checkRun, pr probeResult) error {
+	if pr.cfg.empty() {
+		return errNoConfig
+	}
+	target := ""
+	switch {
+	case pr.cfg.byCategory("model") != nil || pr.cfg.Models != nil:
+		target = "model"
+	case pr.cfg.byCategory("mode") != nil || pr.cfg.Modes != nil:
+		target = "mode"
+	default:
+		target = pr.cfg.Options[0].ID
+	}
+	set := target + "=" + notOffered
+	ru, sid, err := r.openSidecar(ctx, "--set", set)
+	if err != nil {
+		return err
+	}
+	var s shown
+	found := waitUntil(ctx, 5*time.Second, func() bool {
+		s, err = r.show(ctx, sid)
+		if err != nil {
+			return false
+		}
+		for _, e := range s.SetErrors {
+			if strings.Contains(string(e.Value), notOffered) {
+				r.note("show --json setErrors: {optionId %s, value %s, error %q}", e.OptionID, e.Value, e.Error)
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		b, _ := json.Marshal(s.SetErrors)
+		return fmt.Errorf("`show %s --json` does not report --set %s in setErrors (setErrors: %s)", sid, set, b)
+	}
+	ru.c.settle(ctx, 200*time.Millisecond, time.Second)
+	nudgeTrace(ctx, ru.c)
+	entries, err := readTrace(ru.trace)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Dir == "client->agent" && strings.Contains(string(e.Frame), notOffered) {
+			return fmt.Errorf("the value of --set %s reached the agent: %s", set, oneLine(string(e.Frame), 300))
+		}
+	}
+	r.note("never sent to the agent (%d trace frames)", len(entries))
+	return nil
+}
+
+// ---- rollback
+
+const handoffHeader = "[acp-sidecar] What follows is the earlier conversation"
+
+func checkRollback(ctx context.Context, r *checkRun, pr probeResult) error {
+	ru, sid, err := r.openSidecar(ctx)
+	if err != nil {
+		return err
+	}
+	c := ru.c
+	if _, err := changeAll(ctx, c, sid, false, nil); err != nil {
+		return err
+	}
+	want := c.config(sid)
+	for _, t := range []string{"Say OK. (conformance-turn-1)", "Say OK. (conformance-turn-2)"} {
+		if _, err := promptOK(ctx, c, sid, t); err != nil {
+			return err
+		}
+	}
+	st0, err := sidecarStatus(ctx, c, sid)
+	if err != nil {
+		return err
+	}
+	msg, err := promptOK(ctx, c, sid, "/rewind")
+	if err != nil {
+		return err
+	}
+	st1, err := sidecarStatus(ctx, c, sid)
+	if err != nil {
+		return err
+	}
+	if len(st1.NativeHistory) <= len(st0.NativeHistory) {
+		return fmt.Errorf("after /rewind no fresh native session: nativeHistory %q before, %q after; the sidecar said %q", st0.NativeHistory, st1.NativeHistory, oneLine(msg, 200))
+	}
+	if d := diffView(want.view(), st1.Live); len(d) > 0 {
+		return fmt.Errorf("after /rewind `_sidecar/status` live differs from the config before: %s", strings.Join(d, "; "))
+	}
+	if !isNull(st1.Blocked) {
+		return fmt.Errorf("after /rewind the session is blocked: %s", st1.Blocked)
+	}
+	var ids []string
+	var texts []string
+	for _, t := range []string{"Say OK. (conformance-turn-3)", "Say OK. (conformance-turn-4)"} {
+		id, line, err := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": []any{map[string]string{"type": "text", "text": t}}})
+		if err != nil {
+			return err
+		}
+		mark := c.mark()
+		if _, err := c.callLine(ctx, "session/prompt", id, line); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+		texts = append(texts, agentText(c.since(mark), sid))
+	}
+	nudgeTrace(ctx, c)
+	var delivered [2][]string
+	waitUntil(ctx, 3*time.Second, func() bool {
+		entries, err := readTrace(ru.trace)
+		if err != nil {
+			return false
+		}
+		for i, id := range ids {
+			delivered[i] = promptTexts(entries, id)
+		}
+		return delivered[0] != nil && delivered[1] != nil
+	})
+	if delivered[0] == nil || delivered[1] == nil {
+		return errors.New("the trace does not show the prompts after /rewind reaching the agent")
+	}
+	first, second := delivered[0], delivered[1]
+	if len(first) < 2 || !strings.HasPrefix(first[0], handoffHeader) {
+		return fmt.Errorf("the first prompt after /rewind reached the agent without the handoff block (blocks: %q)", clipAll(first))
+	}
+	if !strings.Contains(first[0], "conformance-turn-1") || strings.Contains(first[0], "conformance-turn-2") {
+		return fmt.Errorf("the handoff must hold the kept turn 1 and not the rewound turn 2: %q", oneLine(first[0], 400))
+	}
+	for _, b := range second {
+		if strings.HasPrefix(b, handoffHeader) {
+			return errors.New("the second prompt after /rewind carried the handoff again: it must be delivered once")
+		}
+	}
+	r.note("native %s → %s, config held (%s), handoff delivered once with turn 1 and without turn 2", st0.NativeSessionID, st1.NativeSessionID, formatView(st1.Live))
+	if ok, d := replyMatches(texts[0], want); ok {
+		if len(d) > 0 {
+			return fmt.Errorf("after /rewind the agent ran the prompt on a different config: %s", strings.Join(d, "; "))
+		}
+		r.note("the agent's reply line shows the same config")
+	}
+	return nil
+}
+
+func clipAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = oneLine(s, 80)
+	}
+	return out
+}
+
+// promptTexts returns the text blocks of the client's prompt id as it
+// reached the agent (the sidecar's rewrite if there is one), or nil.
+func promptTexts(entries []traceEntry, id string) []string {
+	var got []string
+	for _, e := range entries {
+		if e.Dir != "client->agent" {
+			continue
+		}
+		var f struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Prompt []struct {
+					Type string `json:"type"`
+					Text string `json:"text"`
+				} `json:"prompt"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(e.Frame, &f) != nil || string(f.ID) != id || f.Method != "session/prompt" {
+			continue
+		}
+		texts := []string{}
+		for _, b := range f.Params.Prompt {
+			if b.Type == "text" {
+				texts = append(texts, b.Text)
+			}
+		}
+		got = texts // a rewrite follows the frame it rewrites
+	}
+	return got
+}
+
+// ---- crash
+
+func checkCrash(ctx context.Context, r *checkRun, pr probeResult) error {
+	ru, sid, err := r.openSidecar(ctx)
+	if err != nil {
+		return err
+	}
+	c := ru.c
+	if _, err := changeAll(ctx, c, sid, false, nil); err != nil {
+		return err
+	}
+	want := c.config(sid)
+	if _, err := promptOK(ctx, c, sid, "Say OK. (conformance-turn-1)"); err != nil {
+		return err
+	}
+	st0, err := sidecarStatus(ctx, c, sid)
+	if err != nil {
+		return err
+	}
+	kids := childrenOf(ru.c.rc.Pid())
+	if len(kids) == 0 {
+		return fmt.Errorf("the sidecar (pid %d) has no child process to kill", ru.c.rc.Pid())
+	}
+	for _, pid := range kids {
+		if err := kill(pid); err != nil {
+			return fmt.Errorf("kill the agent (pid %d): %w", pid, err)
+		}
+	}
+	if !waitUntil(ctx, 10*time.Second, func() bool {
+		return !slices.ContainsFunc(kids, alive)
+	}) {
+		return fmt.Errorf("the agent (pids %v) is still running 10s after SIGKILL", kids)
+	}
+	r.note("killed the agent (pid %v)", kids)
+	text, err := promptOK(ctx, c, sid, "Say OK. (conformance-turn-2)")
+	if errCode(err) == -32012 {
+		r.note("first prompt got -32012 (restarting), retried once")
+		// Wait until the sidecar takes requests again: a request with no
+		// session gets -32602 from it once the agent is back.
+		waitUntil(ctx, time.Until(deadline(ctx)), func() bool {
+			_, err := c.call(ctx, "_sidecar/status", map[string]any{})
+			return errCode(err) != -32012
+		})
+		text, err = promptOK(ctx, c, sid, "Say OK. (conformance-turn-2)")
+	}
+	if err != nil {
+		return fmt.Errorf("the first prompt after the agent was killed: %w", err)
+	}
+	st1, err := sidecarStatus(ctx, c, sid)
+	if err != nil {
+		return err
+	}
+	if d := diffView(want.view(), st1.Live); len(d) > 0 {
+		return fmt.Errorf("after the crash `_sidecar/status` live differs from the config before: %s", strings.Join(d, "; "))
+	}
+	if !isNull(st1.Blocked) {
+		return fmt.Errorf("after the crash the session is blocked: %s", st1.Blocked)
+	}
+	r.note("answered on native %s (was %s), config held (%s)", st1.NativeSessionID, st0.NativeSessionID, formatView(st1.Live))
+	if ok, d := replyMatches(text, want); ok {
+		if len(d) > 0 {
+			return fmt.Errorf("after the crash the agent ran the prompt on a different config: %s", strings.Join(d, "; "))
+		}
+		r.note("the agent's reply line shows the same config")
+	}
+	return nil
+}
+
+func deadline(ctx context.Context) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return d
+	}
+	return time.Now().Add(time.Minute)
+}
+
+// ---- load
+
+func checkLoad(ctx context.Context, r *checkRun, pr probeResult) error {
+	ru, sid, err := r.openSidecar(ctx)
+	if err != nil {
+		return err
+	}
+	c := ru.c
+	if _, err := changeAll(ctx, c, sid, false, nil); err != nil {
+		return err
+	}
+	want := c.config(sid)
+	answer1, err := promptOK(ctx, c, sid, "Say OK. (conformance-turn-1)")
+	if err != nil {
+		return err
+	}
+	if err := c.rc.Kill(); err != nil {
+		return fmt.Errorf("kill the sidecar: %w", err)
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return errors.New("the killed sidecar's output did not end")
+	}
+	ru2, err := r.sidecar(ctx)
+	if err != nil {
+		return err
+	}
+	c2 := ru2.c
+	if _, err := initialize(ctx, c2); err != nil {
+		return err
+	}
+	mark := c2.mark()
+	if _, err := c2.call(ctx, "session/load", map[string]any{"sessionId": sid, "cwd": r.cwd, "mcpServers": []any{}}); err != nil {
+		return fmt.Errorf("session/load of %s after the sidecar restarted: %w", sid, err)
+	}
+	replay := c2.since(mark)
+	user, agent := chunkText(replay, sid, "user_message_chunk"), agentText(replay, sid)
+	if !strings.Contains(user, "conformance-turn-1") {
+		return fmt.Errorf("session/load replayed no user message with the earlier prompt (user text %q)", oneLine(user, 200))
+	}
+	if strings.TrimSpace(agent) == "" {
+		return errors.New("session/load replayed no agent message")
+	}
+	if strings.TrimSpace(answer1) != "" && !strings.Contains(agent, strings.TrimSpace(answer1)) {
+		r.note("the replayed answer differs from the one given (%q vs %q)", oneLine(agent, 80), oneLine(answer1, 80))
+	}
+	text, err := promptOK(ctx, c2, sid, "Say OK. (conformance-turn-2)")
+	if err != nil {
+		return fmt.Errorf("the first prompt after the load: %w", err)
+	}
+	if strings.TrimSpace(text) == "" {
+		return errors.New("the first prompt after the load got no agent text")
+	}
+	st, err := sidecarStatus(ctx, c2, sid)
+	if err != nil {
+		return err
+	}
+	if d := diffView(want.view(), st.Live); len(d) > 0 {
+		return fmt.Errorf("after the load `_sidecar/status` live differs from the config before: %s", strings.Join(d, "; "))
+	}
+	r.note("replayed the turn (user and agent text), answered on native %s, config held (%s)", st.NativeSessionID, formatView(st.Live))
+	return nil
+}
+
+// nudgeTrace makes the sidecar flush its --trace. It flushes after each
+// frame it relays, but not after the frames it sends on its own (its own
+// requests, a slash command's answer), so those can wait in its buffer
+// until the next relayed frame. A `_sidecar/status` with no session is
+// answered (-32602) in the relay loop, which then flushes.
+func nudgeTrace(ctx context.Context, c *conn) {
+	_, _ = c.call(ctx, "_sidecar/status", map[string]any{})
+}

@@ -1,0 +1,329 @@
+package suite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
+)
+
+// rpcError is a JSON-RPC error object as a peer sent it.
+type rpcError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *rpcError) Error() string { return fmt.Sprintf("JSON-RPC error %d: %s", e.Code, e.Message) }
+
+// envelope is what the conn reads of every line.
+type envelope struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *rpcError       `json:"error"`
+}
+
+func (e envelope) hasID() bool { return len(e.ID) > 0 && string(e.ID) != "null" }
+
+// pendingCall is a request waiting for its response.
+type pendingCall struct {
+	method string
+	line   []byte
+	ch     chan envelope
+}
+
+// event is one line of a run's transcript.
+type event struct {
+	T     time.Time
+	Dir   string // "send" (client to peer) or "recv"
+	Frame []byte
+}
+
+// conn is a raw NDJSON JSON-RPC client, like the official test kit's
+// harness: it writes exactly the bytes it is given, keeps every line both
+// ways, answers the peer's requests minimally, and tracks the session
+// config the peer reports.
+type conn struct {
+	name string
+	rc   *acpclient.RawClient
+	errs *tailBuffer
+
+	mu      sync.Mutex
+	nextID  int
+	pending map[string]*pendingCall
+	events  []event
+	recv    []envelope // every line received that parsed, in order
+	raw     [][]byte   // the same lines, exactly
+	changed chan struct{}
+	ended   bool
+	cfg     map[string]*sessionConfig // by session id, from what the peer reported
+	done    chan struct{}
+}
+
+func newConn(name string, rc *acpclient.RawClient, errs *tailBuffer) *conn {
+	c := &conn{name: name, rc: rc, errs: errs, pending: map[string]*pendingCall{}, changed: make(chan struct{}),
+		cfg: map[string]*sessionConfig{}, done: make(chan struct{})}
+	go c.pump()
+	return c
+}
+
+// pump is the only reader of the peer's lines.
+func (c *conn) pump() {
+	defer close(c.done)
+	defer c.update(func() { c.ended = true })
+	ctx := context.Background()
+	for i := 0; ; {
+		lines, err := c.rc.WaitLines(ctx, i+1)
+		for ; i < len(lines); i++ {
+			c.handle(lines[i])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (c *conn) update(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f()
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+func (c *conn) handle(line []byte) {
+	var e envelope
+	parsed := json.Unmarshal(line, &e) == nil
+	var pc *pendingCall
+	c.update(func() {
+		c.events = append(c.events, event{T: time.Now(), Dir: "recv", Frame: line})
+		if !parsed {
+			return
+		}
+		c.recv = append(c.recv, e)
+		c.raw = append(c.raw, line)
+		switch {
+		case e.Method == "" && e.hasID():
+			pc = c.pending[string(e.ID)]
+			delete(c.pending, string(e.ID))
+			if pc != nil && e.Error == nil {
+				c.noteResult(pc.method, pc.line, e.Result)
+			}
+		case e.Method == "session/update":
+			c.applyUpdate(e.Params)
+		}
+	})
+	if pc != nil {
+		pc.ch <- e
+	}
+	if e.Method != "" && e.hasID() {
+		c.answer(e)
+	}
+}
+
+// answer replies to a request from the peer: permission requests get the
+// first allow option (else cancelled), the rest -32601, as a client that
+// advertises no fs or terminal capability would.
+func (c *conn) answer(e envelope) {
+	var result any
+	var rerr *rpcError
+	if e.Method == "session/request_permission" {
+		var p struct {
+			Options []struct {
+				OptionID string `json:"optionId"`
+				Kind     string `json:"kind"`
+			} `json:"options"`
+		}
+		_ = json.Unmarshal(e.Params, &p)
+		outcome := map[string]any{"outcome": "cancelled"}
+		for _, o := range p.Options {
+			if strings.HasPrefix(o.Kind, "allow") {
+				outcome = map[string]any{"outcome": "selected", "optionId": o.OptionID}
+				break
+			}
+		}
+		result = map[string]any{"outcome": outcome}
+	} else {
+		rerr = &rpcError{Code: -32601, Message: "Method not found: " + e.Method}
+	}
+	msg := map[string]any{"jsonrpc": "2.0", "id": e.ID}
+	if rerr != nil {
+		msg["error"] = rerr
+	} else {
+		msg["result"] = result
+	}
+	b, _ := json.Marshal(msg)
+	_ = c.write(b)
+}
+
+func (c *conn) write(line []byte) error {
+	c.update(func() { c.events = append(c.events, event{T: time.Now(), Dir: "send", Frame: line}) })
+	return c.rc.Write(append(append([]byte(nil), line...), '\n'))
+}
+
+// request builds a request line with the next numeric id; params are
+// marshalled unless they are already json.RawMessage (kept byte for byte).
+func (c *conn) request(method string, params any) (string, []byte, error) {
+	var p []byte
+	if params != nil {
+		var err error
+		if p, err = json.Marshal(params); err != nil {
+			return "", nil, fmt.Errorf("marshal %s params: %w", method, err)
+		}
+	}
+	c.mu.Lock()
+	c.nextID++
+	id := strconv.Itoa(c.nextID)
+	c.mu.Unlock()
+	line := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":` + strconv.Quote(method))
+	if p != nil {
+		line = append(append(line, `,"params":`...), p...)
+	}
+	return id, append(line, '}'), nil
+}
+
+// call sends a request and waits for its response. A JSON-RPC error comes
+// back as *rpcError.
+func (c *conn) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	id, line, err := c.request(method, params)
+	if err != nil {
+		return nil, err
+	}
+	return c.callLine(ctx, method, id, line)
+}
+
+func (c *conn) callLine(ctx context.Context, method, id string, line []byte) (json.RawMessage, error) {
+	ch := make(chan envelope, 1)
+	c.update(func() { c.pending[id] = &pendingCall{method: method, line: line, ch: ch} })
+	if err := c.write(line); err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", c.name, method, err)
+	}
+	select {
+	case e := <-ch:
+		if e.Error != nil {
+			return nil, fmt.Errorf("%s: %s: %w", c.name, method, e.Error)
+		}
+		return e.Result, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s: %s: no response: %w%s", c.name, method, context.Cause(ctx), c.stderrHint())
+	case <-c.done:
+		return nil, fmt.Errorf("%s: %s: the peer's output ended before the response%s", c.name, method, c.stderrHint())
+	}
+}
+
+func (c *conn) stderrHint() string {
+	if c.errs == nil {
+		return ""
+	}
+	if s := strings.TrimSpace(c.errs.String()); s != "" {
+		return "; its stderr ends: " + oneLine(s, 300)
+	}
+	return ""
+}
+
+// mark is a position in the received lines.
+func (c *conn) mark() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.recv)
+}
+
+// since returns the lines received from mark on.
+func (c *conn) since(mark int) []envelope {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]envelope(nil), c.recv[mark:]...)
+}
+
+// rawLines returns every parsed line received, exactly.
+func (c *conn) rawLines() [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([][]byte(nil), c.raw...)
+}
+
+// settle waits until no line has arrived for quiet, at most max.
+func (c *conn) settle(ctx context.Context, quiet, max time.Duration) {
+	end := time.Now().Add(max)
+	for time.Now().Before(end) {
+		c.mu.Lock()
+		ch, ended := c.changed, c.ended
+		c.mu.Unlock()
+		if ended {
+			return
+		}
+		t := time.NewTimer(min(quiet, time.Until(end)))
+		select {
+		case <-ch:
+			t.Stop()
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// transcript returns the run's events.
+func (c *conn) transcript() []event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]event(nil), c.events...)
+}
+
+// close ends the peer: stdin closed, then its process group killed after
+// the close timeout.
+func (c *conn) close() {
+	_, _ = c.rc.Close()
+	<-c.done
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append([]byte(nil), t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
+
+// oneLine squeezes s onto one line of at most n bytes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// errCode is the JSON-RPC error code in err, or 0.
+func errCode(err error) int {
+	var re *rpcError
+	if errors.As(err, &re) {
+		return re.Code
+	}
+	return 0
+}

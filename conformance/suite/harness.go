@@ -1,0 +1,482 @@
+package suite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
+	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
+)
+
+// closeTimeout is how long a peer gets to exit after its stdin is closed
+// before its process group is killed. Agents that ignore EOF (claude,
+// codex) would otherwise cost the sidecar's whole --grace each time.
+const closeTimeout = 2 * time.Second
+
+// skipError makes a check's verdict skip, with the reason.
+type skipError struct{ reason string }
+
+func (s skipError) Error() string { return s.reason }
+
+func skipf(format string, args ...any) error { return skipError{fmt.Sprintf(format, args...)} }
+
+// run is one started peer of a check: the agent directly or the sidecar in
+// front of it.
+type run struct {
+	name  string
+	c     *conn
+	trace string // the sidecar's --trace file, "" for a direct run
+	errs  *tailBuffer
+}
+
+// checkRun is the context of one check: its own directory, cwd and state
+// dir, and every peer it started.
+type checkRun struct {
+	cfg   *config
+	id    string
+	dir   string
+	cwd   string
+	state string
+	runs  []*run
+	notes []string
+}
+
+func (r *checkRun) note(format string, args ...any) {
+	r.notes = append(r.notes, fmt.Sprintf(format, args...))
+}
+
+func (r *checkRun) start(ctx context.Context, name string, argv []string, trace string) (*run, error) {
+	errs := &tailBuffer{max: 16 << 10}
+	rc, err := acpclient.StartRaw(ctx, argv, acpclient.Options{
+		Stderr: errs, Env: r.cfg.env, Dir: r.cwd, CloseTimeout: closeTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ru := &run{name: name, c: newConn(name, rc, errs), trace: trace, errs: errs}
+	r.runs = append(r.runs, ru)
+	return ru, nil
+}
+
+// direct starts the agent with no sidecar.
+func (r *checkRun) direct(ctx context.Context) (*run, error) {
+	return r.start(ctx, "direct", r.cfg.agent, "")
+}
+
+// sidecar starts `exe --state-dir … --trace … [flags] -- AGENT…` on the
+// check's state dir.
+func (r *checkRun) sidecar(ctx context.Context, flags ...string) (*run, error) {
+	n := 1
+	for _, ru := range r.runs {
+		if ru.trace != "" {
+			n++
+		}
+	}
+	name := fmt.Sprintf("sidecar-%d", n)
+	trace := filepath.Join(r.dir, name+".trace.jsonl")
+	argv := []string{r.cfg.exe, "--state-dir", r.state, "--log-file", filepath.Join(r.dir, name+".log"), "--trace", trace}
+	argv = append(append(append(argv, flags...), "--"), r.cfg.agent...)
+	return r.start(ctx, name, argv, trace)
+}
+
+func (r *checkRun) closeAll() {
+	for _, ru := range r.runs {
+		ru.c.close()
+	}
+}
+
+// initParams is the initialize request every check sends.
+var initParams = json.RawMessage(`{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false},"clientInfo":{"name":"acp-sidecar-conformance","version":"1"}}`)
+
+func initialize(ctx context.Context, c *conn) (json.RawMessage, error) {
+	return c.call(ctx, "initialize", initParams)
+}
+
+// newSession sends session/new and returns the session id.
+func newSession(ctx context.Context, c *conn, cwd string) (string, error) {
+	res, err := c.call(ctx, "session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}})
+	if err != nil {
+		return "", err
+	}
+	var r struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.Unmarshal(res, &r); err != nil || r.SessionID == "" {
+		return "", fmt.Errorf("%s: session/new result has no sessionId: %s", c.name, oneLine(string(res), 200))
+	}
+	return r.SessionID, nil
+}
+
+// openSidecar starts a sidecar, initializes it and opens a session.
+func (r *checkRun) openSidecar(ctx context.Context, flags ...string) (*run, string, error) {
+	ru, err := r.sidecar(ctx, flags...)
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := initialize(ctx, ru.c); err != nil {
+		return nil, "", err
+	}
+	sid, err := newSession(ctx, ru.c, r.cwd)
+	return ru, sid, err
+}
+
+// prompt sends one text block and returns the stop reason and the agent's
+// text of the turn.
+func prompt(ctx context.Context, c *conn, sid, text string) (string, string, error) {
+	return promptParams(ctx, c, sid, map[string]any{"sessionId": sid, "prompt": []any{map[string]string{"type": "text", "text": text}}})
+}
+
+func promptParams(ctx context.Context, c *conn, sid string, params any) (string, string, error) {
+	mark := c.mark()
+	res, err := c.call(ctx, "session/prompt", params)
+	text := agentText(c.since(mark), sid)
+	if err != nil {
+		return "", text, err
+	}
+	var p struct {
+		StopReason string `json:"stopReason"`
+	}
+	if err := json.Unmarshal(res, &p); err != nil {
+		return "", text, fmt.Errorf("%s: session/prompt result %s: %w", c.name, oneLine(string(res), 200), err)
+	}
+	return p.StopReason, text, nil
+}
+
+// promptOK is prompt that wants stopReason end_turn.
+func promptOK(ctx context.Context, c *conn, sid, text string) (string, error) {
+	stop, got, err := prompt(ctx, c, sid, text)
+	if err != nil {
+		return got, err
+	}
+	if stop != "end_turn" {
+		return got, fmt.Errorf("%s: prompt %q: stopReason %q, want end_turn (text %q)", c.name, text, stop, oneLine(got, 200))
+	}
+	return got, nil
+}
+
+type update struct {
+	SessionID string `json:"sessionId"`
+	Update    struct {
+		Kind    string `json:"sessionUpdate"`
+		Content struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	} `json:"update"`
+}
+
+// agentText joins the agent_message_chunk text for sid among lines.
+func agentText(lines []envelope, sid string) string {
+	return chunkText(lines, sid, "agent_message_chunk")
+}
+
+func chunkText(lines []envelope, sid, kind string) string {
+	var b strings.Builder
+	for _, e := range lines {
+		if e.Method != "session/update" {
+			continue
+		}
+		var u update
+		if json.Unmarshal(e.Params, &u) == nil && u.SessionID == sid && u.Update.Kind == kind && u.Update.Content.Type == "text" {
+			b.WriteString(u.Update.Content.Text)
+		}
+	}
+	return b.String()
+}
+
+// status is the `_sidecar/status` result.
+type status struct {
+	SessionID       string            `json:"sessionId"`
+	NativeSessionID string            `json:"nativeSessionId"`
+	NativeHistory   []string          `json:"nativeHistory"`
+	Live            map[string]string `json:"live"`
+	Blocked         json.RawMessage   `json:"blocked"`
+	Turns           int               `json:"turns"`
+	KeptTurns       int               `json:"keptTurns"`
+}
+
+func sidecarStatus(ctx context.Context, c *conn, sid string) (status, error) {
+	var st status
+	res, err := c.call(ctx, "_sidecar/status", map[string]string{"sessionId": sid})
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(res, &st); err != nil {
+		return st, fmt.Errorf("_sidecar/status result %s: %w", oneLine(string(res), 200), err)
+	}
+	if st.Live == nil {
+		st.Live = map[string]string{}
+	}
+	return st, nil
+}
+
+// shown is the part of `show SESSION --json` the checks read.
+type shown struct {
+	Live *struct {
+		Values     map[string]json.RawMessage `json:"values"`
+		Categories map[string]string          `json:"categories"`
+		Mode       *string                    `json:"mode"`
+		Model      *string                    `json:"model"`
+	} `json:"live"`
+	SetErrors []struct {
+		OptionID string          `json:"optionId"`
+		Value    json.RawMessage `json:"value"`
+		Error    string          `json:"error"`
+	} `json:"setErrors"`
+	NativeHistory []string `json:"nativeHistory"`
+}
+
+// liveView is show's live layer in the shape of sessionConfig.view.
+func (s shown) liveView() map[string]string {
+	out := map[string]string{}
+	if s.Live == nil {
+		return out
+	}
+	hasCat := map[string]bool{}
+	for id, v := range s.Live.Values {
+		out[id] = unquote(v)
+		hasCat[s.Live.Categories[id]] = true
+	}
+	if s.Live.Model != nil && !hasCat["model"] {
+		out["model"] = *s.Live.Model
+	}
+	if s.Live.Mode != nil && !hasCat["mode"] {
+		out["mode"] = *s.Live.Mode
+	}
+	return out
+}
+
+// show runs `exe show SESSION --json --state-dir DIR`.
+func (r *checkRun) show(ctx context.Context, sid string) (shown, error) {
+	var s shown
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.cfg.exe, "show", sid, "--json", "--state-dir", r.state)
+	cmd.Env = r.cfg.env
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	if err != nil {
+		return s, fmt.Errorf("acp-sidecar show %s --json: %w: %s", sid, err, oneLine(errb.String(), 300))
+	}
+	if err := json.Unmarshal(out, &s); err != nil {
+		return s, fmt.Errorf("acp-sidecar show %s --json: %w", sid, err)
+	}
+	return s, nil
+}
+
+// changeAll sets every advertised config field to a non-current offered
+// value, in the order the sidecar restores them: the model, then the mode,
+// then the other options by id, re-reading the catalog after each call.
+// strict: a call answered with success must show the value in the agent's
+// own report, or the agent does not conform. It returns what it set.
+func changeAll(ctx context.Context, c *conn, sid string, strict bool, after func(what string) error) ([]string, error) {
+	var did []string
+	done := func(what string) error {
+		did = append(did, what)
+		if after != nil {
+			return after(what)
+		}
+		return nil
+	}
+	setOpt := func(o option) error {
+		v, ok := nextValue(o.Values, unquote(o.Current))
+		if !ok || (o.Type != "" && o.Type != "select") {
+			return nil
+		}
+		if _, err := c.call(ctx, "session/set_config_option", map[string]any{"sessionId": sid, "configId": o.ID, "value": v}); err != nil {
+			return err
+		}
+		if got := c.config(sid).byID(o.ID); strict && (got == nil || unquote(got.Current) != v) {
+			now := "(option gone)"
+			if got != nil {
+				now = unquote(got.Current)
+			}
+			return fmt.Errorf("the agent answered session/set_config_option %s=%s with success, but its own report says %s=%s: it accepted a change it did not make", o.ID, v, o.ID, now)
+		}
+		return done(o.ID + "=" + v)
+	}
+	setLegacy := func(method, key string, l *legacy) error {
+		v, ok := nextValue(l.Values, l.Current)
+		if !ok {
+			return nil
+		}
+		if _, err := c.call(ctx, method, map[string]any{"sessionId": sid, key: v}); err != nil {
+			return err
+		}
+		return done(strings.TrimPrefix(method, "session/") + "=" + v)
+	}
+	cfg := c.config(sid)
+	if cfg == nil {
+		return nil, fmt.Errorf("no config recorded for session %s", sid)
+	}
+	if o := cfg.byCategory("model"); o != nil {
+		if err := setOpt(*o); err != nil {
+			return did, err
+		}
+	} else if cfg.Models != nil {
+		if err := setLegacy("session/set_model", "modelId", cfg.Models); err != nil {
+			return did, err
+		}
+	}
+	cfg = c.config(sid)
+	if o := cfg.byCategory("mode"); o != nil {
+		if err := setOpt(*o); err != nil {
+			return did, err
+		}
+	} else if cfg.Modes != nil {
+		if err := setLegacy("session/set_mode", "modeId", cfg.Modes); err != nil {
+			return did, err
+		}
+	}
+	cfg = c.config(sid)
+	var ids []string
+	for _, o := range cfg.Options {
+		if o.Category != "model" && o.Category != "mode" {
+			ids = append(ids, o.ID)
+		}
+	}
+	slicesSort(ids)
+	for _, id := range ids {
+		if o := c.config(sid).byID(id); o != nil {
+			if err := setOpt(*o); err != nil {
+				return did, err
+			}
+		}
+	}
+	c.settle(ctx, 200*time.Millisecond, 2*time.Second)
+	return did, nil
+}
+
+// replyMatches compares what the built-in fake agent says it ran on (its
+// reply line) with a config; other agents have no reply line and nothing is
+// compared.
+func replyMatches(text string, cfg *sessionConfig) (bool, []string) {
+	rep, ok := fakeagent.ParseReply(text)
+	if !ok || cfg == nil {
+		return false, nil
+	}
+	var diffs []string
+	cmp := func(what, got, want string) {
+		if got != want {
+			diffs = append(diffs, fmt.Sprintf("%s %s, want %s", what, got, want))
+		}
+	}
+	if o := cfg.byCategory("model"); o != nil {
+		cmp("model", rep.Model, unquote(o.Current))
+	} else if cfg.Models != nil {
+		cmp("model", rep.Model, cfg.Models.Current)
+	}
+	if o := cfg.byCategory("mode"); o != nil {
+		cmp("mode", rep.Mode, unquote(o.Current))
+	} else if cfg.Modes != nil {
+		cmp("mode", rep.Mode, cfg.Modes.Current)
+	}
+	if o := cfg.byCategory("thought_level"); o != nil {
+		cmp("effort", rep.Effort, unquote(o.Current))
+	}
+	if o := cfg.byID("verbosity"); o != nil {
+		cmp("verbosity", rep.Verbosity, unquote(o.Current))
+	}
+	return true, diffs
+}
+
+// childrenOf lists the processes whose parent is pid, from /proc.
+func childrenOf(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		end := strings.LastIndexByte(s, ')')
+		if end < 0 {
+			continue
+		}
+		f := strings.Fields(s[end+1:])
+		if len(f) < 2 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if pp, err := strconv.Atoi(f[1]); err == nil && pp == pid {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// alive reports whether pid runs and is not a zombie.
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(stat)
+	end := strings.LastIndexByte(s, ')')
+	f := strings.Fields(s[end+1:])
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
+
+// waitUntil polls cond every 50ms until it holds or ctx or the bound ends.
+func waitUntil(ctx context.Context, bound time.Duration, cond func() bool) bool {
+	end := time.Now().Add(bound)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(end) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func kill(pid int) error {
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	return nil
+}
+
+// traceEntry is one line of the sidecar's --trace.
+type traceEntry struct {
+	T     string          `json:"t"`
+	Dir   string          `json:"dir"`
+	From  string          `json:"from"`
+	Frame json.RawMessage `json:"frame"`
+}
+
+func readTrace(path string) ([]traceEntry, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the sidecar's trace: %w", err)
+	}
+	var out []traceEntry
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		var e traceEntry
+		if json.Unmarshal([]byte(line), &e) == nil && len(e.Frame) > 0 {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}

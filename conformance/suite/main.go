@@ -1,0 +1,301 @@
+package suite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+	"unsafe"
+)
+
+// Verdicts.
+const (
+	Pass = "pass"
+	Fail = "fail"
+	Skip = "skip"
+)
+
+// config is what one run of the suite needs.
+type config struct {
+	exe         string   // the acp-sidecar binary
+	agent       []string // the agent command
+	env         []string // the agents' and sidecars' environment
+	only        *regexp.Regexp
+	timeout     time.Duration
+	jsonPath    string
+	transcripts string
+	progress    io.Writer // nil: no progress lines
+}
+
+const usage = `usage: acp-sidecar conformance [--json FILE] [--only PATTERN] [--timeout D] -- AGENT [ARGS...]
+
+Runs each check against a fresh AGENT (and a fresh sidecar with its own state
+dir) and prints a table: check, verdict (pass, fail, skip with the reason),
+time and detail. The exit status is 1 if any check fails, 2 on a usage error.
+
+Flags:
+`
+
+// Main runs `acp-sidecar conformance`. exe is the acp-sidecar binary that
+// is started as the sidecar (and for `show`). It returns the exit status.
+func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	jsonPath := fs.String("json", "", "write the report as JSON to `FILE`, and the transcripts to FILE's name without .json plus .transcripts/")
+	only := fs.String("only", "", "run only the checks whose id matches the regular expression `PATTERN`")
+	timeout := fs.Duration("timeout", 2*time.Minute, "bound each check to `D`")
+	transcripts := fs.String("transcripts", "", "write each check's transcript to `DIR` (default: next to --json, else a temporary dir)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "\nChecks:\n")
+		for _, c := range checks() {
+			fmt.Fprintf(stderr, "  %-14s %s\n", c.id, c.title)
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	cfg := &config{exe: exe, agent: fs.Args(), env: os.Environ(), timeout: *timeout, jsonPath: *jsonPath, transcripts: *transcripts}
+	if len(cfg.agent) == 0 {
+		fmt.Fprintln(stderr, "conformance: missing agent command: acp-sidecar conformance [flags] -- AGENT [ARGS...]")
+		return 2
+	}
+	if *only != "" {
+		re, err := regexp.Compile(*only)
+		if err != nil {
+			fmt.Fprintf(stderr, "conformance: --only: %v\n", err)
+			return 2
+		}
+		cfg.only = re
+	}
+	if *timeout <= 0 {
+		fmt.Fprintln(stderr, "conformance: --timeout must be positive")
+		return 2
+	}
+	if isTerminal(stderr) {
+		cfg.progress = stderr
+	}
+	rep, err := runSuite(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "conformance: %v\n", err)
+		return 1
+	}
+	printTable(stdout, rep)
+	if cfg.jsonPath != "" {
+		if err := writeJSON(cfg.jsonPath, rep); err != nil {
+			fmt.Fprintf(stderr, "conformance: %v\n", err)
+			return 1
+		}
+	}
+	if rep.Summary.Fail > 0 {
+		return 1
+	}
+	return 0
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	var t syscall.Termios
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
+	return errno == 0
+}
+
+// runSuite probes the agent once, then runs every selected check with its
+// own agent and sidecar, in order.
+func runSuite(ctx context.Context, cfg *config) (*Report, error) {
+	root, err := os.MkdirTemp("", "acp-sidecar-conformance-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(root)
+	if cfg.transcripts == "" {
+		if cfg.jsonPath != "" {
+			cfg.transcripts = strings.TrimSuffix(cfg.jsonPath, filepath.Ext(cfg.jsonPath)) + ".transcripts"
+		} else if cfg.transcripts, err = os.MkdirTemp("", "acp-sidecar-conformance-transcripts-"); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(cfg.transcripts, 0o700); err != nil {
+		return nil, fmt.Errorf("transcripts dir: %w", err)
+	}
+	abs, err := filepath.Abs(cfg.transcripts)
+	if err == nil {
+		cfg.transcripts = abs
+	}
+
+	start := time.Now()
+	rep := &Report{
+		SchemaVersion: 1, Started: start.UTC().Format(time.RFC3339), Sidecar: cfg.exe,
+		Agent: AgentInfo{Command: cfg.agent}, Transcripts: cfg.transcripts, Checks: []CheckResult{},
+	}
+	var pr probeResult
+	{
+		r, err := newCheckRun(cfg, root, "probe")
+		if err != nil {
+			return nil, err
+		}
+		pctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+		pr, err = probe(pctx, r)
+		cancel()
+		r.closeAll()
+		_ = r.writeTranscript(filepath.Join(cfg.transcripts, "probe.jsonl"))
+		if err != nil {
+			return nil, fmt.Errorf("probe (initialize and session/new, directly): %w (transcript %s)", err, filepath.Join(cfg.transcripts, "probe.jsonl"))
+		}
+	}
+	rep.Agent.Name, rep.Agent.Title, rep.Agent.Version = pr.info.Name, pr.info.Title, pr.info.Version
+	rep.Agent.ProtocolVersion = pr.protocolVersion
+	rep.Capabilities = pr.caps
+	rep.Config = describeConfig(pr.cfg)
+
+	for _, ch := range checks() {
+		if cfg.only != nil && !cfg.only.MatchString(ch.id) {
+			continue
+		}
+		if cfg.progress != nil {
+			fmt.Fprintf(cfg.progress, "conformance: %s …\n", ch.id)
+		}
+		res := runCheck(ctx, cfg, root, ch, pr)
+		if cfg.progress != nil {
+			fmt.Fprintf(cfg.progress, "conformance: %s %s (%.1fs)\n", ch.id, res.Verdict, float64(res.DurationMs)/1000)
+		}
+		rep.Checks = append(rep.Checks, res)
+		switch res.Verdict {
+		case Pass:
+			rep.Summary.Pass++
+		case Fail:
+			rep.Summary.Fail++
+		case Skip:
+			rep.Summary.Skip++
+		}
+	}
+	rep.DurationMs = time.Since(start).Milliseconds()
+	return rep, nil
+}
+
+func newCheckRun(cfg *config, root, id string) (*checkRun, error) {
+	dir := filepath.Join(root, id)
+	r := &checkRun{cfg: cfg, id: id, dir: dir, cwd: filepath.Join(dir, "cwd"), state: filepath.Join(dir, "state")}
+	if err := os.MkdirAll(r.cwd, 0o700); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func runCheck(ctx context.Context, cfg *config, root string, ch check, pr probeResult) (res CheckResult) {
+	start := time.Now()
+	res = CheckResult{ID: ch.id, Title: ch.title}
+	defer func() { res.DurationMs = time.Since(start).Milliseconds() }()
+	r, err := newCheckRun(cfg, root, ch.id)
+	if err != nil {
+		res.Verdict, res.Detail = Fail, err.Error()
+		return res
+	}
+	cctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	err = func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("check panicked: %v", p)
+			}
+		}()
+		return ch.run(cctx, r, pr)
+	}()
+	cancel()
+	r.closeAll()
+	var se skipError
+	switch {
+	case err == nil:
+		res.Verdict, res.Detail = Pass, strings.Join(r.notes, "; ")
+	case errors.As(err, &se):
+		res.Verdict, res.Detail = Skip, se.reason
+	default:
+		res.Verdict, res.Detail = Fail, err.Error()
+	}
+	name := ch.id + ".jsonl"
+	if len(r.runs) == 0 {
+		return res // nothing ran: no transcript
+	}
+	if terr := r.writeTranscript(filepath.Join(cfg.transcripts, name)); terr == nil {
+		res.Transcript = name
+	}
+	return res
+}
+
+// writeTranscript writes every run's frames as the client saw them, then
+// each sidecar's --trace and the tail of each run's stderr, as JSON lines
+// (see README-section.md, "Transcripts").
+func (r *checkRun) writeTranscript(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(f)
+	enc.SetEscapeHTML(false)
+	for _, ru := range r.runs {
+		for _, ev := range ru.c.transcript() {
+			rec := map[string]any{"run": ru.name, "src": "client", "t": ev.T.UTC().Format(time.RFC3339Nano), "dir": ev.Dir}
+			if json.Valid(ev.Frame) {
+				rec["frame"] = json.RawMessage(ev.Frame)
+			} else {
+				rec["malformed"] = string(ev.Frame)
+			}
+			_ = enc.Encode(rec)
+		}
+		if ru.trace != "" {
+			if data, err := os.ReadFile(ru.trace); err == nil {
+				for _, line := range strings.Split(string(data), "\n") {
+					if json.Valid([]byte(line)) {
+						_ = enc.Encode(map[string]any{"run": ru.name, "src": "sidecar-trace", "entry": json.RawMessage(line)})
+					}
+				}
+			}
+		}
+		if s := ru.errs.String(); s != "" {
+			_ = enc.Encode(map[string]any{"run": ru.name, "src": "stderr", "text": s})
+		}
+	}
+	return f.Close()
+}
+
+func printTable(w io.Writer, rep *Report) {
+	name := rep.Agent.Name
+	if name == "" {
+		name = strings.Join(rep.Agent.Command, " ")
+	}
+	fmt.Fprintf(w, "agent: %s %s (protocol %d)\n", name, rep.Agent.Version, rep.Agent.ProtocolVersion)
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECK\tVERDICT\tTIME\tDETAIL")
+	for _, c := range rep.Checks {
+		fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%s\n", c.ID, c.Verdict, float64(c.DurationMs)/1000, oneLine(c.Detail, 400))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "%d passed, %d failed, %d skipped in %.1fs; transcripts in %s\n",
+		rep.Summary.Pass, rep.Summary.Fail, rep.Summary.Skip, float64(rep.DurationMs)/1000, rep.Transcripts)
+}
+
+func writeJSON(path string, rep *Report) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,80 @@
+package suite
+
+import "encoding/json"
+
+// Report is the --json report; report.schema.json describes it. Fields may
+// be added; none is renamed or removed.
+type Report struct {
+	SchemaVersion int             `json:"schemaVersion"`
+	Started       string          `json:"started"`
+	DurationMs    int64           `json:"durationMs"`
+	Sidecar       string          `json:"sidecar"`
+	Agent         AgentInfo       `json:"agent"`
+	Capabilities  json.RawMessage `json:"capabilities"`
+	Config        ConfigSummary   `json:"config"`
+	Transcripts   string          `json:"transcripts"`
+	Summary       Summary         `json:"summary"`
+	Checks        []CheckResult   `json:"checks"`
+}
+
+// AgentInfo is the agent command and what initialize said about it.
+type AgentInfo struct {
+	Command         []string `json:"command"`
+	Name            string   `json:"name"`
+	Title           string   `json:"title"`
+	Version         string   `json:"version"`
+	ProtocolVersion int      `json:"protocolVersion"`
+}
+
+// ConfigSummary is what a fresh session offers.
+type ConfigSummary struct {
+	Options []ConfigOption `json:"options"`
+	Modes   []string       `json:"modes"`
+	Models  []string       `json:"models"`
+}
+
+// ConfigOption is one configOptions entry of a fresh session.
+type ConfigOption struct {
+	ID       string   `json:"id"`
+	Category string   `json:"category"`
+	Current  string   `json:"current"`
+	Values   []string `json:"values"`
+}
+
+// Summary counts the verdicts.
+type Summary struct {
+	Pass int `json:"pass"`
+	Fail int `json:"fail"`
+	Skip int `json:"skip"`
+}
+
+// CheckResult is one check's outcome.
+type CheckResult struct {
+	ID         string `json:"id"`
+	Title      string `json:"title"`
+	Verdict    string `json:"verdict"`
+	Detail     string `json:"detail"`
+	DurationMs int64  `json:"durationMs"`
+	Transcript string `json:"transcript"`
+}
+
+func describeConfig(s *sessionConfig) ConfigSummary {
+	out := ConfigSummary{Options: []ConfigOption{}, Modes: []string{}, Models: []string{}}
+	if s == nil {
+		return out
+	}
+	for _, o := range s.Options {
+		vals := o.Values
+		if vals == nil {
+			vals = []string{}
+		}
+		out.Options = append(out.Options, ConfigOption{ID: o.ID, Category: o.Category, Current: unquote(o.Current), Values: vals})
+	}
+	if s.Modes != nil {
+		out.Modes = append(out.Modes, s.Modes.Values...)
+	}
+	if s.Models != nil {
+		out.Models = append(out.Models, s.Models.Values...)
+	}
+	return out
+}

@@ -1,0 +1,354 @@
+package suite
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acp-sidecar/acp-sidecar/conformance/mockllm"
+)
+
+// expect is a check's expected verdict and, for fail or skip, a piece of
+// its detail.
+type expect struct {
+	verdict string
+	detail  string
+}
+
+// TestFakeAgentProfiles runs `conformance -- acp-sidecar fakeagent
+// --profile P` for every profile, in process (so the suite itself runs
+// under -race), and checks each verdict and the JSON report.
+func TestFakeAgentProfiles(t *testing.T) {
+	bin := sidecarBinary(t)
+	const brokenSet = "accepted a change it did not make"
+	cases := []struct {
+		name  string
+		args  []string
+		want  map[string]expect // checks not named must pass
+		code  int
+		notes string
+	}{
+		{name: "default", args: []string{"--profile", "default"}},
+		{name: "legacy-only", args: []string{"--profile", "legacy-only"}},
+		{name: "config-options-only", args: []string{"--profile", "config-options-only"}},
+		{name: "model-dependent", args: []string{"--profile", "model-dependent"}},
+		{name: "no-load", args: []string{"--profile", "no-load"}},
+		{name: "ignores-eof", args: []string{"--profile", "ignores-eof"}},
+		// The agent's command list comes before the session/new response;
+		// the sidecar's own list must not follow and replace it.
+		{name: "early-updates", args: []string{"--profile", "early-updates"}},
+		{
+			name: "broken-set-config", args: []string{"--profile", "broken-set-config"}, code: 1,
+			want: map[string]expect{
+				"record": {Fail, brokenSet}, "reset": {Fail, brokenSet}, "restore-order": {Fail, brokenSet},
+			},
+		},
+		{
+			name: "no-config", args: []string{"-config-options=false", "-modes=false", "-models=false"},
+			want: map[string]expect{
+				"record": {Skip, "no config options"}, "reset": {Skip, "no config options"},
+				"restore-order": {Skip, "no config options"}, "fail-closed": {Skip, "no config options"},
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			jsonPath := filepath.Join(dir, "report.json")
+			args := append([]string{"--json", jsonPath, "--timeout", "60s", "--", bin, "fakeagent"}, tc.args...)
+			var stdout, stderr bytes.Buffer
+			code := Main(t.Context(), bin, args, &stdout, &stderr)
+			t.Logf("conformance %s:\n%s%s", strings.Join(tc.args, " "), stdout.String(), stderr.String())
+			if code != tc.code {
+				t.Errorf("exit status %d, want %d", code, tc.code)
+			}
+			rep := readReport(t, jsonPath)
+			var ids []string
+			for _, c := range rep.Checks {
+				ids = append(ids, c.ID)
+				want, ok := tc.want[c.ID]
+				if !ok {
+					want = expect{verdict: Pass}
+				}
+				if c.Verdict != want.verdict || !strings.Contains(c.Detail, want.detail) {
+					t.Errorf("%s: %s (%s), want %s with %q", c.ID, c.Verdict, c.Detail, want.verdict, want.detail)
+				}
+				if c.Transcript == "" {
+					if c.Verdict != Skip {
+						t.Errorf("%s: no transcript", c.ID)
+					}
+				} else if fi, err := os.Stat(filepath.Join(rep.Transcripts, c.Transcript)); err != nil || fi.Size() == 0 {
+					t.Errorf("%s: transcript %s: %v", c.ID, c.Transcript, err)
+				}
+				if !strings.Contains(stdout.String(), c.ID) {
+					t.Errorf("the table lacks %s", c.ID)
+				}
+			}
+			var all []string
+			for _, c := range checks() {
+				all = append(all, c.id)
+			}
+			if !slices.Equal(ids, all) {
+				t.Errorf("checks %q, want %q", ids, all)
+			}
+			if rep.Agent.Name != "fake-agent" || rep.Agent.ProtocolVersion != 1 {
+				t.Errorf("agent %+v, want fake-agent on protocol 1", rep.Agent)
+			}
+		})
+	}
+}
+
+// readReport validates the report against report.schema.json and decodes
+// it strictly.
+func readReport(t *testing.T, path string) Report {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read report: %v", err)
+	}
+	schemaData, err := os.ReadFile("report.schema.json")
+	if err != nil {
+		t.Fatalf("read schema: %v", err)
+	}
+	var schema, doc any
+	if err := json.Unmarshal(schemaData, &schema); err != nil {
+		t.Fatalf("schema: %v", err)
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("report is not JSON: %v", err)
+	}
+	if errs := validate(schema.(map[string]any), schema, doc, "$"); len(errs) > 0 {
+		t.Fatalf("report does not match report.schema.json:\n%s\nreport:\n%s", strings.Join(errs, "\n"), data)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var rep Report
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("decode report strictly: %v", err)
+	}
+	return rep
+}
+
+// validate checks doc against a JSON Schema subset: $ref (to #/$defs/…),
+// type, enum, minimum, required, properties, additionalProperties: false,
+// items. It is enough for report.schema.json, which uses nothing else.
+func validate(root map[string]any, s any, doc any, at string) []string {
+	sch, ok := s.(map[string]any)
+	if !ok {
+		return nil
+	}
+	if ref, ok := sch["$ref"].(string); ok {
+		name, found := strings.CutPrefix(ref, "#/$defs/")
+		defs, _ := root["$defs"].(map[string]any)
+		if !found || defs[name] == nil {
+			return []string{at + ": unsupported $ref " + ref}
+		}
+		return validate(root, defs[name], doc, at)
+	}
+	var errs []string
+	if ty, ok := sch["type"].(string); ok && !hasType(doc, ty) {
+		return []string{fmt.Sprintf("%s: want %s, got %T", at, ty, doc)}
+	}
+	if enum, ok := sch["enum"].([]any); ok && !slices.ContainsFunc(enum, func(v any) bool { return fmt.Sprint(v) == fmt.Sprint(doc) }) {
+		errs = append(errs, fmt.Sprintf("%s: %v is not one of %v", at, doc, enum))
+	}
+	if m, ok := sch["minimum"].(float64); ok {
+		if n, ok := doc.(float64); ok && n < m {
+			errs = append(errs, fmt.Sprintf("%s: %v < minimum %v", at, n, m))
+		}
+	}
+	if obj, ok := doc.(map[string]any); ok {
+		props, _ := sch["properties"].(map[string]any)
+		for _, r := range asSlice(sch["required"]) {
+			if _, ok := obj[r.(string)]; !ok {
+				errs = append(errs, fmt.Sprintf("%s: missing required %q", at, r))
+			}
+		}
+		for k, v := range obj {
+			if p, ok := props[k]; ok {
+				errs = append(errs, validate(root, p, v, at+"."+k)...)
+			} else if sch["additionalProperties"] == false {
+				errs = append(errs, fmt.Sprintf("%s: unexpected property %q", at, k))
+			}
+		}
+	}
+	if arr, ok := doc.([]any); ok {
+		for i, v := range arr {
+			errs = append(errs, validate(root, sch["items"], v, fmt.Sprintf("%s[%d]", at, i))...)
+		}
+	}
+	return errs
+}
+
+func asSlice(v any) []any {
+	s, _ := v.([]any)
+	return s
+}
+
+func hasType(v any, ty string) bool {
+	switch ty {
+	case "object":
+		_, ok := v.(map[string]any)
+		return ok
+	case "array":
+		_, ok := v.([]any)
+		return ok
+	case "string":
+		_, ok := v.(string)
+		return ok
+	case "boolean":
+		_, ok := v.(bool)
+		return ok
+	case "null":
+		return v == nil
+	case "number":
+		_, ok := v.(float64)
+		return ok
+	case "integer":
+		n, ok := v.(float64)
+		return ok && n == float64(int64(n))
+	}
+	return false
+}
+
+// TestSchemaValidatorRejects keeps the validator honest: a report with a
+// missing field, an unknown field or a bad verdict must not validate.
+func TestSchemaValidatorRejects(t *testing.T) {
+	var schema any
+	data, err := os.ReadFile("report.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &schema); err != nil {
+		t.Fatal(err)
+	}
+	good := Report{SchemaVersion: 1, Capabilities: json.RawMessage(`{}`), Config: describeConfig(nil), Checks: []CheckResult{{ID: "load", Verdict: Pass}}, Agent: AgentInfo{Command: []string{"x"}}}
+	for name, mutate := range map[string]func(m map[string]any){
+		"valid":          func(map[string]any) {},
+		"missing field":  func(m map[string]any) { delete(m, "summary") },
+		"unknown field":  func(m map[string]any) { m["extra"] = 1 },
+		"bad verdict":    func(m map[string]any) { m["checks"].([]any)[0].(map[string]any)["verdict"] = "maybe" },
+		"wrong type":     func(m map[string]any) { m["durationMs"] = "1s" },
+		"negative count": func(m map[string]any) { m["summary"].(map[string]any)["fail"] = -1.0 },
+	} {
+		b, _ := json.Marshal(good)
+		var doc map[string]any
+		_ = json.Unmarshal(b, &doc)
+		mutate(doc)
+		errs := validate(schema.(map[string]any), schema, any(doc), "$")
+		if (name == "valid") != (len(errs) == 0) {
+			t.Errorf("%s: errors %q", name, errs)
+		}
+	}
+}
+
+// TestUsage: no agent, a bad pattern and a bad timeout are usage errors.
+func TestUsage(t *testing.T) {
+	for _, args := range [][]string{{}, {"--only", "(", "--", "x"}, {"--timeout", "0s", "--", "x"}, {"--nope"}} {
+		var out, errb bytes.Buffer
+		if code := Main(t.Context(), "acp-sidecar", args, &out, &errb); code != 2 || out.Len() != 0 {
+			t.Errorf("%q: status %d, stdout %q, want 2 and nothing", args, code, out.String())
+		}
+	}
+}
+
+// TestCLI runs the real binary's `conformance` command on one check, so the
+// command entry in cmd/acp-sidecar is covered too.
+func TestCLI(t *testing.T) {
+	bin := sidecarBinary(t)
+	cmd := exec.CommandContext(t.Context(), bin, "conformance", "--only", "^fail-closed$", "--", bin, "fakeagent")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("acp-sidecar conformance: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "fail-closed") || !strings.Contains(string(out), "1 passed, 0 failed") {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+// claudeAgentEntry is where scripts/e2e-setup.sh installs claude-agent-acp.
+const claudeAgentEntry = ".cache/e2e/claude-agent-acp/node_modules/@zed-industries/claude-agent-acp/dist/index.js"
+
+// TestClaudeAgent runs every check against the real claude-agent-acp,
+// offline against conformance/mockllm, as conformance/e2e runs it. It skips
+// when the agent is not installed, and fails instead when CI=true.
+func TestClaudeAgent(t *testing.T) {
+	bin := sidecarBinary(t)
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := filepath.Join(root, filepath.FromSlash(claudeAgentEntry))
+	node, nodeErr := exec.LookPath("node")
+	if _, err := os.Stat(entry); err != nil || nodeErr != nil {
+		msg := fmt.Sprintf("claude-agent-acp is not installed (%v); run: %s", errors.Join(err, nodeErr), filepath.Join(root, "scripts", "e2e-setup.sh"))
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	t.Parallel()
+	mock, url, err := mockllm.Start(t.Context(), mockllm.Options{})
+	if err != nil {
+		t.Fatalf("start mock LLM: %v", err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	env := claudeEnv(os.Environ(), t.TempDir(), url)
+	dir := t.TempDir()
+	cfg := &config{exe: bin, agent: []string{node, entry}, env: env, timeout: claudeCheckTimeout,
+		jsonPath: filepath.Join(dir, "report.json"), transcripts: filepath.Join(dir, "transcripts")}
+	rep, err := runSuite(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table bytes.Buffer
+	printTable(&table, rep)
+	t.Logf("conformance -- claude-agent-acp:\n%s", table.String())
+	if err := writeJSON(cfg.jsonPath, rep); err != nil {
+		t.Fatal(err)
+	}
+	readReport(t, cfg.jsonPath)
+	for _, c := range rep.Checks {
+		if c.Verdict != Pass {
+			t.Errorf("%s: %s: %s (transcript %s)", c.ID, c.Verdict, c.Detail, filepath.Join(rep.Transcripts, c.Transcript))
+		}
+	}
+}
+
+// claudeCheckTimeout bounds each check against claude-agent-acp, whose
+// session/new starts a CLI process and takes seconds.
+const claudeCheckTimeout = 2 * time.Minute
+
+// claudeEnv is environ minus whatever could point claude-agent-acp at a
+// real API, account or proxy, plus what runs it offline against a mock
+// LLM at url (conformance/mockllm), with home as a fresh HOME: the
+// environment conformance/e2e uses.
+func claudeEnv(environ []string, home, url string) []string {
+	var env []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		switch u := strings.ToUpper(k); {
+		case strings.HasPrefix(u, "ANTHROPIC_"), strings.HasPrefix(u, "CLAUDE_"),
+			u == "HTTP_PROXY", u == "HTTPS_PROXY", u == "ALL_PROXY", u == "NO_PROXY",
+			u == "HOME", u == "XDG_CONFIG_HOME", u == "IS_SANDBOX":
+			continue
+		}
+		env = append(env, kv)
+	}
+	env = append(env, "HOME="+home, "ANTHROPIC_BASE_URL="+url, "ANTHROPIC_API_KEY=test",
+		"DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1", "DISABLE_AUTOUPDATER=1",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "NO_PROXY=127.0.0.1,localhost")
+	if os.Geteuid() == 0 {
+		env = append(env, "IS_SANDBOX=1") // claude as root exits during session/new without it
+	}
+	return env
+}
