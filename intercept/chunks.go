@@ -81,21 +81,29 @@ func stringAt(raw []byte, start int) ([]byte, bool) {
 	return nil, false
 }
 
-// collect appends a chunk's text to its session's answer.
+// collect appends a chunk's text to its session's answer, up to what the
+// record keeps of one (maxRecordedText): a turn that streams megabytes is
+// relayed whole, but neither the record nor the sidecar's memory grows with it.
 func (r *Recorder) collect(f *proxy.Frame) {
-	text, ok := chunkText(f)
-	if !ok || len(text) == 0 {
-		return
-	}
 	sid := sessionIDOf(f)
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	b := r.answers[sid]
 	if b == nil {
 		b = &strings.Builder{}
 		r.answers[sid] = b
 	}
+	full := b.Len() >= maxRecordedText
+	r.mu.Unlock()
+	if full {
+		return
+	}
+	text, ok := chunkText(f)
+	if !ok || len(text) == 0 {
+		return
+	}
+	r.mu.Lock()
 	b.Write(text)
+	r.mu.Unlock()
 }
 
 // takeAnswer hands over and forgets what was collected for a native session.

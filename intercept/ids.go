@@ -29,12 +29,7 @@ func (m idMapper) Claims(_ proxy.Direction, env *proxy.Envelope) bool {
 	if !env.SessionID.Present() {
 		return false
 	}
-	if m.t.mapped.Load() {
-		return true
-	}
-	m.t.mu.Lock()
-	defer m.t.mu.Unlock()
-	return m.t.creating > 0
+	return m.t.mapped.Load() || m.t.creating.Load() > 0
 }
 
 // Intercept splices the mapped id in place of the frame's.
@@ -72,7 +67,7 @@ type early struct {
 func (t *table) holdEarly(native string, raw []byte, sc Sidecar) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.creating == 0 || sc == nil {
+	if t.creating.Load() == 0 || sc == nil {
 		return false
 	}
 	if _, known := t.client[native]; known {

@@ -207,14 +207,8 @@ func (r *Recorder) newNative(ctx context.Context, sid string, snap snapshot) (st
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 	defer cancel()
-	r.t.mu.Lock()
-	r.t.creating++
-	r.t.mu.Unlock()
-	defer func() {
-		r.t.mu.Lock()
-		r.t.creating--
-		r.t.mu.Unlock()
-	}()
+	r.t.creating.Add(1)
+	defer r.t.creating.Add(-1)
 	var res json.RawMessage
 	if err := r.sc.Call(ctx, mSessionNew, params, &res); err != nil {
 		r.t.releaseAllEarly()

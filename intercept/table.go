@@ -14,15 +14,15 @@ import (
 // guarded by one lock; the common frame never touches it, because mapped
 // stays false until the first rebuild.
 type table struct {
-	mapped   atomic.Bool // some client id differs from its native id
-	anyStale atomic.Bool // some session lost its native session with the agent
+	mapped   atomic.Bool  // some client id differs from its native id
+	anyStale atomic.Bool  // some session lost its native session with the agent
+	creating atomic.Int32 // the sidecar's own session/new calls in flight
 
 	mu       sync.Mutex
 	native   map[string]string // client id -> current native id
 	client   map[string]string // native id (current and past) -> client id
 	blocked  map[string]*state.Blocked
 	busy     map[string]string         // client id -> what the sidecar is doing to it
-	creating int                       // own session/new calls in flight
 	early    map[string][]early        // agent frames for sessions being created
 	stale    map[string]bool           // client ids to rebuild before their next request
 	commands map[string]bool           // native ids the agent sent a command list for
