@@ -182,7 +182,7 @@ func (r *Recorder) Reset(ctx context.Context, sid string) (report, error) {
 	if snap.running {
 		return report{}, refuse(codeBusy, "a turn is running; cancel it or wait for it to end, then reset")
 	}
-	capture := snap.live
+	capture := r.t.targetOr(sid, snap.live)
 	native, catalog, err := r.newNative(ctx, sid, snap)
 	if err != nil {
 		return report{}, fmt.Errorf("reset %s: %w", sid, err)
@@ -237,6 +237,9 @@ func (r *Recorder) settle(ctx context.Context, sid, native string, out outcome, 
 	if len(out.failed) > 0 {
 		re := &replay.RestoreError{Fields: out.failed}
 		blocked = &state.Blocked{Fields: re.Names(), Reason: re.Error(), At: r.cfg.Now()}
+		r.t.owe(sid, out.target)
+	} else {
+		r.t.owe(sid, nil)
 	}
 	r.t.setBlocked(sid, blocked)
 	r.do(ctx, func(ctx context.Context) {
@@ -310,6 +313,7 @@ func (r *Recorder) AcceptConfig(ctx context.Context, sid string) error {
 		return err
 	}
 	r.t.setBlocked(sid, nil)
+	r.t.owe(sid, nil)
 	return r.do(ctx, func(ctx context.Context) {
 		if s := r.sessions[sid]; s != nil {
 			s.rec.Blocked = nil

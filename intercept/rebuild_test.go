@@ -144,6 +144,12 @@ func TestResetFailsClosed(t *testing.T) {
 	if n := countCalls(r.calls(t), "session/prompt"); n != prompts {
 		t.Errorf("the refused prompt reached the agent")
 	}
+	// /reset tries again for the config the session had, not for the
+	// partial one the failed restore left: the field still fails.
+	_, text, err = r.client.Prompt(ctx, sid, "/reset")
+	if err != nil || !strings.Contains(text, "effort") || !strings.Contains(text, "could not be restored") {
+		t.Fatalf("a second /reset answered %q, %v; want the effort field named again", text, err)
+	}
 	_, text, err = r.client.Prompt(ctx, sid, "/accept-config")
 	if err != nil || !strings.Contains(text, "current config") {
 		t.Fatalf("/accept-config answered %q, %v", text, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -588,6 +589,7 @@ func (r *Recorder) turnEnded(ctx context.Context, sid string, result json.RawMes
 	t.Answer += r.takeAnswer(t.NativeID)
 	r.putTurn(ctx, s, t)
 	lighten(t)
+	t.Answer = strings.Clone(t.Answer) // not the collecting buffer's spare room
 	s.turn = nil
 }
 

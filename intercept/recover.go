@@ -145,7 +145,7 @@ func (r *Recorder) Recover(ctx context.Context, sid string) error {
 	if err != nil {
 		return err
 	}
-	out := r.restore(ctx, native, snap.live, catalog)
+	out := r.restore(ctx, native, r.t.targetOr(sid, snap.live), catalog)
 	r.settle(ctx, sid, native, out, func(s *session) {
 		if path == "new" {
 			r.arm(s)
@@ -308,7 +308,7 @@ func (r *Recorder) reopen(ctx context.Context, sid, method string) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
-	out := r.restore(ctx, native, snap.live, catalog)
+	out := r.restore(ctx, native, r.t.targetOr(sid, snap.live), catalog)
 	var history [][]byte
 	r.settle(ctx, sid, native, out, func(s *session) {
 		if path == "new" {

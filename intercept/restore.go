@@ -3,7 +3,10 @@ package intercept
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+
+	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
@@ -11,6 +14,8 @@ import (
 
 // outcome is what a restore achieved, in the agent's own words.
 type outcome struct {
+	// target is what the restore aimed at.
+	target *state.Config
 	// catalog is the config as the agent last reported it during the restore.
 	catalog *state.Config
 	applied []replay.Step
@@ -27,26 +32,34 @@ type outcome struct {
 // sidecar's own calls. It never stops at the first failure: every field that
 // cannot be restored is named, so the user sees them all at once.
 func (r *Recorder) restore(ctx context.Context, nativeID string, target, catalog *state.Config) outcome {
-	out := outcome{catalog: cloneConfig(catalog)}
+	out := outcome{catalog: cloneConfig(catalog), target: target}
 	if out.catalog == nil {
 		out.catalog = &state.Config{}
 	}
 	done := map[string]bool{}
+	var silent error // the agent stopped answering: the rest is not tried
 	for {
 		step, fe, ok := replay.Next(target, out.catalog, done)
 		if !ok {
 			return out
 		}
 		done[step.Field] = true
-		if fe != nil {
+		switch {
+		case fe != nil:
 			out.failed = append(out.failed, *fe)
 			continue
-		}
-		if step.Method == "" {
+		case step.Method == "":
+			continue
+		case silent != nil:
+			out.failed = append(out.failed, replay.FieldError{Field: step.Field, Want: step.Value, Reason: "not tried: " + silent.Error()})
 			continue
 		}
 		if err := r.runStep(ctx, nativeID, step, &out); err != nil {
 			out.failed = append(out.failed, replay.FieldError{Field: step.Field, Want: step.Value, Reason: err.Error()})
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jsonrpc2.ErrClosed) {
+				// One bound for the agent's silence, not one per field.
+				silent = fmt.Errorf("the agent did not answer %s", step.Method)
+			}
 			continue
 		}
 		out.applied = append(out.applied, step)

@@ -97,7 +97,7 @@ func (r *Recorder) Rollback(ctx context.Context, sid string, keep int) (rollback
 	if err != nil {
 		return rollbackReport{}, fmt.Errorf("rollback %s: %w", sid, err)
 	}
-	out := r.restore(ctx, native, snap.live, catalog)
+	out := r.restore(ctx, native, r.t.targetOr(sid, snap.live), catalog)
 	rep.report = r.settle(ctx, sid, native, out, func(s *session) {
 		for _, t := range visible(s)[keep:] {
 			t.Status = state.TurnRolledBack
@@ -148,7 +148,7 @@ func (r *Recorder) Fork(ctx context.Context, parent string, at int) (report, err
 			fail = refuse(-32602, "atTurn %d is out of range: the session has %d turns", at, n)
 			return
 		}
-		snap = snapshot{live: cloneConfig(p.rec.Live), cwd: p.rec.Cwd, mcp: p.rec.McpServers, dirs: p.rec.AdditionalDirectories}
+		snap = snapshot{live: cloneConfig(r.t.targetOr(parent, p.rec.Live)), cwd: p.rec.Cwd, mcp: p.rec.McpServers, dirs: p.rec.AdditionalDirectories}
 	})
 	if fail != nil {
 		return report{}, fail

@@ -26,6 +26,7 @@ type table struct {
 	early    map[string][]early        // agent frames for sessions being created
 	stale    map[string]bool           // client ids to rebuild before their next request
 	commands map[string]bool           // native ids the agent sent a command list for
+	targets  map[string]*state.Config  // client id -> the config a failed restore still owes
 	armed    map[string]replay.Handoff // client id -> handoff for its next prompt
 	carried  map[string]replay.Handoff // client id -> handoff the prompt in flight carries
 }
@@ -174,4 +175,32 @@ func (t *table) clearStale(clientID string) {
 	defer t.mu.Unlock()
 	delete(t.stale, clientID)
 	t.anyStale.Store(len(t.stale) > 0)
+}
+
+// owe keeps the target of a restore that failed, so a retry (/reset, a
+// rollback, a crash recovery) aims at it again instead of at the partial
+// config the agent reported; nil clears it (the restore succeeded, or the
+// user accepted the agent's config).
+func (t *table) owe(clientID string, target *state.Config) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if target == nil {
+		delete(t.targets, clientID)
+		return
+	}
+	if t.targets == nil {
+		t.targets = map[string]*state.Config{}
+	}
+	t.targets[clientID] = target
+}
+
+// targetOr is what a rebuild restores: the config a failed restore still
+// owes, else live.
+func (t *table) targetOr(clientID string, live *state.Config) *state.Config {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if owed := t.targets[clientID]; owed != nil {
+		return owed
+	}
+	return live
 }

@@ -113,7 +113,7 @@ func refuse(ctx context.Context, c *jsonrpc2.Conn, req *jsonrpc2.Request) (any, 
 // response, which never reaches the client. An error response comes back as
 // *jsonrpc2.Error. Calls fail once the agent's output has ended.
 func (r *Relay) Call(ctx context.Context, method string, params, result any) error {
-	o := r.own
+	o := r.own.Load()
 	id := jsonrpc2.ID{Str: OwnIDPrefix + strconv.FormatUint(o.seq.Add(1), 10), IsString: true}
 	if err := o.conn.Call(ctx, method, params, result, jsonrpc2.PickID(id)); err != nil {
 		return fmt.Errorf("call %s: %w", method, err)

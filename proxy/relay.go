@@ -113,8 +113,8 @@ type Relay struct {
 	cfg   Config
 	log   *slog.Logger
 	hook  Hook
-	out   [2]*output // indexed by Direction: where frames travelling that way are written
-	own   *ownCalls
+	out   [2]*output               // indexed by Direction: where frames travelling that way are written
+	own   atomic.Pointer[ownCalls] // the current agent's; replaced when a new agent starts
 	trace *Trace
 
 	clientEOF  chan struct{} // closed when the client's input has ended
@@ -132,7 +132,7 @@ func NewRelay(cfg Config) *Relay {
 	}
 	r.out[ClientToAgent] = newOutput(cfg.AgentIn)
 	r.out[AgentToClient] = newOutput(cfg.ClientOut)
-	r.own = newOwnCalls(r)
+	r.own.Store(newOwnCalls(r))
 	return r
 }
 
@@ -186,7 +186,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}
-	r.own.close()
+	r.own.Load().close()
 	cancel()
 	if c, ok := r.cfg.ClientIn.(io.Closer); ok {
 		c.Close()
@@ -231,6 +231,10 @@ func (r *Relay) agentToClient(ctx context.Context) error {
 		if r.cfg.OnAgentExit == nil || r.clientGone() {
 			return nil
 		}
+		// Calls the dead agent will never answer fail now, not at their
+		// timeouts; the next agent gets a connection of its own.
+		old := r.own.Swap(newOwnCalls(r))
+		old.close()
 		// Frames for the agent wait while it restarts; the sidecar's own
 		// calls (a replayed initialize) go straight to the new one.
 		release := r.Hold(ClientToAgent)
@@ -387,7 +391,7 @@ func (r *Relay) oversized(dir Direction, e *TooLargeError) {
 func (r *Relay) ownID(dir Direction, line []byte, env *Envelope) bool {
 	switch {
 	case dir == AgentToClient && env.Kind == KindResponse:
-		r.own.deliver(line)
+		r.own.Load().deliver(line)
 		return true
 	case dir == ClientToAgent && env.Kind == KindRequest:
 		// The answer would be taken for one of ours and never reach the client.
