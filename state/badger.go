@@ -66,17 +66,20 @@ type badgerStore struct {
 	wg   sync.WaitGroup
 }
 
-// badgerOptions is the small-footprint set measured in go-libs.md §4: the
-// default 64 MiB memtable arena would sit in the Go heap and raise the GC target
-// of the relay by as much.
+// badgerOptions is the small-footprint set measured in go-libs.md §4, with
+// a smaller memtable and tables still: each memtable's arena sits in the Go heap (the
+// default 64 MiB would raise the relay's GC target by as much), and a
+// sidecar's record is kilobytes a turn. 2 MiB keeps the 64 KiB value
+// threshold under badger's 15% bound and the peak RSS after 10,000 turns
+// under 64 MiB.
 func badgerOptions(dir string, log *slog.Logger) badger.Options {
 	return badger.DefaultOptions(dir).
-		WithMemTableSize(8 << 20).
+		WithMemTableSize(2 << 20).
 		WithNumMemtables(2).
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(4).
-		WithBaseTableSize(2 << 20).
-		WithBaseLevelSize(8 << 20).
+		WithBaseTableSize(1 << 20).
+		WithBaseLevelSize(4 << 20).
 		WithValueLogFileSize(32 << 20).
 		WithValueThreshold(64 << 10).
 		WithCompression(options.None). // must precede BlockCacheSize(0), which panics with compression on

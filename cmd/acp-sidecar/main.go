@@ -10,10 +10,20 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
 
+// memoryLimit is the sidecar's soft heap limit, unless GOMEMLIMIT says
+// otherwise: it runs for days beside every editor window, and its heap is a
+// few memtables and the turns' text. Past the limit the GC works harder; it
+// is not a cap that fails allocations.
+const memoryLimit = 32 << 20
+
 func main() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(memoryLimit)
+	}
 	// A write to a closed pipe must fail with EPIPE where it happens, and
 	// neither kill the process (Go's default for fds 1 and 2) nor stop
 	// anything else. Once SIGPIPE is notified, Go delivers it for every
