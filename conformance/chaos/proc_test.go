@@ -1,0 +1,136 @@
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// procInfo is what /proc/PID/stat says of a process: enough to tell it
+// apart from a later process with the same pid.
+type procInfo struct {
+	pid, ppid int
+	state     byte   // R, S, Z, …
+	start     uint64 // start time in clock ticks since boot
+}
+
+// readStat parses /proc/PID/stat. The command name may hold spaces and
+// parentheses, so the fields are read after the last ')'.
+func readStat(pid int) (procInfo, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procInfo{}, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return procInfo{}, false
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] state, f[1] ppid, … f[19] starttime (field 22 of stat).
+	if len(f) < 20 {
+		return procInfo{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	start, _ := strconv.ParseUint(f[19], 10, 64)
+	return procInfo{pid: pid, ppid: ppid, state: f[0][0], start: start}, true
+}
+
+// children lists the live (not zombie) children of pid.
+func children(pid int) []procInfo {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []procInfo
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if pi, ok := readStat(n); ok && pi.ppid == pid && pi.state != 'Z' {
+			out = append(out, pi)
+		}
+	}
+	return out
+}
+
+// agentOf waits up to d for the sidecar pid to have a live child (its
+// agent) and returns it.
+func agentOf(sidecar int, d time.Duration) (procInfo, bool) {
+	deadline := time.Now().Add(d)
+	for {
+		if c := children(sidecar); len(c) > 0 {
+			return c[len(c)-1], true
+		}
+		if time.Now().After(deadline) {
+			return procInfo{}, false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// alive reports whether the process p still runs: the same pid with the
+// same start time, and not a zombie.
+func alive(p procInfo) bool {
+	now, ok := readStat(p.pid)
+	return ok && now.start == p.start && now.state != 'Z'
+}
+
+// waitGone waits up to d for p to be gone (or a zombie).
+func waitGone(p procInfo, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for alive(p) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}
+
+// sigkill SIGKILLs p alone, if it is still the process we saw.
+func sigkill(p procInfo) error {
+	if !alive(p) {
+		return fmt.Errorf("process %d already gone", p.pid)
+	}
+	return syscall.Kill(p.pid, syscall.SIGKILL)
+}
+
+// holdsFile reports whether pid has path open, by its /proc/PID/fd links.
+func holdsFile(pid int, path string) bool {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && l == path {
+			return true
+		}
+	}
+	return false
+}
+
+// vmRSS is /proc/PID/status VmRSS in bytes.
+func vmRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 0 {
+				break
+			}
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for %d", pid)
+}
