@@ -145,6 +145,9 @@ type session struct {
 	turns   []state.Turn
 	turn    *state.Turn // the running turn
 	started bool        // the original has been written
+	// textFrom is the first turn (after the first) whose text is still in
+	// memory; before it, only the store has the text (see thinOut).
+	textFrom int
 }
 
 // NewRecorder builds a recorder. Start runs it; Bind gives it the relay.
@@ -590,6 +593,7 @@ func (r *Recorder) turnEnded(ctx context.Context, sid string, result json.RawMes
 	r.putTurn(ctx, s, t)
 	lighten(t)
 	t.Answer = strings.Clone(t.Answer) // not the collecting buffer's spare room
+	thinOut(s)
 	s.turn = nil
 }
 
@@ -604,6 +608,43 @@ func lighten(t *state.Turn) {
 }
 
 func capText(s string) string { return clip(s, replay.MaxBudget) }
+
+// keepText is how much turn text a session keeps in memory: twice the
+// largest handoff, which picks the newest turns and the first user message.
+const keepText = 2 * replay.MaxBudget
+
+// thinOut drops from memory the text of turns older than the newest
+// keepText bytes, except the first turn's. What needs them (a rollback to
+// an old turn, a fork from one, a load that replays the history) reads the
+// turns from the store (fullTurns).
+func thinOut(s *session) {
+	total := 0
+	for i := len(s.turns) - 1; i >= max(1, s.textFrom); i-- {
+		total += len(s.turns[i].PromptText) + len(s.turns[i].Answer)
+		if total <= keepText {
+			continue
+		}
+		for j := max(1, s.textFrom); j <= i; j++ {
+			s.turns[j].PromptText, s.turns[j].Answer, s.turns[j].ToolCalls = "", "", nil
+		}
+		s.textFrom = i + 1
+		return
+	}
+}
+
+// fullTurns is the session's turns with all their text: from memory while
+// none was dropped, else from the store.
+func (r *Recorder) fullTurns(ctx context.Context, s *session) []state.Turn {
+	if s.textFrom <= 1 {
+		return s.turns
+	}
+	turns, err := r.cfg.Store.Turns(ctx, s.rec.ClientID)
+	if err != nil {
+		r.log.Warn("read turns for a handoff; using what memory holds", "session", s.rec.ClientID, "err", err)
+		return s.turns
+	}
+	return turns
+}
 
 // update applies a session/update: config reports to live, the rest to the
 // running turn.

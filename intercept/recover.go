@@ -317,7 +317,7 @@ func (r *Recorder) reopen(ctx context.Context, sid, method string) ([]byte, erro
 		// Only the agent's own load replays the history to the client;
 		// after a resume or a new session the sidecar sends it.
 		if method == mSessionLoad && path != "load" {
-			history = historyUpdates(sid, replay.Visible(&s.rec, s.turns))
+			history = historyUpdates(sid, replay.Visible(&s.rec, r.fullTurns(ctx, s)))
 		}
 	})
 	r.t.clearStale(sid)

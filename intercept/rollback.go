@@ -99,9 +99,17 @@ func (r *Recorder) Rollback(ctx context.Context, sid string, keep int) (rollback
 	}
 	out := r.restore(ctx, native, r.t.targetOr(sid, snap.live), catalog)
 	rep.report = r.settle(ctx, sid, native, out, func(s *session) {
-		for _, t := range visible(s)[keep:] {
+		vis := visible(s)
+		after := s.rec.ContextFrom - 1 // the last turn kept, by index
+		if keep > 0 {
+			after = vis[keep-1].Index
+		}
+		for _, t := range vis[keep:] {
 			t.Status = state.TurnRolledBack
-			r.putTurn(ctx, s, t)
+		}
+		// The store marks them (memory may hold them without their text).
+		if err := r.cfg.Store.RollBack(ctx, sid, max(after, 0)); err != nil {
+			r.log.Warn("record rollback", "session", sid, "err", err)
 		}
 		r.arm(s)
 	})
@@ -118,12 +126,13 @@ func (r *Recorder) arm(s *session) {
 
 // conversation is what a fresh native session must be told for s.
 func (r *Recorder) conversation(s *session) []state.Turn {
-	return replay.Conversation(&s.rec, s.turns, func(id string) (*state.Session, []state.Turn, bool) {
+	ctx := r.ctx
+	return replay.Conversation(&s.rec, r.fullTurns(ctx, s), func(id string) (*state.Session, []state.Turn, bool) {
 		p := r.sessions[id]
 		if p == nil {
 			return nil, nil, false
 		}
-		return &p.rec, p.turns, true
+		return &p.rec, r.fullTurns(ctx, p), true
 	})
 }
 

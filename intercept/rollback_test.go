@@ -2,6 +2,7 @@ package intercept_test
 
 import (
 	"encoding/json"
+	"fmt"
 	acp "github.com/coder/acp-go-sdk"
 	"strings"
 	"testing"
@@ -128,3 +129,33 @@ func TestForkInheritsTurnsUpToTheForkPoint(t *testing.T) {
 }
 
 func sessionID(s string) acp.SessionId { return acp.SessionId(s) }
+
+// TestRewindFarBackReadsTheStore: a long session keeps only its newest turns'
+// text in memory; a rewind to an early turn still hands over that turn's
+// text, read from the store.
+func TestRewindFarBackReadsTheStore(t *testing.T) {
+	r := newRig(t, intercept.RecorderConfig{HandoffBudget: 64 << 10})
+	ctx := t.Context()
+	sid := configure(t, r)
+	const n = 24
+	for i := 1; i <= n; i++ {
+		reply(t, r, sid, fmt.Sprintf("marker-%02d %s", i, strings.Repeat("w", 8<<10)))
+	}
+	if _, text, err := r.client.Prompt(ctx, sid, fmt.Sprintf("/rewind %d", n-2)); err != nil || !strings.Contains(text, "2 turn(s) kept") {
+		t.Fatalf("/rewind answered %q, %v", text, err)
+	}
+	got := reply(t, r, sid, "echo: what did I say?")
+	seen := strings.Join(got.Echo, "\n")
+	for _, want := range []string{"marker-01", "marker-02"} {
+		if !strings.Contains(seen, want) {
+			t.Errorf("the handoff lacks %s", want)
+		}
+	}
+	if strings.Contains(seen, "marker-03") {
+		t.Errorf("the handoff has a rewound turn")
+	}
+	turns, _ := r.store.Turns(ctx, string(sid))
+	if len(turns[1].PromptText) < 8<<10 {
+		t.Errorf("the store lost turn 2's text: %d bytes", len(turns[1].PromptText))
+	}
+}

@@ -18,7 +18,7 @@ import (
 // otherwise: it runs for days beside every editor window, and its heap is a
 // few memtables and the turns' text. Past the limit the GC works harder; it
 // is not a cap that fails allocations.
-const memoryLimit = 32 << 20
+const memoryLimit = 24 << 20
 
 func main() {
 	if os.Getenv("GOMEMLIMIT") == "" {
