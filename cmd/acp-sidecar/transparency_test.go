@@ -207,15 +207,19 @@ func TestBigLines(t *testing.T) {
 	dir := t.TempDir()
 	bigText := strings.Repeat("0123456789abcdef", 20<<20/16)
 	prompt := `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"` + bigText + `"}]}}`
-	// The agent is a shell: it copies its stdin to a file and writes a
-	// prepared 20 MiB frame to its stdout, then a small one.
+	// The agent is a shell: it writes a prepared 20 MiB frame to its
+	// stdout, then a small one, and copies its stdin to a file. It keeps
+	// its stdout open until it exits, as agents do: the relay takes the
+	// end of the agent's output for the end of the agent (no exec of cat
+	// with stdout redirected, which closed it early and made the sidecar
+	// stop reading the client's last frame).
 	toClient := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + bigText + `"}}}}` + "\n" +
 		`{"jsonrpc":"2.0","method":"after","params":{}}` + "\n"
 	if err := os.WriteFile(filepath.Join(dir, "to-client"), []byte(toClient), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := startPeer(t, boundedCtx(t), nil, sidecarArgv(t, []string{"--record=false"},
-		"sh", "-c", `cd "$0" && cat to-client && exec cat > got`, dir)...)
+		"sh", "-c", `cd "$0" && cat to-client && cat > got`, dir)...)
 	p.send(prompt, `{"jsonrpc":"2.0","method":"after","params":{}}`)
 	p.await("the line after the big one", acpclient.HasMethod("after"))
 	if code := p.finish(); code != 0 {
