@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
@@ -16,8 +18,8 @@ import (
 // decode of the whole frame.
 
 // answers collects the agent's text per native session while turns run.
-// It is guarded by the Recorder's mu.
-type answers map[string]*strings.Builder
+// The map is guarded by the Recorder's mu.
+type answers map[string]*answerBuf
 
 var (
 	textKey    = []byte(`"text":"`)
@@ -81,39 +83,74 @@ func stringAt(raw []byte, start int) ([]byte, bool) {
 	return nil, false
 }
 
+// answerBuf is one running turn's text so far. The relay goroutine writes
+// it, the recorder takes it when the turn ends.
+type answerBuf struct {
+	mu    sync.Mutex
+	b     strings.Builder
+	full  atomic.Bool // as much as the record keeps: later chunks cost a load
+	taken atomic.Bool // the recorder took it; a new turn gets a new one
+}
+
+// chunkCache is the agent pump's shortcut to the buffer of the session it
+// last saw a chunk for: a turn's chunks come in long runs of one session.
+// Only the agent pump's goroutine touches it.
+type chunkCache struct {
+	sid []byte // the raw sessionId token
+	buf *answerBuf
+}
+
 // collect appends a chunk's text to its session's answer, up to what the
-// record keeps of one (maxRecordedText): a turn that streams megabytes is
-// relayed whole, but neither the record nor the sidecar's memory grows with it.
+// record keeps of one (maxRecordedAnswer): a turn that streams megabytes is
+// relayed whole, but neither the record nor the sidecar's memory grows with
+// it. A chunk past that costs a comparison and an atomic load.
 func (r *Recorder) collect(f *proxy.Frame) {
-	sid := sessionIDOf(f)
-	r.mu.Lock()
-	b := r.answers[sid]
-	if b == nil {
-		b = &strings.Builder{}
-		r.answers[sid] = b
+	sp := f.Env.SessionID
+	if !sp.Present() {
+		return
 	}
-	full := b.Len() >= maxRecordedText
-	r.mu.Unlock()
-	if full {
+	tok := f.Raw[sp.Start:sp.End]
+	c := &r.chunks
+	if c.buf == nil || c.buf.taken.Load() || !bytes.Equal(c.sid, tok) {
+		sid := sessionIDOf(f)
+		r.mu.Lock()
+		buf := r.answers[sid]
+		if buf == nil {
+			buf = &answerBuf{}
+			r.answers[sid] = buf
+		}
+		r.mu.Unlock()
+		c.sid, c.buf = append(c.sid[:0], tok...), buf
+	}
+	buf := c.buf
+	if buf.full.Load() {
 		return
 	}
 	text, ok := chunkText(f)
 	if !ok || len(text) == 0 {
 		return
 	}
-	r.mu.Lock()
-	b.Write(text)
-	r.mu.Unlock()
+	buf.mu.Lock()
+	if buf.b.Len() < maxRecordedAnswer {
+		buf.b.Write(text)
+		if buf.b.Len() >= maxRecordedAnswer {
+			buf.full.Store(true)
+		}
+	}
+	buf.mu.Unlock()
 }
 
 // takeAnswer hands over and forgets what was collected for a native session.
 func (r *Recorder) takeAnswer(native string) string {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	b := r.answers[native]
+	buf := r.answers[native]
 	delete(r.answers, native)
-	if b == nil {
+	r.mu.Unlock()
+	if buf == nil {
 		return ""
 	}
-	return b.String()
+	buf.taken.Store(true)
+	buf.mu.Lock()
+	defer buf.mu.Unlock()
+	return buf.b.String()
 }

@@ -95,6 +95,7 @@ type Recorder struct {
 	mu      sync.Mutex
 	pending map[string]*request // client request id token -> request awaiting its response
 	answers answers             // native session id -> the running turn's text so far
+	chunks  chunkCache          // the agent pump's own; see collect
 	running atomic.Int32        // turns in flight: chunks are read only while some are
 
 	t    *table
@@ -729,7 +730,7 @@ func (r *Recorder) putTurn(ctx context.Context, s *session, t *state.Turn) {
 		cp.Prompt = nil
 	}
 	cp.PromptText = clip(cp.PromptText, maxRecordedText)
-	cp.Answer = clip(cp.Answer, maxRecordedText)
+	cp.Answer = clip(cp.Answer, maxRecordedAnswer)
 	if err := r.cfg.Store.PutTurn(ctx, s.rec.ClientID, &cp); err != nil {
 		// The store's error can quote the value; the log never holds the
 		// conversation, so only the error's kind is kept.
@@ -737,8 +738,15 @@ func (r *Recorder) putTurn(ctx context.Context, s *session, t *state.Turn) {
 	}
 }
 
-// maxRecordedText bounds each text a turn keeps in the record.
+// maxRecordedText bounds the prompt text a turn keeps in the record.
 const maxRecordedText = 1 << 20
+
+// maxRecordedAnswer bounds the agent's text a turn keeps: as much as the
+// largest handoff can carry, which is what the record is for. The turn's
+// end is written before its response goes on (DESIGN.md "Processes"), so
+// every byte kept here delays that response: a whole answer of megabytes
+// held the response back by tens of milliseconds.
+const maxRecordedAnswer = replay.MaxBudget
 
 func clip(s string, n int) string {
 	if len(s) <= n {
