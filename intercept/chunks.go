@@ -101,7 +101,7 @@ type chunkCache struct {
 }
 
 // collect appends a chunk's text to its session's answer, up to what the
-// record keeps of one (maxRecordedAnswer): a turn that streams megabytes is
+// record keeps of one (answerBudget): a turn that streams megabytes is
 // relayed whole, but neither the record nor the sidecar's memory grows with
 // it. A chunk past that costs a comparison and an atomic load.
 func (r *Recorder) collect(f *proxy.Frame) {
@@ -130,10 +130,11 @@ func (r *Recorder) collect(f *proxy.Frame) {
 	if !ok || len(text) == 0 {
 		return
 	}
+	limit := r.answerBudget()
 	buf.mu.Lock()
-	if buf.b.Len() < maxRecordedAnswer {
+	if buf.b.Len() < limit {
 		buf.b.Write(text)
-		if buf.b.Len() >= maxRecordedAnswer {
+		if buf.b.Len() >= limit {
 			buf.full.Store(true)
 		}
 	}

@@ -730,7 +730,7 @@ func (r *Recorder) putTurn(ctx context.Context, s *session, t *state.Turn) {
 		cp.Prompt = nil
 	}
 	cp.PromptText = clip(cp.PromptText, maxRecordedText)
-	cp.Answer = clip(cp.Answer, maxRecordedAnswer)
+	cp.Answer = clip(cp.Answer, r.answerBudget())
 	if err := r.cfg.Store.PutTurn(ctx, s.rec.ClientID, &cp); err != nil {
 		// The store's error can quote the value; the log never holds the
 		// conversation, so only the error's kind is kept.
@@ -741,12 +741,17 @@ func (r *Recorder) putTurn(ctx context.Context, s *session, t *state.Turn) {
 // maxRecordedText bounds the prompt text a turn keeps in the record.
 const maxRecordedText = 1 << 20
 
-// maxRecordedAnswer bounds the agent's text a turn keeps: as much as the
-// largest handoff can carry, which is what the record is for. The turn's
-// end is written before its response goes on (DESIGN.md "Processes"), so
-// every byte kept here delays that response: a whole answer of megabytes
-// held the response back by tens of milliseconds.
-const maxRecordedAnswer = replay.MaxBudget
+// answerBudget bounds the agent's text a turn keeps: as much as a handoff
+// (--handoff-budget) can carry, which is what the record is for. The
+// turn's end is written before its response goes on (DESIGN.md
+// "Processes"), so every byte kept here delays that response: a whole
+// answer of megabytes held the response back by tens of milliseconds.
+func (r *Recorder) answerBudget() int {
+	if b := r.cfg.HandoffBudget; b > 0 {
+		return min(b, replay.MaxBudget)
+	}
+	return replay.DefaultBudget
+}
 
 func clip(s string, n int) string {
 	if len(s) <= n {
