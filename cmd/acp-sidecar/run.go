@@ -94,9 +94,13 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 		Store: store, Log: log, Agent: o.argv, Settings: settings, Version: version, HandoffBudget: o.budget,
 		CallTimeout: o.callTimeout,
 	})
-	chain := append(recorder.Interceptors(), intercept.MethodLog{Log: log})
-	if !o.record {
-		chain = []intercept.Interceptor{intercept.MethodLog{Log: log}}
+	var chain []intercept.Interceptor
+	if o.record {
+		chain = recorder.Interceptors()
+	}
+	if log.Enabled(ctx, slog.LevelDebug) {
+		// Only at debug: at other levels it would cost every frame a call.
+		chain = append(chain, intercept.MethodLog{Log: log})
 	}
 	sup := &supervisor{
 		log: log, rec: recorder, cur: agent, restart: o.restart && o.record,
