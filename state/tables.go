@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/fb"
 	"github.com/dgraph-io/badger/v4/pb"
+	"github.com/dgraph-io/badger/v4/table"
 	"github.com/dgraph-io/badger/v4/y"
 )
 
@@ -23,10 +25,27 @@ import (
 // pb.Checksum), u32 BE index length, the index (flatbuffer fb.TableIndex, which
 // lists the blocks). A block ends the same way: u32 BE checksum length, the
 // checksum, over everything before it.
+//
+// Only the tables the MANIFEST names are checked: a table a killed process
+// was still writing (a flush, a compaction) is not in it yet, and badger
+// deletes such a table at open. Checking it would take a live store for a
+// damaged one, and the sidecar would record in memory and lose its turns.
 func checkTables(dir string) error {
-	files, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+	fp, err := os.Open(filepath.Join(dir, badger.ManifestFilename))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // a new store; any table is an orphan badger removes
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: manifest: %w", ErrCorrupt, err)
+	}
+	mf, _, err := badger.ReplayManifestFile(fp, 0, badger.DefaultOptions(dir))
+	fp.Close()
+	if err != nil {
+		return fmt.Errorf("%w: manifest: %w", ErrCorrupt, err)
+	}
+	var files []string
+	for id := range mf.Tables {
+		files = append(files, table.NewFilename(id, dir))
 	}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
