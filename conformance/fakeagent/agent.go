@@ -255,6 +255,7 @@ func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.Ne
 	if a.cfg.Commands && !a.cfg.EarlyUpdates {
 		s.post = append(s.post, commandsUpdate())
 	}
+	a.persistLocked()
 	a.mu.Unlock()
 	if a.cfg.EarlyUpdates {
 		// Like agents that announce commands while still creating the
@@ -294,6 +295,7 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 	if p.Cwd != "" {
 		s.cwd = p.Cwd
 	}
+	a.persistLocked()
 	history := append([]turn(nil), s.history...)
 	st := s.st
 	if a.cfg.Commands {
@@ -330,6 +332,7 @@ func (a *agent) ResumeSession(_ context.Context, p acp.ResumeSessionRequest) (ac
 	if !a.cfg.LoadKeepsConfig {
 		s.st = a.cat.fresh()
 	}
+	a.persistLocked()
 	opts, modes, models := a.cat.surfaces(s.st)
 	return acp.ResumeSessionResponse{ConfigOptions: opts, Modes: modes, Models: models}, nil
 }
@@ -381,6 +384,7 @@ func (a *agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSession
 	child.st = parent.st
 	child.history = append([]turn(nil), parent.history...)
 	st := child.st
+	a.persistLocked()
 	a.mu.Unlock()
 	opts, modes, models := a.cat.surfaces(st)
 	res := acp.UnstableForkSessionResponse{SessionId: acp.SessionId(child.id), Modes: modes}
@@ -442,6 +446,7 @@ func (a *agent) SetSessionMode(_ context.Context, p acp.SetSessionModeRequest) (
 		return acp.SetSessionModeResponse{}, err
 	}
 	s.st = st
+	a.persistLocked()
 	s.post = append(s.post, modeUpdate(st.Mode))
 	if a.cfg.ConfigOptions {
 		s.post = append(s.post, configUpdate(a.cat.options(st)))
@@ -475,6 +480,7 @@ func (a *agent) SetSessionConfigOption(_ context.Context, p acp.SetSessionConfig
 		return acp.SetSessionConfigOptionResponse{}, err
 	}
 	s.st = st
+	a.persistLocked()
 	if st.Mode != before.Mode && a.cfg.LegacyModes {
 		s.post = append(s.post, modeUpdate(st.Mode))
 	}
@@ -502,6 +508,7 @@ func (a *agent) UnstableSetSessionModel(_ context.Context, p acp.UnstableSetSess
 		return acp.UnstableSetSessionModelResponse{}, err
 	}
 	s.st = st
+	a.persistLocked()
 	if a.cfg.ConfigOptions {
 		s.post = append(s.post, configUpdate(a.cat.options(st)))
 	}

@@ -6,7 +6,13 @@
 // (-id-prefix, default "fake-sess-"), replies depend only on what it
 // received, and nothing reads the clock. Sessions live in memory, so the
 // process is the session store: after a restart session/load fails, as it
-// would for an agent that lost its state.
+// would for an agent that lost its state. With -state FILE the agent also
+// writes its sessions (id, cwd, config, history) to FILE as JSON after every
+// change (a temp file renamed over it) and reads FILE at start, so a
+// restarted agent with the same -state can session/load (replaying the
+// history) and session/resume the sessions of its earlier life, like an
+// agent that keeps them on disk; new ids continue after the highest one
+// persisted.
 //
 // # Config
 //

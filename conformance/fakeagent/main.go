@@ -32,6 +32,7 @@ type config struct {
 	CallLog         string
 	StdinLog        string
 	StdoutLog       string
+	State           string
 	MaxSDKLine      int
 	Verbose         bool
 }
@@ -83,6 +84,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.CallLog, "call-log", c.CallLog, "append one JSON line per received method to `FILE`")
 	fs.StringVar(&c.StdinLog, "stdin-log", c.StdinLog, "append every byte read from stdin to `FILE`")
 	fs.StringVar(&c.StdoutLog, "stdout-log", c.StdoutLog, "append every byte written to stdout to `FILE`")
+	fs.StringVar(&c.State, "state", c.State, "keep sessions in `FILE` (JSON, rewritten after each change) and load it at start, so a restarted agent can load and resume them")
 	fs.IntVar(&c.MaxSDKLine, "max-sdk-line", c.MaxSDKLine, "longest stdin line handed to the SDK; longer requests are answered with their size and sha256")
 	fs.BoolVar(&c.Verbose, "v", c.Verbose, "log SDK diagnostics at info level to stderr")
 	fs.Usage = func() {
@@ -177,6 +179,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 	w := &lineWriter{out: stdout, tee: logs[2]}
 	a := newAgent(cfg, w, callLog{w: logs[0]}, stderr)
+	if err := a.loadState(); err != nil {
+		fmt.Fprintf(stderr, "fakeagent: %v\n", err)
+		return 2
+	}
 
 	level := slog.LevelWarn
 	if cfg.Verbose {

@@ -74,6 +74,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	}
 	s.history = append(s.history, turn{user: p.Prompt})
 	idx := len(s.history) - 1
+	a.persistLocked()
 	st, cwd := s.st, s.cwd
 	ctx, cancel := context.WithCancel(ctx)
 	a.nextCancel++
@@ -110,6 +111,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		if idx < len(s.history) {
 			s.history[idx].agent = text.String()
 		}
+		a.persistLocked()
 		a.mu.Unlock()
 		if ctx.Err() != nil {
 			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
