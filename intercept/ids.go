@@ -67,7 +67,7 @@ type early struct {
 func (t *table) holdEarly(native string, raw []byte, sc Sidecar) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.creating.Load() == 0 || sc == nil {
+	if t.creatingN == 0 || sc == nil {
 		return false
 	}
 	if _, known := t.client[native]; known {
@@ -80,33 +80,42 @@ func (t *table) holdEarly(native string, raw []byte, sc Sidecar) bool {
 	return true
 }
 
-// releaseEarly lets the frames held for native go, under the client id it
-// now maps to, or unchanged when nothing maps it.
-func (t *table) releaseEarly(native string) {
+// beginCreating notes one of the sidecar's own session/new calls.
+func (t *table) beginCreating() {
 	t.mu.Lock()
-	held := t.early[native]
-	delete(t.early, native)
-	client, ok := t.client[native]
-	t.mu.Unlock()
-	for _, e := range held {
-		line := e.raw
-		if env, err := proxy.Scan(line); err == nil && ok && env.SessionID.Present() {
-			line = respliceID(line, env.SessionID, client)
-		}
-		e.release(line)
-	}
+	defer t.mu.Unlock()
+	t.creatingN++
+	t.creating.Store(int32(t.creatingN))
 }
 
-// releaseAllEarly lets every held frame go unchanged; for when a creation
-// failed and nothing will claim them.
-func (t *table) releaseAllEarly() {
+// endCreating ends one, and when none is left lets every held frame go:
+// under its client id when its session is now mapped, else unchanged. It
+// runs whatever the call's outcome, and under the same lock holdEarly
+// takes, so no frame can be held after the last release.
+func (t *table) endCreating() {
 	t.mu.Lock()
-	var natives []string
-	for n := range t.early {
-		natives = append(natives, n)
+	t.creatingN--
+	t.creating.Store(int32(t.creatingN))
+	var held map[string][]early
+	if t.creatingN == 0 {
+		held, t.early = t.early, nil
+	}
+	client := map[string]string{}
+	for n := range held {
+		if c, ok := t.client[n]; ok {
+			client[n] = c
+		}
 	}
 	t.mu.Unlock()
-	for _, n := range natives {
-		t.releaseEarly(n)
+	for n, frames := range held {
+		for _, e := range frames {
+			line := e.raw
+			if c, ok := client[n]; ok {
+				if env, err := proxy.Scan(line); err == nil && env.SessionID.Present() {
+					line = respliceID(line, env.SessionID, c)
+				}
+			}
+			e.release(line)
+		}
 	}
 }

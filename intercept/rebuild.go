@@ -207,22 +207,19 @@ func (r *Recorder) newNative(ctx context.Context, sid string, snap snapshot) (st
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 	defer cancel()
-	r.t.creating.Add(1)
-	defer r.t.creating.Add(-1)
+	r.t.beginCreating()
+	defer r.t.endCreating()
 	var res json.RawMessage
 	if err := r.sc.Call(ctx, mSessionNew, params, &res); err != nil {
-		r.t.releaseAllEarly()
 		return "", nil, err
 	}
 	var ids struct {
 		SessionID string `json:"sessionId"`
 	}
 	if json.Unmarshal(res, &ids) != nil || ids.SessionID == "" {
-		r.t.releaseAllEarly()
 		return "", nil, errors.New("session/new answered without a sessionId")
 	}
-	r.t.remap(sid, ids.SessionID)
-	r.t.releaseEarly(ids.SessionID)
+	r.t.remap(sid, ids.SessionID) // the held early frames go out under sid (endCreating)
 	return ids.SessionID, configFromResult(res), nil
 }
 

@@ -16,19 +16,20 @@ import (
 type table struct {
 	mapped   atomic.Bool  // some client id differs from its native id
 	anyStale atomic.Bool  // some session lost its native session with the agent
-	creating atomic.Int32 // the sidecar's own session/new calls in flight
+	creating atomic.Int32 // creatingN, for the lock-free check of every frame
 
-	mu       sync.Mutex
-	native   map[string]string // client id -> current native id
-	client   map[string]string // native id (current and past) -> client id
-	blocked  map[string]*state.Blocked
-	busy     map[string]string         // client id -> what the sidecar is doing to it
-	early    map[string][]early        // agent frames for sessions being created
-	stale    map[string]bool           // client ids to rebuild before their next request
-	commands map[string]bool           // native ids the agent sent a command list for
-	targets  map[string]*state.Config  // client id -> the config a failed restore still owes
-	armed    map[string]replay.Handoff // client id -> handoff for its next prompt
-	carried  map[string]replay.Handoff // client id -> handoff the prompt in flight carries
+	mu        sync.Mutex
+	native    map[string]string // client id -> current native id
+	client    map[string]string // native id (current and past) -> client id
+	blocked   map[string]*state.Blocked
+	busy      map[string]string         // client id -> what the sidecar is doing to it
+	early     map[string][]early        // agent frames for sessions being created
+	stale     map[string]bool           // client ids to rebuild before their next request
+	commands  map[string]bool           // native ids the agent sent a command list for
+	creatingN int                       // the sidecar's own session/new calls in flight
+	targets   map[string]*state.Config  // client id -> the config a failed restore still owes
+	armed     map[string]replay.Handoff // client id -> handoff for its next prompt
+	carried   map[string]replay.Handoff // client id -> handoff the prompt in flight carries
 }
 
 // arm readies a handoff for a session's next prompt; an empty one disarms.
