@@ -86,6 +86,17 @@ func (o *output) writeNow(line []byte) error {
 	return o.flushLocked()
 }
 
+// fail makes every later write fail with err until swap: the agent behind
+// this output is gone, and a line written into its pipe while its process
+// finishes dying would be lost without an error.
+func (o *output) fail(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err == nil {
+		o.err = err
+	}
+}
+
 // swap points the output at a new writer (a restarted agent's stdin). What
 // the old writer failed on is forgotten; what waits behind a held place
 // stays and goes to the new one.

@@ -231,8 +231,10 @@ func (r *Relay) agentToClient(ctx context.Context) error {
 		if r.cfg.OnAgentExit == nil || r.clientGone() {
 			return nil
 		}
-		// Calls the dead agent will never answer fail now, not at their
-		// timeouts; the next agent gets a connection of its own.
+		// Nothing more goes to the dead agent, and calls it will never
+		// answer fail now, not at their timeouts; the next agent gets a
+		// connection of its own.
+		r.out[ClientToAgent].fail(ErrAgentGone)
 		old := r.own.Swap(newOwnCalls(r))
 		old.close()
 		// Frames for the agent wait while it restarts; the sidecar's own
@@ -248,6 +250,10 @@ func (r *Relay) agentToClient(ctx context.Context) error {
 		out = next
 	}
 }
+
+// ErrAgentGone fails the sidecar's own calls between an agent's end and the
+// start of the next.
+var ErrAgentGone = errors.New("the agent is gone")
 
 // clientGone reports whether the client's input has ended.
 func (r *Relay) clientGone() bool {
