@@ -49,7 +49,7 @@ func seedShowStore(t *testing.T, s state.Store) {
 	}
 	must(s.PutSession(ctx, &state.Session{
 		ClientID: "s-orig", NativeID: "n-2", NativeHistory: []string{"n-1", "n-2"},
-		Agent: []string{"/opt/bin/fake-agent", "--fast"}, Cwd: "/work/project",
+		Agent: []string{"/opt/bin/fake-agent", "--fast"}, Cwd: "/home/me/project",
 		McpServers: json.RawMessage(`[{"name":"x","env":[{"name":"TOKEN","value":"secret"}]}]`),
 		Created:    showT0, Updated: showT0.Add(time.Minute),
 		Baseline: base, Original: orig, Live: live,
@@ -167,7 +167,7 @@ func TestShowJSON(t *testing.T) {
 	checkJSON(t, m, "nativeSessionId", `"n-2"`)
 	checkJSON(t, m, "nativeHistory", `["n-1","n-2"]`)
 	checkJSON(t, m, "agent", `["/opt/bin/fake-agent","--fast"]`)
-	checkJSON(t, m, "cwd", `"/work/project"`)
+	checkJSON(t, m, "cwd", `"/home/me/project"`)
 	checkJSON(t, m, "created", `"2025-03-01T12:00:00Z"`)
 	checkJSON(t, m, "lineage", `{"parentId":"s-parent","forkTurn":2}`)
 	// The original is untouched by the client's change; live has it.
@@ -314,7 +314,7 @@ func TestSessions(t *testing.T) {
 	last := showTime(showT0.Add(4*time.Minute + 10*time.Second)) // turn 3's end
 	wantRows := [][]string{
 		{"SESSION", "AGENT", "CWD", "TURNS", "LAST", "ACTIVITY", "LIVE"},
-		append([]string{"s-orig", "fake-agent", "--fast", "/work/project", "2"}, strings.Fields(last)...),
+		append([]string{"s-orig", "fake-agent", "--fast", "/home/me/project", "2"}, strings.Fields(last)...),
 		append([]string{"s-none", "other-agent", "/tmp/elsewhere", "0"}, strings.Fields(showTime(showT0.Add(-time.Hour)))...),
 	}
 	for i, want := range wantRows {
@@ -348,7 +348,7 @@ func TestSessionsJSONLive(t *testing.T) {
 		t.Fatalf("not a JSON array: %v\n%s", err, out)
 	}
 	want := jsonRound(t, `[
-		{"sessionId":"s-orig","agent":["/opt/bin/fake-agent","--fast"],"cwd":"/work/project","turns":2,"lastActivity":"2025-03-01T12:04:10Z","live":true},
+		{"sessionId":"s-orig","agent":["/opt/bin/fake-agent","--fast"],"cwd":"/home/me/project","turns":2,"lastActivity":"2025-03-01T12:04:10Z","live":true},
 		{"sessionId":"s-none","agent":["other-agent"],"cwd":"/tmp/elsewhere","turns":0,"lastActivity":"2025-03-01T11:00:00Z","live":true}]`)
 	gotAny := jsonRound(t, out)
 	if !reflect.DeepEqual(gotAny, want) {

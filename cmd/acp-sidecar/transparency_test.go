@@ -38,7 +38,7 @@ func transparencyScript(p *peer) {
 
 	// session/new: id -6, white space everywhere, a '\r' before the newline.
 	sess := p.call(`-6`, " { \"jsonrpc\" : \"2.0\" ,\t\"id\" : -6 , \"method\":\"session/new\" , "+
-		`"params" : { "cwd" : "/work/fake-cwd" , "mcpServers" : [ ] , "x-unknown" : null } }`+"\r")
+		`"params" : { "cwd" : "/home/me/fake-cwd" , "mcpServers" : [ ] , "x-unknown" : null } }`+"\r")
 	wantIn("session/new", sess, `"sessionId":"fake-sess-1"`)
 	p.barrier()
 

@@ -4,7 +4,7 @@
 // turn. Pointing them (ANTHROPIC_BASE_URL) at this mock lets tests run them
 // offline and deterministically, and the mock's request log shows what the
 // agent really sent: which model it asked for, its system prompt, and whether
-// a handoff text reached the LLM. See /work/shared/acp/agents.md, "Running
+// a handoff text reached the LLM. See the project's ACP notes (acp/agents.md), "Running
 // claude-agent-acp offline".
 //
 // The mock answers:
