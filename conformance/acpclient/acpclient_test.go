@@ -72,7 +72,7 @@ func session(t *testing.T, c *acpclient.Client) acp.SessionId {
 	if _, err := c.Initialize(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.NewSession(t.Context(), "/work")
+	s, err := c.NewSession(t.Context(), "/home/me")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func session(t *testing.T, c *acpclient.Client) acp.SessionId {
 func TestClientAgainstFakeAgent(t *testing.T) {
 	dir := t.TempDir()
 	calls := filepath.Join(dir, "calls")
-	c := startAgent(t, acpclient.Options{Files: map[string]string{"/work/fake.txt": "data"}}, "-call-log", calls)
+	c := startAgent(t, acpclient.Options{Files: map[string]string{"/home/me/fake.txt": "data"}}, "-call-log", calls)
 	ctx := t.Context()
 	sid := session(t, c)
 

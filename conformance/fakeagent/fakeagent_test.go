@@ -52,7 +52,7 @@ func TestProfiles(t *testing.T) {
 				t.Errorf("sessionCapabilities resume/list/fork = %v/%v/%v, want %v/%v/%v",
 					sc.Resume != nil, sc.List != nil, sc.Fork != nil, tt.resume, tt.list, tt.forkCap)
 			}
-			s, err := a.NewSession(ctx, "/work")
+			s, err := a.NewSession(ctx, "/home/me")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -287,7 +287,7 @@ func TestReplyLine(t *testing.T) {
 		t.Errorf("agent_message_chunk count = %d, want 4", got)
 	}
 	// A second session counts its own turns.
-	s2, err := a.NewSession(ctx, "/work")
+	s2, err := a.NewSession(ctx, "/home/me")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestLoad(t *testing.T) {
 	a.reply(t, ctx, sid, "two", "three")
 	before := len(a.Updates(sid))
 
-	res, err := a.Load(ctx, sid, "/work")
+	res, err := a.Load(ctx, sid, "/home/me")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +357,7 @@ func TestLoad(t *testing.T) {
 	if r := a.reply(t, ctx, sid, "four"); r.Turns != 3 || r.Model != "smart-2" {
 		t.Errorf("reply after load = %+v", r)
 	}
-	if _, err := a.Load(ctx, "nope", "/work"); acpclient.Code(err) != -32002 {
+	if _, err := a.Load(ctx, "nope", "/home/me"); acpclient.Code(err) != -32002 {
 		t.Errorf("load unknown: err = %v, want -32002", err)
 	}
 
@@ -367,7 +367,7 @@ func TestLoad(t *testing.T) {
 		if err := a.SetModel(ctx, s.SessionId, "deep-3"); err != nil {
 			t.Fatal(err)
 		}
-		res, err := a.Load(ctx, s.SessionId, "/work")
+		res, err := a.Load(ctx, s.SessionId, "/home/me")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -378,14 +378,14 @@ func TestLoad(t *testing.T) {
 	t.Run("load-fails", func(t *testing.T) {
 		a := start(t, acpclient.Options{}, "-load-fails")
 		s, ctx := a.session(t)
-		if _, err := a.Load(ctx, s.SessionId, "/work"); acpclient.Code(err) != -32603 {
+		if _, err := a.Load(ctx, s.SessionId, "/home/me"); acpclient.Code(err) != -32603 {
 			t.Errorf("load: err = %v, want -32603", err)
 		}
 	})
 	t.Run("no-load", func(t *testing.T) {
 		a := start(t, acpclient.Options{}, "-profile", "no-load")
 		s, ctx := a.session(t)
-		if _, err := a.Load(ctx, s.SessionId, "/work"); acpclient.Code(err) != -32601 {
+		if _, err := a.Load(ctx, s.SessionId, "/home/me"); acpclient.Code(err) != -32601 {
 			t.Errorf("load: err = %v, want -32601", err)
 		}
 	})
@@ -400,7 +400,7 @@ func TestResumeListFork(t *testing.T) {
 	}
 	a.reply(t, ctx, sid, "hello world")
 	before := len(a.Updates(sid))
-	if _, err := a.Resume(ctx, sid, "/work"); err != nil {
+	if _, err := a.Resume(ctx, sid, "/home/me"); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(a.Updates(sid)); got != before {
@@ -433,7 +433,7 @@ func TestResumeListFork(t *testing.T) {
 	if l, err := a.List(ctx, "/other"); err != nil || len(l.Sessions) != 1 {
 		t.Errorf("list /other = %+v, %v", l, err)
 	}
-	if _, err := a.Resume(ctx, "nope", "/work"); acpclient.Code(err) != -32002 {
+	if _, err := a.Resume(ctx, "nope", "/home/me"); acpclient.Code(err) != -32002 {
 		t.Errorf("resume unknown: err = %v, want -32002", err)
 	}
 }
@@ -530,7 +530,7 @@ func TestRawBytes(t *testing.T) {
 func TestPromptQuirks(t *testing.T) {
 	perm := func(choice string) acpclient.Options {
 		return acpclient.Options{
-			Files: map[string]string{"/work/fake.txt": "hello file\n"},
+			Files: map[string]string{"/home/me/fake.txt": "hello file\n"},
 			Permission: func(req acp.RequestPermissionRequest) acp.RequestPermissionOutcome {
 				if choice == "" {
 					return acp.NewRequestPermissionOutcomeCancelled()
@@ -725,7 +725,7 @@ func TestExit(t *testing.T) {
 		if code := a.exitCode(t); code != 7 {
 			t.Errorf("exit = %d, want 7", code)
 		}
-		if _, err := a.NewSession(ctx, "/work"); err == nil {
+		if _, err := a.NewSession(ctx, "/home/me"); err == nil {
 			t.Error("session/new answered after -die-after")
 		}
 	})

@@ -99,7 +99,7 @@ func (a *agent) session(t *testing.T) (acp.NewSessionResponse, context.Context) 
 	if _, err := a.Initialize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s, err := a.NewSession(ctx, "/work")
+	s, err := a.NewSession(ctx, "/home/me")
 	if err != nil {
 		t.Fatal(err)
 	}

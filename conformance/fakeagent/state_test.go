@@ -41,7 +41,7 @@ func TestState(t *testing.T) {
 		if _, err := a.Initialize(ctx); err != nil {
 			t.Fatal(err)
 		}
-		res, err := a.Load(ctx, sid, "/work")
+		res, err := a.Load(ctx, sid, "/home/me")
 		if err != nil {
 			t.Fatalf("load of a persisted session: %v", err)
 		}
@@ -68,7 +68,7 @@ func TestState(t *testing.T) {
 		if r := a.reply(t, ctx, sid, "four"); r.Turns != 3 || r.Model != "smart-2" {
 			t.Errorf("reply after load = %+v, want turns 3 on smart-2", r)
 		}
-		n, err := a.NewSession(ctx, "/work")
+		n, err := a.NewSession(ctx, "/home/me")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func TestState(t *testing.T) {
 		if _, err := b.Initialize(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.Resume(ctx, sid, "/work"); err != nil {
+		if _, err := b.Resume(ctx, sid, "/home/me"); err != nil {
 			t.Fatalf("resume of a persisted session: %v", err)
 		}
 		if err := b.SetModel(ctx, sid, "deep-3"); err != nil {
@@ -97,7 +97,7 @@ func TestState(t *testing.T) {
 		if _, err := c.Initialize(ctx); err != nil {
 			t.Fatal(err)
 		}
-		res, err := c.Resume(ctx, sid, "/work")
+		res, err := c.Resume(ctx, sid, "/home/me")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +117,7 @@ func TestState(t *testing.T) {
 		if _, err := a.Initialize(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.Load(ctx, sid, "/work"); acpclient.Code(err) != -32002 {
+		if _, err := a.Load(ctx, sid, "/home/me"); acpclient.Code(err) != -32002 {
 			t.Errorf("load without -state: err = %v, want -32002", err)
 		}
 	})
