@@ -427,7 +427,7 @@ func TestResumeListFork(t *testing.T) {
 	for _, si := range l.Sessions {
 		ids = append(ids, string(si.SessionId)+"@"+si.Cwd)
 	}
-	if diff := cmp.Diff([]string{"fake-sess-1@/work", "fake-sess-2@/other"}, ids); diff != "" {
+	if diff := cmp.Diff([]string{"fake-sess-1@/home/me", "fake-sess-2@/other"}, ids); diff != "" {
 		t.Errorf("list (-want +got):\n%s", diff)
 	}
 	if l, err := a.List(ctx, "/other"); err != nil || len(l.Sessions) != 1 {
