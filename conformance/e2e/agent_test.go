@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"github.com/acp-sidecar/acp-sidecar/conformance/testbin"
+
 	"errors"
 	"fmt"
 	"os"
@@ -104,22 +106,5 @@ func cleanEnv(environ []string) []string {
 	return out
 }
 
-// repoRoot walks up from the working directory (the package directory
-// under go test) to the directory holding this module's go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("working directory: %w", err)
-	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.Contains(string(data), "module github.com/acp-sidecar/acp-sidecar\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod of github.com/acp-sidecar/acp-sidecar above the working directory")
-		}
-		dir = parent
-	}
-}
+// repoRoot is the directory holding this module's go.mod.
+func repoRoot() (string, error) { return testbin.RepoRoot() }
