@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -390,4 +392,26 @@ func TestHoldKeepsOrder(t *testing.T) {
 			t.Errorf("client got %q, want %q", got, w)
 		}
 	}
+}
+
+// TestNoWriteToAGoneAgent: between the end of an agent's output and the
+// next agent, the sidecar's own calls fail at once instead of being written
+// into the dead agent's pipe and waiting out their timeouts.
+func TestNoWriteToAGoneAgent(t *testing.T) {
+	exited := make(chan struct{})
+	proceed := make(chan struct{})
+	h := newHarness(t, Config{OnAgentExit: func(ctx context.Context) (io.Writer, io.Reader, bool) {
+		close(exited)
+		<-proceed
+		return nil, nil, false
+	}})
+	h.agentW.Close() // the agent's output ends
+	<-exited
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err := h.relay.Call(ctx, "session/new", map[string]any{}, nil)
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Call to a gone agent: %v; want a failure at once", err)
+	}
+	close(proceed)
 }
