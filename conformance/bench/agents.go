@@ -88,6 +88,13 @@ func echoMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 func echo(stdin io.Reader, stdout io.Writer) error {
+	return answerRequests(stdin, stdout, func(*bufio.Writer, *proxy.Envelope) (string, error) { return `{}`, nil })
+}
+
+// answerRequests is the loop of the bench's agents: it reads requests and
+// answers each with the result answer gives, which may first write frames
+// of its own to w. It flushes when a burst of input has been answered.
+func answerRequests(stdin io.Reader, stdout io.Writer, answer func(w *bufio.Writer, env *proxy.Envelope) (string, error)) error {
 	lr := proxy.NewLineReader(stdin, 0)
 	w := bufio.NewWriterSize(stdout, 64<<10)
 	var reply []byte
@@ -103,9 +110,15 @@ func echo(stdin io.Reader, stdout io.Writer) error {
 		if err != nil || env.Kind != proxy.KindRequest {
 			continue
 		}
+		result, err := answer(w, &env)
+		if err != nil {
+			return err
+		}
 		reply = append(reply[:0], `{"jsonrpc":"2.0","id":`...)
 		reply = append(reply, env.ID...)
-		reply = append(reply, `,"result":{}}`+"\n"...)
+		reply = append(reply, `,"result":`...)
+		reply = append(reply, result...)
+		reply = append(reply, "}\n"...)
 		if _, err := w.Write(reply); err != nil {
 			return fmt.Errorf("write response: %w", err)
 		}
@@ -155,47 +168,20 @@ func turns(stdin io.Reader, stdout io.Writer, n, size int) error {
 	if err != nil {
 		return err
 	}
-	lr := proxy.NewLineReader(stdin, 0)
-	w := bufio.NewWriterSize(stdout, 64<<10)
-	var reply []byte
-	for {
-		line, err := lr.Next()
-		if errors.Is(err, io.EOF) {
-			return w.Flush()
-		}
-		if err != nil {
-			return fmt.Errorf("read request: %w", err)
-		}
-		env, err := proxy.Scan(line)
-		if err != nil || env.Kind != proxy.KindRequest {
-			continue
-		}
-		result := `{}`
+	return answerRequests(stdin, stdout, func(w *bufio.Writer, env *proxy.Envelope) (string, error) {
 		switch string(env.Method) {
 		case "initialize":
-			result = `{"protocolVersion":1,"agentCapabilities":{"loadSession":false},"authMethods":[]}`
+			return `{"protocolVersion":1,"agentCapabilities":{"loadSession":false},"authMethods":[]}`, nil
 		case "session/new":
-			result = `{"sessionId":"` + benchSession + `"}`
+			return `{"sessionId":"` + benchSession + `"}`, nil
 		case "session/prompt":
 			for left := n; left > 0; left -= count {
 				if _, err := w.Write(block[:min(left, count)*(size+1)]); err != nil {
-					return fmt.Errorf("write chunks: %w", err)
+					return "", fmt.Errorf("write chunks: %w", err)
 				}
 			}
-			result = `{"stopReason":"end_turn"}`
+			return `{"stopReason":"end_turn"}`, nil
 		}
-		reply = append(reply[:0], `{"jsonrpc":"2.0","id":`...)
-		reply = append(reply, env.ID...)
-		reply = append(reply, `,"result":`...)
-		reply = append(reply, result...)
-		reply = append(reply, "}\n"...)
-		if _, err := w.Write(reply); err != nil {
-			return fmt.Errorf("write response: %w", err)
-		}
-		if lr.Buffered() == 0 {
-			if err := w.Flush(); err != nil {
-				return fmt.Errorf("write response: %w", err)
-			}
-		}
-	}
+		return `{}`, nil
+	})
 }

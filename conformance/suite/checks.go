@@ -121,24 +121,35 @@ func checkRecord(ctx context.Context, r *checkRun, pr probeResult) error {
 	return nil
 }
 
+// changedSession opens a session through the sidecar and sets every option
+// the agent offers to another of its values: the start of the checks that
+// need a session off its defaults. It returns what it changed.
+func changedSession(ctx context.Context, r *checkRun, pr probeResult) (*run, string, []string, error) {
+	if pr.cfg.empty() {
+		return nil, "", nil, errNoConfig
+	}
+	ru, sid, err := r.openSidecar(ctx)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	did, err := changeAll(ctx, ru.c, sid, true, nil)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if len(did) == 0 {
+		return nil, "", nil, skipf("the agent offers no second value for any option")
+	}
+	return ru, sid, did, nil
+}
+
 // ---- reset
 
 func checkReset(ctx context.Context, r *checkRun, pr probeResult) error {
-	if pr.cfg.empty() {
-		return errNoConfig
-	}
-	ru, sid, err := r.openSidecar(ctx)
+	ru, sid, did, err := changedSession(ctx, r, pr)
 	if err != nil {
 		return err
 	}
 	c := ru.c
-	did, err := changeAll(ctx, c, sid, true, nil)
-	if err != nil {
-		return err
-	}
-	if len(did) == 0 {
-		return skipf("the agent offers no second value for any option")
-	}
 	want := c.config(sid)
 	st0, err := sidecarStatus(ctx, c, sid)
 	if err != nil {
@@ -254,21 +265,11 @@ type ownCall struct {
 }
 
 func checkRestoreOrder(ctx context.Context, r *checkRun, pr probeResult) error {
-	if pr.cfg.empty() {
-		return errNoConfig
-	}
-	ru, sid, err := r.openSidecar(ctx)
+	ru, sid, _, err := changedSession(ctx, r, pr)
 	if err != nil {
 		return err
 	}
 	c := ru.c
-	did, err := changeAll(ctx, c, sid, true, nil)
-	if err != nil {
-		return err
-	}
-	if len(did) == 0 {
-		return skipf("the agent offers no second value for any option")
-	}
 	want := c.config(sid)
 	id, line, err := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": []any{map[string]string{"type": "text", "text": "/reset"}}})
 	if err != nil {
