@@ -636,7 +636,10 @@ func hangingPrompt(t *testing.T, a *agent, sid acp.SessionId) <-chan acp.StopRea
 	done := make(chan acp.StopReason, 1)
 	go func() {
 		stop, _, err := a.Prompt(t.Context(), sid, "hang")
-		if err != nil {
+		// When the agent answers and exits at once (stdin EOF), the SDK's
+		// connection can see the end of the stream before it hands the
+		// answer over; the caller then reads the answer from the lines.
+		if err != nil && !strings.Contains(err.Error(), "peer disconnected") {
 			t.Errorf("hang prompt: %v", err) // Errorf is safe off the test goroutine
 		}
 		done <- stop
@@ -670,8 +673,12 @@ func TestExit(t *testing.T) {
 		if _, err := a.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if stop := <-done; stop != acp.StopReasonCancelled {
-			t.Errorf("stopReason = %q, want cancelled", stop)
+		answered := false
+		for _, l := range a.Lines() {
+			answered = answered || bytes.Contains(l, []byte(`"stopReason":"cancelled"`))
+		}
+		if stop := <-done; stop != acp.StopReasonCancelled && !answered {
+			t.Errorf("stopReason = %q and no cancelled answer on the wire, want cancelled", stop)
 		}
 		if code := a.exitCode(t); code != 0 {
 			t.Errorf("exit = %d, want 0", code)
