@@ -27,6 +27,10 @@ import (
 //	s/<id>\x00turn/<u32 BE>      Turn JSON
 //	l/<id>                       listing record (summary) JSON, kept current by every write
 //	n/<native id>                client id
+//	a/<agent name>               AgentInfo JSON
+//
+// Every prefix is its own first byte and no two share one (m, s, l, n, a), so
+// no id or name can make a key of one kind read as another.
 var keySchema = []byte("meta/schema")
 
 func sessionKey(id, part string) []byte { return []byte("s/" + id + "\x00" + part) }
@@ -36,6 +40,7 @@ func turnKey(id string, i int) []byte {
 }
 func listKey(id string) []byte        { return []byte("l/" + id) }
 func nativeKey(id string) []byte      { return []byte("n/" + id) }
+func agentKey(name string) []byte     { return []byte("a/" + name) }
 func listPrefix() []byte              { return []byte("l/") }
 func isLockErr(err error) bool        { return strings.Contains(err.Error(), "Cannot acquire directory lock") }
 func errorsIsNotFound(err error) bool { return errors.Is(err, badger.ErrKeyNotFound) }
@@ -261,7 +266,7 @@ func (b *badgerStore) putSession(s *Session) error {
 		if _, err := getJSON(txn, listKey(s.ClientID), &l); err != nil {
 			return err
 		}
-		l.ID, l.Agent, l.Cwd, l.HasSession = s.ClientID, s.Agent, s.Cwd, true
+		l.ID, l.Agent, l.AgentName, l.Cwd, l.HasSession = s.ClientID, s.Agent, s.AgentName, s.Cwd, true
 		l.LastActivity = later(l.LastActivity, s.Updated)
 		return setJSON(txn, listKey(s.ClientID), &l)
 	})
@@ -419,6 +424,32 @@ func (b *badgerStore) ClientID(ctx context.Context, nativeID string) (string, er
 		return "", fmt.Errorf("client id for native session %s: %w", nativeID, err)
 	}
 	return id, nil
+}
+
+func (b *badgerStore) PutAgent(ctx context.Context, a *AgentInfo) error {
+	if err := checkAgent(a); err != nil {
+		return err
+	}
+	err := b.db.Update(func(txn *badger.Txn) error { return setJSON(txn, agentKey(a.Name), a) })
+	if err != nil {
+		return fmt.Errorf("put agent %s: %w", a.Name, err)
+	}
+	return nil
+}
+
+func (b *badgerStore) Agent(ctx context.Context, name string) (*AgentInfo, error) {
+	var a AgentInfo
+	err := b.db.View(func(txn *badger.Txn) error {
+		ok, err := getJSON(txn, agentKey(name), &a)
+		if err == nil && !ok {
+			err = ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get agent %s: %w", name, err)
+	}
+	return &a, nil
 }
 
 // Flush has nothing to wait for: every write is in badger's log on return.

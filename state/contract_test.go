@@ -68,7 +68,7 @@ func sampleConfig(model string) *Config {
 func sampleSession(id string) *Session {
 	return &Session{
 		ClientID: id, NativeID: "n-" + id + "-2", NativeHistory: []string{"n-" + id + "-1"},
-		Agent: []string{"fake", "--flag"}, Cwd: "/tmp/" + id,
+		Agent: []string{"fake", "--flag"}, AgentName: "claude", Cwd: "/tmp/" + id,
 		McpServers:            json.RawMessage(`[{"name":"fs","command":"mcp-fs","args":[],"env":[]}]`),
 		AdditionalDirectories: []string{"/extra"},
 		Created:               t0, Updated: t0.Add(time.Minute),
@@ -81,11 +81,19 @@ func sampleSession(id string) *Session {
 	}
 }
 
+func sampleAgent(name string) *AgentInfo {
+	return &AgentInfo{
+		Name: name, Command: []string{name + "-acp", "--stdio"},
+		Init:    json.RawMessage(`{"protocolVersion":1,"agentCapabilities":{"loadSession":true},"agentInfo":{"name":"` + name + ` <&>"}}`),
+		Learned: t0,
+	}
+}
+
 func sampleTurn(i int, status TurnStatus) *Turn {
 	return &Turn{
 		Index: i, Prompt: json.RawMessage(fmt.Sprintf(`[{"type":"text","text":"q%d <&>"}]`, i)), PromptText: fmt.Sprintf("q%d <&>", i),
 		Answer: fmt.Sprintf("a%d", i), ToolCalls: []ToolCall{{ID: "t1", Title: "read", Status: "completed"}},
-		StopReason: "end_turn", NativeID: "n1", Status: status, Agent: []string{"fake"},
+		StopReason: "end_turn", NativeID: "n1", Status: status, Agent: "claude",
 		Started: t0.Add(time.Duration(i) * time.Hour), Ended: t0.Add(time.Duration(i)*time.Hour + time.Second),
 	}
 }
@@ -212,17 +220,99 @@ func TestContract(t *testing.T) {
 		{"listing", func(t *testing.T, ctx context.Context, s Store) {
 			old, recent := sampleSession("old"), sampleSession("recent")
 			recent.Updated = t0.Add(48 * time.Hour)
+			recent.AgentName = "codex"
 			mustPut(t, s, old)
 			mustPut(t, s, recent)
 			mustTurn(t, s, "old", sampleTurn(1, TurnCompleted))
 			mustTurn(t, s, "old", sampleTurn(2, TurnCompleted))
 			mustTurn(t, s, "orphan", sampleTurn(1, TurnCompleted)) // no session record: not listed
 			want := []Summary{
-				{ID: "recent", Agent: recent.Agent, Cwd: recent.Cwd, LastActivity: recent.Updated, Live: true},
-				{ID: "old", Agent: old.Agent, Cwd: old.Cwd, Turns: 2, LastActivity: sampleTurn(2, "").Ended, Live: true},
+				{ID: "recent", Agent: recent.Agent, AgentName: "codex", Cwd: recent.Cwd, LastActivity: recent.Updated, Live: true},
+				{ID: "old", Agent: old.Agent, AgentName: "claude", Cwd: old.Cwd, Turns: 2, LastActivity: sampleTurn(2, "").Ended, Live: true},
 			}
 			if diff := cmp.Diff(want, mustList(t, s)); diff != "" {
 				t.Errorf("Sessions() mismatch (-want +got):\n%s", diff)
+			}
+		}},
+		{"session switches agent", func(t *testing.T, ctx context.Context, s Store) {
+			sess := sampleSession("a")
+			mustPut(t, s, sess)
+			mustTurn(t, s, "a", sampleTurn(1, TurnCompleted))
+			sess.AgentName, sess.Updated = "codex", t0.Add(3*time.Hour)
+			mustPut(t, s, sess)
+			on := sampleTurn(2, TurnCompleted)
+			on.Agent = "codex"
+			mustTurn(t, s, "a", on)
+			got, err := s.Session(ctx, "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.AgentName != "codex" {
+				t.Errorf("Session().AgentName = %q, want codex", got.AgentName)
+			}
+			if l := mustList(t, s); len(l) != 1 || l[0].AgentName != "codex" {
+				t.Errorf("Sessions() = %+v, want one session on codex", l)
+			}
+			turns, err := s.Turns(ctx, "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ran []string
+			for _, tr := range turns {
+				ran = append(ran, tr.Agent)
+			}
+			if diff := cmp.Diff([]string{"claude", "codex"}, ran); diff != "" {
+				t.Errorf("turn agents (-want +got):\n%s", diff)
+			}
+		}},
+		{"agent round trip, copied both ways", func(t *testing.T, ctx context.Context, s Store) {
+			in := sampleAgent("claude")
+			mustAgent(t, s, in)
+			mustAgent(t, s, sampleAgent("codex"))
+			in.Command[0], in.Init[2] = "changed", 'X' // the store kept its own copy
+			// A shared store answers from its queue first and from the backend
+			// once the writes landed: read both ways.
+			for _, when := range []string{"as put", "after Flush"} {
+				if when == "after Flush" {
+					if err := s.Flush(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, name := range []string{"claude", "codex", "claude"} {
+					got, err := s.Agent(ctx, name)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if diff := cmp.Diff(sampleAgent(name), got); diff != "" {
+						t.Errorf("%s: Agent(%s) mismatch (-want +got):\n%s", when, name, diff)
+					}
+					got.Command[0], got.Init[2] = "changed", 'X' // and hands out copies
+				}
+			}
+		}},
+		{"agent put replaces", func(t *testing.T, ctx context.Context, s Store) {
+			mustAgent(t, s, sampleAgent("claude"))
+			want := &AgentInfo{Name: "claude", Init: json.RawMessage(`{"protocolVersion":2}`), Learned: t0.Add(time.Hour)}
+			mustAgent(t, s, want)
+			got, err := s.Agent(ctx, "claude")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" { // Command gone: replaced, not merged
+				t.Errorf("Agent() after second put (-want +got):\n%s", diff)
+			}
+		}},
+		{"missing agent", func(t *testing.T, ctx context.Context, s Store) {
+			mustAgent(t, s, sampleAgent("claude"))
+			if _, err := s.Agent(ctx, "codex"); !errors.Is(err, ErrNotFound) {
+				t.Errorf("Agent(codex) err = %v, want ErrNotFound", err)
+			}
+		}},
+		{"agent needs a name", func(t *testing.T, ctx context.Context, s Store) {
+			for _, a := range []*AgentInfo{nil, {Command: []string{"x"}}} {
+				if err := s.PutAgent(ctx, a); err == nil {
+					t.Errorf("PutAgent(%+v) succeeded", a)
+				}
 			}
 		}},
 		{"flush with nothing queued", func(t *testing.T, ctx context.Context, s Store) {
@@ -256,6 +346,13 @@ func mustPut(t *testing.T, s Store, sess *Session) {
 func mustTurn(t *testing.T, s Store, id string, tr *Turn) {
 	t.Helper()
 	if err := s.PutTurn(t.Context(), id, tr); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustAgent(t *testing.T, s Store, a *AgentInfo) {
+	t.Helper()
+	if err := s.PutAgent(t.Context(), a); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -260,3 +260,25 @@ func TestOrphanTableIsNotDamage(t *testing.T) {
 		t.Errorf("session after reopen: %v", err)
 	}
 }
+
+// Turns recorded before agents had names hold the agent's argv under "agent".
+// They must still read, with no agent name: Turn.Agent is stored under
+// "agentName" so that the old key keeps its old type.
+func TestTurnBeforeAgentNames(t *testing.T) {
+	b, err := openBadger(t.TempDir(), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeOK(t, b)
+	old := `{"index":1,"promptText":"q1","status":"completed","agent":["fake","--flag"],"started":"2025-03-01T12:00:00Z"}`
+	if err := b.db.Update(func(txn *badger.Txn) error { return txn.Set(turnKey("a", 1), []byte(old)) }); err != nil {
+		t.Fatal(err)
+	}
+	turns, err := b.Turns(t.Context(), "a")
+	if err != nil {
+		t.Fatalf("Turns() of an older record: %v", err)
+	}
+	if len(turns) != 1 || turns[0].PromptText != "q1" || turns[0].Agent != "" {
+		t.Errorf("Turns() = %+v, want turn 1 with no agent name", turns)
+	}
+}

@@ -1,6 +1,7 @@
 // Package state is the durable record of every client-facing session: identity,
-// config layers, turns, lineage and the id mapping. It speaks its own types, not
-// ACP wire types, and imports no other package of this module.
+// config layers, turns, lineage and the id mapping; and of what each named agent
+// said about itself when it was first started. It speaks its own types, not ACP
+// wire types, and imports no other package of this module.
 //
 // Three stores meet one contract (Store): NewMemory for tests and
 // `--store memory`; badger on disk; and Open, the one a sidecar uses, which

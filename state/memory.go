@@ -13,6 +13,7 @@ type memStore struct {
 	mu       sync.Mutex
 	sessions map[string]*memSession
 	native   map[string]string
+	agents   map[string]*AgentInfo
 }
 
 type memSession struct {
@@ -24,7 +25,7 @@ type memSession struct {
 // NewMemory returns an empty store that lives as long as the process. Every
 // session in it counts as live.
 func NewMemory() Store {
-	return &memStore{sessions: map[string]*memSession{}, native: map[string]string{}}
+	return &memStore{sessions: map[string]*memSession{}, native: map[string]string{}, agents: map[string]*AgentInfo{}}
 }
 
 func (m *memStore) get(id string) *memSession {
@@ -75,8 +76,8 @@ func (m *memStore) Sessions(ctx context.Context) ([]Summary, error) {
 		if ms.rec == nil {
 			continue
 		}
-		sum := Summary{ID: id, Agent: append([]string(nil), ms.rec.Agent...), Cwd: ms.rec.Cwd,
-			LastActivity: ms.rec.Updated, Live: true}
+		sum := Summary{ID: id, Agent: append([]string(nil), ms.rec.Agent...), AgentName: ms.rec.AgentName,
+			Cwd: ms.rec.Cwd, LastActivity: ms.rec.Updated, Live: true}
 		for _, t := range ms.turns {
 			if t.Status != TurnRolledBack {
 				sum.Turns++
@@ -136,6 +137,27 @@ func (m *memStore) ClientID(ctx context.Context, nativeID string) (string, error
 		return "", fmt.Errorf("client id for native session %s: %w", nativeID, ErrNotFound)
 	}
 	return id, nil
+}
+
+func (m *memStore) PutAgent(ctx context.Context, a *AgentInfo) error {
+	if err := checkAgent(a); err != nil {
+		return err
+	}
+	a = clone(a)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.agents[a.Name] = a
+	return nil
+}
+
+func (m *memStore) Agent(ctx context.Context, name string) (*AgentInfo, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, ok := m.agents[name]
+	if !ok {
+		return nil, fmt.Errorf("get agent %s: %w", name, ErrNotFound)
+	}
+	return clone(a), nil
 }
 
 func (m *memStore) Flush(ctx context.Context) error { return nil }

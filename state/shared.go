@@ -49,7 +49,8 @@ type Shared struct {
 
 	mu        sync.Mutex
 	queue     []*op            // queued writes, oldest first
-	pend      map[string][]*op // the same, by session, for reads
+	pend      map[string][]*op // the same, by session, for reads (PutAgent aside)
+	agents    map[string]*op   // the newest queued PutAgent of each name, for reads
 	enq, done uint64           // sequence of the last queued and last applied write
 	progress  chan struct{}    // closed (and replaced) when done or backend changes
 	errs      []error          // write errors since the last Flush
@@ -64,10 +65,21 @@ type Shared struct {
 // op is one queued write. Its fields are private copies, never changed.
 type op struct {
 	seq     uint64
-	sid     string
-	session *Session // PutSession
-	turn    *Turn    // PutTurn
-	keep    int      // RollBack when session and turn are nil
+	sid     string     // "" for PutAgent
+	session *Session   // PutSession
+	turn    *Turn      // PutTurn
+	agent   *AgentInfo // PutAgent
+	keep    int        // RollBack when none of the above is set
+}
+
+func (o *op) rollback() bool { return o.session == nil && o.turn == nil && o.agent == nil }
+
+// subject names what the write is about, for the log.
+func (o *op) subject() slog.Attr {
+	if o.agent != nil {
+		return slog.String("agent", o.agent.Name)
+	}
+	return slog.String("session", o.sid)
 }
 
 // Open opens the store in dir, creating it, as the owner or as a client of the
@@ -93,7 +105,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Shared, error) {
 	}
 	s := &Shared{
 		dir: dir, sock: sock, log: opts.Logger.With("component", "state", "dir", dir), opts: opts,
-		wake: make(chan struct{}, 1), pend: map[string][]*op{}, progress: make(chan struct{}),
+		wake: make(chan struct{}, 1), pend: map[string][]*op{}, agents: map[string]*op{}, progress: make(chan struct{}),
 		originals: map[string]*Config{}, claims: map[string]bool{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -245,7 +257,12 @@ func (s *Shared) run() {
 		s.mu.Lock()
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
-		if l := s.pend[o.sid]; len(l) > 0 && l[0] == o {
+		if o.agent != nil {
+			// A newer put of the same name stays: it is still the one to read.
+			if s.agents[o.agent.Name] == o {
+				delete(s.agents, o.agent.Name)
+			}
+		} else if l := s.pend[o.sid]; len(l) > 0 && l[0] == o {
 			if s.pend[o.sid] = l[1:]; len(l) == 1 {
 				delete(s.pend, o.sid)
 			}
@@ -257,7 +274,7 @@ func (s *Shared) run() {
 		s.signal()
 		s.mu.Unlock()
 		if err != nil {
-			s.log.Error("store write failed", "session", o.sid, "err", err)
+			s.log.Error("store write failed", o.subject(), "err", err)
 		}
 	}
 }
@@ -290,6 +307,8 @@ func (s *Shared) apply(ctx context.Context, b Store, o *op) error {
 		return err
 	case o.turn != nil:
 		return b.PutTurn(ctx, o.sid, o.turn)
+	case o.agent != nil:
+		return b.PutAgent(ctx, o.agent)
 	default:
 		return b.RollBack(ctx, o.sid, o.keep)
 	}
@@ -300,7 +319,11 @@ func (s *Shared) enqueue(o *op) {
 	s.enq++
 	o.seq = s.enq
 	s.queue = append(s.queue, o)
-	s.pend[o.sid] = append(s.pend[o.sid], o)
+	if o.agent != nil {
+		s.agents[o.agent.Name] = o
+	} else {
+		s.pend[o.sid] = append(s.pend[o.sid], o)
+	}
 	s.kick()
 }
 
@@ -375,6 +398,22 @@ func (s *Shared) RollBack(ctx context.Context, sessionID string, keep int) error
 	return nil
 }
 
+// PutAgent queues the write like the others: an agent's initialize result
+// learned while no backend is there lands when one is back.
+func (s *Shared) PutAgent(ctx context.Context, a *AgentInfo) error {
+	if err := checkAgent(a); err != nil {
+		return err
+	}
+	a = clone(a)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return fmt.Errorf("put agent %s: %w", a.Name, errClosed)
+	}
+	s.enqueue(&op{agent: a})
+	return nil
+}
+
 // Flush waits until every write queued before the call has landed (for the
 // owner: in badger's log; for a client: acknowledged by the owner, who wrote
 // it there), and returns the write errors since the last Flush. With no
@@ -412,6 +451,13 @@ func (s *Shared) reader(ctx context.Context, id string) (Store, map[string][]*op
 		}
 	}
 	s.mu.Unlock()
+	b, err := s.waitBackend(ctx)
+	return b, pend, err
+}
+
+// waitBackend returns the backend, waiting up to ConnectTimeout for one, or
+// nil and no error when none came.
+func (s *Shared) waitBackend(ctx context.Context) (Store, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.ConnectTimeout)
 	defer cancel()
 	for {
@@ -419,15 +465,15 @@ func (s *Shared) reader(ctx context.Context, id string) (Store, map[string][]*op
 		b, closing, ch := s.backend, s.closing, s.progress
 		s.mu.Unlock()
 		if closing && b == nil {
-			return nil, pend, errClosed
+			return nil, errClosed
 		}
 		if b != nil {
-			return b, pend, nil
+			return b, nil
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return nil, pend, nil
+			return nil, nil
 		}
 	}
 }
@@ -520,7 +566,7 @@ func replayTurns(base []Turn, ops []*op) []Turn {
 		switch {
 		case o.turn != nil:
 			m[o.turn.Index] = *clone(o.turn)
-		case o.session == nil:
+		case o.rollback():
 			for i, t := range m {
 				if i > o.keep {
 					t.Status = TurnRolledBack
@@ -564,7 +610,7 @@ func (s *Shared) Sessions(ctx context.Context) ([]Summary, error) {
 			continue // turns only, no record yet: not listed
 		}
 		turns, _ := s.mergedTurns(ctx, b, id, ops)
-		sum := Summary{ID: id, Agent: sess.Agent, Cwd: sess.Cwd, LastActivity: sess.Updated, Live: true}
+		sum := Summary{ID: id, Agent: sess.Agent, AgentName: sess.AgentName, Cwd: sess.Cwd, LastActivity: sess.Updated, Live: true}
 		i, ok := byID[id]
 		if ok {
 			sum.LastActivity = later(sum.LastActivity, got[i].LastActivity)
@@ -602,6 +648,32 @@ func (s *Shared) ClientID(ctx context.Context, nativeID string) (string, error) 
 	}
 	id, err := b.ClientID(ctx, nativeID)
 	return id, s.readErr(b, err)
+}
+
+// Agent reads a queued PutAgent of name first, without asking the backend: a
+// put replaces the whole record, so nothing stored can be newer, just as a
+// queued PutSession wins over the stored session in Session. With none queued
+// it reads the backend, waiting for one like the other reads, and fails with
+// ErrUnavailable when none comes.
+func (s *Shared) Agent(ctx context.Context, name string) (*AgentInfo, error) {
+	s.mu.Lock()
+	o := s.agents[name]
+	s.mu.Unlock()
+	if o != nil {
+		return clone(o.agent), nil
+	}
+	b, err := s.waitBackend(ctx)
+	if err == nil && b == nil {
+		err = ErrUnavailable
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get agent %s: %w", name, err)
+	}
+	a, err := b.Agent(ctx, name)
+	if err = s.readErr(b, err); errors.Is(err, ErrUnavailable) {
+		return nil, fmt.Errorf("get agent %s: %w", name, err)
+	}
+	return a, err
 }
 
 // Close lands the queued writes (for up to CloseTimeout), then lets go of the

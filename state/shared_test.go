@@ -2,11 +2,14 @@ package state
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // checkSamples asserts that sessions prefix-from..prefix-(to-1) are there with
@@ -237,5 +240,75 @@ func TestOriginalRefusedLate(t *testing.T) {
 	}
 	if got.Cwd != "/late" || !sameConfig(got.Original, sampleConfig("opus")) {
 		t.Errorf("got cwd %q original %v, want /late and the first original", got.Cwd, got.Original.ByCategory("model"))
+	}
+}
+
+// A PutAgent made while the owner is gone and nobody can take over waits in
+// memory, reads back from there (the newest put of a name wins), and lands
+// once the directory is free.
+func TestAgentQueuedWhileOwnerGone(t *testing.T) {
+	dir := t.TempDir()
+	owner, err := Open(t.Context(), dir, Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := Open(t.Context(), dir, Options{Logger: testLogger(t), ConnectTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeOK(t, client) })
+	if client.Owner() {
+		t.Fatal("second Open is owner")
+	}
+	closeOK(t, owner)
+	// The client has not noticed (it notices on its next call), so this takes
+	// the lock first and serves nothing: there is no backend to be had.
+	squatter, err := openBadger(dir, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.PutAgent(t.Context(), sampleAgent("claude")); err != nil {
+		t.Fatalf("PutAgent with the owner gone: %v", err)
+	}
+	want := sampleAgent("claude")
+	want.Init = json.RawMessage(`{"protocolVersion":1,"agentCapabilities":{}}`)
+	if err := client.PutAgent(t.Context(), want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := client.Agent(t.Context(), "claude")
+	if err != nil {
+		t.Fatalf("Agent(queued): %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Agent(queued) mismatch (-want +got):\n%s", diff)
+	}
+	if _, err := client.Agent(t.Context(), "codex"); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Agent(not queued) err = %v, want ErrUnavailable", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := client.Flush(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Flush with no backend = %v, want context.Canceled", err)
+	}
+
+	closeOK(t, squatter)
+	if err := client.Flush(t.Context()); err != nil {
+		t.Fatalf("Flush after the lock is free: %v", err)
+	}
+	if !client.Owner() {
+		t.Error("not owner after the lock is free")
+	}
+	closeOK(t, client) // read it back from disk, not from the queue
+	b, err := openBadger(dir, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeOK(t, b)
+	got, err = b.Agent(t.Context(), "claude")
+	if err != nil {
+		t.Fatalf("Agent after landing: %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Agent on disk mismatch (-want +got):\n%s", diff)
 	}
 }

@@ -67,6 +67,13 @@ type Store interface {
 	// ClientID returns the client session id that nativeID belongs or belonged
 	// to, or ErrNotFound.
 	ClientID(ctx context.Context, nativeID string) (string, error)
+	// PutAgent creates or replaces the record a.Name: the newest initialize
+	// result is the one that describes the agent now. An empty Name is an
+	// error, since the name is the key.
+	PutAgent(ctx context.Context, a *AgentInfo) error
+	// Agent returns the record of the named agent, or ErrNotFound when this
+	// agent was never started with a store.
+	Agent(ctx context.Context, name string) (*AgentInfo, error)
 	// Flush returns once every write made before the call is as durable as the
 	// store gets (in badger's log, which survives a process kill), or ctx ends.
 	// DESIGN.md "Processes": a config change and a turn's end must land before
@@ -111,6 +118,14 @@ func clone[T any](v *T) *T {
 func checkTurn(sessionID string, t *Turn) error {
 	if t == nil || t.Index < 1 {
 		return fmt.Errorf("put turn %s: index must be 1 or more", sessionID)
+	}
+	return nil
+}
+
+// checkAgent refuses a record that has no key.
+func checkAgent(a *AgentInfo) error {
+	if a == nil || a.Name == "" {
+		return errors.New("put agent: empty name")
 	}
 	return nil
 }

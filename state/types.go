@@ -20,7 +20,12 @@ type Session struct {
 	NativeHistory []string `json:"nativeHistory,omitempty"`
 	// Agent is the agent command line (argv) the session ran under.
 	Agent []string `json:"agent,omitempty"`
-	Cwd   string   `json:"cwd,omitempty"`
+	// AgentName is the configured name of the agent the session runs on now
+	// (AgentInfo.Name): the sidecar can switch a session between agents, and a
+	// rebuild must start the one it was on. "" in records written before agents
+	// had names.
+	AgentName string `json:"agentName,omitempty"`
+	Cwd       string `json:"cwd,omitempty"`
 	// McpServers is the client's mcpServers array as it sent it: a rebuild must
 	// pass the same servers, and the sidecar has no reason to understand them.
 	McpServers            json.RawMessage `json:"mcpServers,omitempty"`
@@ -168,10 +173,16 @@ type Turn struct {
 	Status   TurnStatus `json:"status"`
 	// HandoffDelivered says this turn's prompt carried the kept-turn handoff to
 	// NativeID, so that native session must not get it again.
-	HandoffDelivered bool      `json:"handoffDelivered,omitempty"`
-	Agent            []string  `json:"agent,omitempty"`
-	Started          time.Time `json:"started"`
-	Ended            time.Time `json:"ended,omitzero"`
+	HandoffDelivered bool `json:"handoffDelivered,omitempty"`
+	// Agent is the configured name of the agent that ran the turn
+	// (AgentInfo.Name), since one session may switch agents between turns; ""
+	// for turns recorded before agents had names. It is stored as "agentName"
+	// because older records hold the agent's argv under "agent": reusing that
+	// key with another type would make an older and a newer sidecar sharing
+	// one store fail to read each other's turns.
+	Agent   string    `json:"agentName,omitempty"`
+	Started time.Time `json:"started"`
+	Ended   time.Time `json:"ended,omitzero"`
 }
 
 // ToolCall is what a turn keeps of one tool call.
@@ -185,11 +196,26 @@ type ToolCall struct {
 type Summary struct {
 	ID    string   `json:"id"`
 	Agent []string `json:"agent,omitempty"`
-	Cwd   string   `json:"cwd,omitempty"`
+	// AgentName is the session's Session.AgentName.
+	AgentName string `json:"agentName,omitempty"`
+	Cwd       string `json:"cwd,omitempty"`
 	// Turns counts the turns that are not rolled back.
 	Turns        int       `json:"turns"`
 	LastActivity time.Time `json:"lastActivity"`
 	// Live says a running sidecar process has written this session since it
 	// connected to the store, i.e. some editor has it open now.
 	Live bool `json:"live,omitempty"`
+}
+
+// AgentInfo is what the sidecar learned about a named agent when it first
+// started it: its initialize result, so later runs can promise the client only
+// what every configured agent supports without starting each one.
+type AgentInfo struct {
+	// Name is the agent's configured name ("claude", "codex") and the record's
+	// key.
+	Name    string   `json:"name"`
+	Command []string `json:"command,omitempty"`
+	// Init is the agent's initialize result as it sent it (raw JSON).
+	Init    json.RawMessage `json:"init,omitempty"`
+	Learned time.Time       `json:"learned"`
 }

@@ -22,15 +22,17 @@ import (
 // order, on each connection. A client has one request in flight at a time.
 
 type request struct {
-	ID      uint64   `json:"id"`
-	Op      string   `json:"op"`
-	Schema  int      `json:"schema,omitempty"`
-	Claims  []string `json:"claims,omitempty"`
-	Session *Session `json:"session,omitempty"`
-	SID     string   `json:"sid,omitempty"`
-	Turn    *Turn    `json:"turn,omitempty"`
-	Keep    int      `json:"keep,omitempty"`
-	Native  string   `json:"native,omitempty"`
+	ID      uint64     `json:"id"`
+	Op      string     `json:"op"`
+	Schema  int        `json:"schema,omitempty"`
+	Claims  []string   `json:"claims,omitempty"`
+	Session *Session   `json:"session,omitempty"`
+	SID     string     `json:"sid,omitempty"`
+	Turn    *Turn      `json:"turn,omitempty"`
+	Keep    int        `json:"keep,omitempty"`
+	Native  string     `json:"native,omitempty"`
+	Agent   *AgentInfo `json:"agent,omitempty"` // put_agent
+	Name    string     `json:"name,omitempty"`  // agent
 }
 
 type response struct {
@@ -41,6 +43,7 @@ type response struct {
 	Sessions []Summary  `json:"sessions,omitempty"`
 	Turns    []Turn     `json:"turns,omitempty"`
 	ClientID string     `json:"clientId,omitempty"`
+	Agent    *AgentInfo `json:"agent,omitempty"`
 }
 
 type wireError struct {
@@ -233,6 +236,10 @@ func (srv *server) handle(ctx context.Context, c net.Conn, req *request) respons
 		err = srv.st.RollBack(ctx, req.SID, req.Keep)
 	case "client_id":
 		resp.ClientID, err = srv.st.ClientID(ctx, req.Native)
+	case "put_agent":
+		err = srv.st.PutAgent(ctx, req.Agent)
+	case "agent":
+		resp.Agent, err = srv.st.Agent(ctx, req.Name)
 	default:
 		err = fmt.Errorf("unknown op %q", req.Op)
 	}
@@ -395,6 +402,19 @@ func (r *remote) ClientID(ctx context.Context, nativeID string) (string, error) 
 		return "", err
 	}
 	return resp.ClientID, nil
+}
+
+func (r *remote) PutAgent(ctx context.Context, a *AgentInfo) error {
+	_, err := r.call(ctx, &request{Op: "put_agent", Agent: a})
+	return err
+}
+
+func (r *remote) Agent(ctx context.Context, name string) (*AgentInfo, error) {
+	resp, err := r.call(ctx, &request{Op: "agent", Name: name})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Agent, nil
 }
 
 // Flush: the owner answers a write after badger took it, so there is nothing
