@@ -341,6 +341,9 @@ func (r *Recorder) Status(ctx context.Context, sid string) (map[string]any, erro
 			"live": configMap(s.rec.Live), "original": nilOr(s.rec.Original), "blocked": s.rec.Blocked,
 			"turns": len(s.turns), "keptTurns": kept,
 		}
+		if r.cfg.Name != "" {
+			res["agent"] = r.cfg.Name
+		}
 	})
 	if err != nil {
 		return nil, err
@@ -365,8 +368,11 @@ func (r *Recorder) StatusText(ctx context.Context, sid string) (string, error) {
 		return "", err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "acp-sidecar: session %s, native session %v\nconfig: %s\nturns: %v (%v kept)",
-		sid, st["nativeSessionId"], configLine(st["live"].(map[string]string)), st["turns"], st["keptTurns"])
+	fmt.Fprintf(&b, "acp-sidecar: session %s, native session %v", sid, st["nativeSessionId"])
+	if a, ok := st["agent"].(string); ok {
+		fmt.Fprintf(&b, " on agent %s", a)
+	}
+	fmt.Fprintf(&b, "\nconfig: %s\nturns: %v (%v kept)", configLine(st["live"].(map[string]string)), st["turns"], st["keptTurns"])
 	if blocked, ok := st["blocked"].(*state.Blocked); ok && blocked != nil {
 		fmt.Fprintf(&b, "\nblocked: %s", blocked.Reason)
 	}

@@ -56,6 +56,10 @@ type RecorderConfig struct {
 	Log *slog.Logger
 	// Agent is the agent's command line, kept with each session.
 	Agent []string
+	// Name is the agent's configured name when several agents share the
+	// client ("" with one): each session and turn records the agent that
+	// ran it.
+	Name string
 	// Version is the sidecar's, advertised in initialize.
 	Version string
 	// Settings are applied to every new session before the client sees it.
@@ -387,7 +391,7 @@ func (r *Recorder) clientRequest(ctx context.Context, ev event) {
 		blocks, text := promptContent(ev.req.params, ev.handoff != nil)
 		t := state.Turn{
 			Index: len(s.turns) + 1, Prompt: blocks, PromptText: text, NativeID: s.rec.NativeID,
-			Status: state.TurnRunning, Agent: r.cfg.Agent, Started: r.cfg.Now(),
+			Status: state.TurnRunning, Agent: r.cfg.Name, Started: r.cfg.Now(),
 			HandoffDelivered: ev.handoff != nil,
 		}
 		if h := ev.handoff; h != nil {
@@ -496,7 +500,7 @@ func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.
 	if len(s.rec.NativeHistory) == 0 || s.rec.NativeHistory[len(s.rec.NativeHistory)-1] != sid {
 		s.rec.NativeHistory = append(s.rec.NativeHistory, sid)
 	}
-	s.rec.Agent, s.rec.Cwd = r.cfg.Agent, p.Cwd
+	s.rec.Agent, s.rec.AgentName, s.rec.Cwd = r.cfg.Agent, r.cfg.Name, p.Cwd
 	s.rec.McpServers, s.rec.AdditionalDirectories = compactJSON(p.McpServers), p.AdditionalDirectories
 	if s.rec.Created.IsZero() {
 		s.rec.Created = now

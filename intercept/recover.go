@@ -269,21 +269,9 @@ func response(id, result []byte) []byte {
 func (r *Recorder) reopen(ctx context.Context, sid, method string) ([]byte, error) {
 	live := false
 	err := r.do(ctx, func(ctx context.Context) {
-		if s := r.sessions[sid]; s != nil {
+		if held, _ := r.revive(ctx, sid); held {
 			live = !r.t.isStale(sid)
-			return
 		}
-		old, err := r.cfg.Store.Session(ctx, sid)
-		if err != nil {
-			return
-		}
-		s := &session{rec: *old, started: true}
-		if turns, err := r.cfg.Store.Turns(ctx, sid); err == nil {
-			s.turns = turns
-		}
-		r.sessions[sid] = s
-		r.t.remap(sid, old.NativeID)
-		r.t.markStale(sid)
 	})
 	if err != nil {
 		return nil, err

@@ -171,7 +171,7 @@ func (r *Recorder) Fork(ctx context.Context, parent string, at int) (report, err
 		now := r.cfg.Now()
 		s := &session{started: true}
 		s.rec = state.Session{
-			ClientID: child, NativeID: native, NativeHistory: []string{native}, Agent: r.cfg.Agent,
+			ClientID: child, NativeID: native, NativeHistory: []string{native}, Agent: r.cfg.Agent, AgentName: r.cfg.Name,
 			Cwd: snap.cwd, McpServers: snap.mcp, AdditionalDirectories: snap.dirs, Created: now,
 			Baseline: cloneConfig(catalog), Live: catalog, Original: cloneConfig(snap.live),
 			Lineage: &state.Lineage{ParentID: parent, ForkTurn: at},

@@ -205,3 +205,17 @@ func (t *table) targetOr(clientID string, live *state.Config) *state.Config {
 	}
 	return live
 }
+
+// forget drops what the table knows of a session that left this agent,
+// except the native ids it had: their late frames keep the client's id.
+func (t *table) forget(clientID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.native, clientID)
+	delete(t.blocked, clientID)
+	delete(t.stale, clientID)
+	t.anyStale.Store(len(t.stale) > 0)
+	delete(t.targets, clientID)
+	delete(t.armed, clientID)
+	delete(t.carried, clientID)
+}

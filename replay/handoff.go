@@ -68,7 +68,12 @@ func BuildHandoff(kept []state.Turn, budget int) Handoff {
 	for i, t := range kept {
 		n := i + 1
 		items = append(items, item{turn: n, order: 2 * i, text: render(n, "user", t.PromptText, nil, "")})
-		items = append(items, item{turn: n, order: 2*i + 1, text: render(n, "assistant", t.Answer, t.ToolCalls, t.Status)})
+		role := "assistant"
+		if t.Agent != "" {
+			// A session can move between agents; each answer says whose it was.
+			role += " from agent " + t.Agent
+		}
+		items = append(items, item{turn: n, order: 2*i + 1, text: render(n, role, t.Answer, t.ToolCalls, t.Status)})
 	}
 	if len(items) == 0 {
 		return Handoff{}
@@ -138,6 +143,7 @@ func render(turn int, role, text string, tools []state.ToolCall, status state.Tu
 	case state.TurnFailed:
 		b.WriteString("[this turn ended in an error]\n")
 	}
+	role, _, _ = strings.Cut(role, " ")
 	fmt.Fprintf(&b, "</turn %d %s>\n", turn, role)
 	return b.String()
 }

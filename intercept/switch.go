@@ -1,0 +1,281 @@
+package intercept
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/acp-sidecar/acp-sidecar/replay"
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// A native session belongs to its agent and its provider, so a session that
+// moves to another agent always gets a fresh native session there, and its
+// continuity comes from the record (the kept turns handed over), never from
+// a live session. These are the recorder's two halves of a move: Lend on
+// the agent it leaves, Adopt on the agent it joins.
+
+// switchReport says what a move did, for the slash command's message and
+// the set_config_option answer alike.
+type switchReport struct {
+	SessionID       string            `json:"sessionId"`
+	Agent           string            `json:"agent"`
+	NativeSessionID string            `json:"nativeSessionId"`
+	Carried         []string          `json:"carried"`
+	NotCarried      []string          `json:"notCarried"`
+	KeptTurns       int               `json:"keptTurns"`
+	Config          map[string]string `json:"config"`
+	// options is the target's configOptions list after the move, for the
+	// answer the client sees; nil when the agent has none.
+	options json.RawMessage
+}
+
+func (s switchReport) text(from string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "acp-sidecar: this session now runs on %s", s.Agent)
+	if from != "" {
+		fmt.Fprintf(&b, " (was %s)", from)
+	}
+	fmt.Fprintf(&b, ", in a fresh native session; %d kept turn(s) go with your next prompt.", s.KeptTurns)
+	if len(s.Config) > 0 {
+		fmt.Fprintf(&b, "\nconfig %s", configLine(s.Config))
+	}
+	if len(s.Carried) > 0 {
+		fmt.Fprintf(&b, "\ncarried over: %s", strings.Join(s.Carried, ", "))
+	}
+	if len(s.NotCarried) > 0 {
+		b.WriteString("\nnot carried over:")
+		for _, n := range s.NotCarried {
+			fmt.Fprintf(&b, "\n- %s", n)
+		}
+	}
+	return b.String()
+}
+
+// Lend readies a session to leave this agent: it refuses while a turn runs
+// or a rebuild is under way, writes what the record holds, and keeps the
+// session busy until the returned function says how the move ended. A
+// session that moved is forgotten here; its native session stays with the
+// agent, unused, and its late frames keep their client id.
+func (r *Recorder) Lend(ctx context.Context, sid string) (done func(moved bool), err error) {
+	if what, ok := r.t.begin(sid, "switch"); !ok {
+		return nil, refuse(codeBusy, "a %s is already running on this session", what)
+	}
+	running := false
+	err = r.do(ctx, func(ctx context.Context) {
+		s := r.sessions[sid]
+		if s == nil {
+			return
+		}
+		if running = s.turn != nil; !running {
+			r.putSession(ctx, s)
+			r.flush(ctx)
+		}
+	})
+	if err == nil && running {
+		err = refuse(codeBusy, "a turn is running; cancel it or wait for it to end, then switch agents")
+	}
+	if err != nil {
+		r.t.end(sid)
+		return nil, err
+	}
+	return func(moved bool) {
+		if moved {
+			r.do(context.WithoutCancel(ctx), func(context.Context) { delete(r.sessions, sid) })
+			r.t.forget(sid)
+		}
+		r.t.end(sid)
+	}, nil
+}
+
+// Adopt takes over a session another agent ran, from the record: a fresh
+// native session with the same cwd, MCP servers and directories; this
+// agent's start-up settings; the mode carried over when this agent offers
+// the same mode id (models and other options stay with their agent); and a
+// handoff of every kept turn, whichever agent ran it, armed for the next
+// prompt. What did not carry is reported, not blocking: the user chose the
+// move, and the agent's own values are a sound place to start.
+func (r *Recorder) Adopt(ctx context.Context, sid string) (switchReport, error) {
+	if what, ok := r.t.begin(sid, "switch"); !ok {
+		return switchReport{}, refuse(codeBusy, "a %s is already running on this session", what)
+	}
+	defer r.t.end(sid)
+	old, err := r.cfg.Store.Session(ctx, sid)
+	if err != nil {
+		return switchReport{}, fmt.Errorf("adopt %s: read the record: %w", sid, err)
+	}
+	turns, err := r.cfg.Store.Turns(ctx, sid)
+	if err != nil {
+		return switchReport{}, fmt.Errorf("adopt %s: read the turns: %w", sid, err)
+	}
+	r.do(ctx, func(context.Context) {
+		s := &session{rec: *old, turns: turns, started: true}
+		for i := range s.turns {
+			lighten(&s.turns[i])
+		}
+		thinOut(s)
+		r.sessions[sid] = s
+	})
+	snap := snapshot{cwd: old.Cwd, mcp: old.McpServers, dirs: old.AdditionalDirectories}
+	native, catalog, err := r.newNative(ctx, sid, snap)
+	if err != nil {
+		r.do(context.WithoutCancel(ctx), func(context.Context) { delete(r.sessions, sid) })
+		r.t.forget(sid)
+		return switchReport{}, fmt.Errorf("adopt %s: %w", sid, err)
+	}
+	target, setErrs := settingsTarget(catalog, r.cfg.Settings)
+	rep := switchReport{SessionID: sid, Agent: r.cfg.Name, NativeSessionID: native}
+	rep.Carried, rep.NotCarried = carry(old.Live, target, r.cfg.Name)
+	out := r.restore(ctx, native, target, catalog)
+	// A value this agent did not take is a note, not a block (see above).
+	for _, f := range out.failed {
+		rep.NotCarried = append(rep.NotCarried, fmt.Sprintf("%s=%s: %s", f.Field, unquote(f.Want), f.Reason))
+	}
+	for _, e := range setErrs {
+		rep.NotCarried = append(rep.NotCarried, fmt.Sprintf("%s=%s (start-up setting): %s", e.OptionID, e.Value, e.Err))
+	}
+	out.failed = nil
+	res := r.settle(ctx, sid, native, out, func(s *session) {
+		s.rec.AgentName, s.rec.Agent = r.cfg.Name, r.cfg.Agent
+		s.rec.Baseline = cloneConfig(catalog)
+		s.rec.SetErrors = append(s.rec.SetErrors, setErrs...)
+		r.arm(s)
+		rep.KeptTurns = len(replay.Kept(r.conversation(s)))
+	})
+	rep.Config = res.Config
+	rep.options = out.optionsRaw
+	if rep.options == nil {
+		rep.options = optionsOf(out.catalog)
+	}
+	r.log.Info("session moved to this agent", "session", sid, "agent", r.cfg.Name, "native", native)
+	return rep, nil
+}
+
+// carry sets on target the mode of from when target offers the same mode
+// id, and says in words what carried and what did not.
+func carry(from, target *state.Config, agent string) (carried, not []string) {
+	if from == nil {
+		return nil, nil
+	}
+	if m := modelOf(from); m != "" {
+		not = append(not, fmt.Sprintf("model=%s: models never carry between agents", m))
+	}
+	if m := modeOf(from); m != "" {
+		if setMode(target, m) {
+			carried = append(carried, "mode="+m)
+		} else {
+			not = append(not, fmt.Sprintf("mode=%s: %s offers no mode with this id", m, agent))
+		}
+	}
+	for _, o := range from.Options {
+		if o.Category == replay.FieldModel || o.Category == replay.FieldMode || o.ID == SelectorID {
+			continue
+		}
+		not = append(not, fmt.Sprintf("%s=%s: options stay with the agent that offers them", o.ID, unquote(o.Current)))
+	}
+	return carried, not
+}
+
+func modelOf(c *state.Config) string {
+	if o := c.ByCategory(replay.FieldModel); o != nil {
+		return unquote(o.Current)
+	}
+	if c.Model != nil {
+		return c.Model.Current
+	}
+	return ""
+}
+
+func modeOf(c *state.Config) string {
+	if o := c.ByCategory(replay.FieldMode); o != nil {
+		return unquote(o.Current)
+	}
+	if c.Mode != nil {
+		return c.Mode.Current
+	}
+	return ""
+}
+
+// setMode puts mode into target where the agent offers it, by category
+// option or legacy mode, and reports whether it did.
+func setMode(target *state.Config, mode string) bool {
+	val, _ := json.Marshal(mode)
+	if o := target.ByCategory(replay.FieldMode); o != nil {
+		for _, v := range o.Values {
+			if unquote(v.Value) == mode {
+				o.Current = val
+				return true
+			}
+		}
+		return false
+	}
+	if target.Mode != nil && slices.Contains(target.Mode.Available, mode) {
+		target.Mode.Current = mode
+		return true
+	}
+	return false
+}
+
+// optionsOf is the configOptions list a session result reported, nil when
+// the agent has none.
+func optionsOf(c *state.Config) json.RawMessage {
+	if c == nil || len(c.Raw) == 0 {
+		return nil
+	}
+	var p configPayload
+	if json.Unmarshal(c.Raw, &p) != nil || isNull(p.ConfigOptions) {
+		return nil
+	}
+	return p.ConfigOptions
+}
+
+// ConfigOptions is a session's configOptions list as the agent last
+// reported it, for a move that finds the session already where it should be.
+func (r *Recorder) ConfigOptions(ctx context.Context, sid string) (json.RawMessage, error) {
+	var out json.RawMessage
+	found := false
+	err := r.do(ctx, func(context.Context) {
+		if s := r.sessions[sid]; s != nil {
+			found = true
+			out = optionsOf(s.rec.Live)
+		}
+	})
+	if err == nil && !found {
+		err = refuse(-32602, "acp-sidecar knows no session %q", sid)
+	}
+	return out, err
+}
+
+// Revive brings back, from the record, a session this agent ran before it
+// was started again: the session is rebuilt on its next request, by the
+// same ladder as after a crash (resume, load, or new with a handoff).
+func (r *Recorder) Revive(ctx context.Context, sid string) error {
+	var err error
+	if derr := r.do(ctx, func(ctx context.Context) { _, err = r.revive(ctx, sid) }); derr != nil {
+		return derr
+	}
+	return err
+}
+
+// revive loads a session the recorder does not hold from the store and
+// marks it stale; it reports whether the session was already held. It runs
+// on the recorder's goroutine.
+func (r *Recorder) revive(ctx context.Context, sid string) (held bool, err error) {
+	if r.sessions[sid] != nil {
+		return true, nil
+	}
+	old, err := r.cfg.Store.Session(ctx, sid)
+	if err != nil {
+		return false, err
+	}
+	s := &session{rec: *old, started: true}
+	if turns, err := r.cfg.Store.Turns(ctx, sid); err == nil {
+		s.turns = turns
+	}
+	r.sessions[sid] = s
+	r.t.remap(sid, old.NativeID)
+	r.t.markStale(sid)
+	return false, nil
+}
