@@ -3,6 +3,7 @@ module github.com/acp-sidecar/acp-sidecar
 go 1.26.8
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/coder/acp-go-sdk v0.13.0
 	github.com/dgraph-io/badger/v4 v4.9.6
 	github.com/google/go-cmp v0.7.0

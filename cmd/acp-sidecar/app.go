@@ -57,6 +57,10 @@ func relayFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-restarts", EnvVars: envs("MAX_RESTARTS"), Value: proxy.DefaultRestartPolicy.Max, Usage: "restarts allowed within --restart-window before giving up"},
 		&cli.DurationFlag{Name: "restart-window", EnvVars: envs("RESTART_WINDOW"), Value: proxy.DefaultRestartPolicy.Window, Usage: "the window --max-restarts counts in"},
 		&cli.StringSliceFlag{Name: "set", EnvVars: envs("SET"), Usage: "apply `ID=VALUE` to every new session (ID: an option id, or model or mode); repeatable"},
+		newRawListFlag("agent", "AGENT", "an agent sessions may switch to, as `NAME=COMMAND` (COMMAND split like a shell would, nothing expanded); repeatable; the env var takes one per line"),
+		&cli.StringFlag{Name: "agents", EnvVars: envs("AGENTS"), Usage: "read agents from `FILE` (.json or .toml; README, \"Several agents\")"},
+		&cli.StringFlag{Name: "default-agent", EnvVars: envs("DEFAULT_AGENT"), Usage: "the agent new sessions start on, by `NAME` (default: the agents file's default, else the first agent)"},
+		&cli.DurationFlag{Name: "agent-idle", EnvVars: envs("AGENT_IDLE"), Value: defaultAgentIdle, Usage: "stop an agent no session uses after this long; 0: never"},
 	}
 }
 
@@ -71,28 +75,13 @@ func newApp(s stdio) *cli.App {
 		ErrWriter: s.err,
 		Flags:     relayFlags(),
 		Action: func(c *cli.Context) error {
-			argv := c.Args().Slice()
-			if len(argv) == 0 {
+			opts, err := relayOptions(c)
+			if errors.Is(err, errNoAgent) {
 				cli.ShowAppHelp(c)
-				return &exitError{code: 2, err: errors.New("missing agent command: acp-sidecar [flags] -- AGENT [ARGS...]")}
 			}
-			opts := runOptions{
-				argv:        argv,
-				logFile:     c.String("log-file"),
-				logLevel:    c.String("log-level"),
-				trace:       c.String("trace"),
-				maxFrame:    c.Int("max-frame"),
-				grace:       c.Duration("grace"),
-				stateDir:    c.String("state-dir"),
-				store:       c.String("store"),
-				sets:        c.StringSlice("set"),
-				record:      c.Bool("record"),
-				budget:      c.Int("handoff-budget"),
-				restart:     c.Bool("restart"),
-				callTimeout: c.Duration("call-timeout"),
-				policy:      proxy.DefaultRestartPolicy,
+			if err != nil {
+				return &exitError{code: 2, err: err}
 			}
-			opts.policy.Max, opts.policy.Window = c.Int("max-restarts"), c.Duration("restart-window")
 			return run(c.Context, opts, s)
 		},
 		HideHelpCommand: true,
@@ -166,6 +155,40 @@ func newApp(s stdio) *cli.App {
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // runMain reports errors
 	}
+}
+
+// relayOptions reads the relay action's flags and arguments. The agent
+// started first is the default one; with a single agent that is the only
+// one, and its own start-up settings join --set.
+func relayOptions(c *cli.Context) (runOptions, error) {
+	agents, err := agentOptionsFrom(c)
+	if err != nil {
+		return runOptions{}, err
+	}
+	def, _ := agents.def(agents.defaultName)
+	opts := runOptions{
+		argv:        def.Argv,
+		logFile:     c.String("log-file"),
+		logLevel:    c.String("log-level"),
+		trace:       c.String("trace"),
+		maxFrame:    c.Int("max-frame"),
+		grace:       c.Duration("grace"),
+		stateDir:    c.String("state-dir"),
+		store:       c.String("store"),
+		sets:        c.StringSlice("set"),
+		record:      c.Bool("record"),
+		budget:      c.Int("handoff-budget"),
+		restart:     c.Bool("restart"),
+		callTimeout: c.Duration("call-timeout"),
+		policy:      proxy.DefaultRestartPolicy,
+		agents:      agents,
+	}
+	if len(agents.defs) == 1 {
+		// Per-agent settings come after --set, so the more specific wins.
+		opts.sets = append(opts.sets, def.Sets...)
+	}
+	opts.policy.Max, opts.policy.Window = c.Int("max-restarts"), c.Duration("restart-window")
+	return opts, nil
 }
 
 // exitCode turns a status into the error runMain reports as that status.

@@ -33,57 +33,35 @@ type runOptions struct {
 	restart     bool
 	policy      proxy.RestartPolicy
 	callTimeout time.Duration
+	agents      agentOptions
 }
 
 // run is the relay: start the agent, relay until it is gone, exit with its
 // status.
 func run(ctx context.Context, o runOptions, s stdio) error {
+	if len(o.agents.defs) > 1 {
+		return runMulti(ctx, o, s)
+	}
 	if isTerminal(s.in) {
 		// A terminal-login launch (protocol.md §8, 20): the agent wants
 		// a person, not ACP. Become the agent.
 		return execAgent(o.argv)
 	}
-	if o.stateDir == "" {
-		o.stateDir = defaultStateDir()
+	env, err := prepare(ctx, &o, s)
+	if err != nil {
+		return err
 	}
-	if o.store != "disk" && o.store != "memory" {
-		return &exitError{code: 2, err: fmt.Errorf("--store %q: want disk or memory", o.store)}
-	}
-	if o.budget < 1024 || o.budget > 64<<10 {
-		return &exitError{code: 2, err: fmt.Errorf("--handoff-budget %d: want 1024 to 65536 bytes", o.budget)}
-	}
-	log, closeLog, err := openLog(o)
+	defer env.close()
+	log, trace, store := env.log, env.trace, env.store
+
+	settings, err := parseSettings(o.sets)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	defer closeLog()
-
-	var trace *proxy.Trace
-	if o.trace != "" {
-		f, err := os.OpenFile(o.trace, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-		if err != nil {
-			return &exitError{code: 2, err: fmt.Errorf("open trace: %w", err)}
-		}
-		fmt.Fprintf(s.err, "acp-sidecar: --trace records the whole conversation in %s\n", o.trace)
-		trace = proxy.NewTrace(f)
-		defer trace.Close()
-	}
-
-	var settings []intercept.Setting
-	for _, raw := range o.sets {
-		st, err := intercept.ParseSetting(raw)
-		if err != nil {
-			return &exitError{code: 2, err: err}
-		}
-		settings = append(settings, st)
-	}
-	store, closeStore := openStore(ctx, o, log, s)
-	defer closeStore()
-
-	if err := proxy.AdoptOrphans(); err != nil {
-		log.Warn("cannot adopt the agent's orphans; a crashed agent's children may outlive it", "err", err)
-	}
 	spec := proxy.AgentSpec{Argv: o.argv, Stderr: s.err, Grace: o.grace, Log: log, Orphans: true}
+	if defs := o.agents.defs; len(defs) == 1 && len(defs[0].Env) > 0 {
+		spec.Env = append(os.Environ(), defs[0].Env...)
+	}
 	agent, err := proxy.StartAgent(spec)
 	if err != nil {
 		return &exitError{code: 127, err: err}
@@ -176,6 +154,19 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 		return &exitError{code: code}
 	}
 	return nil
+}
+
+// parseSettings reads --set values (and an agent's own set list).
+func parseSettings(raw []string) ([]intercept.Setting, error) {
+	var out []intercept.Setting
+	for _, r := range raw {
+		st, err := intercept.ParseSetting(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
 }
 
 // openStore opens the record. Nothing stops the relay here: a store that is

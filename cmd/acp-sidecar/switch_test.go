@@ -1,0 +1,314 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
+)
+
+// Switching agents mid-conversation with real processes: two fake agents
+// with different profiles behind one sidecar, one client session.
+
+// switchPeer is a client of a sidecar with agents a and b.
+type switchPeer struct {
+	*ladderPeer
+	callsA, callsB string
+}
+
+// startSwitch starts the sidecar with two fake agents: a (the default
+// profile, legacy modes and models too) and b (config options only), with
+// session ids that tell them apart.
+func startSwitch(t *testing.T, flags ...string) *switchPeer {
+	t.Helper()
+	dir := t.TempDir()
+	sp := &switchPeer{callsA: filepath.Join(dir, "a.jsonl"), callsB: filepath.Join(dir, "b.jsonl")}
+	agents := []string{
+		"--agent", "a=acp-sidecar fakeagent -id-prefix a- -call-log " + sp.callsA,
+		"--agent", "b=acp-sidecar fakeagent -id-prefix b- -profile config-options-only -call-log " + sp.callsB,
+	}
+	argv := append([]string{"acp-sidecar", "--state-dir", t.TempDir()}, append(agents, flags...)...)
+	var stderr syncBuffer
+	lp := &ladderPeer{stderr: &stderr, nextID: 1}
+	lp.peer = startPeer(t, boundedCtx(t), &stderr, argv...)
+	sp.ladderPeer = lp
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("sidecar stderr:\n%s", stderr.String())
+			for _, f := range []string{sp.callsA, sp.callsB} {
+				if b, err := os.ReadFile(f); err == nil {
+					t.Logf("%s:\n%s", filepath.Base(f), b)
+				}
+			}
+		}
+	})
+	initialize(lp.peer)
+	_, resp := lp.request("session/new", map[string]any{"cwd": dir, "mcpServers": []any{}})
+	lp.sid = sessionIDFrom(t, resp)
+	if got := selectorValue(t, resp, "result"); got != "a" {
+		t.Fatalf("session/new selector = %q, want a: %s", got, clip(resp))
+	}
+	return sp
+}
+
+// selectorValue returns the agent selector's current value in the
+// configOptions list under key ("result" or "update"), "" when absent.
+func selectorValue(t *testing.T, line []byte, key string) string {
+	t.Helper()
+	for _, o := range optionsIn(t, line, key) {
+		if o.ID == "_sidecar_agent" {
+			if o.Category != "_agent" || o.Type != "select" || len(o.Options) != 2 {
+				t.Fatalf("selector is malformed: %+v", o)
+			}
+			return o.CurrentValue
+		}
+	}
+	return ""
+}
+
+type wireOpt struct {
+	ID           string `json:"id"`
+	Category     string `json:"category"`
+	Type         string `json:"type"`
+	CurrentValue string `json:"currentValue"`
+	Options      []struct {
+		Value string `json:"value"`
+	} `json:"options"`
+}
+
+func optionsIn(t *testing.T, line []byte, key string) []wireOpt {
+	t.Helper()
+	var m struct {
+		Result struct {
+			ConfigOptions []wireOpt `json:"configOptions"`
+		} `json:"result"`
+		Params struct {
+			Update struct {
+				ConfigOptions []wireOpt `json:"configOptions"`
+			} `json:"update"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(line, &m); err != nil {
+		t.Fatalf("decode %s: %v", clip(line), err)
+	}
+	if key == "result" {
+		return m.Result.ConfigOptions
+	}
+	return m.Params.Update.ConfigOptions
+}
+
+// switchTo picks agent in the selector and returns the answer.
+func (sp *switchPeer) switchTo(agent string) []byte {
+	sp.t.Helper()
+	_, resp := sp.request("session/set_config_option", map[string]any{"sessionId": sp.sid, "configId": "_sidecar_agent", "value": agent})
+	mustSucceed(sp.t, "switch to "+agent, resp)
+	sp.barrier()
+	return resp
+}
+
+// prompts returns the prompts an agent's call log holds, as the texts of
+// their blocks.
+func prompts(t *testing.T, path string) [][]string {
+	t.Helper()
+	var out [][]string
+	for _, c := range readCalls(t, path) {
+		if c.Method != "session/prompt" {
+			continue
+		}
+		var p struct {
+			Prompt []struct {
+				Text string `json:"text"`
+			} `json:"prompt"`
+		}
+		if err := json.Unmarshal(c.Params, &p); err != nil {
+			t.Fatal(err)
+		}
+		var texts []string
+		for _, b := range p.Prompt {
+			texts = append(texts, b.Text)
+		}
+		out = append(out, texts)
+	}
+	return out
+}
+
+func (sp *switchPeer) mustPrompt(text string) fakeagent.Reply {
+	sp.t.Helper()
+	resp, got, window := sp.prompt(text)
+	mustSucceed(sp.t, "prompt "+text, resp)
+	for _, l := range window {
+		if u, ok := parseUpdate(l); ok && u.sessionID != sp.sid {
+			sp.t.Fatalf("an update arrived under session %q, not the client's %q: %s", u.sessionID, sp.sid, clip(l))
+		}
+	}
+	r, ok := fakeagent.ParseReply(got)
+	if !ok {
+		sp.t.Fatalf("no reply line for %q in %q", text, got)
+	}
+	sp.barrier()
+	return r
+}
+
+func TestSwitchAgentsCarriesKeptTurns(t *testing.T) {
+	sp := startSwitch(t)
+	_, resp := sp.request("session/set_config_option", map[string]any{"sessionId": sp.sid, "configId": "model", "value": fakeagent.ModelDeep})
+	mustSucceed(t, "set model", resp)
+	if got := selectorValue(t, resp, "result"); got != "a" {
+		t.Fatalf("set_config_option result selector = %q, want a", got)
+	}
+	_, resp = sp.request("session/set_mode", map[string]any{"sessionId": sp.sid, "modeId": "plan"})
+	mustSucceed(t, "set mode", resp)
+	for _, text := range []string{"one on a", "two on a", "three on a"} {
+		if r := sp.mustPrompt(text); !strings.HasPrefix(r.Session, "a-") {
+			t.Fatalf("%q ran in native session %q, want agent a's", text, r.Session)
+		}
+	}
+
+	// Switch to b: b's options plus the selector, the mode carried, the
+	// model named as not carried.
+	resp = sp.switchTo("b")
+	var ids []string
+	for _, o := range optionsIn(t, resp, "result") {
+		ids = append(ids, o.ID)
+	}
+	if want := []string{"model", "effort", "mode", "verbosity", "_sidecar_agent"}; !slices.Equal(ids, want) {
+		t.Fatalf("options after the switch = %v, want b's and the selector %v", ids, want)
+	}
+	if got := selectorValue(t, resp, "result"); got != "b" {
+		t.Fatalf("selector after the switch = %q, want b", got)
+	}
+	if !strings.Contains(string(resp), "models never carry") || !strings.Contains(string(resp), `"mode=plan"`) {
+		t.Fatalf("the answer does not say what carried: %s", clip(resp))
+	}
+	r := sp.mustPrompt("question for b")
+	if !strings.HasPrefix(r.Session, "b-") || r.Mode != "plan" || r.Model != fakeagent.DefaultModel {
+		t.Fatalf("b's reply = %+v, want b's session, mode plan carried, b's own default model", r)
+	}
+	got := prompts(t, sp.callsB)
+	if len(got) != 1 || len(got[0]) != 2 {
+		t.Fatalf("b got prompts %q, want one with the handoff ahead of the question", got)
+	}
+	handoff := got[0][0]
+	for _, want := range []string{"one on a", "two on a", "three on a", "from agent a"} {
+		if !strings.Contains(handoff, want) {
+			t.Errorf("b's handoff lacks %q:\n%s", want, handoff)
+		}
+	}
+
+	// A rewind on b, then back to a with the slash command: a's fresh
+	// native session gets the turns kept on a and b, not the rewound one.
+	sp.mustPrompt("rewound on b")
+	resp, text, _ := sp.prompt("/rewind")
+	mustSucceed(t, "/rewind", resp)
+	if !strings.Contains(text, "rewound on b") {
+		t.Fatalf("/rewind said %q", text)
+	}
+	sp.barrier()
+	resp, text, _ = sp.prompt("/agent a")
+	mustSucceed(t, "/agent a", resp)
+	if !strings.Contains(text, "now runs on a (was b)") {
+		t.Fatalf("/agent a said %q", text)
+	}
+	sp.barrier()
+	r = sp.mustPrompt("back on a")
+	if r.Session != "a-2" {
+		t.Fatalf("back on a ran in %q, want a fresh native session a-2", r.Session)
+	}
+	got = prompts(t, sp.callsA)
+	last := got[len(got)-1]
+	if len(last) != 2 {
+		t.Fatalf("a's prompt after the switch back = %q, want a handoff first", last)
+	}
+	for _, want := range []string{"one on a", "three on a", "question for b", "from agent b"} {
+		if !strings.Contains(last[0], want) {
+			t.Errorf("a's handoff lacks %q:\n%s", want, last[0])
+		}
+	}
+	if strings.Contains(last[0], "rewound on b") {
+		t.Errorf("a's handoff holds the rewound turn:\n%s", last[0])
+	}
+}
+
+// agentProc finds the sidecar's agent whose command line holds marker.
+func agentProc(t *testing.T, p *peer, marker string) proc {
+	t.Helper()
+	for _, k := range childrenOf(t, p.c.Pid()) {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(k.pid) + "/cmdline")
+		if strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), marker) {
+			return k
+		}
+	}
+	t.Fatalf("no agent with %q among the sidecar's children", marker)
+	return proc{}
+}
+
+func kill(t *testing.T, p *peer, a proc) {
+	t.Helper()
+	if err := syscall.Kill(a.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, p, fmt.Sprintf("agent %d to be replaced", a.pid), func() bool {
+		_, _, start, _, ok := stat(a.pid)
+		return !ok || start != a.start
+	})
+}
+
+func TestSwitchAgentsCrashes(t *testing.T) {
+	sp := startSwitch(t)
+	_, resp := sp.request("session/set_mode", map[string]any{"sessionId": sp.sid, "modeId": "plan"})
+	mustSucceed(t, "set mode", resp)
+	sp.mustPrompt("one on a")
+	sp.switchTo("b")
+	sp.mustPrompt("two on b")
+
+	// The agent the session left dies: nothing changes for the session.
+	before := len(readCalls(t, sp.callsB))
+	kill(t, sp.peer, agentProc(t, sp.peer, "-id-prefix a-"))
+	waitFor(t, sp.peer, "a's restart", func() bool {
+		return count(fakeagent.Methods(readCalls(t, sp.callsA)), "initialize") >= 2
+	})
+	r := sp.mustPrompt("three on b")
+	if r.Session != "b-1" || r.Mode != "plan" {
+		t.Fatalf("after a's crash, b's reply = %+v, want the same native session b-1 in plan", r)
+	}
+	if got := describeAll(readCalls(t, sp.callsB)[before:]); !slices.Equal(got, []string{"session/prompt"}) {
+		t.Fatalf("b got %v after a's crash, want only the prompt (barriers go to the default agent)", got)
+	}
+
+	// The session's own agent dies: it recovers as after any crash, with
+	// its config and the kept turns.
+	kill(t, sp.peer, agentProc(t, sp.peer, "-id-prefix b-"))
+	waitFor(t, sp.peer, "b's restart", func() bool {
+		return count(fakeagent.Methods(readCalls(t, sp.callsB)), "initialize") >= 2
+	})
+	for {
+		resp, got, _ := sp.prompt("four on b")
+		if strings.Contains(string(resp), `"result"`) {
+			r, _ = fakeagent.ParseReply(got)
+			break
+		}
+		if _, code, _ := decodeRPCError(t, resp); code != -32012 {
+			t.Fatalf("prompt after b's crash: %s", clip(resp))
+		}
+		pause(t, sp.peer)
+	}
+	// The restarted fake agent numbers its sessions from 1 again: its
+	// first turn tells the rebuilt session apart.
+	if r.Mode != "plan" || r.Turns != 1 {
+		t.Fatalf("after b's crash the reply = %+v, want the first turn of a rebuilt session in plan", r)
+	}
+	got := prompts(t, sp.callsB)
+	last := got[len(got)-1]
+	if len(last) != 2 || !strings.Contains(last[0], "one on a") || !strings.Contains(last[0], "three on b") {
+		t.Fatalf("b's prompt after its crash = %q, want the handoff of a's and b's turns", last)
+	}
+}
