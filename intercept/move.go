@@ -15,11 +15,15 @@ import (
 // sessions go on meanwhile; the moving session's frames wait for it.
 func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name string, slash bool) {
 	id = append([]byte(nil), id...)
+	var update []byte // what the client must be told of the session's options after a move
 	reply := func(text string, result []byte, err error) {
 		switch {
 		case slash:
 			if err != nil {
 				text = "acp-sidecar: /agent failed: " + err.Error()
+			}
+			if update != nil {
+				sw.send(update)
 			}
 			sw.send(sessionUpdate(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}}))
 			sw.send(response(id, []byte(`{"stopReason":"end_turn"}`)))
@@ -71,10 +75,11 @@ func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name strin
 		if from == name {
 			text = "acp-sidecar: this session already runs on " + name + "."
 		}
-		result, _ := marshalNoEscape(map[string]any{
-			"configOptions": sw.optionsWithSelector(rep.options, name),
-			"_meta":         map[string]any{"acp-sidecar": rep},
-		})
+		opts := sw.optionsWithSelector(rep.options, name)
+		result, _ := marshalNoEscape(map[string]any{"configOptions": opts, "_meta": map[string]any{"acp-sidecar": rep}})
+		// A set_config_option answer carries the new list; a slash
+		// command's answer cannot, so the list goes out as an update.
+		update = sessionUpdate(sid, map[string]any{"sessionUpdate": "config_option_update", "configOptions": opts})
 		reply(text, result, nil)
 	}()
 }
@@ -84,6 +89,18 @@ func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name strin
 // then does the session's traffic go to the target. A failure leaves the
 // session where it was.
 func (sw *Switchboard) move(ctx context.Context, sid, from, to string) (switchReport, error) {
+	// Neither agent counts as idle while the move runs.
+	sw.mu.Lock()
+	sw.inMove[from]++
+	sw.inMove[to]++
+	sw.mu.Unlock()
+	defer func() {
+		sw.mu.Lock()
+		sw.inMove[from]--
+		sw.inMove[to]--
+		sw.slots[from].used, sw.slots[to].used = time.Now(), time.Now()
+		sw.mu.Unlock()
+	}()
 	target, err := sw.ensure(ctx, to)
 	if err != nil {
 		return switchReport{}, err
@@ -111,7 +128,6 @@ func (sw *Switchboard) move(ctx context.Context, sid, from, to string) (switchRe
 	}
 	sw.mu.Lock()
 	sw.bound[sid] = to
-	sw.slots[from].used = time.Now()
 	sw.mu.Unlock()
 	sw.log.Info("session moved", "session", sid, "from", from, "to", to)
 	return rep, nil
@@ -340,8 +356,8 @@ func (sw *Switchboard) idle(now time.Time) []*slot {
 	for _, r := range sw.pending {
 		used[r.agent] = true
 	}
-	for sid := range sw.moving {
-		used[sw.bound[sid]] = true
+	for a, n := range sw.inMove {
+		used[a] = used[a] || n > 0
 	}
 	var out []*slot
 	for _, sl := range sw.slots {
@@ -357,15 +373,11 @@ func (sw *Switchboard) stop(ctx context.Context, sl *slot) {
 	defer sl.start.Unlock()
 	sw.mu.Lock()
 	b := sl.b
+	sl.b = nil // whatever needs the agent from now on waits for a fresh start
 	sw.mu.Unlock()
 	if b == nil {
 		return
 	}
 	sw.log.Info("stopping an agent no session uses", "agent", sl.name, "idle", sw.cfg.Idle.String())
 	b.Stop(ctx)
-	sw.mu.Lock()
-	if sl.b == b {
-		sl.b = nil
-	}
-	sw.mu.Unlock()
 }

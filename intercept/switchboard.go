@@ -98,6 +98,7 @@ type Switchboard struct {
 	slots      map[string]*slot
 	bound      map[string]string     // client session id -> agent name
 	moving     map[string][][]byte   // sessions being moved -> client frames that wait
+	inMove     map[string]int        // agent name -> moves under way from or to it
 	pending    map[string]pendingReq // client request id -> where it went
 	asked      map[string]agentAsk   // our id for an agent's request -> whose and its own id
 	calls      map[string]chan []byte
@@ -137,7 +138,7 @@ func NewSwitchboard(cfg SwitchboardConfig) *Switchboard {
 	}
 	sw := &Switchboard{
 		cfg: cfg, log: cfg.Log, slots: map[string]*slot{}, bound: map[string]string{}, moving: map[string][][]byte{},
-		pending: map[string]pendingReq{}, asked: map[string]agentAsk{}, calls: map[string]chan []byte{},
+		pending: map[string]pendingReq{}, asked: map[string]agentAsk{}, calls: map[string]chan []byte{}, inMove: map[string]int{},
 	}
 	for _, a := range cfg.Agents {
 		sw.slots[a.Name] = &slot{name: a.Name, command: a.Command}
@@ -436,6 +437,9 @@ func (sw *Switchboard) ensure(ctx context.Context, name string) (*Backend, error
 		}
 		sw.learned(ctx, sl, res)
 	}
+	sw.mu.Lock()
+	sl.used = time.Now() // the idle clock starts once the agent is ready
+	sw.mu.Unlock()
 	slices.Sort(sessions)
 	for _, sid := range sessions {
 		if err := b.Rec.Revive(ctx, sid); err != nil {
@@ -449,6 +453,7 @@ func (sw *Switchboard) ensure(ctx context.Context, name string) (*Backend, error
 // so a later run can promise the client what every agent supports without
 // starting them all.
 func (sw *Switchboard) learned(ctx context.Context, sl *slot, res json.RawMessage) {
+	res = bytes.Clone(res) // it may point into a reader's buffer
 	sw.mu.Lock()
 	sl.init = res
 	sw.mu.Unlock()

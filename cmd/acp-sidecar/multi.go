@@ -169,17 +169,21 @@ func (ss *stackSet) start(ctx context.Context, o runOptions, env *runEnv, s stdi
 	sup.stopCtx, sup.stop = context.WithCancel(context.WithoutCancel(ctx))
 	clientIn, toRelay := io.Pipe()
 	fromRelay, clientOut := io.Pipe()
-	var shutdowns sync.WaitGroup
+	// The owner of the agent's shutdown, as in run: it starts when the
+	// switchboard closes the relay's input (its client's EOF).
+	eof, relayDone, stopped := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case <-eof:
+			sup.shutdown(context.WithoutCancel(ctx), nil)
+		case <-relayDone:
+		}
+	}()
 	cfg := proxy.Config{
 		ClientIn: clientIn, ClientOut: clientOut, AgentIn: agent.Stdin, AgentOut: agent.Stdout,
 		MaxFrame: o.maxFrame, Hook: intercept.NewChain(log, chain...), Trace: env.trace, Log: log,
-		OnClientEOF: func() {
-			shutdowns.Add(1)
-			go func() {
-				defer shutdowns.Done()
-				sup.shutdown(context.WithoutCancel(ctx), nil)
-			}()
-		},
+		OnClientEOF: func() { close(eof) },
 	}
 	if sup.restart {
 		cfg.OnAgentExit = sup.onExit
@@ -201,7 +205,8 @@ func (ss *stackSet) start(ctx context.Context, o runOptions, env *runEnv, s stdi
 		if err := relay.Run(ctx); err != nil {
 			log.Error("relay ended with an error", "err", err)
 		}
-		shutdowns.Wait()
+		close(relayDone)
+		<-stopped
 		sup.wait()
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		if err := rec.Close(closeCtx); err != nil {
@@ -217,8 +222,10 @@ func (ss *stackSet) start(ctx context.Context, o runOptions, env *runEnv, s stdi
 	}()
 	return &intercept.Backend{
 		Rec: rec, In: toRelay, Out: fromRelay,
+		// Stopping is the client's EOF: the relay closes the agent's
+		// stdin, and the shutdown above takes it from there.
 		Stop: func(ctx context.Context) {
-			sup.shutdown(ctx, nil)
+			toRelay.Close()
 			<-ended
 		},
 	}, nil
