@@ -23,6 +23,7 @@ import (
 type switchPeer struct {
 	*ladderPeer
 	callsA, callsB string
+	init           []byte // the initialize response
 }
 
 // startSwitch starts the sidecar with two fake agents: a (the default
@@ -30,13 +31,19 @@ type switchPeer struct {
 // session ids that tell them apart.
 func startSwitch(t *testing.T, flags ...string) *switchPeer {
 	t.Helper()
-	dir := t.TempDir()
+	return startSwitchIn(t, t.TempDir(), t.TempDir(), "", flags...)
+}
+
+// startSwitchIn is startSwitch with the state dir, the dir for the call
+// logs, and extra flags for agent b given.
+func startSwitchIn(t *testing.T, stateDir, dir, bFlags string, flags ...string) *switchPeer {
+	t.Helper()
 	sp := &switchPeer{callsA: filepath.Join(dir, "a.jsonl"), callsB: filepath.Join(dir, "b.jsonl")}
 	agents := []string{
 		"--agent", "a=acp-sidecar fakeagent -id-prefix a- -call-log " + sp.callsA,
-		"--agent", "b=acp-sidecar fakeagent -id-prefix b- -profile config-options-only -call-log " + sp.callsB,
+		"--agent", "b=acp-sidecar fakeagent -id-prefix b- -profile config-options-only -call-log " + sp.callsB + " " + bFlags,
 	}
-	argv := append([]string{"acp-sidecar", "--state-dir", t.TempDir()}, append(agents, flags...)...)
+	argv := append([]string{"acp-sidecar", "--state-dir", stateDir}, append(agents, flags...)...)
 	var stderr syncBuffer
 	lp := &ladderPeer{stderr: &stderr, nextID: 1}
 	lp.peer = startPeer(t, boundedCtx(t), &stderr, argv...)
@@ -51,7 +58,7 @@ func startSwitch(t *testing.T, flags ...string) *switchPeer {
 			}
 		}
 	})
-	initialize(lp.peer)
+	sp.init = lp.call(`1`, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
 	_, resp := lp.request("session/new", map[string]any{"cwd": dir, "mcpServers": []any{}})
 	lp.sid = sessionIDFrom(t, resp)
 	if got := selectorValue(t, resp, "result"); got != "a" {
@@ -310,5 +317,132 @@ func TestSwitchAgentsCrashes(t *testing.T) {
 	last := got[len(got)-1]
 	if len(last) != 2 || !strings.Contains(last[0], "one on a") || !strings.Contains(last[0], "three on b") {
 		t.Fatalf("b's prompt after its crash = %q, want the handoff of a's and b's turns", last)
+	}
+}
+
+// promisedImage reads what an initialize response promises about images,
+// and the agents it names.
+func promisedImage(t *testing.T, init []byte) (image bool, agents []string) {
+	t.Helper()
+	var m struct {
+		Result struct {
+			AgentCapabilities struct {
+				PromptCapabilities struct {
+					Image bool `json:"image"`
+				} `json:"promptCapabilities"`
+				Meta struct {
+					Sidecar struct {
+						Agents []string `json:"agents"`
+					} `json:"acp-sidecar"`
+				} `json:"_meta"`
+			} `json:"agentCapabilities"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(init, &m); err != nil {
+		t.Fatalf("initialize: %s (%v)", clip(init), err)
+	}
+	return m.Result.AgentCapabilities.PromptCapabilities.Image, m.Result.AgentCapabilities.Meta.Sidecar.Agents
+}
+
+func TestSwitchAgentsCapabilities(t *testing.T) {
+	stateDir, dir := t.TempDir(), t.TempDir()
+	sp := startSwitchIn(t, stateDir, dir, "-no-image")
+	if image, agents := promisedImage(t, sp.init); image || !slices.Equal(agents, []string{"a", "b"}) {
+		t.Fatalf("initialize promised image=%v agents=%v, want no images (b takes none) and agents [a b]", image, agents)
+	}
+	imagePrompt := map[string]any{"sessionId": sp.sid, "prompt": []map[string]any{
+		{"type": "text", "text": "look"}, {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="},
+	}}
+	_, resp := sp.request("session/prompt", imagePrompt)
+	mustSucceed(t, "image prompt on a, which takes images", resp)
+	sp.barrier()
+	sp.switchTo("b")
+	before := len(readCalls(t, sp.callsB))
+	_, resp = sp.request("session/prompt", imagePrompt)
+	if _, code, msg := decodeRPCError(t, resp); code != -32602 || !strings.Contains(msg, "agent b does not accept image content") {
+		t.Fatalf("image prompt on b answered %d %q, want a clear refusal", code, msg)
+	}
+	if got := describeAll(readCalls(t, sp.callsB)[before:]); slices.Contains(got, "session/prompt") {
+		t.Fatalf("the refused prompt reached b: %v", got)
+	}
+	if code := sp.finish(); code != 0 {
+		t.Fatalf("sidecar exit status %d", code)
+	}
+
+	// The next run knows b's capabilities from the store: b is not
+	// started to answer the client's initialize.
+	os.Remove(sp.callsB)
+	sp = startSwitchIn(t, stateDir, dir, "-no-image")
+	if image, _ := promisedImage(t, sp.init); image {
+		t.Fatalf("the second run promised images")
+	}
+	if _, err := os.Stat(sp.callsB); !os.IsNotExist(err) {
+		t.Fatalf("b was started for the second run's initialize (%v)", err)
+	}
+}
+
+func TestSwitchAgentsIdleStop(t *testing.T) {
+	sp := startSwitch(t, "--agent-idle", "100ms")
+	// b was started to learn what it supports; no session uses it.
+	waitFor(t, sp.peer, "idle b to stop", func() bool { return len(childrenOf(t, sp.c.Pid())) == 1 })
+	sp.mustPrompt("one on a")
+	sp.switchTo("b")
+	sp.mustPrompt("two on b")
+	waitFor(t, sp.peer, "idle a to stop", func() bool { return len(childrenOf(t, sp.c.Pid())) == 1 })
+	agentProc(t, sp.peer, "-id-prefix b-")
+
+	// Back to a: it starts again, is initialized by the sidecar, and its
+	// fresh session gets the kept turns.
+	resp, text, _ := sp.prompt("/agent a")
+	mustSucceed(t, "/agent a", resp)
+	if !strings.Contains(text, "now runs on a") {
+		t.Fatalf("/agent a said %q", text)
+	}
+	sp.barrier()
+	if n := count(fakeagent.Methods(readCalls(t, sp.callsA)), "initialize"); n != 2 {
+		t.Fatalf("a got %d initializes, want 2 (the client's, then the sidecar's after the restart)", n)
+	}
+	sp.mustPrompt("three on a")
+	got := prompts(t, sp.callsA)
+	if last := got[len(got)-1]; len(last) != 2 || !strings.Contains(last[0], "two on b") {
+		t.Fatalf("a's prompt after its restart = %q, want the handoff first", last)
+	}
+}
+
+func TestSwitchAgentsKeepRequestIDsApart(t *testing.T) {
+	sp := startSwitch(t)
+	onA := sp.sid
+	_, resp := sp.request("session/new", map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}})
+	sp.sid = sessionIDFrom(t, resp)
+	sp.switchTo("b")
+	onB := sp.sid
+
+	// Both agents ask the client at once; their own ids are alike.
+	sp.send(`{"jsonrpc":"2.0","id":"pa","method":"session/prompt","params":{"sessionId":"`+onA+`","prompt":[{"type":"text","text":"ask permission"}]}}`,
+		`{"jsonrpc":"2.0","id":"pb","method":"session/prompt","params":{"sessionId":"`+onB+`","prompt":[{"type":"text","text":"ask permission"}]}}`)
+	isAsk := func(l []byte) bool { return strings.Contains(string(l), `"method":"session/request_permission"`) }
+	first := sp.await("the first permission request", isAsk)
+	second := sp.await("the second permission request", isAsk)
+	if rawID(t, first) == rawID(t, second) {
+		t.Fatalf("the client got two pending requests with id %s", rawID(t, first))
+	}
+	for _, ask := range [][]byte{first, second} {
+		sp.send(`{"jsonrpc":"2.0","id":` + rawID(t, ask) + `,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`)
+	}
+	answered := map[string]bool{}
+	for len(answered) < 2 {
+		l := sp.await("the prompts' answers", func(l []byte) bool { return strings.Contains(string(l), `"result":{"stopReason"`) })
+		answered[rawID(t, l)] = true
+	}
+	for _, sid := range []string{onA, onB} {
+		found := false
+		for _, l := range sp.lines() {
+			if u, ok := parseUpdate(l); ok && u.sessionID == sid && strings.Contains(u.text, "permission=selected:allow") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("session %s's agent did not get the client's answer", sid)
+		}
 	}
 }

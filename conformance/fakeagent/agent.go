@@ -215,7 +215,7 @@ func (a *agent) Initialize(_ context.Context, p acp.InitializeRequest) (acp.Init
 	f := a.cfg.Features
 	caps := acp.AgentCapabilities{
 		LoadSession:        f.Load,
-		PromptCapabilities: acp.PromptCapabilities{EmbeddedContext: true, Image: true},
+		PromptCapabilities: acp.PromptCapabilities{EmbeddedContext: true, Image: !a.cfg.NoImage},
 	}
 	if f.Resume {
 		caps.SessionCapabilities.Resume = &acp.SessionResumeCapabilities{}

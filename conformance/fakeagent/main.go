@@ -34,6 +34,7 @@ type config struct {
 	StdoutLog       string
 	State           string
 	MaxSDKLine      int
+	NoImage         bool
 	Verbose         bool
 }
 
@@ -86,6 +87,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.StdoutLog, "stdout-log", c.StdoutLog, "append every byte written to stdout to `FILE`")
 	fs.StringVar(&c.State, "state", c.State, "keep sessions in `FILE` (JSON, rewritten after each change) and load it at start, so a restarted agent can load and resume them")
 	fs.IntVar(&c.MaxSDKLine, "max-sdk-line", c.MaxSDKLine, "longest stdin line handed to the SDK; longer requests are answered with their size and sha256")
+	fs.BoolVar(&c.NoImage, "no-image", c.NoImage, "do not advertise promptCapabilities.image (an agent that takes text only)")
 	fs.BoolVar(&c.Verbose, "v", c.Verbose, "log SDK diagnostics at info level to stderr")
 	fs.Usage = func() {
 		fmt.Fprintf(out, "usage: fakeagent [flags]\n\nA fake ACP agent on stdio. Profiles:\n%s\nFlags:\n", profileHelp())
