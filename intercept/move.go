@@ -40,13 +40,6 @@ func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name strin
 		reply(fmt.Sprintf("acp-sidecar: this session runs on %s. Agents: %s. Send /agent NAME to move it; the kept turns go with it.", cur, strings.Join(sw.names(), ", ")), nil, nil)
 		return
 	}
-	sw.mu.Lock()
-	from, known := sw.bound[sid]
-	_, busy := sw.moving[sid]
-	if known && !busy {
-		sw.moving[sid] = nil
-	}
-	sw.mu.Unlock()
 	switch {
 	case sid == "":
 		reply("", nil, refuse(-32602, "Invalid params: a switch of agent needs a sessionId"))
@@ -54,6 +47,15 @@ func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name strin
 	case sw.slots[name] == nil:
 		reply("", nil, refuse(-32602, "Invalid params: no agent named %q; the agents are %s", name, strings.Join(sw.names(), ", ")))
 		return
+	}
+	sw.mu.Lock()
+	from, known := sw.bound[sid]
+	_, busy := sw.moving[sid]
+	if known && !busy {
+		sw.moving[sid] = nil // from here on, settleMove must run
+	}
+	sw.mu.Unlock()
+	switch {
 	case !known:
 		reply("", nil, refuse(-32602, "acp-sidecar knows no session %q", sid))
 		return
@@ -261,6 +263,9 @@ func (sw *Switchboard) intersect(ctx context.Context, line []byte) []byte {
 	}
 	names, _ := marshalNoEscape(sw.names())
 	out = setOr(out, names, "result", "agentCapabilities", "_meta", "acp-sidecar", "agents")
+	if more, err := insertArray(out, false, [][]byte{[]byte(`"` + ExtAgent + `"`)}, "result", "agentCapabilities", "_meta", "acp-sidecar", "methods"); err == nil {
+		out = more
+	}
 	def, _ := marshalNoEscape(sw.cfg.Default)
 	return setOr(out, def, "result", "agentCapabilities", "_meta", "acp-sidecar", "defaultAgent")
 }

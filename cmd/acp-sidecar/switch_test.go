@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
 	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
 )
 
@@ -444,5 +445,62 @@ func TestSwitchAgentsKeepRequestIDsApart(t *testing.T) {
 		if !found {
 			t.Errorf("session %s's agent did not get the client's answer", sid)
 		}
+	}
+}
+
+func TestSwitchAgentsSurfaces(t *testing.T) {
+	sp := startSwitch(t)
+	if !strings.Contains(string(sp.init), `"_sidecar/agent"`) {
+		t.Fatalf("initialize does not advertise _sidecar/agent: %s", clip(sp.init))
+	}
+	// What the switchboard does not understand still gets its answer.
+	resp := sp.call("null", `{"jsonrpc":"2.0","id":7,"method":`)
+	if _, code, _ := decodeRPCError(t, resp); code != -32700 {
+		t.Fatalf("a malformed line got %s, want a parse error", clip(resp))
+	}
+	_, resp = sp.request("_fake/echo", map[string]any{"x": 1})
+	mustSucceed(t, "an extension method", resp)
+
+	// /agent alone says where the session runs; an unknown agent is refused
+	// and the session stays.
+	resp, text, _ := sp.prompt("/agent")
+	mustSucceed(t, "/agent", resp)
+	if !strings.Contains(text, "runs on a. Agents: a, b.") {
+		t.Fatalf("/agent said %q", text)
+	}
+	_, resp = sp.request("session/set_config_option", map[string]any{"sessionId": sp.sid, "configId": "_sidecar_agent", "value": "zed"})
+	if _, code, msg := decodeRPCError(t, resp); code != -32602 || !strings.Contains(msg, `no agent named "zed"`) {
+		t.Fatalf("a switch to an unknown agent answered %d %q", code, msg)
+	}
+	// A running turn keeps the session where it is.
+	sp.send(`{"jsonrpc":"2.0","id":"h","method":"session/prompt","params":{"sessionId":"` + sp.sid + `","prompt":[{"type":"text","text":"hang"}]}}`)
+	sp.await("the hanging prompt's notice", func(l []byte) bool { return strings.Contains(string(l), "waiting for session/cancel") })
+	_, resp = sp.request("_sidecar/agent", map[string]any{"sessionId": sp.sid, "agent": "b"})
+	if _, code, msg := decodeRPCError(t, resp); code != -32011 || !strings.Contains(msg, "a turn is running") {
+		t.Fatalf("a switch during a turn answered %d %q", code, msg)
+	}
+	sp.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sp.sid + `"}}`)
+	sp.await("the cancelled prompt", acpclient.HasID(`"h"`))
+	sp.barrier()
+
+	// The orchestrators' method moves it.
+	_, resp = sp.request("_sidecar/agent", map[string]any{"sessionId": sp.sid, "agent": "b"})
+	mustSucceed(t, "_sidecar/agent", resp)
+	if got := selectorValue(t, resp, "result"); got != "b" {
+		t.Fatalf("_sidecar/agent answered with the selector on %q", got)
+	}
+	sp.barrier()
+	if r := sp.mustPrompt("on b"); !strings.HasPrefix(r.Session, "b-") {
+		t.Fatalf("after _sidecar/agent the prompt ran in %q", r.Session)
+	}
+	// A command list from b carries /agent.
+	found := false
+	for _, l := range sp.lines() {
+		if u, ok := parseUpdate(l); ok && u.kind == "available_commands_update" && strings.Contains(string(l), `"name":"agent"`) {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no command list offered /agent")
 	}
 }
