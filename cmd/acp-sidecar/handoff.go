@@ -45,10 +45,16 @@ func handoffCommand(s stdio) *cli.Command {
 					fmt.Fprintln(s.err, "acp-sidecar: the session has no kept turns to hand over")
 					return nil
 				}
+				// The text names the agent behind each answer itself
+				// (replay.BuildHandoff); this line says which one would read it.
+				on := ""
+				if sess.AgentName != "" {
+					on = " on agent " + cell(sess.AgentName, 0)
+				}
 				if sess.HandoffPending {
-					fmt.Fprintln(s.err, "acp-sidecar: armed: the next prompt carries this text")
+					fmt.Fprintf(s.err, "acp-sidecar: armed: the next prompt%s carries this text\n", on)
 				} else {
-					fmt.Fprintln(s.err, "acp-sidecar: not armed: the native session holds the conversation; a rebuild would hand over this text")
+					fmt.Fprintf(s.err, "acp-sidecar: not armed: the native session%s holds the conversation; a rebuild would hand over this text\n", on)
 				}
 				fmt.Fprintln(s.out, h.Text)
 				return nil

@@ -38,6 +38,10 @@ type sessionJSON struct {
 	SessionID string `json:"sessionId"`
 	// Agent is the agent's command line (argv), [] when none was recorded.
 	Agent []string `json:"agent"`
+	// AgentName is the configured name of the agent the session runs on now,
+	// left out for a single-agent run and for records from before agents had
+	// names.
+	AgentName string `json:"agentName,omitempty"`
 	// Cwd is the session's working directory.
 	Cwd string `json:"cwd"`
 	// Turns counts the turns that are not rolled back.
@@ -60,6 +64,10 @@ type showJSON struct {
 	NativeHistory []string `json:"nativeHistory"`
 	// Agent is the agent's command line (argv).
 	Agent []string `json:"agent"`
+	// AgentName is the configured name of the agent the session runs on now
+	// (Agent is its argv), left out for a single-agent run and for records
+	// from before agents had names.
+	AgentName string `json:"agentName,omitempty"`
 	// Cwd is the session's working directory.
 	Cwd string `json:"cwd"`
 	// AdditionalDirectories are the client's extra workspace roots, if any.
@@ -187,8 +195,12 @@ type turnJSON struct {
 	// ToolCalls are the titles and statuses of the turn's tool calls.
 	ToolCalls []toolCallJSON `json:"toolCalls"`
 	// NativeSessionID is the native session that ran the turn.
-	NativeSessionID string    `json:"nativeSessionId"`
-	Started         time.Time `json:"started"`
+	NativeSessionID string `json:"nativeSessionId"`
+	// AgentName is the configured name of the agent that ran the turn (a
+	// session may move between agents), left out as the session's is. It is
+	// not "agent": that key is an argv everywhere else in this schema.
+	AgentName string    `json:"agentName,omitempty"`
+	Started   time.Time `json:"started"`
 	// Ended is left out while the turn has not ended.
 	Ended time.Time `json:"ended,omitzero"`
 }
@@ -379,7 +391,7 @@ func sessionsJSON(list []state.Summary) []sessionJSON {
 	out := make([]sessionJSON, 0, len(list))
 	for _, s := range list {
 		out = append(out, sessionJSON{
-			SessionID: s.ID, Agent: nonNil(s.Agent), Cwd: s.Cwd,
+			SessionID: s.ID, Agent: nonNil(s.Agent), AgentName: s.AgentName, Cwd: s.Cwd,
 			Turns: s.Turns, LastActivity: s.LastActivity, Live: s.Live,
 		})
 	}
@@ -395,7 +407,7 @@ func writeSessions(w io.Writer, list []state.Summary) error {
 			live = "live"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n",
-			cell(s.ID, 0), cell(shortAgent(s.Agent), 40), cell(shortPath(s.Cwd), 40), s.Turns, showTime(s.LastActivity), live)
+			cell(s.ID, 0), cell(namedAgent(s.AgentName, shortAgent(s.Agent)), 40), cell(shortPath(s.Cwd), 40), s.Turns, showTime(s.LastActivity), live)
 	}
 	return tw.Flush()
 }
@@ -406,6 +418,7 @@ func buildShow(sess *state.Session, turns []state.Turn) showJSON {
 		NativeSessionID:       sess.NativeID,
 		NativeHistory:         nonNil(sess.NativeHistory),
 		Agent:                 nonNil(sess.Agent),
+		AgentName:             sess.AgentName,
 		Cwd:                   sess.Cwd,
 		AdditionalDirectories: nonNil(sess.AdditionalDirectories),
 		Created:               sess.Created,
@@ -440,7 +453,7 @@ func buildShow(sess *state.Session, turns []state.Turn) showJSON {
 		tj := turnJSON{
 			Index: t.Index, Status: string(t.Status), StopReason: t.StopReason,
 			Prompt: t.PromptText, Answer: t.Answer, ToolCalls: []toolCallJSON{},
-			NativeSessionID: t.NativeID, Started: t.Started, Ended: t.Ended,
+			NativeSessionID: t.NativeID, AgentName: t.Agent, Started: t.Started, Ended: t.Ended,
 		}
 		for _, tc := range t.ToolCalls {
 			tj.ToolCalls = append(tj.ToolCalls, toolCallJSON{ID: tc.ID, Title: tc.Title, Status: tc.Status})
@@ -486,7 +499,7 @@ func writeShow(w io.Writer, sess *state.Session, turns []state.Turn) error {
 		native += " (history: " + cell(strings.Join(sess.NativeHistory, ", "), 0) + ")"
 	}
 	row("native", native)
-	row("agent", orNone(cell(strings.Join(sess.Agent, " "), 0)))
+	row("agent", orNone(cell(namedAgent(sess.AgentName, strings.Join(sess.Agent, " ")), 0)))
 	row("cwd", orNone(cell(sess.Cwd, 0)))
 	if len(sess.AdditionalDirectories) > 0 {
 		row("dirs", cell(strings.Join(sess.AdditionalDirectories, ", "), 0))
@@ -554,9 +567,21 @@ func writeShow(w io.Writer, sess *state.Session, turns []state.Turn) error {
 		fmt.Fprintln(w, "  (none)")
 		return nil
 	}
-	fmt.Fprintln(tw, "  #\tSTATUS\tSTOP\tPROMPT\tANSWER")
+	// The AGENT column appears only when some turn has an agent name, so a
+	// record from a single-agent run, or from before agents had names, reads
+	// as it always has.
+	named := slices.ContainsFunc(turns, func(t state.Turn) bool { return t.Agent != "" })
+	if named {
+		fmt.Fprintln(tw, "  #\tAGENT\tSTATUS\tSTOP\tPROMPT\tANSWER")
+	} else {
+		fmt.Fprintln(tw, "  #\tSTATUS\tSTOP\tPROMPT\tANSWER")
+	}
 	for _, t := range turns {
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", t.Index, t.Status, orDash(cell(t.StopReason, 20)), cell(firstLine(t.PromptText), 40), cell(firstLine(t.Answer), 40))
+		fmt.Fprintf(tw, "  %d\t", t.Index)
+		if named {
+			fmt.Fprintf(tw, "%s\t", orDash(cell(t.Agent, 20)))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Status, orDash(cell(t.StopReason, 20)), cell(firstLine(t.PromptText), 40), cell(firstLine(t.Answer), 40))
 	}
 	return tw.Flush()
 }
@@ -693,6 +718,19 @@ func shortAgent(argv []string) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// namedAgent puts an agent's configured name before its command, "codex
+// (codex-acp --x)"; without a name (a single-agent run, a record from before
+// agents had names) it is the command alone.
+func namedAgent(name, command string) string {
+	if name == "" {
+		return command
+	}
+	if command == "" || command == "-" {
+		return name
+	}
+	return name + " (" + command + ")"
 }
 
 // shortPath writes the home directory as ~.

@@ -393,3 +393,177 @@ func TestShowStateDirPrecedence(t *testing.T) {
 		}
 	}
 }
+
+// seedMovedSession records "s-moved" in s: a session that ran turns 1 and 2
+// on agent "claude", then moved to "codex" (its agent now) for turn 3, and
+// whose next prompt carries the handoff. It lists first.
+func seedMovedSession(t *testing.T, s state.Store) {
+	t.Helper()
+	ctx := t.Context()
+	t1 := showT0.Add(time.Hour)
+	if err := s.PutSession(ctx, &state.Session{
+		ClientID: "s-moved", NativeID: "c-1", NativeHistory: []string{"a-1", "c-1"},
+		Agent: []string{"/opt/bin/codex-acp", "--x"}, AgentName: "codex", Cwd: "/home/me/project",
+		Created: t1, Updated: t1, HandoffPending: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	turns := []state.Turn{
+		{Index: 1, PromptText: "plan the change", Answer: "here is a plan", Agent: "claude", NativeID: "a-1"},
+		{Index: 2, PromptText: "write it", Answer: "written", Agent: "claude", NativeID: "a-1"},
+		{Index: 3, PromptText: "review it", Answer: "looks fine", Agent: "codex", NativeID: "c-1"},
+	}
+	for i := range turns {
+		turns[i].StopReason, turns[i].Status = "end_turn", state.TurnCompleted
+		turns[i].Started = t1.Add(time.Duration(1+i) * time.Minute)
+		turns[i].Ended = turns[i].Started.Add(10 * time.Second)
+		if err := s.PutTurn(ctx, "s-moved", &turns[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// movedShowDir is a closed state dir holding seedShowStore's sessions and
+// "s-moved".
+func movedShowDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := state.Open(t.Context(), dir, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedShowStore(t, s)
+	seedMovedSession(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// A session that moved between agents lists under its agent's name; the
+// unnamed sessions beside it list as they always have.
+func TestSessionsAgentNames(t *testing.T) {
+	dir := movedShowDir(t)
+	out, errOut, code := runShowCLI(t, "sessions", "--state-dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	for _, want := range [][]string{
+		append([]string{"s-moved", "codex", "(codex-acp", "--x)", "/home/me/project", "3"},
+			strings.Fields(showTime(showT0.Add(time.Hour+3*time.Minute+10*time.Second)))...),
+		append([]string{"s-orig", "fake-agent", "--fast", "/home/me/project", "2"},
+			strings.Fields(showTime(showT0.Add(4*time.Minute+10*time.Second)))...),
+	} {
+		if !hasFieldsLine(out, want) {
+			t.Errorf("no line with fields %q:\n%s", want, out)
+		}
+	}
+
+	out, errOut, code = runShowCLI(t, "sessions", "--json", "--state-dir", dir)
+	var list []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) != 3 {
+		t.Fatalf("sessions --json: exit %d, stderr %q, stdout:\n%s", code, errOut, out)
+	}
+	byID := map[string]map[string]any{}
+	for _, s := range list {
+		byID[s["sessionId"].(string)] = s
+	}
+	checkJSON(t, byID["s-moved"], "agentName", `"codex"`)
+	checkJSON(t, byID["s-moved"], "agent", `["/opt/bin/codex-acp","--x"]`)
+	for _, id := range []string{"s-orig", "s-none"} {
+		if v, ok := byID[id]["agentName"]; ok {
+			t.Errorf("%s: agentName = %v, want it left out for an unnamed agent", id, v)
+		}
+	}
+}
+
+// show names the session's agent and the agent behind each turn; a record
+// without names keeps its old header and turn table (TestShowTable).
+func TestShowAgentNames(t *testing.T) {
+	dir := movedShowDir(t)
+	out, errOut, code := runShowCLI(t, "show", "s-moved", "--state-dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	if want := "agent    codex (/opt/bin/codex-acp --x)"; !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+	for _, fields := range [][]string{
+		{"#", "AGENT", "STATUS", "STOP", "PROMPT", "ANSWER"},
+		{"1", "claude", "completed", "end_turn", "plan", "the", "change", "here", "is", "a", "plan"},
+		{"2", "claude", "completed", "end_turn", "write", "it", "written"},
+		{"3", "codex", "completed", "end_turn", "review", "it", "looks", "fine"},
+	} {
+		if !hasFieldsLine(out, fields) {
+			t.Errorf("no line with fields %q:\n%s", fields, out)
+		}
+	}
+
+	m := runShowJSON(t, "show", "s-moved", "--json", "--state-dir", dir)
+	checkJSON(t, m, "agentName", `"codex"`)
+	checkJSON(t, m, "agent", `["/opt/bin/codex-acp","--x"]`)
+	turns, _ := m["turns"].([]any)
+	if len(turns) != 3 {
+		t.Fatalf("turns = %v, want 3", m["turns"])
+	}
+	for i, want := range []string{`"claude"`, `"claude"`, `"codex"`} {
+		checkJSON(t, turns[i].(map[string]any), "agentName", want)
+	}
+
+	m = runShowJSON(t, "show", "s-orig", "--json", "--state-dir", dir)
+	if v, ok := m["agentName"]; ok {
+		t.Errorf("s-orig: agentName = %v, want it left out", v)
+	}
+	for i, tj := range m["turns"].([]any) {
+		if v, ok := tj.(map[string]any)["agentName"]; ok {
+			t.Errorf("s-orig turns[%d]: agentName = %v, want it left out", i, v)
+		}
+	}
+}
+
+// handoff prints each answer under the agent that gave it, and says which
+// agent the next prompt goes to; an unnamed record's text has no names.
+func TestHandoffAgentNames(t *testing.T) {
+	dir := movedShowDir(t)
+	out, errOut, code := runShowCLI(t, "handoff", "s-moved", "--state-dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	for _, want := range []string{
+		"<turn 1 user>\nplan the change\n",
+		"<turn 1 assistant from agent claude>\nhere is a plan\n</turn 1 assistant>",
+		"<turn 2 assistant from agent claude>\nwritten\n",
+		"<turn 3 user>\nreview it\n",
+		"<turn 3 assistant from agent codex>\nlooks fine\n</turn 3 assistant>",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("handoff lacks %q:\n%s", want, out)
+		}
+	}
+	if want := "armed: the next prompt on agent codex carries this text"; !strings.Contains(errOut, want) {
+		t.Errorf("stderr %q lacks %q", errOut, want)
+	}
+
+	out, errOut, code = runShowCLI(t, "handoff", "s-orig", "--state-dir", dir)
+	if code != 0 || !strings.Contains(out, "<turn 1 assistant>\nhi\n") || strings.Contains(out, "from agent") ||
+		!strings.Contains(errOut, "not armed: the native session holds the conversation") {
+		t.Errorf("handoff s-orig: exit %d, stderr %q, stdout:\n%s", code, errOut, out)
+	}
+}
+
+func TestShowNamedAgent(t *testing.T) {
+	for _, tt := range []struct{ name, command, want string }{
+		{"", "claude-agent-acp", "claude-agent-acp"},
+		{"", "-", "-"},
+		{"codex", "codex-acp --x", "codex (codex-acp --x)"},
+		{"codex", "", "codex"},
+		{"codex", "-", "codex"},
+	} {
+		if got := namedAgent(tt.name, tt.command); got != tt.want {
+			t.Errorf("namedAgent(%q, %q) = %q, want %q", tt.name, tt.command, got, tt.want)
+		}
+	}
+}
