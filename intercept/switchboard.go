@@ -312,6 +312,9 @@ func (sw *Switchboard) targetOf(ctx context.Context, method, sid string, line []
 		if err == nil && sw.slots[rec.AgentName] != nil {
 			return rec.AgentName
 		}
+		if err == nil {
+			sw.log.Info("the session's recorded agent is not configured; it goes to the default agent", "session", sid, "recorded", rec.AgentName)
+		}
 	}
 	return sw.cfg.Default
 }

@@ -32,16 +32,16 @@ type switchPeer struct {
 // session ids that tell them apart.
 func startSwitch(t *testing.T, flags ...string) *switchPeer {
 	t.Helper()
-	return startSwitchIn(t, t.TempDir(), t.TempDir(), "", flags...)
+	return startSwitchIn(t, t.TempDir(), t.TempDir(), "", "", flags...)
 }
 
 // startSwitchIn is startSwitch with the state dir, the dir for the call
-// logs, and extra flags for agent b given.
-func startSwitchIn(t *testing.T, stateDir, dir, bFlags string, flags ...string) *switchPeer {
+// logs, and extra flags for each agent given.
+func startSwitchIn(t *testing.T, stateDir, dir, aFlags, bFlags string, flags ...string) *switchPeer {
 	t.Helper()
 	sp := &switchPeer{callsA: filepath.Join(dir, "a.jsonl"), callsB: filepath.Join(dir, "b.jsonl")}
 	agents := []string{
-		"--agent", "a=acp-sidecar fakeagent -id-prefix a- -call-log " + sp.callsA,
+		"--agent", "a=acp-sidecar fakeagent -id-prefix a- -call-log " + sp.callsA + " " + aFlags,
 		"--agent", "b=acp-sidecar fakeagent -id-prefix b- -profile config-options-only -call-log " + sp.callsB + " " + bFlags,
 	}
 	argv := append([]string{"acp-sidecar", "--state-dir", stateDir}, append(agents, flags...)...)
@@ -347,7 +347,7 @@ func promisedImage(t *testing.T, init []byte) (image bool, agents []string) {
 
 func TestSwitchAgentsCapabilities(t *testing.T) {
 	stateDir, dir := t.TempDir(), t.TempDir()
-	sp := startSwitchIn(t, stateDir, dir, "-no-image")
+	sp := startSwitchIn(t, stateDir, dir, "", "-no-image")
 	if image, agents := promisedImage(t, sp.init); image || !slices.Equal(agents, []string{"a", "b"}) {
 		t.Fatalf("initialize promised image=%v agents=%v, want no images (b takes none) and agents [a b]", image, agents)
 	}
@@ -373,7 +373,7 @@ func TestSwitchAgentsCapabilities(t *testing.T) {
 	// The next run knows b's capabilities from the store: b is not
 	// started to answer the client's initialize.
 	os.Remove(sp.callsB)
-	sp = startSwitchIn(t, stateDir, dir, "-no-image")
+	sp = startSwitchIn(t, stateDir, dir, "", "-no-image")
 	if image, _ := promisedImage(t, sp.init); image {
 		t.Fatalf("the second run promised images")
 	}
@@ -502,5 +502,63 @@ func TestSwitchAgentsSurfaces(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no command list offered /agent")
+	}
+}
+
+// TestSwitchAgentsShutdown: with several agents, the editor's EOF and a
+// signal to the sidecar alone stop every agent, even ones that ignore EOF,
+// and the sidecar exits.
+func TestSwitchAgentsShutdown(t *testing.T) {
+	for _, how := range []string{"eof", "sigterm"} {
+		t.Run(how, func(t *testing.T) {
+			sp := startSwitchIn(t, t.TempDir(), t.TempDir(), "", "-ignore-eof", "--grace", "200ms")
+			sp.switchTo("b")
+			tree := descendantsOf(t, sp.c.Pid())
+			if len(tree) != 2 {
+				t.Fatalf("agents %v, want a and b", tree)
+			}
+			if how == "eof" {
+				if code := sp.finish(); code != 0 {
+					t.Fatalf("exit status %d after EOF", code)
+				}
+			} else {
+				if err := syscall.Kill(sp.c.Pid(), syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := sp.c.Wait(sp.ctx); err != nil {
+					t.Fatalf("the sidecar did not exit on SIGTERM: %v", err)
+				}
+			}
+			checkTreeGone(t, tree)
+		})
+	}
+}
+
+// TestSwitchAgentsLoadAfterRestart: an editor that comes back loads the
+// session on the agent it last ran on, from the record.
+func TestSwitchAgentsLoadAfterRestart(t *testing.T) {
+	stateDir, dir := t.TempDir(), t.TempDir()
+	sp := startSwitchIn(t, stateDir, dir, "", "")
+	sp.mustPrompt("one on a")
+	sp.switchTo("b")
+	sp.mustPrompt("two on b")
+	sid := sp.sid
+	if code := sp.finish(); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+
+	// The fake agent numbers its sessions from 1 in each life: the second
+	// run's own new session must not take the first one's id.
+	sp = startSwitchIn(t, stateDir, dir, "-id-prefix second-a-", "")
+	_, resp := sp.request("session/load", map[string]any{"sessionId": sid, "cwd": dir, "mcpServers": []any{}})
+	mustSucceed(t, "session/load", resp)
+	if got := selectorValue(t, resp, "result"); got != "b" {
+		t.Fatalf("the loaded session's selector = %q, want b: %s", got, clip(resp))
+	}
+	sp.sid = sid
+	sp.barrier()
+	r := sp.mustPrompt("three on b")
+	if !strings.HasPrefix(r.Session, "b-") {
+		t.Fatalf("after the load the prompt ran in %q, want agent b", r.Session)
 	}
 }
