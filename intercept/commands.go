@@ -265,8 +265,18 @@ const maxSlashFrame = 16 << 10
 
 // slashOf finds one of the sidecar's commands in a prompt of one text block.
 func slashOf(raw []byte) (name, args string, ok bool) {
-	if len(raw) > maxSlashFrame {
+	text, ok := onlyText(raw)
+	if !ok {
 		return "", "", false
+	}
+	return parseSlash(text)
+}
+
+// onlyText is the text of a prompt made of one text block, the only shape
+// a slash command comes in.
+func onlyText(raw []byte) (string, bool) {
+	if len(raw) > maxSlashFrame {
+		return "", false
 	}
 	var msg struct {
 		Params struct {
@@ -277,9 +287,9 @@ func slashOf(raw []byte) (name, args string, ok bool) {
 		} `json:"params"`
 	}
 	if json.Unmarshal(raw, &msg) != nil || len(msg.Params.Prompt) != 1 || msg.Params.Prompt[0].Type != "text" {
-		return "", "", false
+		return "", false
 	}
-	return parseSlash(msg.Params.Prompt[0].Text)
+	return msg.Params.Prompt[0].Text, true
 }
 
 // parseSlash reads "/name args" when name is one of the sidecar's commands.

@@ -33,14 +33,10 @@ type claudeSession struct {
 	sid   string   // the client's session id
 }
 
-// startClaudeSession starts the sidecar around claude-agent-acp with a fresh
-// mock, HOME and state dir, and runs initialize and session/new.
-func startClaudeSession(t *testing.T) *claudeSession {
+// openSession runs initialize, as an editor with file access does, and
+// session/new, and returns the session id and the session/new result.
+func openSession(t *testing.T, a *agent) (string, json.RawMessage) {
 	t.Helper()
-	argv, env, mock := ClaudeAgentMock(t)
-	state := t.TempDir()
-	a := startSidecarState(t, argv, env, t.TempDir(), state, "--grace", "1s")
-	s := &claudeSession{t: t, a: a, mock: mock, argv: argv, state: state}
 	step(t, a, "initialize", map[string]any{
 		"protocolVersion": 1,
 		"clientCapabilities": map[string]any{
@@ -56,7 +52,18 @@ func startClaudeSession(t *testing.T) *claudeSession {
 	if err := json.Unmarshal(res.Result, &sess); err != nil || sess.SessionID == "" {
 		t.Fatalf("session/new result %s: %v", res.Result, err)
 	}
-	s.sid = sess.SessionID
+	return sess.SessionID, res.Result
+}
+
+// startClaudeSession starts the sidecar around claude-agent-acp with a fresh
+// mock, HOME and state dir, and runs initialize and session/new.
+func startClaudeSession(t *testing.T) *claudeSession {
+	t.Helper()
+	argv, env, mock := ClaudeAgentMock(t)
+	state := t.TempDir()
+	a := startSidecarState(t, argv, env, t.TempDir(), state, "--grace", "1s")
+	s := &claudeSession{t: t, a: a, mock: mock, argv: argv, state: state}
+	s.sid, _ = openSession(t, a)
 	return s
 }
 

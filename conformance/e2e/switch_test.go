@@ -89,24 +89,10 @@ func TestClaudeSwitchToFakeAndBack(t *testing.T) {
 	s := &claudeSession{t: t, a: a, mock: mock, argv: argv}
 
 	// 1. A new session starts on the default agent, claude.
-	step(t, a, "initialize", map[string]any{
-		"protocolVersion": 1,
-		"clientCapabilities": map[string]any{
-			"fs":       map[string]bool{"readTextFile": true, "writeTextFile": true},
-			"terminal": false,
-		},
-		"clientInfo": map[string]string{"name": "acp-sidecar-e2e", "version": "0"},
-	})
-	res := step(t, a, "session/new", map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}})
-	var sess struct {
-		SessionID string `json:"sessionId"`
-	}
-	if err := json.Unmarshal(res.Result, &sess); err != nil || sess.SessionID == "" {
-		t.Fatalf("session/new result %s: %v", res.Result, err)
-	}
-	s.sid = sess.SessionID
-	if sel := selectorIn(t, optionsOf(t, res.Result)); sel == nil || sel.CurrentValue != "claude" {
-		t.Fatalf("session/new: selector %+v, want currentValue claude: %s", sel, res.Result)
+	var result json.RawMessage
+	s.sid, result = openSession(t, a)
+	if sel := selectorIn(t, optionsOf(t, result)); sel == nil || sel.CurrentValue != "claude" {
+		t.Fatalf("session/new: selector %+v, want currentValue claude: %s", sel, result)
 	}
 
 	// 2. One turn on claude.
@@ -117,7 +103,7 @@ func TestClaudeSwitchToFakeAndBack(t *testing.T) {
 
 	// 3. To the fake agent with the selector: the answer is the fake
 	// agent's options with the selector on fake.
-	res = step(t, a, "session/set_config_option", map[string]any{"sessionId": s.sid, "configId": agentSelector, "value": "fake"})
+	res := step(t, a, "session/set_config_option", map[string]any{"sessionId": s.sid, "configId": agentSelector, "value": "fake"})
 	opts := optionsOf(t, res.Result)
 	var ids []string
 	for _, o := range opts {
