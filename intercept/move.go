@@ -95,11 +95,13 @@ func (sw *Switchboard) move(ctx context.Context, sid, from, to string) (switchRe
 	sw.mu.Lock()
 	sw.inMove[from]++
 	sw.inMove[to]++
+	sw.movingTo[sid] = to
 	sw.mu.Unlock()
 	defer func() {
 		sw.mu.Lock()
 		sw.inMove[from]--
 		sw.inMove[to]--
+		delete(sw.movingTo, sid)
 		sw.slots[from].used, sw.slots[to].used = time.Now(), time.Now()
 		sw.mu.Unlock()
 	}()

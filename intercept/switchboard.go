@@ -99,6 +99,7 @@ type Switchboard struct {
 	bound      map[string]string     // client session id -> agent name
 	moving     map[string][][]byte   // sessions being moved -> client frames that wait
 	inMove     map[string]int        // agent name -> moves under way from or to it
+	movingTo   map[string]string     // session -> the agent it is moving to
 	pending    map[string]pendingReq // client request id -> where it went
 	asked      map[string]agentAsk   // our id for an agent's request -> whose and its own id
 	calls      map[string]chan []byte
@@ -139,6 +140,7 @@ func NewSwitchboard(cfg SwitchboardConfig) *Switchboard {
 	sw := &Switchboard{
 		cfg: cfg, log: cfg.Log, slots: map[string]*slot{}, bound: map[string]string{}, moving: map[string][][]byte{},
 		pending: map[string]pendingReq{}, asked: map[string]agentAsk{}, calls: map[string]chan []byte{}, inMove: map[string]int{},
+		movingTo: map[string]string{},
 	}
 	for _, a := range cfg.Agents {
 		sw.slots[a.Name] = &slot{name: a.Name, command: a.Command}
@@ -577,8 +579,9 @@ func (sw *Switchboard) agentFrame(ctx context.Context, sl *slot, line []byte) []
 	sid := sessionIDOf(f)
 	sw.mu.Lock()
 	owner, isBound := sw.bound[sid]
+	joining := sw.movingTo[sid] == sl.name // the fresh native session's first frames
 	sw.mu.Unlock()
-	if isBound && owner != sl.name {
+	if isBound && owner != sl.name && !joining {
 		return nil // a late frame of a native session the session left behind
 	}
 	switch string(env.Update) {

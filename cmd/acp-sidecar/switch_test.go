@@ -182,8 +182,22 @@ func TestSwitchAgentsCarriesKeptTurns(t *testing.T) {
 	}
 
 	// Switch to b: b's options plus the selector, the mode carried, the
-	// model named as not carried.
+	// model named as not carried, and b's command list for its fresh
+	// native session.
+	lists := func() int {
+		n := 0
+		for _, l := range sp.lines() {
+			if u, ok := parseUpdate(l); ok && u.kind == "available_commands_update" && strings.Contains(string(l), `"name":"agent"`) {
+				n++
+			}
+		}
+		return n
+	}
+	before := lists()
 	resp = sp.switchTo("b")
+	if lists() != before+1 {
+		t.Fatalf("the switch brought %d command lists, want b's one", lists()-before)
+	}
 	var ids []string
 	for _, o := range optionsIn(t, resp, "result") {
 		ids = append(ids, o.ID)

@@ -1,0 +1,88 @@
+package intercept
+
+import (
+	"fmt"
+	"context"
+	"testing"
+
+	"github.com/acp-sidecar/acp-sidecar/proxy"
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// BenchmarkChainChunk is what the recorder's chain costs one
+// agent_message_chunk of a running turn on the relay's goroutine, before and
+// after the turn's answer has reached its budget; the relay's own read, scan
+// and write are not in it.
+func BenchmarkChainChunk(b *testing.B) {
+	const chunk = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_5f3a9c2e81d047b6","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"The relay reads one line and writes the same bytes on."}}}}`
+	const prompt = `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"sess_5f3a9c2e81d047b6","prompt":[{"type":"text","text":"go on"}]}}`
+	for _, full := range []bool{false, true} {
+		name := "collecting"
+		if full {
+			name = "full"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			r := NewRecorder(RecorderConfig{Store: state.NewMemory(), Queue: 1 << 16})
+			c := NewChain(nil, r.Interceptors()...)
+			env, err := proxy.Scan([]byte(prompt))
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.Frame(ctx, &proxy.Frame{Dir: proxy.ClientToAgent, Raw: []byte(prompt), Env: env})
+			raw := []byte(chunk)
+			env, err = proxy.Scan(raw)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f := &proxy.Frame{Dir: proxy.AgentToClient, Raw: raw, Env: env}
+			if full {
+				for range 1000 {
+					c.Frame(ctx, f)
+				}
+			}
+			n := 0
+			for b.Loop() {
+				if c.Frame(ctx, f).Do != proxy.Pass {
+					b.Fatal("chunk not passed")
+				}
+				if n++; !full && n%200 == 0 {
+					// A new turn: keep collecting below the budget.
+					r.mu.Lock()
+					delete(r.answers, "sess_5f3a9c2e81d047b6")
+					r.mu.Unlock()
+					r.chunks.buf = nil
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkTmpChainParts(b *testing.B) {
+	const chunk = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_5f3a9c2e81d047b6","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"The relay reads one line and writes the same bytes on."}}}}`
+	r := NewRecorder(RecorderConfig{Store: state.NewMemory()})
+	all := r.Interceptors()
+	raw := []byte(chunk)
+	env, _ := proxy.Scan(raw)
+	f := &proxy.Frame{Dir: proxy.AgentToClient, Raw: raw, Env: env}
+	for i, ic := range all {
+		b.Run(fmt.Sprintf("%d-%T", i, ic), func(b *testing.B) {
+			c := NewChain(nil, ic)
+			for b.Loop() {
+				c.Frame(context.Background(), f)
+			}
+		})
+	}
+	b.Run("empty", func(b *testing.B) {
+		c := NewChain(nil)
+		for b.Loop() {
+			c.Frame(context.Background(), f)
+		}
+	})
+	b.Run("all-but-recorder", func(b *testing.B) {
+		c := NewChain(nil, all[0], all[1], all[3], all[4])
+		for b.Loop() {
+			c.Frame(context.Background(), f)
+		}
+	})
+}
