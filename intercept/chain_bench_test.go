@@ -1,7 +1,6 @@
 package intercept
 
 import (
-	"fmt"
 	"context"
 	"testing"
 
@@ -56,33 +55,4 @@ func BenchmarkChainChunk(b *testing.B) {
 			}
 		})
 	}
-}
-
-func BenchmarkTmpChainParts(b *testing.B) {
-	const chunk = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_5f3a9c2e81d047b6","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"The relay reads one line and writes the same bytes on."}}}}`
-	r := NewRecorder(RecorderConfig{Store: state.NewMemory()})
-	all := r.Interceptors()
-	raw := []byte(chunk)
-	env, _ := proxy.Scan(raw)
-	f := &proxy.Frame{Dir: proxy.AgentToClient, Raw: raw, Env: env}
-	for i, ic := range all {
-		b.Run(fmt.Sprintf("%d-%T", i, ic), func(b *testing.B) {
-			c := NewChain(nil, ic)
-			for b.Loop() {
-				c.Frame(context.Background(), f)
-			}
-		})
-	}
-	b.Run("empty", func(b *testing.B) {
-		c := NewChain(nil)
-		for b.Loop() {
-			c.Frame(context.Background(), f)
-		}
-	})
-	b.Run("all-but-recorder", func(b *testing.B) {
-		c := NewChain(nil, all[0], all[1], all[3], all[4])
-		for b.Loop() {
-			c.Frame(context.Background(), f)
-		}
-	})
 }

@@ -17,6 +17,64 @@ import (
 // recorder takes when the turn ends. No per-chunk event, channel send or
 // decode of the whole frame.
 
+// The update kinds of streamed chunks from the agent, each in two parts of
+// at most 16 bytes: the compiler turns a comparison with a constant that
+// short into a few loads, and one with a longer constant (or through
+// Envelope.MethodIs) into a call of runtime.memequal, which cost these
+// checks, made for every chunk, most of their time.
+const (
+	msgChunkHead     = "agent_message_ch"
+	thoughtChunkHead = "agent_thought_ch"
+	chunkTail        = "unk"
+	updMessageChunk  = msgChunkHead + chunkTail // 19 bytes, as updThoughtChunk
+	updThoughtChunk  = thoughtChunkHead + chunkTail
+)
+
+// isChunk says whether a frame is a streamed chunk: a session/update
+// notification from the agent with an agent_message_chunk or
+// agent_thought_chunk. The chain offers these only to the interceptors that
+// may claim one (see Chain).
+func isChunk(dir proxy.Direction, env *proxy.Envelope) bool {
+	u := env.Update
+	if dir != proxy.AgentToClient || env.Kind != proxy.KindNotification || len(u) != len(updMessageChunk) {
+		return false
+	}
+	return string(env.Method) == mUpdate && string(u[len(msgChunkHead):]) == chunkTail &&
+		(string(u[:len(msgChunkHead)]) == msgChunkHead || string(u[:len(thoughtChunkHead)]) == thoughtChunkHead)
+}
+
+// isMessageChunk says whether an update kind is agent_message_chunk.
+func isMessageChunk(update []byte) bool {
+	return len(update) == len(updMessageChunk) &&
+		string(update[:len(msgChunkHead)]) == msgChunkHead && string(update[len(msgChunkHead):]) == chunkTail
+}
+
+// How the recorder's parts stand to chunks (see Chain). The sidecar's
+// commands and the request tracker never claim one; the record does while a
+// turn runs, and takes it in one call; the lifeline and the id mapping are
+// gated by chunkGateOpen. TestChunkScopes and TestChunkGate hold them to it.
+func (c *commands) claimsChunks() bool   { return false }
+func (t tracker) claimsChunks() bool     { return false }
+func (ll lifeline) chunkGate() *Recorder { return ll.r }
+func (m idMapper) chunkGate() *Recorder  { return m.sc }
+
+// chunkGateOpen says whether the lifeline or the id mapping may claim a
+// chunk now. The lifeline claims one only while it suppresses a replay, and
+// the id mapping only once a session is mapped or while one is being
+// created: their Claims, read from the same state.
+func (r *Recorder) chunkGateOpen() bool {
+	return r.life.suppress.Load() > 0 || r.t.mapped.Load() || r.t.creating.Load() > 0
+}
+
+// takeChunk is Claims and then Intercept for a chunk, in one call
+// (chunkTaker): a message chunk of a running turn is collected, and nothing
+// else is claimed.
+func (r *Recorder) takeChunk(f *proxy.Frame) {
+	if r.running.Load() > 0 && isMessageChunk(f.Env.Update) {
+		r.collect(f)
+	}
+}
+
 // answers collects the agent's text per native session while turns run.
 // The map is guarded by the Recorder's mu.
 type answers map[string]*answerBuf
@@ -104,6 +162,11 @@ type chunkCache struct {
 // record keeps of one (answerBudget): a turn that streams megabytes is
 // relayed whole, but neither the record nor the sidecar's memory grows with
 // it. A chunk past that costs a comparison and an atomic load.
+//
+// The text that reaches the budget is cut there, as putTurn's clip cuts an
+// answer, so the buffer holds the answer as it is stored: the turn's end,
+// which its response waits for, copies none of it (clipped), and no chunk,
+// however long, makes the buffer larger than the budget and cutMark.
 func (r *Recorder) collect(f *proxy.Frame) {
 	sp := f.Env.SessionID
 	if !sp.Present() {
@@ -132,13 +195,28 @@ func (r *Recorder) collect(f *proxy.Frame) {
 	}
 	limit := r.answerBudget()
 	buf.mu.Lock()
-	if buf.b.Len() < limit {
+	if room := limit - buf.b.Len(); room > len(text) {
 		buf.b.Write(text)
-		if buf.b.Len() >= limit {
-			buf.full.Store(true)
+	} else if room > 0 {
+		buf.b.Write(text[:room])
+		if len(text) > room {
+			buf.b.WriteString(cutMark)
 		}
+		buf.full.Store(true)
 	}
 	buf.mu.Unlock()
+}
+
+// cutMark is what clip puts after the part of a text it keeps.
+const cutMark = " …[cut]"
+
+// clipped is clip(s, n), without a copy when s is what clip gives already,
+// as an answer collect cut is: then s[:n]+cutMark is s itself.
+func clipped(s string, n int) string {
+	if len(s) == n+len(cutMark) && strings.HasSuffix(s, cutMark) {
+		return s
+	}
+	return clip(s, n)
 }
 
 // takeAnswer hands over and forgets what was collected for a native session.

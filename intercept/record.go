@@ -234,6 +234,7 @@ func (r *Recorder) Close(ctx context.Context) error {
 
 // Claims takes the requests whose outcome the record needs, their responses,
 // and the session updates that change config or belong to a running turn.
+// The chain hands it message chunks through takeChunk (chunks.go).
 func (r *Recorder) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 	switch {
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindRequest:
@@ -259,7 +260,7 @@ func (r *Recorder) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 // Intercept copies the frame to the recorder, and holds the responses whose
 // write must land before the client sees them.
 func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict, error) {
-	if f.Dir == proxy.AgentToClient && string(f.Env.Update) == "agent_message_chunk" {
+	if f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindNotification && isMessageChunk(f.Env.Update) {
 		r.collect(f)
 		return proxy.Verdict{}, nil
 	}
@@ -734,7 +735,7 @@ func (r *Recorder) putTurn(ctx context.Context, s *session, t *state.Turn) {
 		cp.Prompt = nil
 	}
 	cp.PromptText = clip(cp.PromptText, maxRecordedText)
-	cp.Answer = clip(cp.Answer, r.answerBudget())
+	cp.Answer = clipped(cp.Answer, r.answerBudget())
 	if err := r.cfg.Store.PutTurn(ctx, s.rec.ClientID, &cp); err != nil {
 		// The store's error can quote the value; the log never holds the
 		// conversation, so only the error's kind is kept.

@@ -1,0 +1,327 @@
+package intercept
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/acp-sidecar/acp-sidecar/proxy"
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// chunkFrames are streamed chunks (isChunk) and frames that are nearly
+// chunks but not: another update kind, another method, a request, the
+// other direction.
+var chunkFrames = []struct {
+	dir   proxy.Direction
+	raw   string
+	chunk bool
+}{
+	{proxy.AgentToClient, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}`, true},
+	{proxy.AgentToClient, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hm"}}}}`, true},
+	{proxy.AgentToClient, `{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"no session"}}}}`, true},
+	{proxy.AgentToClient, `{"method":"session/update","params":{"update":{"sessionUpdate":"agent_\u006dessage_chunk"},"sessionId":"s1"},"jsonrpc":"2.0"}`, true},
+	{proxy.AgentToClient, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"me"}}}}`, false},
+	{proxy.AgentToClient, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"current_mode_update","currentModeId":"plan"}}}`, false},
+	{proxy.AgentToClient, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"available_commands_update","availableCommands":[]}}}`, false},
+	{proxy.AgentToClient, `{"jsonrpc":"2.0","method":"_sidecar/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk"}}}`, false},
+	{proxy.AgentToClient, `{"jsonrpc":"2.0","id":4,"method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk"}}}`, false},
+	{proxy.AgentToClient, `{"jsonrpc":"2.0","id":4,"result":{"update":{"sessionUpdate":"agent_message_chunk"}}}`, false},
+	{proxy.ClientToAgent, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk"}}}`, false},
+}
+
+func scanFrame(t *testing.T, dir proxy.Direction, raw string) *proxy.Frame {
+	t.Helper()
+	env, err := proxy.Scan([]byte(raw))
+	if err != nil {
+		t.Fatalf("scan %s: %v", raw, err)
+	}
+	return &proxy.Frame{Dir: dir, Raw: []byte(raw), Env: env}
+}
+
+func TestIsChunk(t *testing.T) {
+	for _, tt := range chunkFrames {
+		f := scanFrame(t, tt.dir, tt.raw)
+		if got := isChunk(f.Dir, &f.Env); got != tt.chunk {
+			t.Errorf("isChunk(%s %s) = %v, want %v", tt.dir, tt.raw, got, tt.chunk)
+		}
+	}
+}
+
+// TestChunkScopes holds the recorder's parts to what they tell the chain
+// (chunks.go): the sidecar's commands and the request tracker claim no
+// chunk in any state they can be in, so the chain may skip them; the
+// others are asked.
+func TestChunkScopes(t *testing.T) {
+	r := NewRecorder(RecorderConfig{Store: state.NewMemory(), Queue: 64})
+	ctx := context.Background()
+	c := NewChain(nil, r.Interceptors()...)
+	// Put every part in a busy state: a prompt and an initialize in
+	// flight, a replay suppressed, a session being created.
+	for _, raw := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"go"}]}}`,
+	} {
+		c.Frame(ctx, scanFrame(t, proxy.ClientToAgent, raw))
+	}
+	r.life.suppress.Add(1)
+	r.t.creating.Add(1)
+	var scoped, asked []string
+	for _, ic := range r.Interceptors() {
+		name := strings.TrimPrefix(fmt.Sprintf("%T", ic), "*")
+		s, ok := ic.(chunkScoped)
+		if !ok || s.claimsChunks() {
+			asked = append(asked, name)
+			continue
+		}
+		scoped = append(scoped, name)
+		for _, tt := range chunkFrames {
+			f := scanFrame(t, tt.dir, tt.raw)
+			if tt.chunk && ic.Claims(f.Dir, &f.Env) {
+				t.Errorf("%s says it claims no chunk, but claims %s", name, tt.raw)
+			}
+		}
+	}
+	if got, want := strings.Join(scoped, " "), "intercept.commands intercept.tracker"; got != want {
+		t.Errorf("parts that never claim a chunk: %s, want %s", got, want)
+	}
+	if got, want := strings.Join(asked, " "), "intercept.lifeline intercept.Recorder intercept.idMapper"; got != want {
+		t.Errorf("parts asked about chunks: %s, want %s", got, want)
+	}
+}
+
+// TestTakeChunkIsClaimsThenIntercept: the recorder's one-call path for a
+// chunk does what Claims and then Intercept do, with and without a turn
+// running.
+func TestTakeChunkIsClaimsThenIntercept(t *testing.T) {
+	for _, running := range []bool{false, true} {
+		slow := NewRecorder(RecorderConfig{Store: state.NewMemory()})
+		fast := NewRecorder(RecorderConfig{Store: state.NewMemory()})
+		if running {
+			slow.running.Add(1)
+			fast.running.Add(1)
+		}
+		for _, tt := range chunkFrames {
+			if !tt.chunk {
+				continue
+			}
+			f := scanFrame(t, tt.dir, tt.raw)
+			if slow.Claims(f.Dir, &f.Env) {
+				if v, err := slow.Intercept(context.Background(), f); err != nil || v.Do != proxy.Pass {
+					t.Fatalf("Intercept(%s) = %v, %v: want a pass", tt.raw, v, err)
+				}
+			}
+			fast.takeChunk(f)
+		}
+		got, want := fast.takeAnswer("s1"), slow.takeAnswer("s1")
+		if got != want || running != (want != "") {
+			t.Errorf("running %v: takeChunk collected %q, Claims and Intercept %q", running, got, want)
+		}
+		if running && slow.takeAnswer("s1") != "" {
+			t.Error("the answer was not taken")
+		}
+	}
+}
+
+// recordingInterceptor notes the frames it is asked about and answers
+// Claims with claim; rewrite, when set, replaces what it claims.
+type recordingInterceptor struct {
+	name    string
+	asked   *[]string
+	scope   *bool // nil: not chunkScoped
+	claim   bool
+	rewrite string
+}
+
+func (ri *recordingInterceptor) Claims(_ proxy.Direction, env *proxy.Envelope) bool {
+	*ri.asked = append(*ri.asked, ri.name+":"+string(env.Update))
+	return ri.claim
+}
+
+func (ri *recordingInterceptor) Intercept(context.Context, *proxy.Frame) (proxy.Verdict, error) {
+	if ri.rewrite != "" {
+		return proxy.Verdict{Do: proxy.Rewrite, Line: []byte(ri.rewrite)}, nil
+	}
+	return proxy.Verdict{}, nil
+}
+
+type scopedInterceptor struct{ *recordingInterceptor }
+
+func (s scopedInterceptor) claimsChunks() bool { return *s.scope }
+
+func TestChainOffersChunksOnlyToThoseThatMayClaim(t *testing.T) {
+	const chunk = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}`
+	const plan = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"plan","entries":[]}}}`
+	no, yes := false, true
+	t.Run("rewritten after a skipped one", func(t *testing.T) {
+		// The lane is plain and may; the full chain resumes after plain.
+		var asked []string
+		c := NewChain(nil,
+			scopedInterceptor{&recordingInterceptor{name: "never1", asked: &asked, scope: &no}},
+			&recordingInterceptor{name: "plain", asked: &asked, claim: true, rewrite: plan},
+			scopedInterceptor{&recordingInterceptor{name: "never2", asked: &asked, scope: &no}},
+			scopedInterceptor{&recordingInterceptor{name: "may", asked: &asked, scope: &yes}},
+		)
+		v := c.Frame(context.Background(), scanFrame(t, proxy.AgentToClient, chunk))
+		if got, want := strings.Join(asked, " "), "plain:agent_message_chunk never2:plan may:plan"; got != want {
+			t.Errorf("asked %s, want %s", got, want)
+		}
+		if v.Do != proxy.Rewrite || string(v.Line) != plan {
+			t.Errorf("verdict %v %s, want the rewrite", v.Do, v.Line)
+		}
+	})
+	for _, tt := range []struct {
+		name    string
+		rewrite string // what the first interceptor turns the chunk into
+		frame   string
+		want    string
+	}{
+		{"chunk", "", chunk, "plain:agent_message_chunk may:agent_message_chunk"},
+		{"other frame", "", plan, "plain:plan never:plan may:plan"},
+		// A chunk rewritten into another frame is offered to everyone
+		// after the interceptor that rewrote it.
+		{"chunk rewritten", plan, chunk, "plain:agent_message_chunk never:plan may:plan"},
+		{"chunk rewritten into a chunk", chunk, chunk, "plain:agent_message_chunk may:agent_message_chunk"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var asked []string
+			c := NewChain(nil,
+				&recordingInterceptor{name: "plain", asked: &asked, claim: tt.rewrite != "", rewrite: tt.rewrite},
+				scopedInterceptor{&recordingInterceptor{name: "never", asked: &asked, scope: &no}},
+				scopedInterceptor{&recordingInterceptor{name: "may", asked: &asked, scope: &yes}},
+			)
+			c.Frame(context.Background(), scanFrame(t, proxy.AgentToClient, tt.frame))
+			if got := strings.Join(asked, " "); got != tt.want {
+				t.Errorf("asked %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestChunkGate holds the lifeline and the id mapping to their gate: in
+// every state where chunkGateOpen says no, neither claims any chunk, so the
+// chain may pass them over.
+func TestChunkGate(t *testing.T) {
+	for bits := range 8 {
+		r := NewRecorder(RecorderConfig{Store: state.NewMemory()})
+		suppress, mapped, creating := bits&1 != 0, bits&2 != 0, bits&4 != 0
+		if suppress {
+			r.life.suppress.Add(1)
+		}
+		r.t.mapped.Store(mapped)
+		if creating {
+			r.t.creating.Add(1)
+		}
+		if got, want := r.chunkGateOpen(), suppress || mapped || creating; got != want {
+			t.Errorf("suppress %v, mapped %v, creating %v: gate open %v, want %v", suppress, mapped, creating, got, want)
+		}
+		if r.chunkGateOpen() {
+			continue
+		}
+		for _, ic := range r.Interceptors() {
+			g, ok := ic.(chunkGated)
+			if !ok {
+				continue
+			}
+			if g.chunkGate() != r {
+				t.Errorf("%T is gated by another recorder", ic)
+			}
+			for _, tt := range chunkFrames {
+				f := scanFrame(t, tt.dir, tt.raw)
+				if tt.chunk && ic.Claims(f.Dir, &f.Env) {
+					t.Errorf("%T claims %s with its gate shut", ic, tt.raw)
+				}
+			}
+		}
+	}
+}
+
+type gatedInterceptor struct {
+	*recordingInterceptor
+	gate *Recorder
+}
+
+func (g gatedInterceptor) chunkGate() *Recorder { return g.gate }
+
+func TestChainPassesOverShutGates(t *testing.T) {
+	const chunk = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}`
+	const plan = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"plan","entries":[]}}}`
+	r := NewRecorder(RecorderConfig{Store: state.NewMemory()})
+	var asked []string
+	c := NewChain(nil,
+		gatedInterceptor{&recordingInterceptor{name: "gated", asked: &asked}, r},
+		&recordingInterceptor{name: "plain", asked: &asked},
+	)
+	for _, tt := range []struct {
+		name  string
+		open  bool
+		frame string
+		want  string
+	}{
+		{"shut", false, chunk, "plain:agent_message_chunk"},
+		{"open", true, chunk, "gated:agent_message_chunk plain:agent_message_chunk"},
+		{"shut, not a chunk", false, plan, "gated:plan plain:plan"},
+	} {
+		asked = nil
+		r.t.mapped.Store(tt.open)
+		c.Frame(context.Background(), scanFrame(t, proxy.AgentToClient, tt.frame))
+		if got := strings.Join(asked, " "); got != tt.want {
+			t.Errorf("%s: asked %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestCollectCutsAsClip: an answer collected past the budget is what
+// putTurn stores of the whole answer, clip's cut, whatever the chunks' sizes,
+// and clipped hands it on as it is.
+func TestCollectCutsAsClip(t *testing.T) {
+	if got, want := clip(strings.Repeat("é", 10), 7), "ééé\xc3"+cutMark; got != want {
+		t.Fatalf("clip = %q, want %q: cutMark is not what clip appends", got, want)
+	}
+	for _, tt := range []struct {
+		budget int
+		chunks []string
+	}{
+		{10, []string{"abc", "defg", "hij"}},         // exactly the budget: kept whole, no mark
+		{10, []string{"abc", "defg", "hijk", "lmn"}}, // one byte over
+		{10, []string{strings.Repeat("x", 100)}},     // one chunk far over
+		{10, []string{"ab", "ééééé", "z"}},           // cut inside a rune, as clip cuts
+		{10, []string{"abc"}},                        // under the budget
+	} {
+		r := NewRecorder(RecorderConfig{Store: state.NewMemory(), HandoffBudget: tt.budget})
+		r.running.Add(1)
+		for _, text := range tt.chunks {
+			r.takeChunk(scanFrame(t, proxy.AgentToClient, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`+text+`"}}}}`))
+		}
+		got := r.takeAnswer("s1")
+		want := clip(strings.Join(tt.chunks, ""), tt.budget)
+		if got != want {
+			t.Errorf("chunks %q: collected %q, want clip's %q", tt.chunks, got, want)
+		}
+		if c := clipped(got, tt.budget); c != want {
+			t.Errorf("chunks %q: clipped = %q, want %q", tt.chunks, c, want)
+		}
+		var sink string
+		if n := testing.AllocsPerRun(10, func() { sink = clipped(got, tt.budget) }); n != 0 || sink != want {
+			t.Errorf("chunks %q: clipped allocates %v times, want no copy", tt.chunks, n)
+		}
+	}
+}
+
+// TestResponseThatLooksLikeAChunk: a response is a response, whatever else
+// its envelope carries; taking it for a message chunk would leave its
+// request pending and its turn running for good.
+func TestResponseThatLooksLikeAChunk(t *testing.T) {
+	r := NewRecorder(RecorderConfig{Store: state.NewMemory(), Queue: 8})
+	ctx := context.Background()
+	c := NewChain(nil, r.Interceptors()...)
+	c.Frame(ctx, scanFrame(t, proxy.ClientToAgent, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`))
+	c.Frame(ctx, scanFrame(t, proxy.AgentToClient, `{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"},"params":{"update":{"sessionUpdate":"agent_message_chunk"}}}`))
+	r.mu.Lock()
+	_, pending := r.pending["2"]
+	r.mu.Unlock()
+	if pending {
+		t.Error("the prompt's response was taken for a chunk: its request is still pending")
+	}
+}
