@@ -17,7 +17,9 @@
 //   - the relay's peak RSS (VmHWM) while relaying small frames, < 30 MiB;
 //   - recording: small chunks streamed inside a running turn, so the
 //     recorder claims and records every one, with recording on against the
-//     same sidecar with --record=false, ≥ 0.9×;
+//     same sidecar with --record=false, ≥ 0.9×; each round takes the median
+//     of several runs each way (-record-runs), as one run is a few
+//     milliseconds;
 //   - the sidecar's peak RSS after 10,000 short recorded turns with a disk
 //     store, < 64 MiB.
 package bench
@@ -29,6 +31,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -42,8 +45,10 @@ type options struct {
 	largeSize  int
 	roundTrips int
 	recordN    int
+	recordRuns int
 	turns      int
 	turnChunks int
+	only       workloads // nil: all
 	quick      bool
 	json       bool
 	keep       bool
@@ -53,12 +58,52 @@ type options struct {
 
 // quickOptions are what -quick changes, unless the flag is given too.
 var quickOptions = map[string]string{
-	"rounds":   "3",
-	"n":        "300000",
-	"large":    "16",
-	"rt":       "2000",
-	"record-n": "5000",
-	"turns":    "2000",
+	"rounds":      "3",
+	"n":           "300000",
+	"large":       "16",
+	"rt":          "2000",
+	"record-n":    "5000",
+	"record-runs": "3",
+	"turns":       "2000",
+}
+
+// The workloads of a round, for -only.
+const (
+	wSmall     = "small"     // small_throughput, peak_rss_small, cpu_per_small_frame
+	wLarge     = "large"     // large_throughput, peak_rss_large
+	wRT        = "rt"        // round_trip_p50, round_trip_p99
+	wRecording = "recording" // recording_throughput
+	wTurns     = "turns"     // peak_rss_N_turns
+)
+
+var allWorkloads = []string{wSmall, wLarge, wRT, wRecording, wTurns}
+
+// workloads is the set -only names; a nil set is every workload.
+type workloads map[string]bool
+
+func (w workloads) has(name string) bool { return w == nil || w[name] }
+
+func (w *workloads) String() string {
+	var names []string
+	for _, n := range allWorkloads {
+		if (*w)[n] {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+func (w *workloads) Set(v string) error {
+	if *w == nil {
+		*w = workloads{}
+	}
+	for _, name := range strings.Split(v, ",") {
+		if !slices.Contains(allWorkloads, name) {
+			return fmt.Errorf("unknown workload %q (have %s)", name, strings.Join(allWorkloads, ", "))
+		}
+		(*w)[name] = true
+	}
+	return nil
 }
 
 type stringList []string
@@ -77,8 +122,10 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.largeSize, "large-size", 5<<20, "bytes per large frame (tool_call_update with base64 data)")
 	fs.IntVar(&o.roundTrips, "rt", 20_000, "sequential round trips per latency run")
 	fs.IntVar(&o.recordN, "record-n", 20_000, "chunks in the recorded turn of the recording run")
+	fs.IntVar(&o.recordRuns, "record-runs", 5, "recording runs each way in each round, in alternating order; the round takes the median of each way")
 	fs.IntVar(&o.turns, "turns", 10_000, "short recorded turns for the RSS run (0: skip it)")
 	fs.IntVar(&o.turnChunks, "turn-chunks", 20, "chunks per turn of the RSS run")
+	fs.Var(&o.only, "only", "run only these workloads, comma-separated, of "+strings.Join(allWorkloads, ", ")+" (default: all), e.g. -only recording -rounds 15")
 	fs.BoolVar(&o.quick, "quick", false, "fewer frames and rounds, for CI: -rounds "+quickOptions["rounds"]+" -n "+quickOptions["n"]+" -large "+quickOptions["large"]+" -rt "+quickOptions["rt"])
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of a table")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory with the sidecar's log")
@@ -111,8 +158,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	switch {
 	case o.rounds < 1:
 		return o, fmt.Errorf("-rounds %d: need at least 1", o.rounds)
-	case o.small < 1 || o.large < 1 || o.roundTrips < 1 || o.recordN < 1:
-		return o, errors.New("-n, -large, -rt and -record-n must be at least 1")
+	case o.small < 1 || o.large < 1 || o.roundTrips < 1 || o.recordN < 1 || o.recordRuns < 1:
+		return o, errors.New("-n, -large, -rt, -record-n and -record-runs must be at least 1")
 	case o.turns < 0 || o.turnChunks < 1:
 		return o, errors.New("-turns must be at least 0 and -turn-chunks at least 1")
 	case o.smallSize < minFrameSize(kindChunk):
@@ -198,18 +245,27 @@ func measure(ctx context.Context, r *runner, o options, progress io.Writer) (*re
 		var small, large [2]tputResult
 		var rts [2][]time.Duration
 		for _, k := range order {
+			if !o.only.has(wSmall) {
+				break
+			}
 			var err error
 			if small[k], err = r.throughput(ctx, k, kindChunk, o.small, o.smallSize); err != nil {
 				return nil, fmt.Errorf("round %d: small frames: %w", round+1, err)
 			}
 		}
 		for _, k := range order {
+			if !o.only.has(wLarge) {
+				break
+			}
 			var err error
 			if large[k], err = r.throughput(ctx, k, kindImage, o.large, o.largeSize); err != nil {
 				return nil, fmt.Errorf("round %d: large frames: %w", round+1, err)
 			}
 		}
 		for _, k := range order {
+			if !o.only.has(wRT) {
+				break
+			}
 			var err error
 			if rts[k], err = r.roundTrips(ctx, k, o.roundTrips); err != nil {
 				return nil, fmt.Errorf("round %d: round trips: %w", round+1, err)
@@ -218,17 +274,17 @@ func measure(ctx context.Context, r *runner, o options, progress io.Writer) (*re
 		// Recording off and on are both the sidecar, in the same order
 		// as the relays above: off stands where bytecopy does.
 		var rec [2]tputResult
-		for _, k := range order {
+		if o.only.has(wRecording) {
 			var err error
-			if rec[k], err = r.recording(ctx, k == sidecarRelay, o.recordN, o.smallSize); err != nil {
-				return nil, fmt.Errorf("round %d: recording (on: %v): %w", round+1, k == sidecarRelay, err)
+			if rec, err = r.recordingRound(ctx, order, o.recordRuns, o.recordN, o.smallSize); err != nil {
+				return nil, fmt.Errorf("round %d: %w", round+1, err)
 			}
 		}
 		res.add(small, large, rts)
 		res.rounds[len(res.rounds)-1].rec = rec
 		fmt.Fprintf(progress, "bench: round %d/%d: %s\n", round+1, o.rounds, res.roundSummary(round))
 	}
-	if o.turns > 0 {
+	if o.turns > 0 && o.only.has(wTurns) {
 		t, err := r.manyTurns(ctx, o.turns, o.turnChunks)
 		if err != nil {
 			return nil, fmt.Errorf("%d turns: %w", o.turns, err)

@@ -168,3 +168,35 @@ func TestTurnsAgentAnswersAPromptWithChunks(t *testing.T) {
 		t.Errorf("prompt answered %q", lines[7])
 	}
 }
+
+func TestOnlyPicksWorkloads(t *testing.T) {
+	o, err := parseOptions([]string{"-only", "recording,turns"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range allWorkloads {
+		if got, want := o.only.has(w), w == wRecording || w == wTurns; got != want {
+			t.Errorf("-only recording,turns: has(%s) = %v, want %v", w, got, want)
+		}
+	}
+	if all, _ := parseOptions(nil, io.Discard); !all.only.has(wSmall) || !all.only.has(wRecording) {
+		t.Error("without -only, not every workload runs")
+	}
+	if _, err := parseOptions([]string{"-only", "recordings"}, io.Discard); err == nil {
+		t.Error("-only recordings: no error")
+	}
+	r := newResults(o)
+	tp := tputResult{elapsed: time.Second, frames: 1000}
+	r.add([2]tputResult{}, [2]tputResult{}, [2][]time.Duration{})
+	r.rounds[0].rec = [2]tputResult{tp, tp}
+	var names []string
+	for _, m := range r.metrics() {
+		names = append(names, m.Name)
+	}
+	if got := strings.Join(names, " "); got != "recording_throughput" {
+		t.Errorf("metrics %s, want recording_throughput alone", got)
+	}
+	if s := r.roundSummary(0); s != "recording 1.00x" {
+		t.Errorf("round summary %q", s)
+	}
+}

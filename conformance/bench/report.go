@@ -7,6 +7,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -164,7 +165,15 @@ func (r *results) metrics() []Metric {
 		}
 		return float64(v.small[k].cpu) / float64(v.small[k].frames)
 	})
-	ms := []Metric{small, large, p50, p99, rssSmall, rssLarge, cpu}
+	var ms []Metric
+	for _, m := range []struct {
+		Metric
+		workload string
+	}{{small, wSmall}, {large, wLarge}, {p50, wRT}, {p99, wRT}, {rssSmall, wSmall}, {rssLarge, wLarge}, {cpu, wSmall}} {
+		if r.o.only.has(m.workload) {
+			ms = append(ms, m.Metric)
+		}
+	}
 	if len(r.rounds) > 0 && r.rounds[0].rec[sidecarRelay].frames > 0 {
 		rec := r.metric("recording_throughput", "frames/s", false, func(v roundValues, k relayKind) float64 {
 			return perSecond(float64(v.rec[k].frames), v.rec[k].elapsed)
@@ -197,9 +206,24 @@ func (r *results) roundSummary(round int) string {
 	ratio := func(t [2]tputResult) float64 {
 		return float64(t[byteCopyRelay].elapsed) / float64(t[sidecarRelay].elapsed)
 	}
-	return fmt.Sprintf("small %.2fx, large %.2fx, round trip p50 %s vs %s, peak RSS %.1f MiB",
-		ratio(v.small), ratio(v.large), fmtMicros(v.p50[sidecarRelay]), fmtMicros(v.p50[byteCopyRelay]),
-		float64(v.small[sidecarRelay].hwm)/(1<<20))
+	var parts []string
+	if r.o.only.has(wSmall) {
+		parts = append(parts, fmt.Sprintf("small %.2fx", ratio(v.small)))
+	}
+	if r.o.only.has(wLarge) {
+		parts = append(parts, fmt.Sprintf("large %.2fx", ratio(v.large)))
+	}
+	if r.o.only.has(wRT) {
+		parts = append(parts, fmt.Sprintf("round trip p50 %s vs %s", fmtMicros(v.p50[sidecarRelay]), fmtMicros(v.p50[byteCopyRelay])))
+	}
+	if r.o.only.has(wSmall) {
+		parts = append(parts, fmt.Sprintf("peak RSS %.1f MiB", float64(v.small[sidecarRelay].hwm)/(1<<20)))
+	}
+	if v.rec[sidecarRelay].elapsed > 0 {
+		// Recording off over on: the throughput ratio.
+		parts = append(parts, fmt.Sprintf("recording %.2fx", ratio(v.rec)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func fmtMicros(d time.Duration) string {
@@ -208,8 +232,12 @@ func fmtMicros(d time.Duration) string {
 
 func (r *results) header() string {
 	o := r.o
-	return fmt.Sprintf("acp-sidecar bench: %d rounds on %s/%s, %d CPUs; small: %d × %d B, large: %d × %d B, %d round trips; recording: a turn of %d chunks, %d turns of %d",
-		o.rounds, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), o.small, o.smallSize, o.large, o.largeSize, o.roundTrips, o.recordN, o.turns, o.turnChunks)
+	h := fmt.Sprintf("acp-sidecar bench: %d rounds on %s/%s, %d CPUs; small: %d × %d B, large: %d × %d B, %d round trips; recording: a turn of %d chunks (median of %d runs each way a round), %d turns of %d",
+		o.rounds, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), o.small, o.smallSize, o.large, o.largeSize, o.roundTrips, o.recordN, o.recordRuns, o.turns, o.turnChunks)
+	if o.only != nil {
+		h += "; only " + o.only.String()
+	}
+	return h
 }
 
 func (r *results) writeTable(w io.Writer) error {
@@ -265,7 +293,7 @@ func (r *results) writeJSON(w io.Writer) error {
 		Config: map[string]any{
 			"rounds": o.rounds, "small_frames": o.small, "small_size": o.smallSize,
 			"large_frames": o.large, "large_size": o.largeSize, "round_trips": o.roundTrips,
-			"record_chunks": o.recordN, "turns": o.turns, "turn_chunks": o.turnChunks,
+			"record_chunks": o.recordN, "record_runs": o.recordRuns, "turns": o.turns, "turn_chunks": o.turnChunks,
 			"goos": runtime.GOOS, "goarch": runtime.GOARCH, "cpus": runtime.NumCPU(),
 		},
 		Metrics: r.metrics(),
