@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
 	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
 )
 
@@ -161,7 +162,7 @@ func parseUpdate(line []byte) (update, bool) {
 type ladderPeer struct {
 	*peer
 	calls  string // the fake agent's call log
-	stderr *syncBuffer
+	stderr *acpclient.Buffer
 	sid    string // the client's session id
 	nextID int
 }
@@ -207,7 +208,7 @@ func startLadder(t *testing.T, agentFlags ...string) *ladderPeer {
 	dir := t.TempDir()
 	calls := filepath.Join(dir, "calls.jsonl")
 	argv := append([]string{"acp-sidecar", "fakeagent", "-state", filepath.Join(dir, "state.json"), "-call-log", calls}, agentFlags...)
-	var stderr syncBuffer
+	var stderr acpclient.Buffer
 	lp := &ladderPeer{calls: calls, stderr: &stderr, nextID: 1}
 	lp.peer = startPeer(t, boundedCtx(t), &stderr, sidecarArgv(t, nil, argv...)...)
 	t.Cleanup(func() {
@@ -389,7 +390,7 @@ func TestCrashLoop(t *testing.T) {
 	t.Parallel()
 	marker := filepath.Join(t.TempDir(), "started")
 	agent := `if [ -f "$1" ]; then exit 3; fi; touch "$1"; exec acp-sidecar fakeagent`
-	var stderr syncBuffer
+	var stderr acpclient.Buffer
 	p := startPeer(t, boundedCtx(t), &stderr, sidecarArgv(t, []string{"--max-restarts", "2", "--restart-window", "1m"},
 		"sh", "-c", agent, "sh", marker)...)
 	t.Cleanup(func() {

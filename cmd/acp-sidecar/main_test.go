@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -43,27 +42,9 @@ func boundedCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// syncBuffer is a bytes.Buffer safe for the exec copier and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startPeer runs argv (found on PATH) as a real process with a raw line
 // client on its stdio. The peer is killed, group and all, when the test ends.
-func startPeer(t *testing.T, ctx context.Context, stderr *syncBuffer, argv ...string) *peer {
+func startPeer(t *testing.T, ctx context.Context, stderr *acpclient.Buffer, argv ...string) *peer {
 	t.Helper()
 	opts := acpclient.Options{CloseTimeout: waitBound}
 	if stderr != nil {

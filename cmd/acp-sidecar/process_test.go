@@ -247,7 +247,7 @@ func TestAgentExitStatus(t *testing.T) {
 func TestStdoutOnlyACP(t *testing.T) {
 	agent := `printf 'agent stderr line\n' >&2; printf 'Welcome to agent v1!\n\377\376 not utf-8\n{"half":\n'; exec acp-sidecar fakeagent`
 	stateDir := t.TempDir()
-	var stderr syncBuffer
+	var stderr acpclient.Buffer
 	p := startPeer(t, boundedCtx(t), &stderr, "acp-sidecar", "--state-dir", stateDir, "--", "sh", "-c", agent)
 	initialize(p)
 	p.call(`2`, `{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/work","mcpServers":[]}}`)
@@ -277,7 +277,7 @@ func TestStdoutOnlyACP(t *testing.T) {
 func TestTrace(t *testing.T) {
 	dir := t.TempDir()
 	trace, agentOut := filepath.Join(dir, "trace.jsonl"), filepath.Join(dir, "agent.out")
-	var stderr syncBuffer
+	var stderr acpclient.Buffer
 	p := startPeer(t, boundedCtx(t), &stderr, sidecarArgv(t, []string{"--trace", trace},
 		"acp-sidecar", "fakeagent", "-stdout-log", agentOut)...)
 	initialize(p)
@@ -374,7 +374,7 @@ func TestTerminalExecsAgent(t *testing.T) {
 	master, slave := openPTY(t)
 	defer master.Close()
 	defer slave.Close()
-	var stdout, stderr syncBuffer
+	var stdout, stderr acpclient.Buffer
 	cmd := exec.CommandContext(boundedCtx(t), "acp-sidecar", "--state-dir", t.TempDir(), "--", "sh", "-c", `echo "pid=$$ not ACP"`)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, &stdout, &stderr
 	if err := cmd.Run(); err != nil {

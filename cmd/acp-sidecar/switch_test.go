@@ -45,7 +45,7 @@ func startSwitchIn(t *testing.T, stateDir, dir, aFlags, bFlags string, flags ...
 		"--agent", "b=acp-sidecar fakeagent -id-prefix b- -profile config-options-only -call-log " + sp.callsB + " " + bFlags,
 	}
 	argv := append([]string{"acp-sidecar", "--state-dir", stateDir}, append(agents, flags...)...)
-	var stderr syncBuffer
+	var stderr acpclient.Buffer
 	lp := &ladderPeer{stderr: &stderr, nextID: 1}
 	lp.peer = startPeer(t, boundedCtx(t), &stderr, argv...)
 	sp.ladderPeer = lp

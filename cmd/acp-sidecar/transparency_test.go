@@ -137,7 +137,7 @@ func TestTransparency(t *testing.T) {
 		if sidecar {
 			argv = sidecarArgv(t, nil, agent...)
 		}
-		var stderr syncBuffer
+		var stderr acpclient.Buffer
 		p := startPeer(t, boundedCtx(t), &stderr, argv...)
 		transparencyScript(p)
 		if code := p.finish(); code != 0 {
@@ -416,7 +416,7 @@ func TestFrameOverLimit(t *testing.T) {
 	const limit = 1 << 20
 	pad := strings.Repeat("x", limit)
 	inLog := filepath.Join(t.TempDir(), "agent.in")
-	var stderr syncBuffer
+	var stderr acpclient.Buffer
 	p := startPeer(t, boundedCtx(t), &stderr, sidecarArgv(t, []string{"--max-frame", fmt.Sprint(limit)},
 		"acp-sidecar", "fakeagent", "-stdin-log", inLog)...)
 	var kept []string

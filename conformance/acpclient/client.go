@@ -420,17 +420,7 @@ func (c *Client) Lines() [][]byte {
 // WaitLine blocks until a line matching pred has arrived (checking earlier
 // lines too) and returns the first such line.
 func (c *Client) WaitLine(ctx context.Context, pred func([]byte) bool) ([]byte, error) {
-	var found []byte
-	err := c.b.wait(ctx, "a matching line", func() bool {
-		for _, l := range c.lines {
-			if pred(l) {
-				found = l
-				return true
-			}
-		}
-		return false
-	})
-	return found, err
+	return c.b.waitLine(ctx, &c.lines, pred)
 }
 
 // Notifications returns the peer's notifications other than session/update

@@ -124,3 +124,19 @@ func HasMethod(method string) func(line []byte) bool {
 func Contains(s string) func(line []byte) bool {
 	return func(line []byte) bool { return bytes.Contains(line, []byte(s)) }
 }
+
+// waitLine blocks until a line of *lines (which b guards) matches pred, and
+// returns the first such line.
+func (b *board) waitLine(ctx context.Context, lines *[][]byte, pred func([]byte) bool) ([]byte, error) {
+	var found []byte
+	err := b.wait(ctx, "a matching line", func() bool {
+		for _, l := range *lines {
+			if pred(l) {
+				found = l
+				return true
+			}
+		}
+		return false
+	})
+	return found, err
+}

@@ -14,9 +14,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
@@ -66,7 +66,7 @@ type relayProc struct {
 	cancel context.CancelFunc
 	stdin  io.WriteCloser
 	stdout *bufio.Reader
-	stderr *tailBuffer
+	stderr *acpclient.Buffer
 }
 
 func (r *runner) start(ctx context.Context, k relayKind, agent []string, flags ...string) (*relayProc, error) {
@@ -74,7 +74,7 @@ func (r *runner) start(ctx context.Context, k relayKind, agent []string, flags .
 	argv := r.argv(k, agent, flags...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.WaitDelay = 5 * time.Second
-	p := &relayProc{kind: k, cmd: cmd, cancel: cancel, stderr: &tailBuffer{max: 4 << 10}}
+	p := &relayProc{kind: k, cmd: cmd, cancel: cancel, stderr: &acpclient.Buffer{Max: 4 << 10}}
 	cmd.Stderr = p.stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -103,7 +103,7 @@ func (p *relayProc) finish() error {
 	err := p.cmd.Wait()
 	switch {
 	case err != nil:
-		return fmt.Errorf("%s exited: %w%s", p.kind, err, p.stderr.suffix())
+		return fmt.Errorf("%s exited: %w%s", p.kind, err, stderrSuffix(p.stderr))
 	case rerr != nil:
 		return fmt.Errorf("%s: read output: %w", p.kind, rerr)
 	case extra > 0:
@@ -123,7 +123,7 @@ func (p *relayProc) abort() {
 
 func (p *relayProc) fail(err error) error {
 	p.abort()
-	return fmt.Errorf("%s: %w%s", p.kind, err, p.stderr.suffix())
+	return fmt.Errorf("%s: %w%s", p.kind, err, stderrSuffix(p.stderr))
 }
 
 // tputResult is one throughput run.
@@ -254,29 +254,9 @@ func cpuTime(pid int) time.Duration {
 	return time.Duration(u+s) * clockTick
 }
 
-// tailBuffer keeps the last max bytes written to it: a relay's stderr, shown
-// when it fails.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-// suffix is the tail formatted to end an error message, or "".
-func (t *tailBuffer) suffix() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := strings.TrimSpace(string(t.b))
+// stderrSuffix is a relay's stderr formatted to end an error message, or "".
+func stderrSuffix(b *acpclient.Buffer) string {
+	s := strings.TrimSpace(b.String())
 	if s == "" {
 		return ""
 	}

@@ -56,24 +56,6 @@ func (r *report) print(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects a process's stderr.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // sidecar is one real sidecar process around `acp-sidecar fakeagent`,
 // driven by a scripted client.
 type sidecar struct {
@@ -81,7 +63,7 @@ type sidecar struct {
 	c      *acpclient.Client
 	pid    int
 	dir    string // --state-dir
-	stderr *lockedBuffer
+	stderr *acpclient.Buffer
 
 	mu        sync.Mutex
 	agents    []procInfo // every agent process seen
@@ -93,7 +75,7 @@ type sidecar struct {
 // with agentArgs.
 func startSidecar(t *testing.T, dir string, agentArgs []string, extra ...string) (*sidecar, error) {
 	bin := binary(t)
-	s := &sidecar{t: t, dir: dir, stderr: &lockedBuffer{}}
+	s := &sidecar{t: t, dir: dir, stderr: &acpclient.Buffer{}}
 	argv := append([]string{bin, "--state-dir", dir, "--grace", "500ms"}, extra...)
 	argv = append(append(argv, "--", bin, "fakeagent"), agentArgs...)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))

@@ -77,14 +77,7 @@ func TestClaudeAgentDirect(t *testing.T) {
 	argv, env, mock := ClaudeAgentMock(t)
 	a := startAgent(t, argv, env, t.TempDir())
 
-	step(t, a, "initialize", map[string]any{
-		"protocolVersion": 1,
-		"clientCapabilities": map[string]any{
-			"fs":       map[string]bool{"readTextFile": true, "writeTextFile": true},
-			"terminal": false,
-		},
-		"clientInfo": map[string]string{"name": "acp-sidecar-e2e", "version": "0"},
-	})
+	initializeAsEditor(t, a)
 
 	cwd := t.TempDir()
 	newRes := step(t, a, "session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}})

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
 )
 
 // A frame is one JSON-RPC message read from the agent, kept raw and with the
@@ -55,7 +57,7 @@ type agent struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stdout *os.File // read end; the reader owns it until readDone
-	stderr lockedBuffer
+	stderr acpclient.Buffer
 
 	exited   chan struct{} // closed when cmd.Wait returns
 	waitErr  error         // set before exited is closed
@@ -290,23 +292,4 @@ func waitOrTimeout(done <-chan struct{}, d time.Duration) bool {
 	case <-timer.C:
 		return false
 	}
-}
-
-// lockedBuffer is an io.Writer for the agent's stderr, which exec copies on
-// its own goroutine while the test may read it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

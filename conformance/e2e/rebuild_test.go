@@ -33,9 +33,8 @@ type claudeSession struct {
 	sid   string   // the client's session id
 }
 
-// openSession runs initialize, as an editor with file access does, and
-// session/new, and returns the session id and the session/new result.
-func openSession(t *testing.T, a *agent) (string, json.RawMessage) {
+// initializeAsEditor runs initialize as an editor with file access does.
+func initializeAsEditor(t *testing.T, a *agent) {
 	t.Helper()
 	step(t, a, "initialize", map[string]any{
 		"protocolVersion": 1,
@@ -45,6 +44,13 @@ func openSession(t *testing.T, a *agent) (string, json.RawMessage) {
 		},
 		"clientInfo": map[string]string{"name": "acp-sidecar-e2e", "version": "0"},
 	})
+}
+
+// openSession runs initialize and session/new, and returns the session id
+// and the session/new result.
+func openSession(t *testing.T, a *agent) (string, json.RawMessage) {
+	t.Helper()
+	initializeAsEditor(t, a)
 	res := step(t, a, "session/new", map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}})
 	var sess struct {
 		SessionID string `json:"sessionId"`

@@ -76,14 +76,7 @@ func runScriptedSession(t *testing.T, viaSidecar bool) sessionRun {
 		a = startAgent(t, argv, env, procDir)
 	}
 
-	step(t, a, "initialize", map[string]any{
-		"protocolVersion": 1,
-		"clientCapabilities": map[string]any{
-			"fs":       map[string]bool{"readTextFile": true, "writeTextFile": true},
-			"terminal": false,
-		},
-		"clientInfo": map[string]string{"name": "acp-sidecar-e2e", "version": "0"},
-	})
+	initializeAsEditor(t, a)
 	cwd := t.TempDir()
 	newRes := step(t, a, "session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}})
 	var sess struct {

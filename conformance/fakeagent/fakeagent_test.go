@@ -83,8 +83,8 @@ func TestProfiles(t *testing.T) {
 
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"-profile", "nope"}, {"-nope"}, {"extra"}, {"-default-model", "gpt-9"}} {
-		var stderr lockedBuffer
-		if code := fakeagent.Main(t.Context(), args, strings.NewReader(""), &lockedBuffer{}, &stderr); code != 2 {
+		var stderr acpclient.Buffer
+		if code := fakeagent.Main(t.Context(), args, strings.NewReader(""), &acpclient.Buffer{}, &stderr); code != 2 {
 			t.Errorf("Main(%q) = %d, want 2; stderr %s", args, code, stderr.Bytes())
 		}
 	}

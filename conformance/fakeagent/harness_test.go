@@ -1,10 +1,8 @@
 package fakeagent_test
 
 import (
-	"bytes"
 	"context"
 	"io"
-	"sync"
 	"testing"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -13,29 +11,10 @@ import (
 	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
 )
 
-// lockedBuffer collects what Main writes to stderr or what the client
-// writes to the agent, from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.b.Bytes())
-}
-
 // teeCloser copies what the client writes to the agent into sent.
 type teeCloser struct {
 	w    io.WriteCloser
-	sent *lockedBuffer
+	sent *acpclient.Buffer
 }
 
 func (t teeCloser) Write(p []byte) (int, error) {
@@ -50,8 +29,8 @@ func (t teeCloser) Close() error { return t.w.Close() }
 type agent struct {
 	*acpclient.Client
 	code   chan int // Main's return value
-	sent   *lockedBuffer
-	stderr *lockedBuffer
+	sent   *acpclient.Buffer
+	stderr *acpclient.Buffer
 	cancel context.CancelFunc
 }
 
@@ -74,7 +53,7 @@ func start(t *testing.T, opts acpclient.Options, args ...string) *agent {
 	ctx, cancel := context.WithCancel(t.Context())
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	a := &agent{code: make(chan int, 1), sent: &lockedBuffer{}, stderr: &lockedBuffer{}, cancel: cancel}
+	a := &agent{code: make(chan int, 1), sent: &acpclient.Buffer{}, stderr: &acpclient.Buffer{}, cancel: cancel}
 	go func() {
 		code := fakeagent.Main(ctx, args, inR, outW, a.stderr)
 		outW.Close()

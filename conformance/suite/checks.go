@@ -169,18 +169,9 @@ func checkReset(ctx context.Context, r *checkRun, pr probeResult) error {
 	if d := diffView(want.view(), c.config(sid).view()); len(d) > 0 {
 		return fmt.Errorf("after /reset the config differs: %s; the sidecar said %q", strings.Join(d, "; "), oneLine(msg, 200))
 	}
-	st1, err := sidecarStatus(ctx, c, sid)
+	st1, err := rebuiltStatus(ctx, c, sid, "/reset", st0, want.view(), msg)
 	if err != nil {
 		return err
-	}
-	if len(st1.NativeHistory) <= len(st0.NativeHistory) {
-		return fmt.Errorf("/reset made no fresh native session: nativeHistory %q before, %q after; the sidecar said %q", st0.NativeHistory, st1.NativeHistory, oneLine(msg, 200))
-	}
-	if d := diffView(want.view(), st1.Live); len(d) > 0 {
-		return fmt.Errorf("after /reset `_sidecar/status` live differs: %s", strings.Join(d, "; "))
-	}
-	if !isNull(st1.Blocked) {
-		return fmt.Errorf("after /reset the session is blocked: %s", st1.Blocked)
 	}
 	text, err := promptOK(ctx, c, sid, "Say OK.")
 	if err != nil {
@@ -569,18 +560,9 @@ func checkRollback(ctx context.Context, r *checkRun, pr probeResult) error {
 	if err != nil {
 		return err
 	}
-	st1, err := sidecarStatus(ctx, c, sid)
+	st1, err := rebuiltStatus(ctx, c, sid, "/rewind", st0, want.view(), msg)
 	if err != nil {
 		return err
-	}
-	if len(st1.NativeHistory) <= len(st0.NativeHistory) {
-		return fmt.Errorf("after /rewind no fresh native session: nativeHistory %q before, %q after; the sidecar said %q", st0.NativeHistory, st1.NativeHistory, oneLine(msg, 200))
-	}
-	if d := diffView(want.view(), st1.Live); len(d) > 0 {
-		return fmt.Errorf("after /rewind `_sidecar/status` live differs from the config before: %s", strings.Join(d, "; "))
-	}
-	if !isNull(st1.Blocked) {
-		return fmt.Errorf("after /rewind the session is blocked: %s", st1.Blocked)
 	}
 	var ids []string
 	var texts []string

@@ -54,7 +54,7 @@ type event struct {
 type conn struct {
 	name string
 	rc   *acpclient.RawClient
-	errs *tailBuffer
+	errs *acpclient.Buffer
 
 	mu      sync.Mutex
 	nextID  int
@@ -68,7 +68,7 @@ type conn struct {
 	done    chan struct{}
 }
 
-func newConn(name string, rc *acpclient.RawClient, errs *tailBuffer) *conn {
+func newConn(name string, rc *acpclient.RawClient, errs *acpclient.Buffer) *conn {
 	c := &conn{name: name, rc: rc, errs: errs, pending: map[string]*pendingCall{}, changed: make(chan struct{}),
 		cfg: map[string]*sessionConfig{}, done: make(chan struct{})}
 	go c.pump()
@@ -285,29 +285,6 @@ func (c *conn) transcript() []event {
 func (c *conn) close() {
 	_, _ = c.rc.Close()
 	<-c.done
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append([]byte(nil), t.b[len(t.b)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }
 
 // oneLine squeezes s onto one line of at most n bytes.

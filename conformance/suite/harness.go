@@ -35,7 +35,7 @@ type run struct {
 	name  string
 	c     *conn
 	trace string // the sidecar's --trace file, "" for a direct run
-	errs  *tailBuffer
+	errs  *acpclient.Buffer
 }
 
 // checkRun is the context of one check: its own directory, cwd and state
@@ -55,7 +55,7 @@ func (r *checkRun) note(format string, args ...any) {
 }
 
 func (r *checkRun) start(ctx context.Context, name string, argv []string, trace string) (*run, error) {
-	errs := &tailBuffer{max: 16 << 10}
+	errs := &acpclient.Buffer{Max: 16 << 10}
 	rc, err := acpclient.StartRaw(ctx, argv, acpclient.Options{
 		Stderr: errs, Env: r.cfg.env, Dir: r.cwd, CloseTimeout: closeTimeout,
 	})
@@ -215,6 +215,26 @@ func sidecarStatus(ctx context.Context, c *conn, sid string) (status, error) {
 	}
 	if st.Live == nil {
 		st.Live = map[string]string{}
+	}
+	return st, nil
+}
+
+// rebuiltStatus reads the status after a rebuild (what: "/reset",
+// "/rewind") and checks what every rebuild promises: a fresh native
+// session, live equal to want, and no block. msg is what the sidecar said.
+func rebuiltStatus(ctx context.Context, c *conn, sid, what string, before status, want map[string]string, msg string) (status, error) {
+	st, err := sidecarStatus(ctx, c, sid)
+	if err != nil {
+		return st, err
+	}
+	if len(st.NativeHistory) <= len(before.NativeHistory) {
+		return st, fmt.Errorf("after %s no fresh native session: nativeHistory %q before, %q after; the sidecar said %q", what, before.NativeHistory, st.NativeHistory, oneLine(msg, 200))
+	}
+	if d := diffView(want, st.Live); len(d) > 0 {
+		return st, fmt.Errorf("after %s `_sidecar/status` live differs from the config before: %s", what, strings.Join(d, "; "))
+	}
+	if !isNull(st.Blocked) {
+		return st, fmt.Errorf("after %s the session is blocked: %s", what, st.Blocked)
 	}
 	return st, nil
 }
