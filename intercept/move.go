@@ -50,9 +50,9 @@ func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name strin
 	}
 	sw.mu.Lock()
 	from, known := sw.bound[sid]
-	_, busy := sw.moving[sid]
+	_, busy := sw.moves[sid]
 	if known && !busy {
-		sw.moving[sid] = nil // from here on, settleMove must run
+		sw.moves[sid] = &pendingMove{to: name} // from here on, settleMove must run
 	}
 	sw.mu.Unlock()
 	switch {
@@ -91,17 +91,9 @@ func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name strin
 // then does the session's traffic go to the target. A failure leaves the
 // session where it was.
 func (sw *Switchboard) move(ctx context.Context, sid, from, to string) (switchReport, error) {
-	// Neither agent counts as idle while the move runs.
-	sw.mu.Lock()
-	sw.inMove[from]++
-	sw.inMove[to]++
-	sw.movingTo[sid] = to
-	sw.mu.Unlock()
+	// Both agents' idle clocks start again once the move is over.
 	defer func() {
 		sw.mu.Lock()
-		sw.inMove[from]--
-		sw.inMove[to]--
-		delete(sw.movingTo, sid)
 		sw.slots[from].used, sw.slots[to].used = time.Now(), time.Now()
 		sw.mu.Unlock()
 	}()
@@ -143,8 +135,8 @@ func (sw *Switchboard) settleMove(ctx context.Context, sid string) {
 	sw.route.Lock()
 	defer sw.route.Unlock()
 	sw.mu.Lock()
-	queued := sw.moving[sid]
-	delete(sw.moving, sid)
+	queued := sw.moves[sid].queued
+	delete(sw.moves, sid)
 	target := sw.bound[sid]
 	sw.mu.Unlock()
 	for _, line := range queued {
@@ -346,7 +338,7 @@ func (sw *Switchboard) idleLoop(ctx context.Context) {
 		case <-tick.C:
 		}
 		for _, sl := range sw.idle(time.Now()) {
-			sw.stop(ctx, sl)
+			sw.stop(sl)
 		}
 	}
 }
@@ -363,8 +355,8 @@ func (sw *Switchboard) idle(now time.Time) []*slot {
 	for _, r := range sw.pending {
 		used[r.agent] = true
 	}
-	for a, n := range sw.inMove {
-		used[a] = used[a] || n > 0
+	for _, m := range sw.moves {
+		used[m.to] = true // the agent a session leaves is still its bound one
 	}
 	var out []*slot
 	for _, sl := range sw.slots {
@@ -375,7 +367,7 @@ func (sw *Switchboard) idle(now time.Time) []*slot {
 	return out
 }
 
-func (sw *Switchboard) stop(ctx context.Context, sl *slot) {
+func (sw *Switchboard) stop(sl *slot) {
 	sl.start.Lock()
 	defer sl.start.Unlock()
 	sw.mu.Lock()
@@ -386,5 +378,5 @@ func (sw *Switchboard) stop(ctx context.Context, sl *slot) {
 		return
 	}
 	sw.log.Info("stopping an agent no session uses", "agent", sl.name, "idle", sw.cfg.Idle.String())
-	b.Stop(ctx)
+	b.Stop()
 }

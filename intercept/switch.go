@@ -170,7 +170,7 @@ func carry(from, target *state.Config, agent string) (carried, not []string) {
 		}
 	}
 	for _, o := range from.Options {
-		if o.Category == replay.FieldModel || o.Category == replay.FieldMode || o.ID == SelectorID {
+		if o.Category == replay.FieldModel || o.Category == replay.FieldMode {
 			continue
 		}
 		not = append(not, fmt.Sprintf("%s=%s: options stay with the agent that offers them", o.ID, unquote(o.Current)))

@@ -52,8 +52,9 @@ type Backend struct {
 	// writes to its client, and ends when the relay has ended.
 	In  io.WriteCloser
 	Out io.Reader
-	// Stop shuts the agent down and returns once its relay has ended.
-	Stop func(ctx context.Context)
+	// Stop shuts the agent down, as the client's EOF does, and returns
+	// once its relay has ended.
+	Stop func()
 }
 
 // AgentRef names one configured agent.
@@ -73,9 +74,12 @@ type SwitchboardConfig struct {
 	Start func(ctx context.Context, name string) (*Backend, error)
 	Store state.Store
 	// Idle stops an agent no session uses after this long; 0 never does.
-	Idle     time.Duration
-	MaxFrame int
-	Log      *slog.Logger
+	Idle time.Duration
+	// CallTimeout bounds the switchboard's own requests (an initialize);
+	// 0 means DefaultCallTimeout.
+	CallTimeout time.Duration
+	MaxFrame    int
+	Log         *slog.Logger
 }
 
 // Switchboard puts several agents behind one client.
@@ -96,12 +100,10 @@ type Switchboard struct {
 
 	mu         sync.Mutex
 	slots      map[string]*slot
-	bound      map[string]string     // client session id -> agent name
-	moving     map[string][][]byte   // sessions being moved -> client frames that wait
-	inMove     map[string]int        // agent name -> moves under way from or to it
-	movingTo   map[string]string     // session -> the agent it is moving to
-	pending    map[string]pendingReq // client request id -> where it went
-	asked      map[string]agentAsk   // our id for an agent's request -> whose and its own id
+	bound      map[string]string       // client session id -> agent name
+	moves      map[string]*pendingMove // sessions being moved
+	pending    map[string]pendingReq   // client request id -> where it went
+	asked      map[string]agentAsk     // our id for an agent's request -> whose and its own id
 	calls      map[string]chan []byte
 	initParams json.RawMessage
 	closed     bool
@@ -118,6 +120,12 @@ type slot struct {
 	init json.RawMessage // its initialize result, once known
 	used time.Time       // the last time a frame went to it or a session left it
 	done chan struct{}   // closed when the running backend's reader ends
+}
+
+// pendingMove is a session on its way to another agent.
+type pendingMove struct {
+	to     string
+	queued [][]byte // the client's frames for the session, which wait for it
 }
 
 type pendingReq struct {
@@ -137,10 +145,12 @@ func NewSwitchboard(cfg SwitchboardConfig) *Switchboard {
 	if cfg.MaxFrame <= 0 {
 		cfg.MaxFrame = proxy.DefaultMaxFrame
 	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
 	sw := &Switchboard{
-		cfg: cfg, log: cfg.Log, slots: map[string]*slot{}, bound: map[string]string{}, moving: map[string][][]byte{},
-		pending: map[string]pendingReq{}, asked: map[string]agentAsk{}, calls: map[string]chan []byte{}, inMove: map[string]int{},
-		movingTo: map[string]string{},
+		cfg: cfg, log: cfg.Log, slots: map[string]*slot{}, bound: map[string]string{}, moves: map[string]*pendingMove{},
+		pending: map[string]pendingReq{}, asked: map[string]agentAsk{}, calls: map[string]chan []byte{},
 	}
 	for _, a := range cfg.Agents {
 		sw.slots[a.Name] = &slot{name: a.Name, command: a.Command}
@@ -260,15 +270,19 @@ func (sw *Switchboard) clientFrame(ctx context.Context, line []byte) {
 			return
 		}
 	}
+	var recorded string
+	if isReq && (method == mSessionLoad || method == mSessionResume) {
+		recorded = sw.recordedAgent(ctx, sid)
+	}
 	sw.route.Lock()
 	defer sw.route.Unlock()
 	sw.mu.Lock()
-	if q, ok := sw.moving[sid]; ok && sid != "" {
-		sw.moving[sid] = append(q, bytes.Clone(line))
+	if m := sw.moves[sid]; m != nil {
+		m.queued = append(m.queued, bytes.Clone(line))
 		sw.mu.Unlock()
 		return
 	}
-	target := sw.targetOf(ctx, method, sid, line)
+	target := sw.targetOf(method, sid, line, recorded)
 	sw.mu.Unlock()
 	if isReq && method == mPrompt {
 		if err := sw.checkContent(target, line); err != nil {
@@ -283,9 +297,10 @@ func (sw *Switchboard) clientFrame(ctx context.Context, line []byte) {
 	sw.toAgent(ctx, target, line, req)
 }
 
-// targetOf is the agent a client request or notification goes to. Called
-// with sw.mu held.
-func (sw *Switchboard) targetOf(ctx context.Context, method, sid string, line []byte) string {
+// targetOf is the agent a client request or notification goes to;
+// recorded is the agent the record names for a session being loaded.
+// Called with sw.mu held.
+func (sw *Switchboard) targetOf(method, sid string, line []byte, recorded string) string {
 	if method == "$/cancel_request" {
 		var p struct {
 			Params struct {
@@ -298,27 +313,35 @@ func (sw *Switchboard) targetOf(ctx context.Context, method, sid string, line []
 		}
 		return sw.cfg.Default
 	}
-	if sid == "" {
-		return sw.cfg.Default
-	}
-	if a, ok := sw.bound[sid]; ok {
+	if a, ok := sw.bound[sid]; ok && sid != "" {
 		return a
 	}
-	if method == mSessionLoad || method == mSessionResume {
-		// A session this process has not seen runs on the agent the
-		// record names; an agent no longer configured gives way to the
-		// default one, whose recorder rebuilds it there with a handoff.
-		sw.mu.Unlock()
-		rec, err := sw.cfg.Store.Session(ctx, sid)
-		sw.mu.Lock()
-		if err == nil && sw.slots[rec.AgentName] != nil {
-			return rec.AgentName
-		}
-		if err == nil {
-			sw.log.Info("the session's recorded agent is not configured; it goes to the default agent", "session", sid, "recorded", rec.AgentName)
-		}
+	if recorded != "" {
+		return recorded
 	}
 	return sw.cfg.Default
+}
+
+// recordedAgent is the configured agent the record says a session runs
+// on, "" when there is none: a session this process has not seen goes
+// there, and one whose agent is no longer configured goes to the default
+// agent, whose recorder rebuilds it with a handoff.
+func (sw *Switchboard) recordedAgent(ctx context.Context, sid string) string {
+	sw.mu.Lock()
+	_, bound := sw.bound[sid]
+	sw.mu.Unlock()
+	if bound || sid == "" {
+		return ""
+	}
+	rec, err := sw.cfg.Store.Session(ctx, sid)
+	if err != nil {
+		return ""
+	}
+	if sw.slots[rec.AgentName] == nil {
+		sw.log.Info("the session's recorded agent is not configured; it goes to the default agent", "session", sid, "recorded", rec.AgentName)
+		return ""
+	}
+	return rec.AgentName
 }
 
 // clientResponse sends the client's answer to the agent that asked.
@@ -437,7 +460,7 @@ func (sw *Switchboard) ensure(ctx context.Context, name string) (*Backend, error
 		// same initialize, and its recorder keeps it for its restarts.
 		res, err := sw.call(ctx, b, mInitialize, initParams)
 		if err != nil {
-			b.Stop(context.WithoutCancel(ctx))
+			b.Stop()
 			return nil, fmt.Errorf("initialize agent %s: %w", name, err)
 		}
 		sw.learned(ctx, sl, res)
@@ -462,10 +485,13 @@ func (sw *Switchboard) learned(ctx context.Context, sl *slot, res json.RawMessag
 	sw.mu.Lock()
 	sl.init = res
 	sw.mu.Unlock()
+	// Off the path of the frame that brought it: nothing waits for the cache.
 	info := &state.AgentInfo{Name: sl.name, Command: sl.command, Init: res, Learned: time.Now()}
-	if err := sw.cfg.Store.PutAgent(ctx, info); err != nil {
-		sw.log.Warn("agent capabilities not cached", "agent", sl.name, "err", err)
-	}
+	sw.wg.Go(func() {
+		if err := sw.cfg.Store.PutAgent(ctx, info); err != nil {
+			sw.log.Warn("agent capabilities not cached", "agent", sl.name, "err", err)
+		}
+	})
 }
 
 // call sends the switchboard's own request to an agent's relay and waits
@@ -485,7 +511,7 @@ func (sw *Switchboard) call(ctx context.Context, b *Backend, method string, para
 	if err := writeLine(b.In, req); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, DefaultCallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, sw.cfg.CallTimeout)
 	defer cancel()
 	select {
 	case line := <-ch:
@@ -579,7 +605,8 @@ func (sw *Switchboard) agentFrame(ctx context.Context, sl *slot, line []byte) []
 	sid := sessionIDOf(f)
 	sw.mu.Lock()
 	owner, isBound := sw.bound[sid]
-	joining := sw.movingTo[sid] == sl.name // the fresh native session's first frames
+	m := sw.moves[sid]
+	joining := m != nil && m.to == sl.name // the fresh native session's first frames
 	sw.mu.Unlock()
 	if isBound && owner != sl.name && !joining {
 		return nil // a late frame of a native session the session left behind

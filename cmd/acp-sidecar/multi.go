@@ -55,7 +55,7 @@ func runMulti(ctx context.Context, o runOptions, s stdio) error {
 	}
 	sw := intercept.NewSwitchboard(intercept.SwitchboardConfig{
 		Agents: refs, Default: o.agents.defaultName, Start: start, Store: env.store,
-		Idle: o.agents.idle, MaxFrame: o.maxFrame, Log: log,
+		Idle: o.agents.idle, CallTimeout: o.callTimeout, MaxFrame: o.maxFrame, Log: log,
 	})
 
 	in := pollable(s.in)
@@ -224,7 +224,7 @@ func (ss *stackSet) start(ctx context.Context, o runOptions, env *runEnv, s stdi
 		Rec: rec, In: toRelay, Out: fromRelay,
 		// Stopping is the client's EOF: the relay closes the agent's
 		// stdin, and the shutdown above takes it from there.
-		Stop: func(ctx context.Context) {
+		Stop: func() {
 			toRelay.Close()
 			<-ended
 		},
