@@ -59,11 +59,9 @@ func (ll lifeline) chunkGate() *Recorder { return ll.r }
 func (m idMapper) chunkGate() *Recorder  { return m.sc }
 
 // chunkGateOpen says whether the lifeline or the id mapping may claim a
-// chunk now. The lifeline claims one only while it suppresses a replay, and
-// the id mapping only once a session is mapped or while one is being
-// created: their Claims, read from the same state.
+// chunk now: the same two conditions their Claims test.
 func (r *Recorder) chunkGateOpen() bool {
-	return r.life.suppress.Load() > 0 || r.t.mapped.Load() || r.t.creating.Load() > 0
+	return r.life.replaying() || r.t.splicing()
 }
 
 // takeChunk is Claims and then Intercept for a chunk, in one call

@@ -29,8 +29,12 @@ func (m idMapper) Claims(_ proxy.Direction, env *proxy.Envelope) bool {
 	if !env.SessionID.Present() {
 		return false
 	}
-	return m.t.mapped.Load() || m.t.creating.Load() > 0
+	return m.t.splicing()
 }
+
+// splicing says whether any session id may need splicing now: some client
+// id is mapped, or the sidecar is creating a session.
+func (t *table) splicing() bool { return t.mapped.Load() || t.creating.Load() > 0 }
 
 // Intercept splices the mapped id in place of the frame's.
 func (m idMapper) Intercept(_ context.Context, f *proxy.Frame) (proxy.Verdict, error) {

@@ -59,6 +59,10 @@ func newLife() *life {
 
 func (l *life) get() phase { return phase(l.phase.Load()) }
 
+// replaying says whether some native load's replay is being kept from
+// the client.
+func (l *life) replaying() bool { return l.suppress.Load() > 0 }
+
 // Claims: client requests while the agent is not up, or when some session
 // is stale or a request may need emulation; agent responses (to forget
 // them); client responses to a dead agent's requests; the replay of a
@@ -73,7 +77,7 @@ func (ll lifeline) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindResponse:
 		return true
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification:
-		return l.suppress.Load() > 0 && env.SessionID.Present()
+		return l.replaying() && env.SessionID.Present()
 	}
 	return false
 }
