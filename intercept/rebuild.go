@@ -145,25 +145,29 @@ type snapshot struct {
 
 func (r *Recorder) snapshot(ctx context.Context, sid string) (snapshot, error) {
 	var snap snapshot
-	found := false
-	err := r.do(ctx, func(context.Context) {
-		s := r.sessions[sid]
-		if s == nil {
-			return
-		}
-		found = true
+	err := r.onSession(ctx, sid, func(_ context.Context, s *session) {
 		snap = snapshot{
 			native: s.rec.NativeID, live: cloneConfig(s.rec.Live), orig: cloneConfig(s.rec.Original),
 			cwd: s.rec.Cwd, mcp: s.rec.McpServers, dirs: s.rec.AdditionalDirectories, running: s.turn != nil,
 		}
 	})
-	if err != nil {
-		return snap, err
+	return snap, err
+}
+
+// onSession runs fn on the recorder's goroutine with the session sid, or
+// refuses when the recorder holds no such session.
+func (r *Recorder) onSession(ctx context.Context, sid string, fn func(ctx context.Context, s *session)) error {
+	found := false
+	err := r.do(ctx, func(ctx context.Context) {
+		if s := r.sessions[sid]; s != nil {
+			found = true
+			fn(ctx, s)
+		}
+	})
+	if err == nil && !found {
+		err = refuse(-32602, "acp-sidecar knows no session %q", sid)
 	}
-	if !found {
-		return snap, refuse(-32602, "acp-sidecar knows no session %q", sid)
-	}
-	return snap, nil
+	return err
 }
 
 // Reset gives a session a fresh native session with the same config: the
@@ -323,13 +327,7 @@ func (r *Recorder) AcceptConfig(ctx context.Context, sid string) error {
 // Status is the `_sidecar/status` result.
 func (r *Recorder) Status(ctx context.Context, sid string) (map[string]any, error) {
 	var res map[string]any
-	found := false
-	err := r.do(ctx, func(context.Context) {
-		s := r.sessions[sid]
-		if s == nil {
-			return
-		}
-		found = true
+	err := r.onSession(ctx, sid, func(_ context.Context, s *session) {
 		kept := 0
 		for _, t := range s.turns {
 			if t.Status != state.TurnRolledBack {
@@ -345,13 +343,7 @@ func (r *Recorder) Status(ctx context.Context, sid string) (map[string]any, erro
 			res["agent"] = r.cfg.Name
 		}
 	})
-	if err != nil {
-		return nil, err
-	}
-	if !found {
-		return nil, refuse(-32602, "acp-sidecar knows no session %q", sid)
-	}
-	return res, nil
+	return res, err
 }
 
 func nilOr(c *state.Config) any {

@@ -43,14 +43,9 @@ func visible(s *session) []*state.Turn {
 
 // Rewind takes back the last n turns.
 func (r *Recorder) Rewind(ctx context.Context, sid string, n int) (rollbackReport, error) {
-	count := -1
-	r.do(ctx, func(context.Context) {
-		if s := r.sessions[sid]; s != nil {
-			count = len(visible(s))
-		}
-	})
-	if count < 0 {
-		return rollbackReport{}, refuse(-32602, "acp-sidecar knows no session %q", sid)
+	count := 0
+	if err := r.onSession(ctx, sid, func(_ context.Context, s *session) { count = len(visible(s)) }); err != nil {
+		return rollbackReport{}, err
 	}
 	if n < 1 || n > count {
 		return rollbackReport{}, refuse(-32602, "cannot rewind %d turns: the conversation has %d", n, count)

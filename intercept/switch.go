@@ -235,16 +235,7 @@ func optionsOf(c *state.Config) json.RawMessage {
 // reported it, for a move that finds the session already where it should be.
 func (r *Recorder) ConfigOptions(ctx context.Context, sid string) (json.RawMessage, error) {
 	var out json.RawMessage
-	found := false
-	err := r.do(ctx, func(context.Context) {
-		if s := r.sessions[sid]; s != nil {
-			found = true
-			out = optionsOf(s.rec.Live)
-		}
-	})
-	if err == nil && !found {
-		err = refuse(-32602, "acp-sidecar knows no session %q", sid)
-	}
+	err := r.onSession(ctx, sid, func(_ context.Context, s *session) { out = optionsOf(s.rec.Live) })
 	return out, err
 }
 

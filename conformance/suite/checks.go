@@ -198,14 +198,7 @@ func reportsSince(lines []envelope, sid string, want *sessionConfig) (int, []str
 		if e.Method != "session/update" {
 			continue
 		}
-		var p struct {
-			SessionID string `json:"sessionId"`
-			Update    struct {
-				Kind          string          `json:"sessionUpdate"`
-				ConfigOptions json.RawMessage `json:"configOptions"`
-				CurrentModeID string          `json:"currentModeId"`
-			} `json:"update"`
-		}
+		var p configUpdate
 		if json.Unmarshal(e.Params, &p) != nil || p.SessionID != sid {
 			continue
 		}
@@ -432,14 +425,7 @@ func restoreCalls(entries []traceEntry, resetID string) ([]ownCall, *sessionConf
 				}
 			}
 		case e.Dir == "agent->client" && e.From == "peer" && f.Method == "session/update" && cat != nil:
-			var p struct {
-				SessionID string `json:"sessionId"`
-				Update    struct {
-					Kind          string          `json:"sessionUpdate"`
-					ConfigOptions json.RawMessage `json:"configOptions"`
-					CurrentModeID string          `json:"currentModeId"`
-				} `json:"update"`
-			}
+			var p configUpdate
 			if json.Unmarshal(f.Params, &p) != nil || p.SessionID != native {
 				continue
 			}

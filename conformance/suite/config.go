@@ -276,16 +276,20 @@ func (c *conn) session(sid string) *sessionConfig {
 	return s
 }
 
+// configUpdate is what the checks read of a session/update's params: the
+// config reports (config_option_update, current_mode_update).
+type configUpdate struct {
+	SessionID string `json:"sessionId"`
+	Update    struct {
+		Kind          string          `json:"sessionUpdate"`
+		ConfigOptions json.RawMessage `json:"configOptions"`
+		CurrentModeID string          `json:"currentModeId"`
+	} `json:"update"`
+}
+
 // applyUpdate records a session/update that reports config. Under c.mu.
 func (c *conn) applyUpdate(params json.RawMessage) {
-	var p struct {
-		SessionID string `json:"sessionId"`
-		Update    struct {
-			Kind          string          `json:"sessionUpdate"`
-			ConfigOptions json.RawMessage `json:"configOptions"`
-			CurrentModeID string          `json:"currentModeId"`
-		} `json:"update"`
-	}
+	var p configUpdate
 	if json.Unmarshal(params, &p) != nil {
 		return
 	}
