@@ -369,26 +369,40 @@ func (sw *Switchboard) clientResponse(ctx context.Context, line []byte, env *pro
 // toAgent writes a client frame to an agent's relay, starting the agent if
 // it is not running. A request that cannot be delivered is answered.
 func (sw *Switchboard) toAgent(ctx context.Context, name string, line []byte, req *pendingReq) {
-	b, err := sw.ensure(ctx, name)
-	if err == nil {
-		var id []byte
-		if req != nil {
-			env, _ := proxy.Scan(line)
-			id = env.ID
-			sw.mu.Lock()
+	var id []byte
+	if req != nil {
+		env, _ := proxy.Scan(line)
+		id = env.ID
+	}
+	var err error
+	for try := 0; try < 2; try++ {
+		// The request counts as in flight before the agent is looked up,
+		// so the idle stop passes the agent over from here on.
+		sw.mu.Lock()
+		if id != nil {
 			sw.pending[string(id)] = *req
-			sw.slots[name].used = time.Now()
-			sw.mu.Unlock()
 		}
-		if err = writeLine(b.In, line); err != nil && id != nil {
+		if sl := sw.slots[name]; sl != nil {
+			sl.used = time.Now()
+		}
+		sw.mu.Unlock()
+		var b *Backend
+		if b, err = sw.ensure(ctx, name); err == nil {
+			if err = writeLine(b.In, line); err == nil {
+				return
+			}
+		}
+		if id != nil {
 			sw.mu.Lock()
 			delete(sw.pending, string(id))
 			sw.mu.Unlock()
 		}
+		if !errors.Is(err, io.ErrClosedPipe) {
+			break // a closed pipe is an agent stopped meanwhile: start it again once
+		}
 	}
-	if err != nil && req != nil {
-		env, _ := proxy.Scan(line)
-		sw.send(proxy.ErrorResponse(env.ID, codeAgentGone, fmt.Sprintf("acp-sidecar: agent %s is not running: %v", name, err)))
+	if id != nil {
+		sw.send(proxy.ErrorResponse(id, codeAgentGone, fmt.Sprintf("acp-sidecar: agent %s is not running: %v", name, err)))
 	}
 }
 
