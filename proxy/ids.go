@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -70,7 +71,11 @@ func (o *ownCalls) WriteObject(obj any) error {
 	o.r.trace.record(ClientToAgent, true, b, nil)
 	o.r.trace.Flush()
 	if err := o.r.out[ClientToAgent].writeNow(b); err != nil {
-		return fmt.Errorf("send own request: %w", err)
+		if errors.Is(err, ErrAgentGone) {
+			return fmt.Errorf("send own request: %w", err)
+		}
+		// An agent whose stdin fails is gone, whatever the error says.
+		return fmt.Errorf("send own request: %w: %w", ErrAgentGone, err)
 	}
 	return nil
 }
@@ -111,11 +116,16 @@ func refuse(ctx context.Context, c *jsonrpc2.Conn, req *jsonrpc2.Request) (any, 
 
 // Call sends a request of the sidecar's own to the agent and waits for its
 // response, which never reaches the client. An error response comes back as
-// *jsonrpc2.Error. Calls fail once the agent's output has ended.
+// *jsonrpc2.Error. Calls fail with ErrAgentGone once the agent's output has
+// ended or its input fails: the caller learns that the agent died under
+// the call, not which library noticed.
 func (r *Relay) Call(ctx context.Context, method string, params, result any) error {
 	o := r.own.Load()
 	id := jsonrpc2.ID{Str: OwnIDPrefix + strconv.FormatUint(o.seq.Add(1), 10), IsString: true}
 	if err := o.conn.Call(ctx, method, params, result, jsonrpc2.PickID(id)); err != nil {
+		if errors.Is(err, jsonrpc2.ErrClosed) {
+			return fmt.Errorf("call %s: %w", method, ErrAgentGone)
+		}
 		return fmt.Errorf("call %s: %w", method, err)
 	}
 	return nil

@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Direction is the way a frame travels.
@@ -70,6 +72,18 @@ type Hook interface {
 	Frame(ctx context.Context, f *Frame) Verdict
 }
 
+// An UnsentHook is a Hook that also learns of each client request the agent
+// never received: its write to the agent failed, because the agent had died.
+// Unsent is called on the client's goroutine right after the failed write,
+// with the request as the client sent it (before any rewrite), so the hook
+// can keep it for the agent's successor; f is valid only during the call. A
+// Hook without it loses such a request, whose sender then waits for the
+// error its hook gives every request the dead agent had.
+type UnsentHook interface {
+	Hook
+	Unsent(ctx context.Context, f *Frame)
+}
+
 // HookFunc adapts a function to Hook.
 type HookFunc func(ctx context.Context, f *Frame) Verdict
 
@@ -119,6 +133,12 @@ type Relay struct {
 
 	clientEOF  chan struct{} // closed when the client's input has ended
 	agentEnded atomic.Bool   // Run is done with every agent
+
+	// inFrame is held by the client's goroutine from a frame's hook call to
+	// the end of its write, so the agent's end can wait for the frame in
+	// hand: either it reached the dead agent, or its write failed and the
+	// hook got it back (UnsentHook), never both or neither.
+	inFrame sync.Mutex
 }
 
 // NewRelay builds a relay. Call Run to start it.
@@ -235,6 +255,7 @@ func (r *Relay) agentToClient(ctx context.Context) error {
 		// answer fail now, not at their timeouts; the next agent gets a
 		// connection of its own.
 		r.out[ClientToAgent].fail(ErrAgentGone)
+		r.awaitFrameInHand()
 		old := r.own.Swap(newOwnCalls(r))
 		old.close()
 		// Frames for the agent wait while it restarts; the sidecar's own
@@ -248,6 +269,31 @@ func (r *Relay) agentToClient(ctx context.Context) error {
 		r.out[ClientToAgent].swap(in)
 		release()
 		out = next
+	}
+}
+
+// frameInHandBound bounds the wait for the client's frame in hand at the
+// agent's end. Its write fails at once once the output has failed; only a
+// write already blocked on a full pipe that a survivor of the agent keeps
+// open and unread could take longer, and the restart must not wait on it.
+const frameInHandBound = 2 * time.Second
+
+// awaitFrameInHand waits until the client's goroutine is done with the
+// frame it may be writing, so OnAgentExit sees every request either sent
+// or handed back. The goroutine it starts ends when that frame is done.
+func (r *Relay) awaitFrameInHand() {
+	done := make(chan struct{})
+	go func() {
+		r.inFrame.Lock()
+		close(done)
+		r.inFrame.Unlock()
+	}()
+	t := time.NewTimer(frameInHandBound)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		r.log.Warn("a client frame's write to the dead agent is still blocked; restarting without it")
 	}
 }
 
@@ -303,11 +349,21 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 				continue
 			}
 		}
+		if dir == ClientToAgent {
+			r.inFrame.Lock()
+		}
 		*f = Frame{Dir: dir, Raw: line, Env: env}
 		v := r.hook.Frame(ctx, f)
 		flush := lr.Buffered() == 0
+		// A client request is written on its own, so a failed write tells
+		// which request the agent never received (UnsentHook).
+		request := dir == ClientToAgent && env.Kind == KindRequest
 		switch v.Do {
 		case Pass:
+			if request {
+				r.writeRequest(ctx, out, line, f)
+				break
+			}
 			if buf := lr.takeLong(); buf != nil {
 				// Written while the next frame is read (output.writeOwned).
 				spare, err := out.writeOwned(buf)
@@ -318,6 +374,11 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 			r.writeOrLog(out, dir, line, flush)
 		case Rewrite:
 			r.trace.record(dir, true, v.Line, nil)
+			if request {
+				*f = Frame{Dir: dir, Raw: line, Env: env} // the original, as the client sent it
+				r.writeRequest(ctx, out, v.Line, f)
+				break
+			}
 			r.writeOrLog(out, dir, v.Line, flush)
 		case Answer:
 			r.trace.record(dir.Reverse(), true, v.Line, nil)
@@ -330,10 +391,29 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 				r.flushOrLog(out, dir)
 			}
 		}
+		if dir == ClientToAgent {
+			r.inFrame.Unlock()
+		}
 		if flush && r.trace != nil {
 			r.trace.Flush()
 		}
 	}
+}
+
+// writeRequest writes and flushes a client request. When the write fails
+// because the agent is gone, the hook gets the request back as the client
+// sent it (orig), to send again to the agent's successor.
+func (r *Relay) writeRequest(ctx context.Context, o *output, line []byte, orig *Frame) {
+	err := o.write(line, true)
+	if err == nil || errors.Is(err, ErrClosed) {
+		return
+	}
+	if h, ok := r.hook.(UnsentHook); ok && r.cfg.OnAgentExit != nil {
+		r.log.Info("a client request did not reach the agent, which is gone; it is kept for the next agent", "method", string(orig.Env.Method))
+		h.Unsent(ctx, orig)
+		return
+	}
+	r.logWrite(ClientToAgent, err)
 }
 
 func (r *Relay) writeOrLog(o *output, dir Direction, line []byte, flush bool) {
