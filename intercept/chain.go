@@ -108,7 +108,23 @@ func NewChain(log *slog.Logger, list ...Interceptor) *Chain {
 	return c
 }
 
-var _ proxy.Hook = (*Chain)(nil)
+var _ proxy.UnsentHook = (*Chain)(nil)
+
+// unsentTaker is an interceptor that keeps a client request the agent
+// never received (proxy.UnsentHook).
+type unsentTaker interface {
+	Unsent(ctx context.Context, f *proxy.Frame)
+}
+
+// Unsent implements proxy.UnsentHook: the interceptors that keep such
+// requests get it, in chain order.
+func (c *Chain) Unsent(ctx context.Context, f *proxy.Frame) {
+	for _, ic := range c.list {
+		if u, ok := ic.(unsentTaker); ok {
+			u.Unsent(ctx, f)
+		}
+	}
+}
 
 // Frame implements proxy.Hook.
 func (c *Chain) Frame(ctx context.Context, f *proxy.Frame) proxy.Verdict {

@@ -100,7 +100,7 @@ func FuzzIDMapper(f *testing.F) {
 		if err != nil || !env.SessionID.Present() {
 			return
 		}
-		tbl := newTable()
+		tbl := newTable(newSignal())
 		var from string
 		isString := json.Unmarshal(frame[env.SessionID.Start:env.SessionID.End], &from) == nil
 		dir := proxy.AgentToClient

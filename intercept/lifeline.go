@@ -2,7 +2,6 @@ package intercept
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -43,18 +42,20 @@ type tracker struct{ l *life }
 // life is the shared state of lifeline and tracker.
 type life struct {
 	phase    atomic.Int32
-	suppress atomic.Int32 // native loads in flight whose replay is kept from the client
+	gen      atomic.Uint64 // the agent's lives: one more at each exit
+	suppress atomic.Int32  // native loads in flight whose replay is kept from the client
 
 	mu          sync.Mutex
 	inflight    map[string]string // client request id token -> method
 	agentReqs   map[string]bool   // agent request ids awaiting the client
 	staleAgent  map[string]bool   // agent request ids of a dead agent
 	suppressing map[string]bool   // native ids being loaded by the sidecar
+	unsent      map[string]bool   // client ids whose prompt the dead agent never received
 	lastExit    string
 }
 
 func newLife() *life {
-	return &life{inflight: map[string]string{}, agentReqs: map[string]bool{}, staleAgent: map[string]bool{}, suppressing: map[string]bool{}}
+	return &life{inflight: map[string]string{}, agentReqs: map[string]bool{}, staleAgent: map[string]bool{}, suppressing: map[string]bool{}, unsent: map[string]bool{}}
 }
 
 func (l *life) get() phase { return phase(l.phase.Load()) }
@@ -78,6 +79,8 @@ func (ll lifeline) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 		return true
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification:
 		return l.replaying() && env.SessionID.Present()
+	case dir == proxy.ClientToAgent && env.Kind == proxy.KindNotification:
+		return env.MethodIs(mCancel) && ll.r.room.waiting()
 	}
 	return false
 }
@@ -101,6 +104,14 @@ func (ll lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		}
 		delete(l.agentReqs, id)
 		return proxy.Verdict{}, nil
+	case f.Dir == proxy.ClientToAgent && f.Env.Kind == proxy.KindNotification:
+		// A cancel for a prompt that waits takes it out of the queue; the
+		// prompt is answered cancelled, and the agent, which never had
+		// it, is not told.
+		if r.room.cancelPrompts(sessionIDOf(f)) {
+			return proxy.Verdict{Do: proxy.Drop}, nil
+		}
+		return proxy.Verdict{}, nil
 	case f.Dir == proxy.AgentToClient:
 		sid := sessionIDOf(f)
 		l.mu.Lock()
@@ -111,44 +122,95 @@ func (ll lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		return proxy.Verdict{}, nil
 	}
 	// A client request.
-	switch l.get() {
-	case phaseRestarting:
-		return answer(proxy.ErrorResponse(f.Env.ID, codeAgentGone, "acp-sidecar: the agent exited and is being restarted; your sessions were kept. Send the request again in a moment.")), nil
-	case phaseDead:
-		l.mu.Lock()
-		why := l.lastExit
-		l.mu.Unlock()
-		return answer(proxy.ErrorResponse(f.Env.ID, codeAgentGone, "acp-sidecar: the agent keeps exiting ("+why+"), so it is no longer restarted. Close this session and check the agent.")), nil
+	if l.get() == phaseDead {
+		return answer(proxy.ErrorResponse(f.Env.ID, codeAgentGone, r.deadError().Error())), nil
 	}
 	method := string(f.Env.Method)
-	switch method {
-	case mSessionLoad, mSessionResume, mSessionList:
-		if v, ok := ll.emulate(ctx, f, method); ok {
-			return v, nil
+	emulated := method == mSessionLoad || method == mSessionResume || method == mSessionList
+	sid := ""
+	if f.Env.SessionID.Present() {
+		sid = sessionIDOf(f)
+	}
+	if emulated {
+		if r.mustWait(sid) {
+			return r.hold(f, sid, ll.emulate), nil
 		}
-		return proxy.Verdict{}, nil
-	}
-	if !f.Env.SessionID.Present() || !r.t.anyStale.Load() {
-		return proxy.Verdict{}, nil
-	}
-	sid := sessionIDOf(f)
-	if !r.t.isStale(sid) {
-		return proxy.Verdict{}, nil
-	}
-	// The session's native session died with the agent: rebuild it, then
-	// let this request go on, in its place in the stream.
-	release := r.sc.Hold(proxy.ClientToAgent)
-	raw := append([]byte(nil), f.Raw...)
-	r.spawn(func(ctx context.Context) {
-		if err := r.Recover(ctx, sid); err != nil {
-			r.log.Error("rebuild after the agent's exit failed", "session", sid, "err", err)
-			r.sc.Send(proxy.AgentToClient, proxy.ErrorResponse(f.Env.ID, codeAgentGone, fmt.Sprintf("acp-sidecar: could not rebuild the session after the agent exited: %v", err)))
-			release()
-			return
+		if !ll.emulates(method, sid) {
+			return proxy.Verdict{}, nil
 		}
-		release(r.reenter(ctx, raw)...)
-	})
-	return proxy.Verdict{Do: proxy.Drop}, nil
+		// The decision needs the recorder, off the relay's path.
+		return r.hold(f, sid, ll.emulate), nil
+	}
+	if !r.mustWait(sid) {
+		return proxy.Verdict{}, nil
+	}
+	// The agent is restarting, or the session's native session is being
+	// rebuilt or died with the agent: the request waits for it, then goes
+	// on in its place in the stream.
+	return r.hold(f, sid, nil), nil
+}
+
+// Unsent keeps a client request whose write to the agent failed: the agent
+// had died and never received it, so it is not answered with an error but
+// waits, like a request that arrives while the agent restarts, and is sent
+// to the restarted agent (DESIGN.md "While the agent's side is being
+// rebuilt"). What the chain noted of it is taken back: it is not in flight,
+// and a prompt's turn has not begun.
+func (ll lifeline) Unsent(_ context.Context, f *proxy.Frame) {
+	r, l := ll.r, ll.r.life
+	id := string(f.Env.ID)
+	sid := ""
+	if f.Env.SessionID.Present() {
+		sid = sessionIDOf(f)
+	}
+	prompt := f.Env.MethodIs(mPrompt)
+	// The agent's exit may not be noticed yet: then the request waits for
+	// the next agent, not for the one that is gone.
+	gen := l.gen.Load()
+	if l.get() == phaseUp {
+		gen++
+	}
+	l.mu.Lock()
+	delete(l.inflight, id)
+	if prompt && sid != "" {
+		l.unsent[sid] = true
+	}
+	l.mu.Unlock()
+	r.mu.Lock()
+	if req := r.pending[id]; req != nil {
+		delete(r.pending, id)
+		if req.method == mPrompt && r.running.Load() > 0 {
+			r.running.Add(-1)
+		}
+	}
+	r.mu.Unlock()
+	if prompt && sid != "" {
+		r.enqueue(event{fn: func(ctx context.Context) { r.unbegin(ctx, sid) }})
+	}
+	// The relay has this frame's place: nothing after it was written.
+	r.holdAfter(f, sid, nil, gen)
+}
+
+// unbegin takes back the turn of a prompt the agent never received: it
+// will be recorded when the prompt is sent again. A handoff it carried is
+// owed again.
+func (r *Recorder) unbegin(ctx context.Context, sid string) {
+	r.life.mu.Lock()
+	delete(r.life.unsent, sid)
+	r.life.mu.Unlock()
+	s := r.sessions[sid]
+	if s == nil || s.turn == nil || s.turn != &s.turns[len(s.turns)-1] {
+		return
+	}
+	handoff := s.turn.HandoffDelivered
+	r.takeAnswer(s.turn.NativeID)
+	s.turns = s.turns[:len(s.turns)-1]
+	s.turn = nil
+	if handoff {
+		s.rec.Handoff = nil
+		r.arm(s)
+		r.putSession(ctx, s)
+	}
 }
 
 // reenter runs a held client frame through the rest of the chain (the

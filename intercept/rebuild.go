@@ -187,16 +187,58 @@ func (r *Recorder) Reset(ctx context.Context, sid string) (report, error) {
 		return report{}, refuse(codeBusy, "a turn is running; cancel it or wait for it to end, then reset")
 	}
 	capture := r.t.targetOr(sid, snap.live)
-	native, catalog, err := r.newNative(ctx, sid, snap)
-	if err != nil {
-		return report{}, fmt.Errorf("reset %s: %w", sid, err)
-	}
-	out := r.restore(ctx, native, capture, catalog)
-	rep := r.settle(ctx, sid, native, out, func(s *session) {
-		s.rec.ContextFrom = len(s.turns) + 1
-		s.rec.Handoff = nil
+	var rep report
+	err = r.rebuilding(ctx, sid, capture, func(ctx context.Context, gen uint64) (bool, error) {
+		native, catalog, err := r.newNative(ctx, sid, snap)
+		if err != nil {
+			return agentLost(err), fmt.Errorf("reset %s: %w", sid, err)
+		}
+		out := r.restore(ctx, native, capture, catalog)
+		if r.lostSince(gen, out) {
+			return true, nil
+		}
+		rep = r.settle(ctx, sid, native, out, func(s *session) {
+			s.rec.ContextFrom = len(s.turns) + 1
+			s.rec.Handoff = nil
+		})
+		r.t.clearStale(sid) // the fresh session lives on the agent that is up now
+		return false, nil
 	})
-	return rep, nil
+	return rep, err
+}
+
+// rebuilding runs a rebuild of sid until it completes on an agent that
+// stayed up through it. When the agent dies under an attempt (try reports
+// lost: a call failed with ErrAgentGone, or the agent's life changed
+// meanwhile), nothing of that attempt is settled: the session owes its
+// capture, so whatever rebuilds it next aims there and not at a partial
+// config, and once a restarted agent is up the attempt runs again
+// (DESIGN.md "While the agent's side is being rebuilt, the client waits").
+// The caller holds the session busy throughout, so requests for it wait.
+func (r *Recorder) rebuilding(ctx context.Context, sid string, capture *state.Config, try func(ctx context.Context, gen uint64) (lost bool, err error)) error {
+	for {
+		gen := r.life.gen.Load()
+		lost, err := try(ctx, gen)
+		if !lost {
+			// Settled, or failed for a reason of its own. An agent that
+			// dies after a settle finds the session's full capture in
+			// live, and its recovery aims there.
+			return err
+		}
+		if capture != nil {
+			r.t.owe(sid, capture)
+		}
+		r.log.Info("the agent exited during a rebuild; it runs again from its capture once the agent is back", "session", sid)
+		if err := r.awaitAgent(ctx, gen); err != nil {
+			return fmt.Errorf("rebuild %s: %w", sid, err)
+		}
+	}
+}
+
+// lostSince says whether the agent died under a rebuild attempt that began
+// in generation gen.
+func (r *Recorder) lostSince(gen uint64, out outcome) bool {
+	return out.lost || r.life.gen.Load() != gen
 }
 
 // newNative creates a fresh native session like the client's (the same cwd,
@@ -279,33 +321,52 @@ func (r *Recorder) RestoreOriginal(ctx context.Context, sid string) (report, err
 	}
 	defer r.t.end(sid)
 	r.do(ctx, func(ctx context.Context) { r.fixOriginal(ctx, sid) })
-	snap, err := r.snapshot(ctx, sid)
-	if err != nil {
-		return report{}, err
-	}
-	if snap.orig == nil {
-		return report{}, refuse(-32602, "session %s has no recorded original config (it was recorded before originals existed, or imported); nothing was changed", sid)
-	}
-	out := r.restore(ctx, snap.native, snap.orig, snap.live)
-	rep := r.settle(ctx, sid, snap.native, out, func(s *session) {
-		if len(out.failed) > 0 {
-			return
+	var rep report
+	err := r.rebuilding(ctx, sid, nil, func(ctx context.Context, gen uint64) (bool, error) {
+		snap, err := r.snapshot(ctx, sid)
+		if err != nil {
+			return false, err
 		}
-		now := r.cfg.Now()
-		for _, o := range snap.orig.Options {
-			s.rec.Overrides = append(s.rec.Overrides, state.Override{OptionID: o.ID, Category: o.Category, Value: o.Current, At: now})
+		if snap.orig == nil {
+			return false, refuse(-32602, "session %s has no recorded original config (it was recorded before originals existed, or imported); nothing was changed", sid)
 		}
-		for _, l := range []struct {
-			field string
-			leg   *state.Legacy
-		}{{"model", snap.orig.Model}, {"mode", snap.orig.Mode}} {
-			if l.leg != nil && snap.orig.ByCategory(l.field) == nil {
-				v, _ := json.Marshal(l.leg.Current)
-				s.rec.Overrides = append(s.rec.Overrides, state.Override{OptionID: l.field, Category: l.field, Value: v, At: now})
+		native, catalog, path := snap.native, snap.live, ""
+		if r.t.isStale(sid) {
+			// The agent died under an earlier attempt: the session needs a
+			// native session again before the original goes onto it.
+			if native, catalog, path, err = r.climb(ctx, sid, snap, true); err != nil {
+				return agentLost(err), err
 			}
 		}
+		out := r.restore(ctx, native, snap.orig, catalog)
+		if r.lostSince(gen, out) {
+			return true, nil
+		}
+		rep = r.settle(ctx, sid, native, out, func(s *session) {
+			if path == "new" {
+				r.arm(s)
+			}
+			if len(out.failed) > 0 {
+				return
+			}
+			now := r.cfg.Now()
+			for _, o := range snap.orig.Options {
+				s.rec.Overrides = append(s.rec.Overrides, state.Override{OptionID: o.ID, Category: o.Category, Value: o.Current, At: now})
+			}
+			for _, l := range []struct {
+				field string
+				leg   *state.Legacy
+			}{{"model", snap.orig.Model}, {"mode", snap.orig.Mode}} {
+				if l.leg != nil && snap.orig.ByCategory(l.field) == nil {
+					v, _ := json.Marshal(l.leg.Current)
+					s.rec.Overrides = append(s.rec.Overrides, state.Override{OptionID: l.field, Category: l.field, Value: v, At: now})
+				}
+			}
+		})
+		r.t.clearStale(sid)
+		return false, nil
 	})
-	return rep, nil
+	return rep, err
 }
 
 // AcceptConfig lifts a block: the session goes on with what the agent has.

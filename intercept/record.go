@@ -73,6 +73,9 @@ type RecorderConfig struct {
 	HandoffBudget int
 	// CallTimeout bounds each of the sidecar's own calls.
 	CallTimeout time.Duration
+	// HoldTimeout bounds how long a client request waits for a restarting
+	// agent or a rebuild (0: DefaultHoldTimeout).
+	HoldTimeout time.Duration
 	Now         func() time.Time
 }
 
@@ -102,10 +105,13 @@ type Recorder struct {
 	chunks  chunkCache          // the agent pump's own; see collect
 	running atomic.Int32        // turns in flight: chunks are read only while some are
 
-	t    *table
-	life *life
-	rest *Chain          // the chain after lifeline, for frames it held
-	ctx  context.Context // for the goroutines the recorder owns; set by Start
+	t     *table
+	life  *life
+	room  room            // client requests waiting for their session (wait.go)
+	ready *signal         // fires when the agent's phase or a rebuild changes
+	quit  chan struct{}   // closed when Close begins: nobody waits any longer
+	rest  *Chain          // the chain after lifeline, for frames it held
+	ctx   context.Context // for the goroutines the recorder owns; set by Start
 
 	// Guarded by mu: what a restarted agent must be told.
 	initParams, authParams json.RawMessage
@@ -169,6 +175,10 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = DefaultCallTimeout
 	}
+	if cfg.HoldTimeout <= 0 {
+		cfg.HoldTimeout = DefaultHoldTimeout
+	}
+	ready := newSignal()
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -180,8 +190,10 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 		pending:  map[string]*request{},
 		answers:  answers{},
 		sessions: map[string]*session{},
-		t:        newTable(),
+		t:        newTable(ready),
 		life:     newLife(),
+		ready:    ready,
+		quit:     make(chan struct{}),
 		ctx:      context.Background(),
 	}
 }
@@ -211,6 +223,11 @@ func (r *Recorder) Start(ctx context.Context) {
 // Close lets the recorder finish the events already queued, writes what it
 // holds, and waits for its goroutine.
 func (r *Recorder) Close(ctx context.Context) error {
+	select {
+	case <-r.quit:
+	default:
+		close(r.quit)
+	}
 	// The goroutines the recorder started (slash commands, rebuilds) end
 	// with their calls, which time out when the agent is gone.
 	spawned := make(chan struct{})

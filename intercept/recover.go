@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -46,7 +47,9 @@ func parseCaps(result json.RawMessage) agentCaps {
 // never resends a prompt by itself.
 func (r *Recorder) AgentGone(ctx context.Context, reason string) {
 	l := r.life
+	l.gen.Add(1)
 	l.phase.Store(int32(phaseRestarting))
+	defer r.ready.fire()
 	l.mu.Lock()
 	l.lastExit = reason
 	pending := l.inflight
@@ -70,8 +73,11 @@ func (r *Recorder) AgentGone(ctx context.Context, reason string) {
 		r.sc.Send(proxy.AgentToClient, proxy.ErrorResponse([]byte(id), codeAgentGone, msg))
 	}
 	r.do(ctx, func(ctx context.Context) {
+		l.mu.Lock()
+		unsent := maps.Clone(l.unsent)
+		l.mu.Unlock()
 		for sid, s := range r.sessions {
-			if s.turn != nil {
+			if s.turn != nil && !unsent[sid] { // an unsent prompt's turn is taken back (unbegin)
 				s.turn.Status = state.TurnInterrupted
 				s.turn.Ended = r.cfg.Now()
 				s.turn.Answer += r.takeAnswer(s.turn.NativeID)
@@ -112,6 +118,7 @@ func (r *Recorder) AgentBack(ctx context.Context) error {
 		}
 	}
 	r.life.phase.Store(int32(phaseUp))
+	r.ready.fire()
 	return nil
 }
 
@@ -122,6 +129,7 @@ func (r *Recorder) AgentDead(reason string) {
 	r.life.lastExit = reason
 	r.life.mu.Unlock()
 	r.life.phase.Store(int32(phaseDead))
+	r.ready.fire()
 }
 
 // Recover rebuilds a session whose native session died with the agent, by
@@ -141,19 +149,27 @@ func (r *Recorder) Recover(ctx context.Context, sid string) error {
 	if err != nil {
 		return err
 	}
-	native, catalog, path, err := r.climb(ctx, sid, snap, true)
-	if err != nil {
-		return err
-	}
-	out := r.restore(ctx, native, r.t.targetOr(sid, snap.live), catalog)
-	r.settle(ctx, sid, native, out, func(s *session) {
-		if path == "new" {
-			r.arm(s)
+	target := r.t.targetOr(sid, snap.live)
+	return r.rebuilding(ctx, sid, target, func(ctx context.Context, gen uint64) (bool, error) {
+		native, catalog, path, err := r.climb(ctx, sid, snap, true)
+		if err != nil {
+			return agentLost(err), err
 		}
+		out := r.restore(ctx, native, target, catalog)
+		if r.lostSince(gen, out) {
+			return true, nil
+		}
+		r.settle(ctx, sid, native, out, func(s *session) {
+			// A native session the agent brought back still lacks a
+			// handoff that never reached its predecessor.
+			if path == "new" || s.rec.HandoffPending {
+				r.arm(s)
+			}
+		})
+		r.t.clearStale(sid)
+		r.log.Info("session rebuilt after the agent's exit", "session", sid, "path", path)
+		return false, nil
 	})
-	r.t.clearStale(sid)
-	r.log.Info("session rebuilt after the agent's exit", "session", sid, "path", path)
-	return nil
 }
 
 // climb runs the recovery ladder and returns the native session it ended
@@ -212,46 +228,46 @@ func mcpOrEmpty(m json.RawMessage) json.RawMessage {
 	return m
 }
 
-// emulate decides a client's session/load, session/resume or session/list.
-// It holds the request's place and works on a goroutine: a session the
-// record knows is rebuilt (natively where the agent can, else emulated), an
-// unknown one goes to the agent for its own answer, and a list the agent
-// cannot make is answered from the record.
-func (ll lifeline) emulate(ctx context.Context, f *proxy.Frame, method string) (proxy.Verdict, bool) {
-	r := ll.r
-	r.mu.Lock()
-	caps := r.caps
-	r.mu.Unlock()
+// emulates says whether the sidecar decides a client's session/load,
+// session/resume or session/list itself: a load or resume of a session the
+// record may know is rebuilt (natively where the agent can, else emulated),
+// and a list the agent cannot make is answered from the record.
+func (ll lifeline) emulates(method, sid string) bool {
 	if method == mSessionList {
-		if caps.list {
-			return proxy.Verdict{}, false
-		}
-		id, raw := append([]byte(nil), f.Env.ID...), append([]byte(nil), f.Raw...)
-		r.spawn(func(ctx context.Context) { r.sc.Send(proxy.AgentToClient, r.listSessions(ctx, id, raw)) })
-		return proxy.Verdict{Do: proxy.Drop}, true
+		ll.r.mu.Lock()
+		defer ll.r.mu.Unlock()
+		return !ll.r.caps.list
 	}
-	sid := sessionIDOf(f)
-	if sid == "" {
-		return proxy.Verdict{}, false
+	return sid != ""
+}
+
+// emulate decides a held session/load, session/resume or session/list
+// once the agent is up: an unknown session goes to the agent for its own
+// answer, a known one is reopened from the record.
+func (ll lifeline) emulate(ctx context.Context, q waited, release func(lines ...[]byte)) {
+	r := ll.r
+	if !ll.emulates(q.method, q.sid) {
+		release(r.reenter(ctx, q.raw)...)
+		return
 	}
-	release := r.sc.Hold(proxy.ClientToAgent)
-	id, raw := append([]byte(nil), f.Env.ID...), append([]byte(nil), f.Raw...)
-	r.spawn(func(ctx context.Context) {
-		line, err := r.reopen(ctx, sid, method)
-		switch {
-		case errors.Is(err, state.ErrNotFound):
-			release(raw) // not ours: the agent answers, with its own error if it must
-		case err != nil:
-			release()
-			r.sc.Send(proxy.AgentToClient, proxy.ErrorResponse(id, errorCode(err), err.Error()))
-		case line == nil:
-			release(r.reenter(ctx, raw)...) // live here: the agent has it
-		default:
-			release()
-			r.sc.Send(proxy.AgentToClient, response(id, line))
-		}
-	})
-	return proxy.Verdict{Do: proxy.Drop}, true
+	if q.method == mSessionList {
+		release()
+		r.send(proxy.AgentToClient, r.listSessions(ctx, q.id, q.raw))
+		return
+	}
+	line, err := r.reopen(ctx, q.sid, q.method)
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		release(q.raw) // not ours: the agent answers, with its own error if it must
+	case err != nil:
+		release()
+		r.send(proxy.AgentToClient, proxy.ErrorResponse(q.id, errorCode(err), err.Error()))
+	case line == nil:
+		release(r.reenter(ctx, q.raw)...) // live here: the agent has it
+	default:
+		release()
+		r.send(proxy.AgentToClient, response(q.id, line))
+	}
 }
 
 func response(id, result []byte) []byte {
@@ -290,29 +306,42 @@ func (r *Recorder) reopen(ctx context.Context, sid, method string) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
-	// A native load the client asked for sends the agent's replay to the
-	// client, under its own id; a resume sends none.
-	native, catalog, path, err := r.climb(ctx, sid, snap, false)
+	target := r.t.targetOr(sid, snap.live)
+	var out outcome
+	var catalog *state.Config
+	err = r.rebuilding(ctx, sid, target, func(ctx context.Context, gen uint64) (bool, error) {
+		// A native load the client asked for sends the agent's replay to
+		// the client, under its own id; a resume sends none.
+		native, cat, path, err := r.climb(ctx, sid, snap, false)
+		if err != nil {
+			return agentLost(err), err
+		}
+		catalog = cat
+		out = r.restore(ctx, native, target, catalog)
+		if r.lostSince(gen, out) {
+			return true, nil
+		}
+		var history [][]byte
+		r.settle(ctx, sid, native, out, func(s *session) {
+			if path == "new" {
+				r.arm(s)
+			}
+			// Only the agent's own load replays the history to the client;
+			// after a resume or a new session the sidecar sends it.
+			if method == mSessionLoad && path != "load" {
+				history = historyUpdates(sid, replay.Visible(&s.rec, r.fullTurns(ctx, s)))
+			}
+		})
+		r.t.clearStale(sid)
+		for _, line := range history {
+			r.send(proxy.AgentToClient, line)
+		}
+		r.log.Info("session reopened", "session", sid, "method", method, "path", path)
+		return false, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	out := r.restore(ctx, native, r.t.targetOr(sid, snap.live), catalog)
-	var history [][]byte
-	r.settle(ctx, sid, native, out, func(s *session) {
-		if path == "new" {
-			r.arm(s)
-		}
-		// Only the agent's own load replays the history to the client;
-		// after a resume or a new session the sidecar sends it.
-		if method == mSessionLoad && path != "load" {
-			history = historyUpdates(sid, replay.Visible(&s.rec, r.fullTurns(ctx, s)))
-		}
-	})
-	r.t.clearStale(sid)
-	for _, line := range history {
-		r.sc.Send(proxy.AgentToClient, line)
-	}
-	r.log.Info("session reopened", "session", sid, "method", method, "path", path)
 	result := map[string]any{}
 	if out.optionsRaw != nil {
 		result["configOptions"] = out.optionsRaw

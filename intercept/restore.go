@@ -6,8 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sourcegraph/jsonrpc2"
-
+	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -25,7 +24,13 @@ type outcome struct {
 	optionsRaw json.RawMessage
 	// modeSet is true when the mode changed.
 	modeSet bool
+	// lost says the agent died under the restore: it stopped there, and
+	// what it did applies to a native session that is gone.
+	lost bool
 }
+
+// agentLost says whether a call failed because the agent died under it.
+func agentLost(err error) bool { return errors.Is(err, proxy.ErrAgentGone) }
 
 // restore moves a native session's config toward target, one step at a time
 // as replay.Next decides, each after the previous answer, through the
@@ -55,8 +60,14 @@ func (r *Recorder) restore(ctx context.Context, nativeID string, target, catalog
 			continue
 		}
 		if err := r.runStep(ctx, nativeID, step, &out); err != nil {
+			if agentLost(err) {
+				// Nothing after this can land on the native session; the
+				// rebuild starts again from its capture (rebuilding).
+				out.lost = true
+				return out
+			}
 			out.failed = append(out.failed, replay.FieldError{Field: step.Field, Want: step.Value, Reason: err.Error()})
-			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jsonrpc2.ErrClosed) {
+			if errors.Is(err, context.DeadlineExceeded) {
 				// One bound for the agent's silence, not one per field.
 				silent = fmt.Errorf("the agent did not answer %s", step.Method)
 			}

@@ -88,12 +88,30 @@ func (r *Recorder) Rollback(ctx context.Context, sid string, keep int) (rollback
 	if fail != nil {
 		return rollbackReport{}, fail
 	}
-	native, catalog, err := r.newNative(ctx, sid, snap)
+	capture := r.t.targetOr(sid, snap.live)
+	err := r.rebuilding(ctx, sid, capture, func(ctx context.Context, gen uint64) (bool, error) {
+		native, catalog, err := r.newNative(ctx, sid, snap)
+		if err != nil {
+			return agentLost(err), fmt.Errorf("rollback %s: %w", sid, err)
+		}
+		out := r.restore(ctx, native, capture, catalog)
+		if r.lostSince(gen, out) {
+			return true, nil
+		}
+		rep.report = r.settleRollback(ctx, sid, native, out, keep)
+		r.t.clearStale(sid) // the fresh session lives on the agent that is up now
+		return false, nil
+	})
 	if err != nil {
-		return rollbackReport{}, fmt.Errorf("rollback %s: %w", sid, err)
+		return rollbackReport{}, err
 	}
-	out := r.restore(ctx, native, r.t.targetOr(sid, snap.live), catalog)
-	rep.report = r.settle(ctx, sid, native, out, func(s *session) {
+	return rep, nil
+}
+
+// settleRollback records a rollback that landed: the turns after keep are
+// taken back, and the kept ones are handed to the fresh native session.
+func (r *Recorder) settleRollback(ctx context.Context, sid, native string, out outcome, keep int) report {
+	return r.settle(ctx, sid, native, out, func(s *session) {
 		vis := visible(s)
 		after := s.rec.ContextFrom - 1 // the last turn kept, by index
 		if keep > 0 {
@@ -108,7 +126,6 @@ func (r *Recorder) Rollback(ctx context.Context, sid string, keep int) (rollback
 		}
 		r.arm(s)
 	})
-	return rep, nil
 }
 
 // arm marks the session's native session as lacking the kept turns, and
@@ -158,24 +175,33 @@ func (r *Recorder) Fork(ctx context.Context, parent string, at int) (report, err
 		return report{}, fail
 	}
 	child := newClientID()
-	native, catalog, err := r.newNative(ctx, child, snap)
-	if err != nil {
-		return report{}, fmt.Errorf("fork %s: %w", parent, err)
-	}
-	r.do(ctx, func(ctx context.Context) {
-		now := r.cfg.Now()
-		s := &session{started: true}
-		s.rec = state.Session{
-			ClientID: child, NativeID: native, NativeHistory: []string{native}, Agent: r.cfg.Agent, AgentName: r.cfg.Name,
-			Cwd: snap.cwd, McpServers: snap.mcp, AdditionalDirectories: snap.dirs, Created: now,
-			Baseline: cloneConfig(catalog), Live: catalog, Original: cloneConfig(snap.live),
-			Lineage: &state.Lineage{ParentID: parent, ForkTurn: at},
+	var rep report
+	err := r.rebuilding(ctx, child, nil, func(ctx context.Context, gen uint64) (bool, error) {
+		native, catalog, err := r.newNative(ctx, child, snap)
+		if err != nil {
+			return agentLost(err), fmt.Errorf("fork %s: %w", parent, err)
 		}
-		r.sessions[child] = s
-		r.putSession(ctx, s)
+		r.do(ctx, func(ctx context.Context) {
+			now := r.cfg.Now()
+			s := &session{started: true}
+			s.rec = state.Session{
+				ClientID: child, NativeID: native, NativeHistory: []string{native}, Agent: r.cfg.Agent, AgentName: r.cfg.Name,
+				Cwd: snap.cwd, McpServers: snap.mcp, AdditionalDirectories: snap.dirs, Created: now,
+				Baseline: cloneConfig(catalog), Live: catalog, Original: cloneConfig(snap.live),
+				Lineage: &state.Lineage{ParentID: parent, ForkTurn: at},
+			}
+			r.sessions[child] = s
+			r.putSession(ctx, s)
+		})
+		out := r.restore(ctx, native, snap.live, catalog)
+		if r.lostSince(gen, out) {
+			return true, nil
+		}
+		rep = r.settle(ctx, child, native, out, func(s *session) { r.arm(s) })
+		r.t.clearStale(child)
+		return false, nil
 	})
-	out := r.restore(ctx, native, snap.live, catalog)
-	return r.settle(ctx, child, native, out, func(s *session) { r.arm(s) }), nil
+	return rep, err
 }
 
 // newClientID names a session the sidecar made: the client never saw a

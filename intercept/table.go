@@ -17,6 +17,11 @@ type table struct {
 	mapped   atomic.Bool  // some client id differs from its native id
 	anyStale atomic.Bool  // some session lost its native session with the agent
 	creating atomic.Int32 // creatingN, for the lock-free check of every frame
+	busyN    atomic.Int32 // len(busy), for the lock-free check of every request
+
+	// ready fires when a rebuild ends or a session stops being stale, for
+	// the requests that wait for it (wait.go).
+	ready *signal
 
 	mu        sync.Mutex
 	native    map[string]string // client id -> current native id
@@ -68,10 +73,11 @@ func (t *table) carriedBy(clientID string) (replay.Handoff, bool) {
 	return h, ok
 }
 
-func newTable() *table {
+func newTable(ready *signal) *table {
 	return &table{
 		native: map[string]string{}, client: map[string]string{},
 		blocked: map[string]*state.Blocked{}, busy: map[string]string{},
+		ready: ready,
 	}
 }
 
@@ -137,13 +143,24 @@ func (t *table) begin(clientID, what string) (string, bool) {
 		return cur, false
 	}
 	t.busy[clientID] = what
+	t.busyN.Store(int32(len(t.busy)))
 	return "", true
 }
 
 func (t *table) end(clientID string) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	delete(t.busy, clientID)
+	t.busyN.Store(int32(len(t.busy)))
+	t.mu.Unlock()
+	t.ready.fire()
+}
+
+// isBusy says whether a rebuild runs on the session.
+func (t *table) isBusy(clientID string) bool {
+	if t.busyN.Load() == 0 {
+		return false
+	}
+	return t.busyWith(clientID) != ""
 }
 
 func (t *table) busyWith(clientID string) string {
@@ -173,9 +190,10 @@ func (t *table) isStale(clientID string) bool {
 
 func (t *table) clearStale(clientID string) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	delete(t.stale, clientID)
 	t.anyStale.Store(len(t.stale) > 0)
+	t.mu.Unlock()
+	t.ready.fire()
 }
 
 // owe keeps the target of a restore that failed, so a retry (/reset, a

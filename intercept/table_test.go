@@ -28,7 +28,7 @@ func (h *holdRecorder) Hold(proxy.Direction) func(lines ...[]byte) {
 // succeeded (under the client's id) or failed (unchanged). A frame held and
 // never released would stall every later frame to the client.
 func TestEarlyFramesAlwaysReleased(t *testing.T) {
-	tb := newTable()
+	tb := newTable(newSignal())
 	h := &holdRecorder{}
 	frame := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"new-1","update":{}}}`)
 	other := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"stray","update":{}}}`)

@@ -205,12 +205,19 @@ func (lp *ladderPeer) prompt(text string) (resp []byte, agentText string, window
 // opens a session with model deep-3, mode plan and two turns.
 func startLadder(t *testing.T, agentFlags ...string) *ladderPeer {
 	t.Helper()
+	return startLadderWith(t, nil, func(agent []string) []string { return agent }, agentFlags...)
+}
+
+// startLadderWith is startLadder with sidecar flags, and the agent command
+// passed through wrap (a shell that gates the agent's later lives).
+func startLadderWith(t *testing.T, sidecarFlags []string, wrap func(agent []string) []string, agentFlags ...string) *ladderPeer {
+	t.Helper()
 	dir := t.TempDir()
 	calls := filepath.Join(dir, "calls.jsonl")
 	argv := append([]string{"acp-sidecar", "fakeagent", "-state", filepath.Join(dir, "state.json"), "-call-log", calls}, agentFlags...)
 	var stderr acpclient.Buffer
 	lp := &ladderPeer{calls: calls, stderr: &stderr, nextID: 1}
-	lp.peer = startPeer(t, boundedCtx(t), &stderr, sidecarArgv(t, nil, argv...)...)
+	lp.peer = startPeer(t, boundedCtx(t), &stderr, sidecarArgv(t, sidecarFlags, wrap(argv)...)...)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("sidecar stderr:\n%s", stderr.String())

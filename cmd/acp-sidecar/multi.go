@@ -159,7 +159,7 @@ func (ss *stackSet) start(ctx context.Context, o runOptions, env *runEnv, s stdi
 	log.Info("agent started", "argv0", d.Argv[0], "agentPid", agent.Pid())
 	rec := intercept.NewRecorder(intercept.RecorderConfig{
 		Store: env.store, Log: log, Agent: d.Argv, Name: d.Name, Settings: settings, Version: version,
-		HandoffBudget: o.budget, CallTimeout: o.callTimeout,
+		HandoffBudget: o.budget, CallTimeout: o.callTimeout, HoldTimeout: o.holdTimeout,
 	})
 	chain := rec.Interceptors()
 	if log.Enabled(ctx, slog.LevelDebug) {

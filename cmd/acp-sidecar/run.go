@@ -33,6 +33,7 @@ type runOptions struct {
 	restart     bool
 	policy      proxy.RestartPolicy
 	callTimeout time.Duration
+	holdTimeout time.Duration
 	agents      agentOptions
 }
 
@@ -70,7 +71,7 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 
 	recorder := intercept.NewRecorder(intercept.RecorderConfig{
 		Store: store, Log: log, Agent: o.argv, Settings: settings, Version: version, HandoffBudget: o.budget,
-		CallTimeout: o.callTimeout,
+		CallTimeout: o.callTimeout, HoldTimeout: o.holdTimeout,
 	})
 	var chain []intercept.Interceptor
 	if o.record {

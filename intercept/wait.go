@@ -1,0 +1,281 @@
+package intercept
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/acp-sidecar/acp-sidecar/proxy"
+)
+
+// While the agent's side is being rebuilt, the client waits (DESIGN.md):
+// a client request that arrives while the agent restarts, or while its
+// session is rebuilt or stale, keeps its place in the stream and waits for
+// the session to be ready. Then it takes the rest of the chain as if it had
+// just arrived, towards the rebuilt native session. Past --hold-timeout, or
+// once the agent will not be restarted, it gets an error that says why.
+
+// DefaultHoldTimeout bounds how long a client request waits for a restarting
+// agent or a rebuild. It covers the restart's backoff, a slow agent's start
+// (opencode takes about 2 s, claude about 1 s on two loaded cores) and a
+// rebuild's calls, with room for a loaded machine.
+const DefaultHoldTimeout = 60 * time.Second
+
+// signal wakes everyone who waits for a change of the agent's phase or of a
+// session's rebuild. A waiter takes the channel before it looks at the
+// state, so a change between the look and the wait is never missed.
+type signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newSignal() *signal { return &signal{ch: make(chan struct{})} }
+
+// changed is closed at the next fire.
+func (s *signal) changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ch
+}
+
+func (s *signal) fire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.ch)
+	s.ch = make(chan struct{})
+}
+
+// waiter is one client request held until its session is ready. Waiters
+// leave the room in arrival order: each goes on only after the one before
+// it, so the record sees them in the order the client sent them.
+type waiter struct {
+	id     []byte
+	sid    string
+	prompt bool
+	// rebuild: a stale session is rebuilt before the request goes on;
+	// else the request waits only for the agent and for running rebuilds.
+	rebuild bool
+	// minGen: the request waits for an agent of at least this life (one
+	// whose predecessor never received it).
+	minGen uint64
+	cancel chan struct{} // closed by a session/cancel for this waiting prompt
+	prev   <-chan struct{}
+	done   chan struct{} // closed when this waiter has gone on or given up
+}
+
+// room is the waiters in arrival order.
+type room struct {
+	mu   sync.Mutex
+	list []*waiter
+	last <-chan struct{} // the done of the newest waiter
+}
+
+func (rm *room) enter(id []byte, sid string, prompt bool) *waiter {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	w := &waiter{id: id, sid: sid, prompt: prompt, cancel: make(chan struct{}), prev: rm.last, done: make(chan struct{})}
+	if w.prev == nil {
+		closed := make(chan struct{})
+		close(closed)
+		w.prev = closed
+	}
+	rm.list = append(rm.list, w)
+	rm.last = w.done
+	return w
+}
+
+func (rm *room) leave(w *waiter) {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	for i, x := range rm.list {
+		if x == w {
+			rm.list = append(rm.list[:i], rm.list[i+1:]...)
+			break
+		}
+	}
+}
+
+// cancelPrompts takes the waiting prompts of sid out of the queue and
+// reports whether there were any.
+func (rm *room) cancelPrompts(sid string) bool {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	found := false
+	for _, w := range rm.list {
+		if w.prompt && w.sid == sid {
+			select {
+			case <-w.cancel:
+			default:
+				close(w.cancel)
+			}
+			found = true
+		}
+	}
+	return found
+}
+
+func (rm *room) waiting() bool {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	return len(rm.list) > 0
+}
+
+// errCancelled ends the wait of a prompt the client cancelled.
+var errCancelled = errors.New("cancelled while waiting")
+
+// mustWait says whether a client request has to wait: the agent is
+// restarting, or the request's session is being rebuilt or lost its native
+// session with the agent. It costs two atomic loads while nothing is wrong.
+func (r *Recorder) mustWait(sid string) bool {
+	if r.life.get() == phaseRestarting {
+		return true
+	}
+	if sid == "" {
+		return false
+	}
+	return r.t.isStale(sid) || r.t.isBusy(sid)
+}
+
+// waited is a held client request, copied off the relay's buffer.
+type waited struct {
+	method, sid string
+	id, raw     []byte
+}
+
+// A decider takes a held request on once its session is ready: it sends
+// its lines to release (nothing, when it answers the request itself).
+type decider func(ctx context.Context, q waited, release func(lines ...[]byte))
+
+// hold keeps a client request's place and lets it go on once its session
+// is ready: through decide when set (a load, resume or list, decided only
+// then), else through the rest of the chain. It answers the request itself
+// when the wait ends otherwise.
+func (r *Recorder) hold(f *proxy.Frame, sid string, decide decider) proxy.Verdict {
+	return r.holdAfter(f, sid, decide, 0)
+}
+
+// holdAfter is hold for a request that must wait for an agent of life
+// minGen or later.
+func (r *Recorder) holdAfter(f *proxy.Frame, sid string, decide decider, minGen uint64) proxy.Verdict {
+	release := r.sc.Hold(proxy.ClientToAgent)
+	id, raw, method := append([]byte(nil), f.Env.ID...), append([]byte(nil), f.Raw...), f.Env.Method
+	w := r.room.enter(id, sid, f.Env.MethodIs(mPrompt))
+	// A held load, resume or list is decided by the sidecar, which
+	// rebuilds a stale session its own way (reopen).
+	w.rebuild = decide == nil
+	w.minGen = minGen
+	r.spawn(func(ctx context.Context) {
+		defer close(w.done)
+		err := r.awaitReady(ctx, w)
+		<-w.prev
+		r.room.leave(w)
+		switch {
+		case errors.Is(err, errCancelled):
+			release()
+			r.send(proxy.AgentToClient, response(id, []byte(`{"stopReason":"cancelled"}`)))
+		case err != nil:
+			release()
+			r.send(proxy.AgentToClient, proxy.ErrorResponse(id, errorCode(err), err.Error()))
+		case decide != nil:
+			decide(ctx, waited{method: string(method), sid: sid, id: id, raw: raw}, release)
+		default:
+			release(r.reenter(ctx, raw)...)
+		}
+	})
+	return proxy.Verdict{Do: proxy.Drop}
+}
+
+// awaitReady waits until the agent is up and w's session is neither being
+// rebuilt nor stale. A stale session is rebuilt here, by the first waiter
+// that finds it so; the others wait for that rebuild.
+func (r *Recorder) awaitReady(ctx context.Context, w *waiter) error {
+	deadline := time.NewTimer(r.cfg.HoldTimeout)
+	defer deadline.Stop()
+	for {
+		changed := r.ready.changed()
+		switch r.life.get() {
+		case phaseDead:
+			return r.deadError()
+		case phaseUp:
+			if r.life.gen.Load() < w.minGen {
+				break // the dead agent's exit is not noticed yet
+			}
+			if w.sid == "" || !r.t.isBusy(w.sid) && (!w.rebuild || !r.t.isStale(w.sid)) {
+				return nil
+			}
+			if !r.t.isBusy(w.sid) {
+				err := r.Recover(ctx, w.sid)
+				var e *Error
+				switch {
+				case err == nil:
+					continue
+				case errors.As(err, &e) && e.Code == codeBusy:
+					// Another rebuild took the session first: wait for it.
+				default:
+					return refuse(codeAgentGone, "acp-sidecar: could not rebuild the session after the agent exited: %v", err)
+				}
+			}
+		}
+		select {
+		case <-changed:
+		case <-w.cancel:
+			return errCancelled
+		case <-deadline.C:
+			return r.timeoutError()
+		case <-r.quit:
+			return refuse(codeAgentGone, "acp-sidecar is shutting down; the request was not sent")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (r *Recorder) timeoutError() error {
+	what := "the session to be rebuilt"
+	if r.life.get() == phaseRestarting {
+		what = "the agent to restart"
+	}
+	return refuse(codeAgentGone, "acp-sidecar: waited %s for %s; the request was not sent. Your session was kept: send it again, and check the agent if this repeats.", r.cfg.HoldTimeout, what)
+}
+
+func (r *Recorder) deadError() error {
+	r.life.mu.Lock()
+	why := r.life.lastExit
+	r.life.mu.Unlock()
+	return refuse(codeAgentGone, "acp-sidecar: the agent keeps exiting (%s), so it is no longer restarted. Close this session and check the agent.", why)
+}
+
+// awaitAgent waits, after the agent died under a rebuild that began in
+// generation gen, until a restarted agent is up.
+func (r *Recorder) awaitAgent(ctx context.Context, gen uint64) error {
+	deadline := time.NewTimer(r.cfg.HoldTimeout)
+	defer deadline.Stop()
+	for {
+		changed := r.ready.changed()
+		switch {
+		case r.life.get() == phaseDead:
+			return r.deadError()
+		case r.life.get() == phaseUp && r.life.gen.Load() != gen:
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return fmt.Errorf("the agent exited during the rebuild and was not back within %s", r.cfg.HoldTimeout)
+		case <-r.quit:
+			return errors.New("the agent exited during the rebuild, and acp-sidecar is shutting down")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// send writes a frame of the sidecar's own; a failure means the client is
+// gone, and there is nobody left to tell.
+func (r *Recorder) send(dir proxy.Direction, line []byte) {
+	if err := r.sc.Send(dir, line); err != nil {
+		r.log.Debug("send", "dir", dir.String(), "err", err)
+	}
+}
