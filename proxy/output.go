@@ -35,6 +35,21 @@ type output struct {
 	busy  bool       // an owned frame is being written
 	idle  *sync.Cond // on mu: broadcast when busy ends
 	spare []byte     // the buffer of the last owned write, done with
+
+	sink *countingWriter // under w: the bytes the current writer took
+}
+
+// countingWriter counts the bytes its writer took, so the relay can tell
+// which frames lie in what a dead agent left unread (unread.go).
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // entry is one place in the backlog: frames ready to go, or a held place.
@@ -44,7 +59,8 @@ type entry struct {
 }
 
 func newOutput(w io.Writer) *output {
-	o := &output{w: bufio.NewWriterSize(w, 64<<10)}
+	o := &output{sink: &countingWriter{w: w}}
+	o.w = bufio.NewWriterSize(o.sink, 64<<10)
 	o.idle = sync.NewCond(&o.mu)
 	if c, ok := w.(io.Closer); ok {
 		o.closer = c
@@ -69,6 +85,36 @@ func (o *output) write(line []byte, flush bool) error {
 		return o.flushLocked()
 	}
 	return nil
+}
+
+// writeFlushed writes and flushes a line, and says where it ends in the
+// bytes the current writer took; -1 when it waits behind a held place, and
+// so is not written yet.
+func (o *output) writeFlushed(line []byte) (end int64, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return -1, o.err
+	}
+	if o.backlog != nil {
+		o.backlog = append(o.backlog, &entry{lines: [][]byte{append([]byte(nil), line...)}})
+		return -1, nil
+	}
+	if err := o.writeLocked(line); err != nil {
+		return -1, err
+	}
+	if err := o.flushLocked(); err != nil {
+		return -1, err
+	}
+	return o.sink.n, nil
+}
+
+// taken is how many bytes the current writer took.
+func (o *output) taken() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.waitIdleLocked()
+	return o.sink.n
 }
 
 // writeNow writes and flushes a line ahead of anything waiting behind a
@@ -110,7 +156,8 @@ func (o *output) swap(w io.Writer) {
 	if o.closer != nil {
 		o.closer.Close()
 	}
-	o.w = bufio.NewWriterSize(w, 64<<10)
+	o.sink = &countingWriter{w: w}
+	o.w = bufio.NewWriterSize(o.sink, 64<<10)
 	o.closer, _ = w.(io.Closer)
 	o.err = nil
 }

@@ -139,6 +139,10 @@ type Relay struct {
 	// hand: either it reached the dead agent, or its write failed and the
 	// hook got it back (UnsentHook), never both or neither.
 	inFrame sync.Mutex
+	// sent is the client requests the current agent may not have read;
+	// agentIn is its stdin, which says how much is still unread.
+	sent    sentLog
+	agentIn atomic.Value // io.Writer
 }
 
 // NewRelay builds a relay. Call Run to start it.
@@ -151,6 +155,7 @@ func NewRelay(cfg Config) *Relay {
 		r.hook = HookFunc(func(context.Context, *Frame) Verdict { return Verdict{} })
 	}
 	r.out[ClientToAgent] = newOutput(cfg.AgentIn)
+	r.agentIn.Store(writerBox{cfg.AgentIn})
 	r.out[AgentToClient] = newOutput(cfg.ClientOut)
 	r.own.Store(newOwnCalls(r))
 	return r
@@ -256,6 +261,7 @@ func (r *Relay) agentToClient(ctx context.Context) error {
 		// connection of its own.
 		r.out[ClientToAgent].fail(ErrAgentGone)
 		r.awaitFrameInHand()
+		r.handBackUnread(ctx)
 		old := r.own.Swap(newOwnCalls(r))
 		old.close()
 		// Frames for the agent wait while it restarts; the sidecar's own
@@ -267,6 +273,7 @@ func (r *Relay) agentToClient(ctx context.Context) error {
 			return nil
 		}
 		r.out[ClientToAgent].swap(in)
+		r.agentIn.Store(writerBox{in})
 		release()
 		out = next
 	}
@@ -404,8 +411,14 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 // because the agent is gone, the hook gets the request back as the client
 // sent it (orig), to send again to the agent's successor.
 func (r *Relay) writeRequest(ctx context.Context, o *output, line []byte, orig *Frame) {
-	err := o.write(line, true)
-	if err == nil || errors.Is(err, ErrClosed) {
+	end, err := o.writeFlushed(line)
+	if err == nil {
+		if end >= 0 && r.cfg.OnAgentExit != nil {
+			r.sent.add(orig.Raw, len(line)+1, end)
+		}
+		return
+	}
+	if errors.Is(err, ErrClosed) {
 		return
 	}
 	if h, ok := r.hook.(UnsentHook); ok && r.cfg.OnAgentExit != nil {
@@ -414,6 +427,28 @@ func (r *Relay) writeRequest(ctx context.Context, o *output, line []byte, orig *
 		return
 	}
 	r.logWrite(ClientToAgent, err)
+}
+
+// writerBox lets an atomic.Value hold writers of different types.
+type writerBox struct{ w io.Writer }
+
+// handBackUnread gives the hook the client requests the dead agent left in
+// its stdin pipe: they were written, but never read (unread.go).
+func (r *Relay) handBackUnread(ctx context.Context) {
+	h, ok := r.hook.(UnsentHook)
+	unread := pipeUnread(r.agentIn.Load().(writerBox).w)
+	lines := r.sent.unread(r.out[ClientToAgent].taken(), unread)
+	if !ok {
+		return
+	}
+	for _, raw := range lines {
+		env, err := Scan(raw)
+		if err != nil {
+			continue // it was scanned once, on its way in
+		}
+		r.log.Info("a client request was left unread by the agent, which is gone; it is kept for the next agent", "method", string(env.Method))
+		h.Unsent(ctx, &Frame{Dir: ClientToAgent, Raw: raw, Env: env})
+	}
 }
 
 func (r *Relay) writeOrLog(o *output, dir Direction, line []byte, flush bool) {
