@@ -1,6 +1,7 @@
 package mockllm
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -136,7 +137,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		s.record(rec)
 		w.WriteHeader(rec.Status)
 	case req.URL.Path == "/v1/messages" && req.Method == http.MethodPost:
-		s.messages(w, rec)
+		s.messages(req.Context(), w, rec)
 	case req.URL.Path == "/v1/messages/count_tokens" && req.Method == http.MethodPost:
 		rec.Status = http.StatusOK
 		s.record(rec)
@@ -159,7 +160,13 @@ func knownPath(p string) bool {
 }
 
 // messages answers POST /v1/messages.
-func (s *Server) messages(w http.ResponseWriter, rec Request) {
+// StallMarker in the last user text makes the mock record the request and
+// never answer it, until the client goes away or the mock closes: a turn
+// that stays in flight for as long as a test needs, say to kill the agent
+// in the middle of it.
+const StallMarker = "mock-llm: stall"
+
+func (s *Server) messages(ctx context.Context, w http.ResponseWriter, rec Request) {
 	var b messagesBody
 	if err := json.Unmarshal(rec.Body, &b); err != nil {
 		s.logf("mockllm: decode messages body: %v", err)
@@ -170,6 +177,10 @@ func (s *Server) messages(w http.ResponseWriter, rec Request) {
 	}
 	rec.Model, rec.Stream, rec.Status = b.Model, b.Stream, http.StatusOK
 	n := s.record(rec)
+	if strings.Contains(rec.LastUserText(), StallMarker) {
+		<-ctx.Done() // the agent died or the mock closed; nobody reads an answer
+		return
+	}
 
 	text := DefaultReply(rec)
 	if s.opts.Reply != nil {
