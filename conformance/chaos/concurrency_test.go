@@ -32,6 +32,7 @@ type cSession struct {
 
 // cSidecar is one of the sidecars sharing the state dir.
 type cSidecar struct {
+	n        int // its number, as in its agent's -id-prefix wN-
 	s        *sidecar
 	killed   atomic.Bool
 	sessions []*cSession
@@ -64,7 +65,7 @@ func TestConcurrentSidecars(t *testing.T) {
 			t.Errorf("start sidecar %d: %v", n, err)
 			return nil
 		}
-		cs := &cSidecar{s: s}
+		cs := &cSidecar{n: n, s: s}
 		if _, err := call(t, rep, "initialize", func(ctx context.Context) (acp.InitializeResponse, error) { return s.c.Initialize(ctx) }); err != nil {
 			t.Errorf("sidecar %d: initialize: %v\nsidecar log:\n%s", n, err, tail(filepath.Join(dir, "sidecar.log"), 40))
 			return nil
@@ -140,6 +141,20 @@ func TestConcurrentSidecars(t *testing.T) {
 			t.Errorf("agents left behind: %+v", left)
 		}
 	}
+	// A sidecar whose store did not open records in memory for its whole
+	// run (cmd/acp-sidecar openStore): its sessions never reach the disk,
+	// and the checks below would only say that sessions and turns are
+	// missing. Say why first.
+	for _, cs := range all {
+		if out := cs.s.stderr.String(); strings.Contains(out, "recording in memory") {
+			t.Errorf("sidecar %d (pid %d) did not open the shared store and recorded in memory only; its sessions are not on disk:\n%s", cs.n, cs.s.pid, out)
+		}
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("sidecar log:\n%s", tail(filepath.Join(dir, "sidecar.log"), 60))
+		}
+	}()
 	ids, err := sessionIDs(t, rep, dir)
 	if err != nil {
 		t.Fatalf("sessions: %v", err)

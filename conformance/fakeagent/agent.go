@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -32,7 +33,7 @@ type session struct {
 	st      settings
 	history []turn
 	// post holds updates to send right after the response to the request in
-	// flight on this session is written (see agent.afterLine).
+	// flight on this session is written (see agent.frameLine).
 	post []acp.SessionUpdate
 }
 
@@ -51,15 +52,17 @@ type agent struct {
 	calls  callLog
 	stderr io.Writer
 
-	exit    chan int      // abrupt exit codes (crash, die-after); buffered 1
+	exit    chan int      // abrupt exit codes (crash, die-after, die-on); buffered 1
 	stopped chan struct{} // closed when Main returns
+
+	received map[string]int // messages received per method, for -die-on; stdin reader only
 
 	mu         sync.Mutex
 	nextID     int
 	sessions   map[string]*session
 	order      []string
 	clientCaps acp.ClientCapabilities
-	pending    map[string]pendingReq
+	pending    map[string]*pendingReq
 	cancels    map[int]context.CancelFunc // prompts in flight, cancelled on EOF
 	nextCancel int
 	answered   int  // session/prompt responses written
@@ -77,11 +80,12 @@ func newAgent(cfg config, w *lineWriter, calls callLog, stderr io.Writer) *agent
 		exit:     make(chan int, 1),
 		stopped:  make(chan struct{}),
 		sessions: map[string]*session{},
-		pending:  map[string]pendingReq{},
+		pending:  map[string]*pendingReq{},
 		cancels:  map[int]context.CancelFunc{},
 		drained:  make(chan struct{}),
+		received: map[string]int{},
 	}
-	w.after = a.afterLine
+	w.frame = a.frameLine
 	return a
 }
 
@@ -96,7 +100,7 @@ func (a *agent) die(code int) {
 
 func (a *agent) trackRequest(key, method, sid string) {
 	a.mu.Lock()
-	a.pending[key] = pendingReq{method: method, sessionID: sid}
+	a.pending[key] = &pendingReq{method: method, sessionID: sid}
 	a.mu.Unlock()
 }
 
@@ -119,29 +123,31 @@ func (a *agent) drainOnEOF() {
 	}
 }
 
-// afterLine sees every line written to stdout, right after it is written.
-// For a response to a tracked request it sends the session's post-response
-// updates (the config_option_update "that follows" a set_model, the
-// available_commands_update after session/new) and counts prompt answers for
-// -die-after. It runs inside the SDK's write lock, so it writes raw lines and
-// never calls the SDK connection.
-func (a *agent) afterLine(line []byte) {
+// frameLine sees every line written to stdout, under the writer's lock,
+// just before it is written. For a response to a tracked request it returns
+// the session's post-response updates (the config_option_update "that
+// follows" a set_model, the available_commands_update after session/new), to
+// be written right after the response under the same lock. They are taken
+// from the session before the response goes out: once the client has the
+// response it may send the next request on the session, whose own post
+// updates must wait for that request's response. The returned done runs
+// after the lock is released: it forgets the request, lets a drain at stdin
+// EOF finish, and counts prompt answers for -die-after. frameLine runs
+// inside the SDK's write lock, so it never calls the SDK connection.
+func (a *agent) frameLine(line []byte) (follow [][]byte, done func(error)) {
 	if !bytes.HasPrefix(line, []byte(`{"jsonrpc":"2.0","id":`)) {
-		return // a notification or a request of ours: nothing to match
+		return nil, nil // a notification or a request of ours: nothing to match
 	}
 	var env envelope
 	if json.Unmarshal(line, &env) != nil || env.Method != "" || !env.hasID() {
-		return
+		return nil, nil
 	}
+	key := idKey(env.ID)
 	a.mu.Lock()
-	req, ok := a.pending[idKey(env.ID)]
-	if !ok {
+	req := a.pending[key]
+	if req == nil {
 		a.mu.Unlock()
-		return
-	}
-	delete(a.pending, idKey(env.ID))
-	if a.eof && len(a.pending) == 0 {
-		close(a.drained)
+		return nil, nil
 	}
 	sid := req.sessionID
 	if req.method == acp.AgentMethodSessionNew || req.method == acp.AgentMethodSessionFork {
@@ -151,11 +157,6 @@ func (a *agent) afterLine(line []byte) {
 	if s := a.sessions[sid]; s != nil {
 		post, s.post = s.post, nil
 	}
-	dieNow := false
-	if req.method == acp.AgentMethodSessionPrompt {
-		a.answered++
-		dieNow = a.cfg.DieAfter > 0 && a.answered == a.cfg.DieAfter
-	}
 	a.mu.Unlock()
 
 	for _, u := range post {
@@ -164,10 +165,32 @@ func (a *agent) afterLine(line []byte) {
 			fmt.Fprintf(a.stderr, "fakeagent: %v\n", err)
 			continue
 		}
-		a.writeRaw(l)
+		follow = append(follow, l)
 	}
-	if dieNow {
-		a.die(a.cfg.DieCode)
+	return follow, func(err error) {
+		if err != nil && !errors.Is(err, errStopped) {
+			fmt.Fprintf(a.stderr, "fakeagent: %v\n", err)
+		}
+		a.mu.Lock()
+		if a.pending[key] == req { // not a later request reusing the id
+			delete(a.pending, key)
+		}
+		if a.eof && len(a.pending) == 0 {
+			select {
+			case <-a.drained:
+			default:
+				close(a.drained)
+			}
+		}
+		dieNow := false
+		if req.method == acp.AgentMethodSessionPrompt {
+			a.answered++
+			dieNow = a.cfg.DieAfter > 0 && a.answered == a.cfg.DieAfter
+		}
+		a.mu.Unlock()
+		if dieNow {
+			a.die(a.cfg.DieCode)
+		}
 	}
 }
 
@@ -302,6 +325,7 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 		s.post = append(s.post, commandsUpdate())
 	}
 	a.mu.Unlock()
+	replayed := 0
 	for _, t := range history {
 		var updates []acp.SessionUpdate
 		for _, b := range t.user {
@@ -311,6 +335,11 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 		for _, u := range updates {
 			if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: u}); err != nil {
 				return acp.LoadSessionResponse{}, fmt.Errorf("replay %s: %w", p.SessionId, err)
+			}
+			replayed++
+			if replayed == 1 && a.cfg.DieMidLoad && a.dieScripted("-die-mid-load") {
+				<-a.stopped // never answer; Main has returned
+				return acp.LoadSessionResponse{}, errStopped
 			}
 		}
 	}

@@ -51,8 +51,29 @@
 //	hang             sends "fake-agent waiting for session/cancel", waits for
 //	                 session/cancel (or stdin EOF), then stopReason cancelled
 //
-// `_fake/echo` requests are answered with their params. -die-after N makes
-// Main return -die-code right after the Nth prompt response is written.
+// `_fake/echo` requests are answered with their params.
+//
+// # Crashes
+//
+// Every crash is abrupt: Main returns its status at once and nothing more
+// is written to stdout; requests not answered yet are never answered.
+//
+//	-crash-mid-turn  status 3 after the first reply chunk of every prompt
+//	-die-after N     -die-code right after the Nth session/prompt response is written
+//	-die-on M[:N]    -die-code on receiving the Nth message of method M (N default 1),
+//	                 before it is handled: the client's call fails, the call
+//	                 log has it. Repeatable, or comma separated
+//	                 (-die-on session/new:2,session/load). Counts start at 0
+//	                 in every process and count requests and notifications.
+//	-die-mid-load    -die-code right after the first replayed session/update of
+//	                 a session/load is written (a load that replays nothing is
+//	                 answered as usual)
+//	-die-once FILE   -die-on and -die-mid-load fire only if FILE does not exist,
+//	                 and create it (exclusively) just before dying. A restarted
+//	                 agent with the same argv, as the sidecar starts it, then
+//	                 lives; of several agents sharing FILE only one dies.
+//
+// -die-code defaults to 1. -die-after ignores -die-once.
 //
 // # Wire
 //

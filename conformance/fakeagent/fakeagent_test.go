@@ -82,7 +82,8 @@ func TestProfiles(t *testing.T) {
 }
 
 func TestBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"-profile", "nope"}, {"-nope"}, {"extra"}, {"-default-model", "gpt-9"}} {
+	for _, args := range [][]string{{"-profile", "nope"}, {"-nope"}, {"extra"}, {"-default-model", "gpt-9"},
+		{"-die-on", ""}, {"-die-on", "session/load:0"}, {"-die-on", ":2"}, {"-die-on", "session/new:x"}, {"-die-on", "session/new,"}} {
 		var stderr acpclient.Buffer
 		if code := fakeagent.Main(t.Context(), args, strings.NewReader(""), &acpclient.Buffer{}, &stderr); code != 2 {
 			t.Errorf("Main(%q) = %d, want 2; stderr %s", args, code, stderr.Bytes())
@@ -728,9 +729,29 @@ func TestExit(t *testing.T) {
 		a := start(t, acpclient.Options{}, "-die-after", "2", "-die-code", "7")
 		s, ctx := a.session(t)
 		a.reply(t, ctx, s.SessionId, "one")
-		a.reply(t, ctx, s.SessionId, "two") // answered, then the agent exits
+		// The second prompt is answered, then the agent exits at once. The
+		// client's SDK can see the end of the stream before it hands the
+		// answer over (its wait selects on both), so the call may fail
+		// with "peer disconnected"; the answer is checked on the wire,
+		// where the client's reader records every line before the SDK
+		// sees it, and before it reports the end.
+		_, _, err := a.Prompt(ctx, s.SessionId, "two")
+		if err != nil && !strings.Contains(err.Error(), "peer disconnected") {
+			t.Fatal(err)
+		}
 		if code := a.exitCode(t); code != 7 {
 			t.Errorf("exit = %d, want 7", code)
+		}
+		if err != nil {
+			answers := 0
+			for _, l := range a.Lines() {
+				if bytes.Contains(l, []byte(`"stopReason":"end_turn"`)) {
+					answers++
+				}
+			}
+			if answers != 2 {
+				t.Errorf("%d end_turn answers on the wire, want 2 (the second prompt answered before the exit)", answers)
+			}
 		}
 		if _, err := a.NewSession(ctx, "/home/me"); err == nil {
 			t.Error("session/new answered after -die-after")
@@ -771,4 +792,161 @@ func TestSessionNewUpdates(t *testing.T) {
 			}
 		})
 	}
+}
+
+// diedBefore checks that the agent died on receiving the call it logged
+// last, with method, before answering it: the call log has it, the wire has
+// no response to its id. The client's call must have failed already, so its
+// reader has recorded every line.
+func diedBefore(t *testing.T, a *agent, log, method string) {
+	t.Helper()
+	calls, err := fakeagent.ReadCallLog(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) == 0 || calls[len(calls)-1].Method != method {
+		t.Fatalf("call log %v, want it to end with %s", fakeagent.Methods(calls), method)
+	}
+	id := calls[len(calls)-1].ID
+	for _, l := range a.Lines() {
+		var env struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(l, &env) == nil && env.Method == "" && bytes.Equal(env.ID, id) {
+			t.Errorf("%s (id %s) answered: %s", method, id, l)
+		}
+	}
+}
+
+func TestDieOn(t *testing.T) {
+	t.Run("set_config_option:3", func(t *testing.T) {
+		log := filepath.Join(t.TempDir(), "calls.jsonl")
+		a := start(t, acpclient.Options{}, "-die-on", "session/set_config_option:3", "-die-code", "9", "-call-log", log)
+		s, ctx := a.session(t)
+		for _, set := range [][2]string{{"verbosity", "terse"}, {"effort", "high"}} {
+			if _, err := a.SetConfigOption(ctx, s.SessionId, set[0], set[1]); err != nil {
+				t.Fatalf("set %s before the crash point: %v", set[0], err)
+			}
+		}
+		if _, err := a.SetConfigOption(ctx, s.SessionId, "verbosity", "verbose"); err == nil {
+			t.Fatal("third set_config_option answered; want the agent gone")
+		}
+		if code := a.exitCode(t); code != 9 {
+			t.Errorf("exit = %d, want 9", code)
+		}
+		diedBefore(t, a, log, acp.AgentMethodSessionSetConfigOption)
+		if got := count(fakeagent.Methods(mustCalls(t, log)), acp.AgentMethodSessionSetConfigOption); got != 3 {
+			t.Errorf("%d set_config_option calls logged, want 3", got)
+		}
+	})
+	t.Run("comma separated", func(t *testing.T) {
+		log := filepath.Join(t.TempDir(), "calls.jsonl")
+		a := start(t, acpclient.Options{}, "-die-on", "session/set_mode:5, session/load", "-call-log", log)
+		s, ctx := a.session(t)
+		a.reply(t, ctx, s.SessionId, "one")
+		if _, err := a.Load(ctx, s.SessionId, "/home/me"); err == nil {
+			t.Fatal("session/load answered; want the agent gone")
+		}
+		if code := a.exitCode(t); code != 1 {
+			t.Errorf("exit = %d, want 1 (the default -die-code)", code)
+		}
+		diedBefore(t, a, log, acp.AgentMethodSessionLoad)
+		if got := kinds(a.Updates(s.SessionId)); count(got, "user_message_chunk") != 0 {
+			t.Errorf("updates %v: a replay began before the crash", got)
+		}
+	})
+	t.Run("die-once", func(t *testing.T) {
+		dir := t.TempDir()
+		once := filepath.Join(dir, "died")
+		args := []string{"-die-on", "session/set_config_option:2", "-die-once", once}
+
+		a := start(t, acpclient.Options{}, args...)
+		s, ctx := a.session(t)
+		if _, err := a.SetConfigOption(ctx, s.SessionId, "verbosity", "terse"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.SetConfigOption(ctx, s.SessionId, "verbosity", "verbose"); err == nil {
+			t.Fatal("second set_config_option answered; want the agent gone")
+		}
+		if code := a.exitCode(t); code != 1 {
+			t.Errorf("exit = %d, want 1", code)
+		}
+		if _, err := os.Stat(once); err != nil {
+			t.Fatalf("-die-once file after the crash: %v", err)
+		}
+
+		// The same argv again, as the sidecar restarts an agent: it lives.
+		b := start(t, acpclient.Options{}, args...)
+		s, ctx = b.session(t)
+		for _, v := range []string{"terse", "verbose", "normal"} {
+			if _, err := b.SetConfigOption(ctx, s.SessionId, "verbosity", v); err != nil {
+				t.Fatalf("set verbosity %s in the second life: %v", v, err)
+			}
+		}
+		if _, err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if code := b.exitCode(t); code != 0 {
+			t.Errorf("second life exit = %d, want 0 (stdin EOF)", code)
+		}
+	})
+	t.Run("die-mid-load", func(t *testing.T) {
+		dir := t.TempDir()
+		log := filepath.Join(dir, "calls.jsonl")
+		args := []string{"-die-mid-load", "-die-code", "5", "-die-once", filepath.Join(dir, "died"),
+			"-state", filepath.Join(dir, "state.json"), "-call-log", log}
+
+		a := start(t, acpclient.Options{}, args...)
+		s, ctx := a.session(t)
+		sid := s.SessionId
+		a.reply(t, ctx, sid, "one")
+		a.reply(t, ctx, sid, "two")
+		mark := len(a.Updates(sid))
+		if _, err := a.Load(ctx, sid, "/home/me"); err == nil {
+			t.Fatal("session/load answered; want the agent gone")
+		}
+		if code := a.exitCode(t); code != 5 {
+			t.Errorf("exit = %d, want 5", code)
+		}
+		diedBefore(t, a, log, acp.AgentMethodSessionLoad)
+		replay := a.Updates(sid)[mark:]
+		if got := kinds(replay); !cmp.Equal(got, []string{"user_message_chunk"}) || replay[0].Update.UserMessageChunk.Content.Text.Text != "one" {
+			t.Errorf("replay before the crash = %v, want the first user_message_chunk only", got)
+		}
+
+		// The restarted agent (same argv, same -state) replays it all.
+		b := start(t, acpclient.Options{}, args...)
+		if _, err := b.Initialize(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Load(ctx, sid, "/home/me"); err != nil {
+			t.Fatalf("load in the second life: %v", err)
+		}
+		var users []string
+		for _, u := range b.Updates(sid) {
+			if c := u.Update.UserMessageChunk; c != nil {
+				users = append(users, c.Content.Text.Text)
+			}
+		}
+		if diff := cmp.Diff([]string{"one", "two"}, users); diff != "" {
+			t.Errorf("replay in the second life (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("die-mid-load nothing to replay", func(t *testing.T) {
+		a := start(t, acpclient.Options{}, "-die-mid-load")
+		s, ctx := a.session(t)
+		if _, err := a.Load(ctx, s.SessionId, "/home/me"); err != nil {
+			t.Fatalf("load of an empty session: %v", err)
+		}
+	})
+}
+
+func mustCalls(t *testing.T, log string) []fakeagent.Call {
+	t.Helper()
+	calls, err := fakeagent.ReadCallLog(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return calls
 }

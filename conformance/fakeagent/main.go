@@ -24,6 +24,9 @@ type config struct {
 	CrashMidTurn    bool
 	DieAfter        int
 	DieCode         int
+	DieOn           diePoints
+	DieOnce         string
+	DieMidLoad      bool
 	Chunks          int
 	ChunkSize       int
 	IDPrefix        string
@@ -76,7 +79,10 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.LoadKeepsConfig, "load-keeps-config", c.LoadKeepsConfig, "keep a session's config on load/resume (default: back to defaults, like claude, codex, gemini)")
 	fs.BoolVar(&c.CrashMidTurn, "crash-mid-turn", c.CrashMidTurn, "exit with status 3 after the first reply chunk of every prompt")
 	fs.IntVar(&c.DieAfter, "die-after", c.DieAfter, "exit after the Nth session/prompt response is written (0: never)")
-	fs.IntVar(&c.DieCode, "die-code", c.DieCode, "exit status for -die-after")
+	fs.IntVar(&c.DieCode, "die-code", c.DieCode, "exit status for -die-after, -die-on and -die-mid-load")
+	fs.Var(&c.DieOn, "die-on", "exit with -die-code on receiving the Nth message of METHOD (`METHOD[:N]`, N default 1), before handling it; repeatable, or comma separated")
+	fs.StringVar(&c.DieOnce, "die-once", c.DieOnce, "-die-on and -die-mid-load fire only if `FILE` does not exist, and create it just before dying, so a restarted agent with the same flags lives")
+	fs.BoolVar(&c.DieMidLoad, "die-mid-load", c.DieMidLoad, "exit right after writing the first replayed session/update of a session/load")
 	fs.IntVar(&c.Chunks, "chunks", c.Chunks, "extra agent_message_chunk updates per prompt after the reply line")
 	fs.IntVar(&c.ChunkSize, "chunk-size", c.ChunkSize, "bytes per extra chunk")
 	fs.StringVar(&c.IDPrefix, "id-prefix", c.IDPrefix, "session id prefix; ids are PREFIX1, PREFIX2, …")
@@ -143,10 +149,11 @@ func openLog(path string) (*os.File, error) {
 }
 
 // Main runs the fake agent on stdin/stdout until stdin ends (exit status 0),
-// ctx ends (0), a quirk exits (-crash-mid-turn: 3, -die-after: -die-code),
-// or the flags are wrong (2). It is what `acp-sidecar fakeagent` runs, so it
-// never calls os.Exit itself; the caller exits with the returned status, at
-// once, which is what keeps a crash abrupt. Nothing is written to stdout
+// ctx ends (0), a quirk exits (-crash-mid-turn: 3; -die-after, -die-on and
+// -die-mid-load: -die-code), or the flags are wrong (2). It is what
+// `acp-sidecar fakeagent` runs, so it never calls os.Exit itself; the caller
+// exits with the returned status, at once, which is what keeps a crash
+// abrupt. Nothing is written to stdout
 // after Main returns. Main does not wait for its stdin reader, which ends at
 // the next stdin EOF or error.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {

@@ -28,11 +28,15 @@ var errStopped = errors.New("fake agent stopped writing")
 // mutex is enough to keep lines from interleaving. After kill it drops every
 // write: that is how a crash stays abrupt even while SDK goroutines live on.
 type lineWriter struct {
-	mu    sync.Mutex
-	out   io.Writer
-	tee   io.Writer // -stdout-log, or nil
-	dead  atomic.Bool
-	after func(line []byte) // runs after each successful write, outside mu
+	mu   sync.Mutex
+	out  io.Writer
+	tee  io.Writer // -stdout-log, or nil
+	dead atomic.Bool
+	// frame runs under mu before each line is written. It returns lines to
+	// write right after it, under the same lock so that nothing comes in
+	// between, and done (or nil), which runs after mu is released, with
+	// the error of writing the follow lines.
+	frame func(line []byte) (follow [][]byte, done func(error))
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
@@ -44,18 +48,39 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		w.mu.Unlock()
 		return 0, errStopped
 	}
+	var follow [][]byte
+	var done func(error)
+	if w.frame != nil {
+		follow, done = w.frame(p)
+	}
+	n, err := w.put(p)
+	var ferr error
+	for _, l := range follow {
+		if err != nil || ferr != nil {
+			break
+		}
+		_, ferr = w.put(l)
+	}
+	w.mu.Unlock()
+	if err != nil {
+		err = fmt.Errorf("write stdout: %w", err)
+	}
+	if done != nil {
+		if ferr != nil {
+			ferr = fmt.Errorf("write stdout: %w", ferr)
+		}
+		done(errors.Join(err, ferr))
+	}
+	return n, err
+}
+
+// put writes one line to stdout and the -stdout-log; w.mu must be held.
+func (w *lineWriter) put(p []byte) (int, error) {
 	n, err := w.out.Write(p)
 	if w.tee != nil && n > 0 {
 		_, _ = w.tee.Write(p[:n]) // a broken log must not break the agent
 	}
-	w.mu.Unlock()
-	if err != nil {
-		return n, fmt.Errorf("write stdout: %w", err)
-	}
-	if w.after != nil {
-		w.after(p)
-	}
-	return n, nil
+	return n, err
 }
 
 func (w *lineWriter) kill() { w.dead.Store(true) }
@@ -137,6 +162,9 @@ func (a *agent) readStdin(r io.Reader, sdk *io.PipeWriter) {
 }
 
 func (a *agent) handleLine(line []byte, sdk *io.PipeWriter) {
+	if a.w.dead.Load() {
+		return // the agent died; a real process would not read this line
+	}
 	if len(line) > a.cfg.MaxSDKLine {
 		a.handleBig(line)
 		return
@@ -146,6 +174,9 @@ func (a *agent) handleLine(line []byte, sdk *io.PipeWriter) {
 	if parsed && env.Method != "" {
 		sid := sessionIDOf(env.Params)
 		a.calls.record(env.Method, env.ID, sid, env.Params, nil)
+		if a.arrived(env.Method) {
+			return // -die-on fired: the SDK never sees the message
+		}
 		if env.hasID() {
 			a.trackRequest(idKey(env.ID), env.Method, sid)
 		}
@@ -181,6 +212,9 @@ func (a *agent) handleBig(line []byte) {
 	}
 	sum := hexSum(line)
 	a.calls.record(env.Method, env.ID, env.Params.SessionID, nil, &bigLine{len(line), sum})
+	if a.arrived(env.Method) {
+		return
+	}
 	if len(env.ID) == 0 || string(env.ID) == "null" {
 		return
 	}
@@ -231,7 +265,7 @@ func jsonString(s string) string {
 }
 
 // notificationLine marshals a session/update the SDK way, for writes that
-// must not go through the SDK connection (see agent.afterLine).
+// must not go through the SDK connection (see agent.frameLine).
 func notificationLine(n acp.SessionNotification) ([]byte, error) {
 	params, err := json.Marshal(n)
 	if err != nil {
