@@ -82,6 +82,13 @@ func (r *Recorder) AgentGone(ctx context.Context, reason string) {
 				s.turn.Ended = r.cfg.Now()
 				s.turn.Answer += r.takeAnswer(s.turn.NativeID)
 				r.putTurn(ctx, s, s.turn)
+				if s.turn.HandoffDelivered {
+					// The agent died under the prompt that carried the
+					// kept turns: what it kept of them is unknown, so the
+					// rebuilt session is handed them again.
+					s.rec.HandoffPending = true
+					r.putSession(ctx, s)
+				}
 				s.turn = nil
 			}
 			r.t.markStale(sid)
