@@ -701,7 +701,6 @@ func checkCrash(ctx context.Context, r *checkRun, pr probeResult) error {
 	return nil
 }
 
-
 // ---- load
 
 func checkLoad(ctx context.Context, r *checkRun, pr probeResult) error {
