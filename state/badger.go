@@ -112,6 +112,12 @@ func openBadger(dir string, log *slog.Logger) (_ *badgerStore, err error) {
 		}
 	}()
 	if err := checkTables(dir); err != nil {
+		if lockHeld(dir) {
+			// Another process owns the store and is rewriting its tables
+			// (a takeover replays and compacts): what was read mid-change
+			// is not damage. The caller reaches that owner instead.
+			return nil, fmt.Errorf("open store %s: %w: tables changing under their owner: %v", dir, errLocked, err)
+		}
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	if err := checkRoom(dir); err != nil {
