@@ -2,9 +2,12 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -40,7 +43,19 @@ func TestAgentKillLoop(t *testing.T) {
 	defer rep.print(t)
 	counts := map[string]int{}
 	blocked := 0
-	for run := range chaosProfile().agentKills {
+	// A soak (scripts/soak) runs until a number of kills instead of runs.
+	wantKills, _ := strconv.Atoi(os.Getenv("ACP_SIDECAR_CHAOS_KILLS"))
+	for run := 0; ; run++ {
+		if wantKills > 0 {
+			rep.mu.Lock()
+			enough := rep.kills >= wantKills
+			rep.mu.Unlock()
+			if enough {
+				break
+			}
+		} else if run >= chaosProfile().agentKills {
+			break
+		}
 		rng := rand.New(rand.NewPCG(sd, uint64(run)))
 		t.Run(fmt.Sprintf("run%03d", run), func(t *testing.T) {
 			r := &agentRun{t: t, rep: rep, rng: rng, run: run}
@@ -284,6 +299,7 @@ func (r *agentRun) check(tag string, res turnResult, err error, killed bool) boo
 			return false
 		}
 		if res.reply.Model != r.wantModel || res.reply.Mode != r.wantMode {
+			r.rep.add(func(rep *report) { rep.partial++ })
 			r.fail("prompt %s ran on model=%s mode=%s; the captured config is model=%s mode=%s",
 				tag, res.reply.Model, res.reply.Mode, r.wantModel, r.wantMode)
 		}
@@ -406,6 +422,10 @@ func (r *agentRun) finish(dir string) {
 	if err := r.s.close(); err != nil {
 		r.fail("%v", err)
 	}
+	if ids := answeredTwice(r.s.c.Lines()); len(ids) > 0 {
+		r.rep.add(func(rep *report) { rep.twice += len(ids) })
+		r.fail("requests answered twice: %v", ids)
+	}
 	if left := r.s.leftBehind(); len(left) > 0 {
 		r.fail("agent processes left behind after the sidecar exited: %+v", left)
 	}
@@ -424,4 +444,26 @@ func (r *agentRun) finish(dir string) {
 			r.fail("completed turn %s: record has %+v; want one completed turn", tag, got)
 		}
 	}
+}
+
+// answeredTwice lists the ids of responses the client got more than once.
+func answeredTwice(lines [][]byte) []string {
+	seen := map[string]bool{}
+	var twice []string
+	for _, l := range lines {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(l, &m) != nil || m.Method != "" || m.ID == nil || m.Result == nil && m.Error == nil {
+			continue
+		}
+		if seen[string(m.ID)] {
+			twice = append(twice, string(m.ID))
+		}
+		seen[string(m.ID)] = true
+	}
+	return twice
 }

@@ -32,8 +32,11 @@ type report struct {
 	kills int
 	lost  int
 	hangs int
-	bad   int // runs that broke an invariant: their kills did not survive
-	extra []string
+	// partial counts prompts that ran on another config than the capture,
+	// twice requests answered more than once.
+	partial, twice int
+	bad            int // runs that broke an invariant: their kills did not survive
+	extra          []string
 }
 
 func (r *report) add(f func(r *report)) {
@@ -49,10 +52,11 @@ func (r *report) hang() { r.add(func(r *report) { r.hangs++ }) }
 func (r *report) print(t *testing.T) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t.Logf("chaos report %s: runs=%d kills=%d survived=%d turns-lost=%d hangs=%d seed=%d %s",
-		r.name, r.runs, r.kills, r.kills-r.bad, r.lost, r.hangs, r.seed, strings.Join(r.extra, " "))
-	if r.lost > 0 || r.hangs > 0 {
-		t.Errorf("chaos %s: %d turns lost, %d hangs (both must be 0); replay with -chaos.seed %d", r.name, r.lost, r.hangs, r.seed)
+	t.Logf("chaos report %s: runs=%d kills=%d survived=%d turns-lost=%d hangs=%d partial-config=%d answered-twice=%d seed=%d %s",
+		r.name, r.runs, r.kills, r.kills-r.bad, r.lost, r.hangs, r.partial, r.twice, r.seed, strings.Join(r.extra, " "))
+	if r.lost > 0 || r.hangs > 0 || r.partial > 0 || r.twice > 0 {
+		t.Errorf("chaos %s: %d turns lost, %d hangs, %d prompts on a partial config, %d requests answered twice (all must be 0); replay with -chaos.seed %d",
+			r.name, r.lost, r.hangs, r.partial, r.twice, r.seed)
 	}
 }
 
