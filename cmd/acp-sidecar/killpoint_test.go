@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
 	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
 )
 
@@ -106,20 +107,7 @@ func countLives(calls []fakeagent.Call) int {
 // checkAnsweredOnce fails for a response id the client got twice.
 func checkAnsweredOnce(t *testing.T, lines [][]byte) {
 	t.Helper()
-	seen := map[string]bool{}
-	for _, l := range lines {
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Result json.RawMessage `json:"result"`
-			Error  json.RawMessage `json:"error"`
-		}
-		if json.Unmarshal(l, &m) != nil || m.Method != "" || m.ID == nil || m.Result == nil && m.Error == nil {
-			continue
-		}
-		if seen[string(m.ID)] {
-			t.Errorf("request %s was answered twice: %s", m.ID, clip(l))
-		}
-		seen[string(m.ID)] = true
+	if ids := acpclient.AnsweredTwice(lines); len(ids) > 0 {
+		t.Errorf("requests answered twice: %v", ids)
 	}
 }

@@ -140,3 +140,27 @@ func (b *board) waitLine(ctx context.Context, lines *[][]byte, pred func([]byte)
 	})
 	return found, err
 }
+
+// AnsweredTwice lists the ids of the responses that occur more than once
+// among lines: a request the peer answered twice, which a client must
+// never see (DESIGN.md "Data flow" 2: exactly one answer per request).
+func AnsweredTwice(lines [][]byte) []string {
+	seen := map[string]bool{}
+	var twice []string
+	for _, l := range lines {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(l, &m) != nil || m.Method != "" || m.ID == nil || m.Result == nil && m.Error == nil {
+			continue
+		}
+		if seen[string(m.ID)] {
+			twice = append(twice, string(m.ID))
+		}
+		seen[string(m.ID)] = true
+	}
+	return twice
+}

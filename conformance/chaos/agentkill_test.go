@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -422,7 +421,7 @@ func (r *agentRun) finish(dir string) {
 	if err := r.s.close(); err != nil {
 		r.fail("%v", err)
 	}
-	if ids := answeredTwice(r.s.c.Lines()); len(ids) > 0 {
+	if ids := acpclient.AnsweredTwice(r.s.c.Lines()); len(ids) > 0 {
 		r.rep.add(func(rep *report) { rep.twice += len(ids) })
 		r.fail("requests answered twice: %v", ids)
 	}
@@ -444,26 +443,4 @@ func (r *agentRun) finish(dir string) {
 			r.fail("completed turn %s: record has %+v; want one completed turn", tag, got)
 		}
 	}
-}
-
-// answeredTwice lists the ids of responses the client got more than once.
-func answeredTwice(lines [][]byte) []string {
-	seen := map[string]bool{}
-	var twice []string
-	for _, l := range lines {
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Result json.RawMessage `json:"result"`
-			Error  json.RawMessage `json:"error"`
-		}
-		if json.Unmarshal(l, &m) != nil || m.Method != "" || m.ID == nil || m.Result == nil && m.Error == nil {
-			continue
-		}
-		if seen[string(m.ID)] {
-			twice = append(twice, string(m.ID))
-		}
-		seen[string(m.ID)] = true
-	}
-	return twice
 }
