@@ -13,12 +13,13 @@ type RestartPolicy struct {
 	// gives up.
 	Max    int
 	Window time.Duration
-	// Backoff is the wait before the first restart in a row; it doubles
-	// with each further one, up to MaxBackoff.
+	// Backoff is the wait before the second restart in a row (the first
+	// is at once); it doubles with each further one, up to MaxBackoff.
 	Backoff, MaxBackoff time.Duration
 }
 
-// DefaultRestartPolicy is 5 restarts in 60 s, starting 100 ms apart.
+// DefaultRestartPolicy is 5 restarts in 60 s: the first at once, then
+// 100 ms apart, doubling.
 var DefaultRestartPolicy = RestartPolicy{Max: 5, Window: time.Minute, Backoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second}
 
 // ErrRestartBudget says the agent died more often than the policy allows.
@@ -49,9 +50,15 @@ func (s *Supervisor) Restart(ctx context.Context) (*Process, error) {
 	if len(s.starts) >= s.Policy.Max {
 		return nil, fmt.Errorf("%w (%d restarts in %s)", ErrRestartBudget, len(s.starts), s.Policy.Window)
 	}
-	if len(s.starts) == 0 {
+	switch {
+	case len(s.starts) == 0:
+		// One crash is not a loop: the agent comes back at once, and the
+		// requests waiting for it (DESIGN.md "While the agent's side is
+		// being rebuilt") wait only for its start.
+		s.delay = 0
+	case s.delay == 0:
 		s.delay = s.Policy.Backoff
-	} else {
+	default:
 		s.delay = min(2*s.delay, s.Policy.MaxBackoff)
 	}
 	t := time.NewTimer(s.delay)

@@ -21,7 +21,10 @@
 //     of several runs each way (-record-runs), as one run is a few
 //     milliseconds;
 //   - the sidecar's peak RSS after 10,000 short recorded turns with a disk
-//     store, < 64 MiB.
+//     store, < 64 MiB;
+//   - recovery: the agent SIGKILLed between turns and a prompt sent at once;
+//     the time from the kill to its answer, against the agent's own start,
+//     initialize, session/new and prompt run directly, adds <= 50 ms.
 package bench
 
 import (
@@ -74,9 +77,10 @@ const (
 	wRT        = "rt"        // round_trip_p50, round_trip_p99
 	wRecording = "recording" // recording_throughput
 	wTurns     = "turns"     // peak_rss_N_turns
+	wRecovery  = "recovery"  // recovery
 )
 
-var allWorkloads = []string{wSmall, wLarge, wRT, wRecording, wTurns}
+var allWorkloads = []string{wSmall, wLarge, wRT, wRecording, wTurns, wRecovery}
 
 // workloads is the set -only names; a nil set is every workload.
 type workloads map[string]bool
@@ -280,8 +284,16 @@ func measure(ctx context.Context, r *runner, o options, progress io.Writer) (*re
 				return nil, fmt.Errorf("round %d: %w", round+1, err)
 			}
 		}
+		var rc recoveryResult
+		if o.only.has(wRecovery) {
+			var err error
+			if rc, err = r.recoveryRound(ctx, order); err != nil {
+				return nil, fmt.Errorf("round %d: %w", round+1, err)
+			}
+		}
 		res.add(small, large, rts)
 		res.rounds[len(res.rounds)-1].rec = rec
+		res.rounds[len(res.rounds)-1].recovery = rc
 		fmt.Fprintf(progress, "bench: round %d/%d: %s\n", round+1, o.rounds, res.roundSummary(round))
 	}
 	if o.turns > 0 && o.only.has(wTurns) {

@@ -19,6 +19,7 @@ const (
 	targetRSSSmall  = 30 << 20 // bytes of peak RSS while relaying small frames, below
 	targetRecording = 0.9      // recording-on throughput / recording-off throughput, at least
 	targetRSSTurns  = 64 << 20 // bytes of peak RSS after the recorded turns, below
+	targetRecovery  = 50.0     // ms a prompt that waits for a restarted agent adds to the agent's own start, at most
 )
 
 // roundValues is what one round measured, indexed by relayKind.
@@ -28,6 +29,8 @@ type roundValues struct {
 	// rec is the recorded turn: [sidecarRelay] with recording on,
 	// [byteCopyRelay] with it off.
 	rec [2]tputResult
+	// recovery is the recovery workload's round (recovery.go).
+	recovery recoveryResult
 }
 
 // results collects the rounds and turns them into metrics.
@@ -182,6 +185,17 @@ func (r *results) metrics() []Metric {
 		rec.Pass = verdict(rec.Ratio >= targetRecording)
 		ms = append(ms, rec)
 	}
+	if len(r.rounds) > 0 && r.rounds[0].recovery.viaSidecar > 0 {
+		rc := r.metric("recovery", "ms", false, func(v roundValues, k relayKind) float64 {
+			if k == sidecarRelay {
+				return float64(v.recovery.viaSidecar) / float64(time.Millisecond)
+			}
+			return float64(v.recovery.agentAlone) / float64(time.Millisecond)
+		})
+		rc.Target = fmt.Sprintf("added <= %g ms", targetRecovery)
+		rc.Pass = verdict(rc.Added <= targetRecovery)
+		ms = append(ms, rc)
+	}
 	if t := r.turns; t != nil && t.hwm > 0 {
 		m := Metric{Name: fmt.Sprintf("peak_rss_%d_turns", t.turns), Unit: "MiB", Sidecar: float64(t.hwm) / (1 << 20),
 			Target: fmt.Sprintf("< %d MiB", targetRSSTurns>>20)}
@@ -223,6 +237,9 @@ func (r *results) roundSummary(round int) string {
 		// Recording off over on: the throughput ratio.
 		parts = append(parts, fmt.Sprintf("recording %.2fx", ratio(v.rec)))
 	}
+	if rc := v.recovery; rc.viaSidecar > 0 {
+		parts = append(parts, fmt.Sprintf("recovery %s vs the agent alone %s", rc.viaSidecar.Round(100*time.Microsecond), rc.agentAlone.Round(100*time.Microsecond)))
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -245,6 +262,9 @@ func (r *results) writeTable(w io.Writer) error {
 	fmt.Fprintln(tw, r.header())
 	fmt.Fprintln(tw, "RATIO is sidecar / bytecopy; each value is the median over rounds (peak RSS: the maximum)")
 	fmt.Fprintln(tw, "recording_*: SIDECAR records (the default), BYTECOPY is the same sidecar with --record=false")
+	if r.o.only.has(wRecovery) {
+		fmt.Fprintln(tw, "recovery: SIDECAR is the agent's SIGKILL to the answer of a prompt sent at once, BYTECOPY the agent alone: start, initialize, session/new, the prompt")
+	}
 	fmt.Fprintln(tw, "METRIC\tSIDECAR\tBYTECOPY\tRATIO\tTARGET\tRESULT")
 	for _, m := range r.metrics() {
 		target, result := m.Target, "-"
