@@ -32,22 +32,30 @@ type sentLog struct {
 	list []sentRequest
 }
 
+// maxKept bounds how many requests the log keeps: more requests than this
+// waiting unread in one pipe is not a client, and the oldest count as read.
+const maxKept = 256
+
 // add notes a request that ended at end after n written bytes. A request
-// longer than a pipe can hold is not kept: it cannot lie unread whole.
+// longer than a pipe can hold is not kept: it cannot lie unread whole. The
+// list is in write order, so what is surely read leaves from its head.
 func (l *sentLog) add(orig []byte, n int, end int64) {
 	if n > maxUnread {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	keep := 0
-	for _, s := range l.list {
-		if s.end > end-maxUnread {
-			l.list[keep] = s
-			keep++
-		}
+	drop := 0
+	if len(l.list) >= maxKept {
+		drop = maxKept / 2 // in halves, so a long run of requests costs one move per half
 	}
-	l.list = append(l.list[:keep], sentRequest{raw: append([]byte(nil), orig...), start: end - int64(n), end: end})
+	for drop < len(l.list) && l.list[drop].end <= end-maxUnread {
+		drop++
+	}
+	if drop > 0 {
+		l.list = append(l.list[:0], l.list[drop:]...)
+	}
+	l.list = append(l.list, sentRequest{raw: append([]byte(nil), orig...), start: end - int64(n), end: end})
 }
 
 // unread empties the log and returns the requests that lie wholly in the
