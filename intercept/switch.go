@@ -119,37 +119,50 @@ func (r *Recorder) Adopt(ctx context.Context, sid string) (switchReport, error) 
 		r.sessions[sid] = s
 	})
 	snap := snapshot{cwd: old.Cwd, mcp: old.McpServers, dirs: old.AdditionalDirectories}
-	native, catalog, err := r.newNative(ctx, sid, snap)
+	var rep switchReport
+	// The target may die under the move: the move starts again on the
+	// restarted target, from the same record (rebuilding).
+	err = r.rebuilding(ctx, sid, nil, func(ctx context.Context, gen uint64) (bool, error) {
+		native, catalog, err := r.newNative(ctx, sid, snap)
+		if err != nil {
+			return agentLost(err), fmt.Errorf("adopt %s: %w", sid, err)
+		}
+		target, setErrs := settingsTarget(catalog, r.cfg.Settings)
+		rep = switchReport{SessionID: sid, Agent: r.cfg.Name, NativeSessionID: native}
+		rep.Carried, rep.NotCarried = carry(old.Live, target, r.cfg.Name)
+		out := r.restore(ctx, native, target, catalog)
+		if r.lostSince(gen, out) {
+			return true, nil
+		}
+		// A value this agent did not take is a note, not a block (see above).
+		for _, f := range out.failed {
+			rep.NotCarried = append(rep.NotCarried, fmt.Sprintf("%s=%s: %s", f.Field, unquote(f.Want), f.Reason))
+		}
+		for _, e := range setErrs {
+			rep.NotCarried = append(rep.NotCarried, fmt.Sprintf("%s=%s (start-up setting): %s", e.OptionID, e.Value, e.Err))
+		}
+		out.failed = nil
+		res := r.settle(ctx, sid, native, out, func(s *session) {
+			s.rec.AgentName, s.rec.Agent = r.cfg.Name, r.cfg.Agent
+			s.rec.Baseline = cloneConfig(catalog)
+			s.rec.SetErrors = append(s.rec.SetErrors, setErrs...)
+			r.arm(s)
+			rep.KeptTurns = len(replay.Kept(r.conversation(s)))
+		})
+		r.t.clearStale(sid)
+		rep.Config = res.Config
+		rep.options = out.optionsRaw
+		if rep.options == nil {
+			rep.options = optionsOf(out.catalog)
+		}
+		r.log.Info("session moved to this agent", "session", sid, "agent", r.cfg.Name, "native", native)
+		return false, nil
+	})
 	if err != nil {
 		r.do(context.WithoutCancel(ctx), func(context.Context) { delete(r.sessions, sid) })
 		r.t.forget(sid)
-		return switchReport{}, fmt.Errorf("adopt %s: %w", sid, err)
+		return switchReport{}, err
 	}
-	target, setErrs := settingsTarget(catalog, r.cfg.Settings)
-	rep := switchReport{SessionID: sid, Agent: r.cfg.Name, NativeSessionID: native}
-	rep.Carried, rep.NotCarried = carry(old.Live, target, r.cfg.Name)
-	out := r.restore(ctx, native, target, catalog)
-	// A value this agent did not take is a note, not a block (see above).
-	for _, f := range out.failed {
-		rep.NotCarried = append(rep.NotCarried, fmt.Sprintf("%s=%s: %s", f.Field, unquote(f.Want), f.Reason))
-	}
-	for _, e := range setErrs {
-		rep.NotCarried = append(rep.NotCarried, fmt.Sprintf("%s=%s (start-up setting): %s", e.OptionID, e.Value, e.Err))
-	}
-	out.failed = nil
-	res := r.settle(ctx, sid, native, out, func(s *session) {
-		s.rec.AgentName, s.rec.Agent = r.cfg.Name, r.cfg.Agent
-		s.rec.Baseline = cloneConfig(catalog)
-		s.rec.SetErrors = append(s.rec.SetErrors, setErrs...)
-		r.arm(s)
-		rep.KeptTurns = len(replay.Kept(r.conversation(s)))
-	})
-	rep.Config = res.Config
-	rep.options = out.optionsRaw
-	if rep.options == nil {
-		rep.options = optionsOf(out.catalog)
-	}
-	r.log.Info("session moved to this agent", "session", sid, "agent", r.cfg.Name, "native", native)
 	return rep, nil
 }
 

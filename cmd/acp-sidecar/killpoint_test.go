@@ -111,3 +111,28 @@ func checkAnsweredOnce(t *testing.T, lines [][]byte) {
 		t.Errorf("requests answered twice: %v", ids)
 	}
 }
+
+// TestKillPointDuringSwitch: the agent a session moves to dies on the move's
+// session/new. Its supervisor restarts it, and the move starts again on the
+// restarted agent from the same record: the switch succeeds, the mode
+// carries, and the first prompt there carries the kept turns, once.
+func TestKillPointDuringSwitch(t *testing.T) {
+	t.Parallel()
+	died := filepath.Join(t.TempDir(), "died")
+	sp := startSwitchIn(t, t.TempDir(), t.TempDir(), "", "-die-on session/new:1 -die-once "+died)
+	_, resp := sp.request("session/set_mode", map[string]any{"sessionId": sp.sid, "modeId": "plan"})
+	mustSucceed(t, "set mode", resp)
+	sp.mustPrompt("one on a")
+	resp = sp.switchTo("b")
+	if got := selectorValue(t, resp, "result"); got != "b" {
+		t.Fatalf("the switch the target died under answered selector %q, want b: %s", got, clip(resp))
+	}
+	if n := countLives(readCalls(t, sp.callsB)); n != 2 {
+		t.Fatalf("b lived %d times, want 2: it dies on the move's session/new, once", n)
+	}
+	r := sp.mustPrompt("echo: two on b")
+	if r.Mode != "plan" || len(r.Echo) != 2 || !strings.Contains(r.Echo[0], "one on a") {
+		t.Errorf("b's first prompt after the move = %+v, want plan and the handoff of a's turn", r)
+	}
+	checkAnsweredOnce(t, sp.lines())
+}

@@ -312,17 +312,9 @@ func TestSwitchAgentsCrashes(t *testing.T) {
 	waitFor(t, sp.peer, "b's restart", func() bool {
 		return count(fakeagent.Methods(readCalls(t, sp.callsB)), "initialize") >= 2
 	})
-	for {
-		resp, got, _ := sp.prompt("four on b")
-		if strings.Contains(string(resp), `"result"`) {
-			r, _ = fakeagent.ParseReply(got)
-			break
-		}
-		if _, code, _ := decodeRPCError(t, resp); code != -32012 {
-			t.Fatalf("prompt after b's crash: %s", clip(resp))
-		}
-		pause(t, sp.peer)
-	}
+	resp, text, _ := sp.prompt("four on b")
+	mustSucceed(t, "the prompt after b's crash, which waits for b", resp)
+	r, _ = fakeagent.ParseReply(text)
 	// The restarted fake agent numbers its sessions from 1 again: its
 	// first turn tells the rebuilt session apart.
 	if r.Mode != "plan" || r.Turns != 1 {
