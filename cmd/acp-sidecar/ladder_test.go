@@ -69,7 +69,6 @@ func waitFor(t *testing.T, p *peer, what string, cond func() bool) {
 	}
 }
 
-
 // readCalls reads the fake agent's call log (both lives append to it).
 func readCalls(t *testing.T, path string) []fakeagent.Call {
 	t.Helper()
