@@ -113,17 +113,20 @@ var _ proxy.UnsentHook = (*Chain)(nil)
 // unsentTaker is an interceptor that keeps a client request the agent
 // never received (proxy.UnsentHook).
 type unsentTaker interface {
-	Unsent(ctx context.Context, f *proxy.Frame)
+	Unsent(ctx context.Context, f *proxy.Frame) proxy.Verdict
 }
 
-// Unsent implements proxy.UnsentHook: the interceptors that keep such
-// requests get it, in chain order.
-func (c *Chain) Unsent(ctx context.Context, f *proxy.Frame) {
+// Unsent implements proxy.UnsentHook: the first interceptor that keeps
+// such a request decides it.
+func (c *Chain) Unsent(ctx context.Context, f *proxy.Frame) proxy.Verdict {
 	for _, ic := range c.list {
 		if u, ok := ic.(unsentTaker); ok {
-			u.Unsent(ctx, f)
+			if v := u.Unsent(ctx, f); v.Do != proxy.Pass {
+				return v
+			}
 		}
 	}
+	return proxy.Verdict{Do: proxy.Drop}
 }
 
 // Frame implements proxy.Hook.

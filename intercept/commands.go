@@ -221,8 +221,11 @@ func rawList(items [][]byte) []json.RawMessage {
 // prompt of a blocked or busy session.
 func (c *commands) prompt(ctx context.Context, id []byte, sid string, raw []byte) (proxy.Verdict, error) {
 	if name, args, ok := slashOf(raw); ok {
-		c.r.spawn(func(ctx context.Context) { c.slash(ctx, id, sid, name, args) })
-		return proxy.Verdict{Do: proxy.Drop}, nil
+		// The command's work (a rebuild) is slow: the relay runs it off its
+		// goroutine, and nothing waits for it but this prompt's answer.
+		return proxy.Verdict{Do: proxy.Defer, Later: func(ctx context.Context) proxy.Decision {
+			return answerWith(c.slash(ctx, id, sid, name, args)...)
+		}}, nil
 	}
 	if what := c.r.t.busyWith(sid); what != "" {
 		return answer(proxy.ErrorResponse(id, codeBusy, fmt.Sprintf("acp-sidecar is running a %s on this session; send the prompt again when it has finished", what))), nil
@@ -309,7 +312,7 @@ func parseSlash(text string) (name, args string, ok bool) {
 
 // slash runs a command and answers the prompt as the agent would: a message
 // chunk that says what happened, then stopReason end_turn.
-func (c *commands) slash(ctx context.Context, id []byte, sid, name, args string) {
+func (c *commands) slash(ctx context.Context, id []byte, sid, name, args string) [][]byte {
 	var text string
 	var err error
 	switch name {
@@ -345,9 +348,7 @@ func (c *commands) slash(ctx context.Context, id []byte, sid, name, args string)
 		text = "acp-sidecar: /" + name + " failed: " + err.Error()
 	}
 	chunk := sessionUpdate(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}})
-	c.r.sc.Send(proxy.AgentToClient, chunk)
-	resp := append(append([]byte(`{"jsonrpc":"2.0","id":`), id...), `,"result":{"stopReason":"end_turn"}}`...)
-	c.r.sc.Send(proxy.AgentToClient, resp)
+	return [][]byte{chunk, response(id, []byte(`{"stopReason":"end_turn"}`))}
 }
 
 // extension answers a `_sidecar/*` request.
@@ -362,18 +363,17 @@ func (c *commands) extension(ctx context.Context, id []byte, method string, raw 
 	}
 	sid := msg.Params.SessionID
 	run := func(fn func(ctx context.Context) (any, error)) (proxy.Verdict, error) {
-		c.r.spawn(func(ctx context.Context) {
+		return proxy.Verdict{Do: proxy.Defer, Later: func(ctx context.Context) proxy.Decision {
 			res, err := fn(ctx)
-			var line []byte
 			if err != nil {
-				line = proxy.ErrorResponse(id, errorCode(err), err.Error())
-			} else {
-				b, _ := marshalNoEscape(res)
-				line = append(append(append(append([]byte(`{"jsonrpc":"2.0","id":`), id...), `,"result":`...), b...), '}')
+				return answerWith(proxy.ErrorResponse(id, errorCode(err), err.Error()))
 			}
-			c.r.sc.Send(proxy.AgentToClient, line)
-		})
-		return proxy.Verdict{Do: proxy.Drop}, nil
+			b, err := marshalNoEscape(res)
+			if err != nil {
+				return answerWith(proxy.ErrorResponse(id, -32603, "Internal error: encode the result: "+err.Error()))
+			}
+			return answerWith(response(id, b))
+		}}, nil
 	}
 	switch method {
 	case ExtReset:

@@ -156,7 +156,7 @@ func (ll lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 // to the restarted agent (DESIGN.md "While the agent's side is being
 // rebuilt"). What the chain noted of it is taken back: it is not in flight,
 // and a prompt's turn has not begun.
-func (ll lifeline) Unsent(_ context.Context, f *proxy.Frame) {
+func (ll lifeline) Unsent(_ context.Context, f *proxy.Frame) proxy.Verdict {
 	r, l := ll.r, ll.r.life
 	id := string(f.Env.ID)
 	sid := ""
@@ -188,7 +188,7 @@ func (ll lifeline) Unsent(_ context.Context, f *proxy.Frame) {
 		r.enqueue(event{fn: func(ctx context.Context) { r.unbegin(ctx, sid) }})
 	}
 	// The relay has this frame's place: nothing after it was written.
-	r.holdAfter(f, sid, nil, gen)
+	return r.holdAfter(f, sid, nil, gen)
 }
 
 // unbegin takes back the turn of a prompt the agent never received: it
@@ -214,24 +214,27 @@ func (r *Recorder) unbegin(ctx context.Context, sid string) {
 }
 
 // reenter runs a held client frame through the rest of the chain (the
-// sidecar's commands, the record, the id mapping) and returns what goes to
-// the agent; an answer goes back to the client.
-func (r *Recorder) reenter(ctx context.Context, raw []byte) [][]byte {
+// sidecar's commands, the record, the id mapping) and says what goes to
+// the agent and what back to the client. A stage that holds or defers it
+// again is decided here, on the held frame's goroutine.
+func (r *Recorder) reenter(ctx context.Context, raw []byte) proxy.Decision {
 	env, err := proxy.Scan(raw)
 	if err != nil {
-		return nil
+		return proxy.Decision{} // it was scanned once, on its way in
 	}
 	f := &proxy.Frame{Dir: proxy.ClientToAgent, Raw: raw, Env: env}
 	v := r.rest.Frame(ctx, f)
 	switch v.Do {
 	case proxy.Pass:
-		return [][]byte{raw}
+		return proxy.Decision{Forward: [][]byte{raw}}
 	case proxy.Rewrite:
-		return [][]byte{v.Line}
+		return proxy.Decision{Forward: [][]byte{v.Line}}
 	case proxy.Answer:
-		r.sc.Send(proxy.AgentToClient, v.Line)
+		return answerWith(v.Line)
+	case proxy.Hold, proxy.Defer:
+		return v.Later(ctx)
 	}
-	return nil
+	return proxy.Decision{}
 }
 
 // Claims takes client requests and agent requests that made it through.

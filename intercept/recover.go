@@ -251,29 +251,24 @@ func (ll lifeline) emulates(method, sid string) bool {
 // emulate decides a held session/load, session/resume or session/list
 // once the agent is up: an unknown session goes to the agent for its own
 // answer, a known one is reopened from the record.
-func (ll lifeline) emulate(ctx context.Context, q waited, release func(lines ...[]byte)) {
+func (ll lifeline) emulate(ctx context.Context, q waited) proxy.Decision {
 	r := ll.r
 	if !ll.emulates(q.method, q.sid) {
-		release(r.reenter(ctx, q.raw)...)
-		return
+		return r.reenter(ctx, q.raw)
 	}
 	if q.method == mSessionList {
-		release()
-		r.send(proxy.AgentToClient, r.listSessions(ctx, q.id, q.raw))
-		return
+		return answerWith(r.listSessions(ctx, q.id, q.raw))
 	}
 	line, err := r.reopen(ctx, q.sid, q.method)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
-		release(q.raw) // not ours: the agent answers, with its own error if it must
+		return proxy.Decision{Forward: [][]byte{q.raw}} // not ours: the agent answers, with its own error if it must
 	case err != nil:
-		release()
-		r.send(proxy.AgentToClient, proxy.ErrorResponse(q.id, errorCode(err), err.Error()))
+		return answerWith(proxy.ErrorResponse(q.id, errorCode(err), err.Error()))
 	case line == nil:
-		release(r.reenter(ctx, q.raw)...) // live here: the agent has it
+		return r.reenter(ctx, q.raw) // live here: the agent has it
 	default:
-		release()
-		r.send(proxy.AgentToClient, response(q.id, line))
+		return answerWith(response(q.id, line))
 	}
 }
 

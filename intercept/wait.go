@@ -144,9 +144,9 @@ type waited struct {
 	id, raw     []byte
 }
 
-// A decider takes a held request on once its session is ready: it sends
-// its lines to release (nothing, when it answers the request itself).
-type decider func(ctx context.Context, q waited, release func(lines ...[]byte))
+// A decider takes a held request on once its session is ready, and says
+// what goes to the agent and what back to the client.
+type decider func(ctx context.Context, q waited) proxy.Decision
 
 // hold keeps a client request's place and lets it go on once its session
 // is ready: through decide when set (a load, resume or list, decided only
@@ -157,35 +157,35 @@ func (r *Recorder) hold(f *proxy.Frame, sid string, decide decider) proxy.Verdic
 }
 
 // holdAfter is hold for a request that must wait for an agent of life
-// minGen or later.
+// minGen or later. The relay keeps the place and owns the goroutine that
+// waits (proxy.Hold); the waiter joins the room now, in arrival order.
 func (r *Recorder) holdAfter(f *proxy.Frame, sid string, decide decider, minGen uint64) proxy.Verdict {
-	release := r.sc.Hold(proxy.ClientToAgent)
-	id, raw, method := append([]byte(nil), f.Env.ID...), append([]byte(nil), f.Raw...), f.Env.Method
+	id, raw, method := append([]byte(nil), f.Env.ID...), append([]byte(nil), f.Raw...), string(f.Env.Method)
 	w := r.room.enter(id, sid, f.Env.MethodIs(mPrompt))
 	// A held load, resume or list is decided by the sidecar, which
 	// rebuilds a stale session its own way (reopen).
 	w.rebuild = decide == nil
 	w.minGen = minGen
-	r.spawn(func(ctx context.Context) {
+	return proxy.Verdict{Do: proxy.Hold, Later: func(ctx context.Context) proxy.Decision {
 		defer close(w.done)
 		err := r.awaitReady(ctx, w)
 		<-w.prev
 		r.room.leave(w)
 		switch {
 		case errors.Is(err, errCancelled):
-			release()
-			r.send(proxy.AgentToClient, response(id, []byte(`{"stopReason":"cancelled"}`)))
+			return answerWith(response(id, []byte(`{"stopReason":"cancelled"}`)))
 		case err != nil:
-			release()
-			r.send(proxy.AgentToClient, proxy.ErrorResponse(id, errorCode(err), err.Error()))
+			return answerWith(proxy.ErrorResponse(id, errorCode(err), err.Error()))
 		case decide != nil:
-			decide(ctx, waited{method: string(method), sid: sid, id: id, raw: raw}, release)
+			return decide(ctx, waited{method: method, sid: sid, id: id, raw: raw})
 		default:
-			release(r.reenter(ctx, raw)...)
+			return r.reenter(ctx, raw)
 		}
-	})
-	return proxy.Verdict{Do: proxy.Drop}
+	}}
 }
+
+// answerWith is the decision to answer a frame with lines.
+func answerWith(lines ...[]byte) proxy.Decision { return proxy.Decision{Answer: lines} }
 
 // awaitReady waits until the agent is up and w's session is neither being
 // rebuilt nor stale. A stale session is rebuilt here, by the first waiter

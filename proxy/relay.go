@@ -53,12 +53,35 @@ const (
 	Answer
 	// Drop forwards nothing.
 	Drop
+	// Hold keeps the frame's place in its stream and decides the frame
+	// later: the relay runs Verdict.Later on a goroutine of its own, and
+	// what Later forwards fills the place, so what the same peer sent after
+	// the frame waits behind it. Later's answers go back to the sender.
+	Hold
+	// Defer is Hold without the place: nothing waits for Later, and what
+	// it forwards goes after whatever came meanwhile. For a request the
+	// sidecar answers itself after slow work (a slash command).
+	Defer
 )
 
 // Verdict is a Hook's decision about one frame.
 type Verdict struct {
 	Do   Action
 	Line []byte // for Rewrite and Answer: one frame without '\n'
+	// Later decides a Hold or Defer. It runs once, off the relay's
+	// goroutines, with the frame's bytes copied into it by the hook (the
+	// frame itself is gone by then), and with a context that ends when the
+	// relay stops. The relay waits for it before Run returns.
+	Later func(ctx context.Context) Decision
+}
+
+// Decision is how a held or deferred frame ends. For a client request,
+// exactly one of Forward (the request, or its rewrite, on its way to the
+// agent) and Answer (a response to it) must carry its id once: the relay
+// checks it (answerOnce), so every request it took gets one answer.
+type Decision struct {
+	Forward [][]byte // to the frame's destination, in order
+	Answer  [][]byte // back to the frame's sender, in order
 }
 
 // A Hook decides what happens to each valid frame.
@@ -81,7 +104,7 @@ type Hook interface {
 // error its hook gives every request the dead agent had.
 type UnsentHook interface {
 	Hook
-	Unsent(ctx context.Context, f *Frame)
+	Unsent(ctx context.Context, f *Frame) Verdict
 }
 
 // HookFunc adapts a function to Hook.
@@ -139,6 +162,11 @@ type Relay struct {
 	// hand: either it reached the dead agent, or its write failed and the
 	// hook got it back (UnsentHook), never both or neither.
 	inFrame sync.Mutex
+	// laters are the goroutines of held and deferred frames; Run waits for
+	// them, and after that (latersDone) no new one starts.
+	laters     sync.WaitGroup
+	latersMu   sync.Mutex
+	latersDone bool
 	// sent is the client requests the current agent may not have read;
 	// agentIn is its stdin, which says how much is still unread.
 	sent    sentLog
@@ -213,6 +241,12 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	r.own.Load().close()
 	cancel()
+	// Held and deferred frames end with ctx; what they answer is still
+	// written, before the last flush.
+	r.latersMu.Lock()
+	r.latersDone = true
+	r.latersMu.Unlock()
+	r.laters.Wait()
 	if c, ok := r.cfg.ClientIn.(io.Closer); ok {
 		c.Close()
 	}
@@ -397,6 +431,11 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 			if flush {
 				r.flushOrLog(out, dir)
 			}
+		case Hold, Defer:
+			r.later(ctx, f, v)
+			if flush {
+				r.flushOrLog(out, dir)
+			}
 		}
 		if dir == ClientToAgent {
 			r.inFrame.Unlock()
@@ -422,9 +461,11 @@ func (r *Relay) writeRequest(ctx context.Context, o *output, line []byte, orig *
 		return
 	}
 	if h, ok := r.hook.(UnsentHook); ok && r.cfg.OnAgentExit != nil {
-		r.log.Info("a client request did not reach the agent, which is gone; it is kept for the next agent", "method", string(orig.Env.Method))
-		h.Unsent(ctx, orig)
-		return
+		if v := h.Unsent(ctx, orig); v.Do == Hold || v.Do == Defer {
+			r.log.Info("a client request did not reach the agent, which is gone; it is kept for the next agent", "method", string(orig.Env.Method))
+			r.later(ctx, orig, v)
+			return
+		}
 	}
 	r.logWrite(ClientToAgent, err)
 }
@@ -447,7 +488,10 @@ func (r *Relay) handBackUnread(ctx context.Context) {
 			continue // it was scanned once, on its way in
 		}
 		r.log.Info("a client request was left unread by the agent, which is gone; it is kept for the next agent", "method", string(env.Method))
-		h.Unsent(ctx, &Frame{Dir: ClientToAgent, Raw: raw, Env: env})
+		f := &Frame{Dir: ClientToAgent, Raw: raw, Env: env}
+		if v := h.Unsent(ctx, f); v.Do == Hold || v.Do == Defer {
+			r.later(ctx, f, v)
+		}
 	}
 }
 
