@@ -201,7 +201,7 @@ func (r *Recorder) Reset(ctx context.Context, sid string) (report, error) {
 			s.rec.ContextFrom = len(s.turns) + 1
 			s.rec.Handoff = nil
 		})
-		r.t.clearStale(sid) // the fresh session lives on the agent that is up now
+		r.settled(sid, gen) // the fresh session lives on the agent that is up now
 		return false, nil
 	})
 	return rep, err
@@ -233,6 +233,15 @@ func (r *Recorder) rebuilding(ctx context.Context, sid string, capture *state.Co
 			return fmt.Errorf("rebuild %s: %w", sid, err)
 		}
 	}
+}
+
+// settled ends a rebuild attempt of generation gen that landed: the session
+// is no longer stale, unless the agent died meanwhile. AgentGone counts the
+// new life before it marks sessions stale, so the check under the table's
+// lock never clears a mark a later death set (the native session the
+// attempt made died with that agent).
+func (r *Recorder) settled(sid string, gen uint64) {
+	r.t.clearStaleIf(sid, func() bool { return r.life.gen.Load() == gen })
 }
 
 // lostSince says whether the agent died under a rebuild attempt that began
@@ -363,7 +372,7 @@ func (r *Recorder) RestoreOriginal(ctx context.Context, sid string) (report, err
 				}
 			}
 		})
-		r.t.clearStale(sid)
+		r.settled(sid, gen)
 		return false, nil
 	})
 	return rep, err

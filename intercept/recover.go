@@ -173,7 +173,7 @@ func (r *Recorder) Recover(ctx context.Context, sid string) error {
 				r.arm(s)
 			}
 		})
-		r.t.clearStale(sid)
+		r.settled(sid, gen)
 		r.log.Info("session rebuilt after the agent's exit", "session", sid, "path", path)
 		return false, nil
 	})
@@ -334,7 +334,7 @@ func (r *Recorder) reopen(ctx context.Context, sid, method string) ([]byte, erro
 				history = historyUpdates(sid, replay.Visible(&s.rec, r.fullTurns(ctx, s)))
 			}
 		})
-		r.t.clearStale(sid)
+		r.settled(sid, gen)
 		for _, line := range history {
 			r.send(proxy.AgentToClient, line)
 		}

@@ -99,7 +99,7 @@ func (r *Recorder) Rollback(ctx context.Context, sid string, keep int) (rollback
 			return true, nil
 		}
 		rep.report = r.settleRollback(ctx, sid, native, out, keep)
-		r.t.clearStale(sid) // the fresh session lives on the agent that is up now
+		r.settled(sid, gen) // the fresh session lives on the agent that is up now
 		return false, nil
 	})
 	if err != nil {
@@ -198,7 +198,7 @@ func (r *Recorder) Fork(ctx context.Context, parent string, at int) (report, err
 			return true, nil
 		}
 		rep = r.settle(ctx, child, native, out, func(s *session) { r.arm(s) })
-		r.t.clearStale(child)
+		r.settled(child, gen)
 		return false, nil
 	})
 	return rep, err

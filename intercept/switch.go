@@ -149,7 +149,7 @@ func (r *Recorder) Adopt(ctx context.Context, sid string) (switchReport, error) 
 			r.arm(s)
 			rep.KeptTurns = len(replay.Kept(r.conversation(s)))
 		})
-		r.t.clearStale(sid)
+		r.settled(sid, gen)
 		rep.Config = res.Config
 		rep.options = out.optionsRaw
 		if rep.options == nil {

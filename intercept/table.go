@@ -188,13 +188,18 @@ func (t *table) isStale(clientID string) bool {
 	return t.stale[clientID]
 }
 
-func (t *table) clearStale(clientID string) {
+// clearStaleIf clears the mark when still holds, under the lock markStale
+// takes: a rebuild clears it only while the agent it rebuilt on lives.
+func (t *table) clearStaleIf(clientID string, still func() bool) {
 	t.mu.Lock()
-	delete(t.stale, clientID)
-	t.anyStale.Store(len(t.stale) > 0)
+	if still() {
+		delete(t.stale, clientID)
+		t.anyStale.Store(len(t.stale) > 0)
+	}
 	t.mu.Unlock()
 	t.ready.fire()
 }
+
 
 // owe keeps the target of a restore that failed, so a retry (/reset, a
 // rollback, a crash recovery) aims at it again instead of at the partial

@@ -56,3 +56,24 @@ func TestEarlyFramesAlwaysReleased(t *testing.T) {
 		t.Error("a frame was held with no creation in flight")
 	}
 }
+
+// TestSettledKeepsALaterDeath: a rebuild that landed clears its session's
+// stale mark only while the agent it rebuilt on lives. The kill loop found
+// the race: /reset settled, the agent died and marked the session stale,
+// and the reset's clear undid the mark, so the next prompt went to the new
+// agent under a native id that died with the old one.
+func TestSettledKeepsALaterDeath(t *testing.T) {
+	r := NewRecorder(RecorderConfig{Store: nil})
+	gen := r.life.gen.Load()
+	r.t.markStale("s1")
+	r.settled("s1", gen)
+	if r.t.isStale("s1") {
+		t.Fatal("a rebuild on a living agent left the session stale")
+	}
+	r.life.gen.Add(1) // AgentGone counts the new life first
+	r.t.markStale("s1")
+	r.settled("s1", gen)
+	if !r.t.isStale("s1") {
+		t.Error("a rebuild from before the agent's death cleared the mark the death set")
+	}
+}
