@@ -383,8 +383,10 @@ func TestHostileInvalidUTF8(t *testing.T) {
 
 	h.send(t, promptLine("utf-1", quote(sid), "ok")[:60]+"\xff\xfe"+promptLine("utf-1", quote(sid), "ok")[60:])
 	l := h.waitClient(t, "a parse error", func(l []byte) bool { return bytes.Contains(l, []byte("-32700")) })
-	if id, code, msg := errorOf(t, l); id != "null" || code != -32700 || !strings.Contains(msg, "UTF-8") {
-		t.Errorf("invalid UTF-8 answered id %s code %d %q; want null, -32700, naming UTF-8", id, code, msg)
+	// The line is JSON but for the bytes in a string: its id is readable,
+	// and the editor waits for an answer under it.
+	if id, code, msg := errorOf(t, l); id != `"utf-1"` || code != -32700 || !strings.Contains(msg, "UTF-8") {
+		t.Errorf("invalid UTF-8 answered id %s code %d %q; want \"utf-1\", -32700, naming UTF-8", id, code, msg)
 	}
 	// From the agent: dropped, whether it is a frame or stray text.
 	h.inject(t, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":`+quote(sid)+`,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"bad `+"\xc3\x28"+`"}}}}`)
@@ -419,8 +421,8 @@ func TestHostileDeepNesting(t *testing.T) {
 
 	h.send(t, `{"jsonrpc":"2.0","id":"deep-1","method":"session/prompt","params":{"sessionId":`+quote(sid)+`,"prompt":[],"_meta":{"x":`+deep+`}}}`)
 	l := h.waitClient(t, "a parse error", func(l []byte) bool { return bytes.Contains(l, []byte("-32700")) })
-	if id, code, msg := errorOf(t, l); id != "null" || code != -32700 || !strings.Contains(msg, "nesting deeper") {
-		t.Errorf("deep nesting answered id %s code %d %q", id, code, msg)
+	if id, code, msg := errorOf(t, l); id != `"deep-1"` || code != -32700 || !strings.Contains(msg, "nesting deeper") {
+		t.Errorf("deep nesting answered id %s code %d %q; want the request's own id", id, code, msg)
 	}
 	h.inject(t, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":`+quote(sid)+`,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"deep"},"_meta":`+deep+`}}}`)
 	h.inject(t, `{"jsonrpc":"2.0","id":"deep-2","method":"fs/read_text_file","params":{"sessionId":`+quote(sid)+`,"path":`+deep+`}}`)

@@ -104,6 +104,37 @@ func ScanPrefix(head []byte) Envelope {
 	return s.st.envelope(head, true)
 }
 
+// Salvage peeks what it can of a malformed frame, to answer it under its id:
+// a frame that is valid JSON but for invalid UTF-8 inside a string is
+// scanned with the bad bytes replaced; otherwise the members before the
+// fault count (ScanPrefix), and an id written last is found at the end
+// (TailID). A frame that only the id's position could tell a request from a
+// notification is taken for a request when an id was found.
+func Salvage(frame []byte) Envelope {
+	if !utf8.Valid(frame) {
+		if env, err := Scan(bytes.ToValidUTF8(frame, []byte("\uFFFD"))); err == nil {
+			return env
+		}
+	}
+	env := ScanPrefix(frame)
+	if env.Kind == KindResponse && !env.Error && bytes.Contains(frame, []byte(`"method"`)) && !bytes.Contains(frame, []byte(`"result"`)) {
+		// The cut came inside the method's value: an id and a method key
+		// are a request.
+		env.Kind = KindRequest
+	}
+	if env.ID == nil {
+		if id := TailID(bytes.TrimRight(frame, " \t\r")); id != nil {
+			env.ID = id
+			if env.Kind == KindOther {
+				env.Kind = KindResponse
+			} else if env.Kind == KindNotification {
+				env.Kind = KindRequest
+			}
+		}
+	}
+	return env
+}
+
 // streamScanner is Scan for a stream of frames. Agents send runs of frames
 // that agree up to their payload (every agent_message_chunk of a turn
 // starts with the same 160-odd bytes, up to its text), so it keeps the

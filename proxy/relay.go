@@ -381,7 +381,7 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 		env, serr := scan.scan(line)
 		if serr != nil {
 			r.trace.record(dir, false, line, serr)
-			r.malformed(dir, serr)
+			r.malformed(dir, line, serr)
 			continue
 		}
 		r.trace.record(dir, false, line, nil)
@@ -515,13 +515,28 @@ func (r *Relay) flushOrLog(o *output, dir Direction) {
 // the other side: real agents die on such lines, and a client's framing breaks
 // on them (DESIGN.md, "Data flow" 5). The client gets a parse error; the
 // agent's line is dropped and logged.
-func (r *Relay) malformed(dir Direction, err error) {
-	if dir == ClientToAgent {
-		r.log.Warn("client sent a malformed frame; answered with a parse error", "err", err)
-		r.reply(ClientToAgent, nil, codeParseError, "Parse error: "+err.Error())
-		return
+func (r *Relay) malformed(dir Direction, line []byte, err error) {
+	env := Salvage(line)
+	switch {
+	case dir == ClientToAgent:
+		// A request whose id can still be read gets its answer under that
+		// id: an editor waits for it, and a null id answers nobody.
+		id := env.ID
+		if env.Kind != KindRequest {
+			id = nil
+		}
+		r.log.Warn("client sent a malformed frame; answered with a parse error", "err", err, "idReadable", id != nil)
+		r.reply(ClientToAgent, id, codeParseError, "Parse error: "+err.Error())
+	case env.Kind == KindRequest:
+		r.log.Warn("agent wrote a malformed request; answered with a parse error", "err", err)
+		r.reply(AgentToClient, env.ID, codeParseError, "Parse error: "+err.Error())
+	case env.Kind == KindResponse && !isOwnID(env.ID):
+		// The client waits for this response: give it an error in its place.
+		r.log.Warn("agent wrote a malformed response; the client gets an error for it", "err", err)
+		r.reply(ClientToAgent, env.ID, codeInternalError, "The agent's response was malformed and dropped: "+err.Error())
+	default:
+		r.log.Warn("agent wrote a malformed frame; dropped", "err", err)
 	}
-	r.log.Warn("agent wrote a malformed frame; dropped", "err", err)
 }
 
 // oversized answers a frame over the limit where someone waits for it: the

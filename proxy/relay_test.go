@@ -123,19 +123,34 @@ func TestRelaySkipsBlankLines(t *testing.T) {
 
 func TestMalformedFramesNeverCross(t *testing.T) {
 	h := newHarness(t, Config{})
-	for _, bad := range []string{"not json", "{\"a\":\"\xff\"}", `{"id":1,"method":`} {
-		send(t, h.clientW, bad)
+	for _, tc := range []struct {
+		bad, id string // id: the id the answer must carry, "null" if none is readable
+	}{
+		{"not json", "null"},
+		{"{\"a\":\"\xff\"}", "null"},
+		// A request whose id can be read gets its answer under that id.
+		{`{"id":1,"method":`, "1"},
+		{"{\"jsonrpc\":\"2.0\",\"id\":\"s-7\",\"method\":\"session/prompt\",\"params\":{\"text\":\"caf\xe9\"}}", `"s-7"`},
+		{`{"jsonrpc":"2.0","method":"session/prompt","params":` + strings.Repeat("[", 200) + `,"id":8}`, "8"},
+	} {
+		send(t, h.clientW, tc.bad)
 		got := recv(t, h.toClient)
 		var resp struct {
-			ID    any `json:"id"`
+			ID    json.RawMessage `json:"id"`
 			Error struct {
 				Code int `json:"code"`
 			} `json:"error"`
 		}
-		if err := json.Unmarshal([]byte(got), &resp); err != nil || resp.Error.Code != -32700 || resp.ID != nil {
-			t.Errorf("client got %q for %q; want a -32700 error with id null", got, bad)
+		if err := json.Unmarshal([]byte(got), &resp); err != nil || resp.Error.Code != -32700 || string(resp.ID) != tc.id {
+			t.Errorf("client got %q for %q; want a -32700 error with id %s", got, tc.bad, tc.id)
 		}
-		send(t, h.agentW, bad) // dropped
+		send(t, h.agentW, tc.bad)
+		if tc.id != "null" {
+			// The agent's own malformed request is answered to the agent.
+			if got := recv(t, h.toAgent); !strings.Contains(got, `"id":`+tc.id+`,"error":{"code":-32700`) {
+				t.Errorf("agent got %q for its %q; want a -32700 error with id %s", got, tc.bad, tc.id)
+			}
+		}
 	}
 	// Both directions still work, and neither peer saw the bad lines.
 	send(t, h.clientW, `{"id":1,"method":"ok"}`)
