@@ -200,7 +200,6 @@ func (t *table) clearStaleIf(clientID string, still func() bool) {
 	t.ready.fire()
 }
 
-
 // owe keeps the target of a restore that failed, so a retry (/reset, a
 // rollback, a crash recovery) aims at it again instead of at the partial
 // config the agent reported; nil clears it (the restore succeeded, or the
