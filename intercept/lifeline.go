@@ -127,15 +127,15 @@ func (ll lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 	}
 	method := string(f.Env.Method)
 	emulated := method == mSessionLoad || method == mSessionResume || method == mSessionList
+	if !emulated && !r.anyWait() {
+		return proxy.Verdict{}, nil // the common request: nothing waits, nothing to decode
+	}
 	sid := ""
 	if f.Env.SessionID.Present() {
 		sid = sessionIDOf(f)
 	}
 	if emulated {
-		if r.mustWait(sid) {
-			return r.hold(f, sid, ll.emulate), nil
-		}
-		if !ll.emulates(method, sid) {
+		if !r.mustWait(sid) && !ll.emulates(method, sid) {
 			return proxy.Verdict{}, nil
 		}
 		// The decision needs the recorder, off the relay's path.

@@ -125,6 +125,12 @@ func (rm *room) waiting() bool {
 // errCancelled ends the wait of a prompt the client cancelled.
 var errCancelled = errors.New("cancelled while waiting")
 
+// anyWait says whether any request may have to wait now: the agent is
+// restarting, or some session is stale or being rebuilt.
+func (r *Recorder) anyWait() bool {
+	return r.life.get() == phaseRestarting || r.t.anyStale.Load() || r.t.busyN.Load() > 0
+}
+
 // mustWait says whether a client request has to wait: the agent is
 // restarting, or the request's session is being rebuilt or lost its native
 // session with the agent. It costs two atomic loads while nothing is wrong.

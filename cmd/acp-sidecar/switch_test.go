@@ -462,7 +462,7 @@ func TestSwitchAgentsSurfaces(t *testing.T) {
 		t.Fatalf("initialize does not advertise _sidecar/agent: %s", clip(sp.init))
 	}
 	// What the switchboard does not understand still gets its answer.
-	resp := sp.call("null", `{"jsonrpc":"2.0","id":7,"method":`)
+	resp := sp.call("7", `{"jsonrpc":"2.0","id":7,"method":`)
 	if _, code, _ := decodeRPCError(t, resp); code != -32700 {
 		t.Fatalf("a malformed line got %s, want a parse error", clip(resp))
 	}

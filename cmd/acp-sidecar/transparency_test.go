@@ -368,19 +368,21 @@ func isSubsequence(a, b []byte) bool {
 }
 
 // TestMalformedClientLine checks DESIGN.md "Data flow" 5: a client line that
-// is not JSON, or not UTF-8, gets a -32700 parse error with id null from the
-// sidecar, never reaches the agent, and the relay goes on.
+// is not JSON, or not UTF-8, gets a -32700 parse error from the sidecar,
+// never reaches the agent, and the relay goes on. The error carries the
+// request's own id when the id can still be read (the editor waits for an
+// answer under it), else id null.
 func TestMalformedClientLine(t *testing.T) {
 	tests := []struct {
-		name, line string
+		name, line, id string
 	}{
-		{"not JSON", `hello agent`},
-		{"truncated", `{"jsonrpc":"2.0","id":5,"method":"initialize","params":{`},
-		{"invalid UTF-8 in a string", "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"_fake/echo\",\"params\":{\"s\":\"\xff\xfe\"}}"},
-		{"invalid UTF-8 outside JSON", "\xc3\x28"},
-		{"two values", `{"jsonrpc":"2.0","id":7,"method":"_fake/echo"} {}`},
-		{"trailing comma", `{"jsonrpc":"2.0","id":8,"method":"_fake/echo",}`},
-		{"NUL byte", "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"_fake/echo\x00\"}"},
+		{"not JSON", `hello agent`, "null"},
+		{"truncated", `{"jsonrpc":"2.0","id":5,"method":"initialize","params":{`, "5"},
+		{"invalid UTF-8 in a string", "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"_fake/echo\",\"params\":{\"s\":\"\xff\xfe\"}}", "6"},
+		{"invalid UTF-8 outside JSON", "\xc3\x28", "null"},
+		{"two values", `{"jsonrpc":"2.0","id":7,"method":"_fake/echo"} {}`, "7"},
+		{"trailing comma", `{"jsonrpc":"2.0","id":8,"method":"_fake/echo",}`, "8"},
+		{"NUL byte", "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"_fake/echo\x00\"}", "9"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -392,8 +394,8 @@ func TestMalformedClientLine(t *testing.T) {
 			p.send(tt.line)
 			errLine := p.await("parse error", acpclient.Contains(`"error"`))
 			id, code, msg := decodeRPCError(t, errLine)
-			if id != "null" || code != -32700 || msg == "" {
-				t.Errorf("answer = id %s, code %d, message %q; want id null, code -32700 and a message", id, code, msg)
+			if id != tt.id || code != -32700 || msg == "" {
+				t.Errorf("answer = id %s, code %d, message %q; want id %s, code -32700 and a message", id, code, msg, tt.id)
 			}
 			p.call(`2`, last) // the relay still works
 			if code := p.finish(); code != 0 {
