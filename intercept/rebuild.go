@@ -217,7 +217,19 @@ func (r *Recorder) Reset(ctx context.Context, sid string) (report, error) {
 // The caller holds the session busy throughout, so requests for it wait.
 func (r *Recorder) rebuilding(ctx context.Context, sid string, capture *state.Config, try func(ctx context.Context, gen uint64) (lost bool, err error)) error {
 	for {
+		// An attempt starts on an agent that is up: one begun while the
+		// agent restarts would count the life it then fails in as its
+		// own, and wait for yet another death before it tried again.
+		// The life is read before the phase; AgentGone sets the phase
+		// before it counts the life, so an attempt never pairs the dead
+		// agent's phase with the next life's count.
 		gen := r.life.gen.Load()
+		if r.life.get() != phaseUp {
+			if err := r.awaitUp(ctx, func() bool { return true }); err != nil {
+				return fmt.Errorf("rebuild %s: %w", sid, err)
+			}
+			continue
+		}
 		lost, err := try(ctx, gen)
 		if !lost {
 			// Settled, or failed for a reason of its own. An agent that

@@ -47,8 +47,11 @@ func parseCaps(result json.RawMessage) agentCaps {
 // never resends a prompt by itself.
 func (r *Recorder) AgentGone(ctx context.Context, reason string) {
 	l := r.life
-	l.gen.Add(1)
+	// The phase first, then the life: a rebuild reads the life, then the
+	// phase (rebuilding), and must not see the new life with the old
+	// agent's phase.
 	l.phase.Store(int32(phaseRestarting))
+	l.gen.Add(1)
 	defer r.ready.fire()
 	l.mu.Lock()
 	l.lastExit = reason

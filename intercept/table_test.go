@@ -70,7 +70,7 @@ func TestSettledKeepsALaterDeath(t *testing.T) {
 	if r.t.isStale("s1") {
 		t.Fatal("a rebuild on a living agent left the session stale")
 	}
-	r.life.gen.Add(1) // AgentGone counts the new life first
+	r.life.gen.Add(1) // AgentGone counts the new life before it marks
 	r.t.markStale("s1")
 	r.settled("s1", gen)
 	if !r.t.isStale("s1") {

@@ -256,6 +256,11 @@ func (r *Recorder) deadError() error {
 // awaitAgent waits, after the agent died under a rebuild that began in
 // generation gen, until a restarted agent is up.
 func (r *Recorder) awaitAgent(ctx context.Context, gen uint64) error {
+	return r.awaitUp(ctx, func() bool { return r.life.gen.Load() != gen })
+}
+
+// awaitUp waits until the agent is up and also holds.
+func (r *Recorder) awaitUp(ctx context.Context, also func() bool) error {
 	deadline := time.NewTimer(r.cfg.HoldTimeout)
 	defer deadline.Stop()
 	for {
@@ -263,7 +268,7 @@ func (r *Recorder) awaitAgent(ctx context.Context, gen uint64) error {
 		switch {
 		case r.life.get() == phaseDead:
 			return r.deadError()
-		case r.life.get() == phaseUp && r.life.gen.Load() != gen:
+		case r.life.get() == phaseUp && also():
 			return nil
 		}
 		select {

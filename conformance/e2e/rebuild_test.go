@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"slices"
@@ -608,6 +610,7 @@ func TestSidecarAgentCrashRecovery(t *testing.T) {
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill -9 %d: %v", old, err)
 	}
+	s.waitReaped(old)
 	n := s.a.frameCount()
 	const text = "after the crash"
 	res, err := s.promptCall(text)
@@ -725,6 +728,24 @@ func TestSidecarAgentKilledMidTurn(t *testing.T) {
 	}
 	if st := s.status(); st.Live["model"] != "haiku" || st.Live["mode"] != "acceptEdits" {
 		t.Errorf("live config after the kill %v, want model haiku, mode acceptEdits", st.Live)
+	}
+}
+
+// waitReaped waits until the killed agent is gone from /proc, not only a
+// zombie: node's leader thread shows Z while its other threads still exit
+// holding its stdin, and one of them may still read a line written then.
+// The sidecar reaps it; what is sent after that surely never reached it.
+func (s *claudeSession) waitReaped(pid int) {
+	s.t.Helper()
+	deadline := time.Now().Add(stepTimeout)
+	for {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the killed agent %d is not reaped within %v", pid, stepTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

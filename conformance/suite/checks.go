@@ -670,9 +670,9 @@ func checkCrash(ctx context.Context, r *checkRun, pr probeResult) error {
 		}
 	}
 	if !waitUntil(ctx, 10*time.Second, func() bool {
-		return !slices.ContainsFunc(kids, alive)
+		return !slices.ContainsFunc(kids, func(pid int) bool { return !reaped(pid) })
 	}) {
-		return fmt.Errorf("the agent (pids %v) is still running 10s after SIGKILL", kids)
+		return fmt.Errorf("the agent (pids %v) is not reaped 10s after SIGKILL", kids)
 	}
 	r.note("killed the agent (pid %v)", kids)
 	// The prompt goes at once: the sidecar holds it while the agent

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -442,16 +443,13 @@ func childrenOf(pid int) []int {
 	return out
 }
 
-// alive reports whether pid runs and is not a zombie.
-func alive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(stat)
-	end := strings.LastIndexByte(s, ')')
-	f := strings.Fields(s[end+1:])
-	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+// reaped reports whether pid is gone from /proc. A zombie is not enough
+// for a killed agent to be done: a multi-threaded process's leader shows Z
+// while its other threads still exit, holding its stdin, and one of them
+// may still read a line written then.
+func reaped(pid int) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // waitUntil polls cond every 50ms until it holds or ctx or the bound ends.
