@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,6 +50,12 @@ func (r *runner) recovery(ctx context.Context) (time.Duration, error) {
 	if err := syscall.Kill(agent, syscall.SIGKILL); err != nil {
 		return 0, p.fail(fmt.Errorf("kill the agent %d: %w", agent, err))
 	}
+	// The prompt goes once the agent is reaped: a multi-threaded agent's
+	// dying threads can still read a line written the moment after the
+	// SIGKILL, and the sidecar rightly takes that one as received.
+	if err := waitReaped(ctx, agent); err != nil {
+		return 0, p.fail(err)
+	}
 	if _, err := p.call(promptRequest, 4); err != nil {
 		return 0, p.fail(fmt.Errorf("the prompt sent right after the kill: %w", err))
 	}
@@ -83,6 +90,20 @@ func (r *runner) agentAlone(ctx context.Context) (time.Duration, error) {
 	}
 	elapsed := time.Since(start)
 	return elapsed, p.finish()
+}
+
+// waitReaped waits until pid is gone from /proc.
+func waitReaped(ctx context.Context, pid int) error {
+	for {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the killed agent %d was not reaped: %w", pid, ctx.Err())
+		case <-time.After(100 * time.Microsecond):
+		}
+	}
 }
 
 // onlyChild is the one child process of pid, from /proc. A child belongs
