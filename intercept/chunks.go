@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
@@ -39,7 +40,7 @@ func isChunk(dir proxy.Direction, env *proxy.Envelope) bool {
 	if dir != proxy.AgentToClient || env.Kind != proxy.KindNotification || len(u) != len(updMessageChunk) {
 		return false
 	}
-	return string(env.Method) == mUpdate && string(u[len(msgChunkHead):]) == chunkTail &&
+	return string(env.Method) == wire.Update && string(u[len(msgChunkHead):]) == chunkTail &&
 		(string(u[:len(msgChunkHead)]) == msgChunkHead || string(u[:len(thoughtChunkHead)]) == thoughtChunkHead)
 }
 
@@ -173,7 +174,7 @@ func (r *Recorder) collect(f *proxy.Frame) {
 	tok := f.Raw[sp.Start:sp.End]
 	c := &r.chunks
 	if c.buf == nil || c.buf.taken.Load() || !bytes.Equal(c.sid, tok) {
-		sid := sessionIDOf(f)
+		sid := wire.SessionIDOf(f)
 		r.mu.Lock()
 		buf := r.answers[sid]
 		if buf == nil {

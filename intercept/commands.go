@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
@@ -16,24 +17,8 @@ import (
 // capability advertisement in initialize, and the gate that keeps a prompt
 // away from a session whose config could not be restored.
 
-// Extension methods the sidecar answers itself.
-const (
-	ExtReset           = "_sidecar/reset"
-	ExtRestoreOriginal = "_sidecar/restore_original"
-	ExtAcceptConfig    = "_sidecar/accept_config"
-	ExtStatus          = "_sidecar/status"
-)
-
 // extMethods are advertised in initialize.
-var extMethods = []string{ExtReset, ExtRollback, ExtFork, ExtRestoreOriginal, ExtAcceptConfig, ExtStatus}
-
-// CodeBlocked answers a prompt to a session whose config could not be
-// restored. JSON-RPC leaves -32000 to -32099 to implementations; ACP uses
-// -32000 and -32002, so the sidecar takes one that neither uses.
-const CodeBlocked = -32010
-
-// codeBusy answers a request that would race a rebuild in progress.
-const codeBusy = -32011
+var extMethods = []string{wire.ExtReset, wire.ExtRollback, wire.ExtFork, wire.ExtRestoreOriginal, wire.ExtAcceptConfig, wire.ExtStatus}
 
 // slashCommand is one command the sidecar adds to the agent's list.
 type slashCommand struct {
@@ -77,12 +62,12 @@ type commands struct {
 // command lists.
 func (c *commands) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 	switch {
-	case env.Kind == proxy.KindRequest && strings.HasPrefix(string(env.Method), "_sidecar/"):
+	case env.Kind == proxy.KindRequest && strings.HasPrefix(string(env.Method), wire.ExtPrefix):
 		return true
-	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification && strings.HasPrefix(string(env.Method), "_sidecar/"):
+	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification && strings.HasPrefix(string(env.Method), wire.ExtPrefix):
 		return true
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindRequest:
-		return env.MethodIs(mPrompt) || env.MethodIs(mInitialize)
+		return env.MethodIs(wire.Prompt) || env.MethodIs(wire.Initialize)
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindResponse:
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -99,26 +84,26 @@ func (c *commands) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 	switch {
 	case f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindRequest:
 		// The sidecar's methods belong to the client side alone.
-		return answer(proxy.ErrorResponse(id, -32601, "Method not found: "+string(f.Env.Method)+" is acp-sidecar's, and only the client may call it")), nil
-	case f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindNotification && strings.HasPrefix(string(f.Env.Method), "_sidecar/"):
+		return answer(proxy.ErrorResponse(id, proxy.CodeMethodNotFound, "Method not found: "+string(f.Env.Method)+" is acp-sidecar's, and only the client may call it")), nil
+	case f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindNotification && strings.HasPrefix(string(f.Env.Method), wire.ExtPrefix):
 		// Nobody to answer; the client must never take it for the sidecar's.
 		return proxy.Verdict{Do: proxy.Drop}, nil
-	case f.Env.Kind == proxy.KindRequest && strings.HasPrefix(string(f.Env.Method), "_sidecar/"):
+	case f.Env.Kind == proxy.KindRequest && strings.HasPrefix(string(f.Env.Method), wire.ExtPrefix):
 		return c.extension(ctx, id, string(f.Env.Method), f.Raw)
-	case f.Env.MethodIs(mInitialize):
+	case f.Env.MethodIs(wire.Initialize):
 		c.mu.Lock()
 		c.init[string(id)] = true
 		c.mu.Unlock()
 		return proxy.Verdict{}, nil
-	case f.Env.MethodIs(mPrompt):
-		return c.prompt(ctx, id, sessionIDOf(f), f.Raw)
+	case f.Env.MethodIs(wire.Prompt):
+		return c.prompt(ctx, id, wire.SessionIDOf(f), f.Raw)
 	case f.Env.Kind == proxy.KindResponse:
 		c.mu.Lock()
 		delete(c.init, string(id))
 		c.mu.Unlock()
 		return c.advertise(f.Raw)
 	default:
-		return c.mergeCommands(sessionIDOf(f), f.Raw)
+		return c.mergeCommands(wire.SessionIDOf(f), f.Raw)
 	}
 }
 
@@ -127,7 +112,7 @@ func answer(line []byte) proxy.Verdict { return proxy.Verdict{Do: proxy.Answer, 
 // advertise adds the sidecar's methods to the initialize result, under
 // agentCapabilities._meta, the place the protocol leaves for extensions.
 func (c *commands) advertise(raw []byte) (proxy.Verdict, error) {
-	if _, _, ok := find(raw, "result"); !ok {
+	if _, _, ok := wire.Find(raw, "result"); !ok {
 		return proxy.Verdict{}, nil // an error response passes as it is
 	}
 	// The agent's own capabilities decide how sessions are rebuilt; what
@@ -137,19 +122,19 @@ func (c *commands) advertise(raw []byte) (proxy.Verdict, error) {
 	c.r.caps = caps
 	c.r.mu.Unlock()
 	meta, _ := marshalNoEscape(map[string]any{"version": c.version, "methods": extMethods})
-	line, err := setPath(raw, meta, "result", "agentCapabilities", "_meta", "acp-sidecar")
+	line, err := wire.SetPath(raw, meta, "result", "agentCapabilities", "_meta", "acp-sidecar")
 	if err != nil {
 		return proxy.Verdict{}, fmt.Errorf("advertise in initialize: %w", err)
 	}
 	// What the sidecar emulates where the agent cannot is promised too
 	// (protocol.md §8, 17): loading any recorded session, resuming, listing.
-	line, err = setPath(line, []byte("true"), "result", "agentCapabilities", "loadSession")
+	line, err = wire.SetPath(line, []byte("true"), "result", "agentCapabilities", "loadSession")
 	if err != nil {
 		return proxy.Verdict{}, fmt.Errorf("advertise in initialize: %w", err)
 	}
 	for name, has := range map[string]bool{"resume": caps.resume, "list": caps.list} {
 		if !has {
-			if line, err = setPath(line, []byte("{}"), "result", "agentCapabilities", "sessionCapabilities", name); err != nil {
+			if line, err = wire.SetPath(line, []byte("{}"), "result", "agentCapabilities", "sessionCapabilities", name); err != nil {
 				return proxy.Verdict{}, fmt.Errorf("advertise in initialize: %w", err)
 			}
 		}
@@ -158,7 +143,7 @@ func (c *commands) advertise(raw []byte) (proxy.Verdict, error) {
 }
 
 func mustFind(raw []byte, path ...string) []byte {
-	start, end, ok := find(raw, path...)
+	start, end, ok := wire.Find(raw, path...)
 	if !ok {
 		return nil
 	}
@@ -168,7 +153,7 @@ func mustFind(raw []byte, path ...string) []byte {
 // mergeCommands adds the sidecar's commands to the agent's list.
 func (c *commands) mergeCommands(sid string, raw []byte) (proxy.Verdict, error) {
 	c.r.t.sawCommands(sid)
-	line, err := insertArray(raw, false, commandsJSON(), "params", "update", "availableCommands")
+	line, err := wire.InsertArray(raw, false, commandsJSON(), "params", "update", "availableCommands")
 	if err != nil {
 		return proxy.Verdict{}, fmt.Errorf("merge commands: %w", err)
 	}
@@ -201,7 +186,7 @@ func (t *table) sawCommands(native string) {
 // ownCommandsUpdate is the sidecar's own command list for a session.
 func ownCommandsUpdate(sessionID string) []byte {
 	b, _ := marshalNoEscape(map[string]any{
-		"jsonrpc": "2.0", "method": mUpdate,
+		"jsonrpc": "2.0", "method": wire.Update,
 		"params": map[string]any{"sessionId": sessionID, "update": map[string]any{
 			"sessionUpdate": "available_commands_update", "availableCommands": rawList(commandsJSON()),
 		}},
@@ -228,14 +213,14 @@ func (c *commands) prompt(ctx context.Context, id []byte, sid string, raw []byte
 		}}, nil
 	}
 	if what := c.r.t.busyWith(sid); what != "" {
-		return answer(proxy.ErrorResponse(id, codeBusy, fmt.Sprintf("acp-sidecar is running a %s on this session; send the prompt again when it has finished", what))), nil
+		return answer(proxy.ErrorResponse(id, proxy.CodeBusy, fmt.Sprintf("acp-sidecar is running a %s on this session; send the prompt again when it has finished", what))), nil
 	}
 	if b := c.r.t.blockedOf(sid); b != nil {
 		return answer(blockedError(id, b.Fields, b.Reason)), nil
 	}
 	if h, ok := c.r.t.takeHandoff(sid); ok {
 		block, _ := marshalNoEscape(map[string]string{"type": "text", "text": h.Text})
-		line, err := insertArray(raw, true, [][]byte{block}, "params", "prompt")
+		line, err := wire.InsertArray(raw, true, [][]byte{block}, "params", "prompt")
 		if err != nil {
 			return proxy.Verdict{}, fmt.Errorf("hand over kept turns: %w", err)
 		}
@@ -249,12 +234,12 @@ func blockedError(id []byte, fields []string, reason string) []byte {
 		"Send /reset to try again, or /accept-config to continue on the agent's current config. Details: %s",
 		strings.Join(fields, ", "), reason)
 	data, _ := marshalNoEscape(map[string]any{"fields": fields, "reason": reason, "commands": []string{"/reset", "/accept-config"}})
-	return errorWithData(id, CodeBlocked, msg, data)
+	return errorWithData(id, proxy.CodeBlocked, msg, data)
 }
 
 func errorWithData(id []byte, code int, msg string, data []byte) []byte {
 	line := proxy.ErrorResponse(id, code, msg)
-	out, err := setPath(line, data, "error", "data")
+	out, err := wire.SetPath(line, data, "error", "data")
 	if err != nil {
 		return line
 	}
@@ -359,7 +344,7 @@ func (c *commands) extension(ctx context.Context, id []byte, method string, raw 
 		} `json:"params"`
 	}
 	if err := json.Unmarshal(raw, &msg); err != nil || msg.Params.SessionID == "" {
-		return answer(proxy.ErrorResponse(id, -32602, "Invalid params: "+method+" needs a sessionId")), nil
+		return answer(proxy.ErrorResponse(id, proxy.CodeInvalidParams, "Invalid params: "+method+" needs a sessionId")), nil
 	}
 	sid := msg.Params.SessionID
 	run := func(fn func(ctx context.Context) (any, error)) (proxy.Verdict, error) {
@@ -370,29 +355,29 @@ func (c *commands) extension(ctx context.Context, id []byte, method string, raw 
 			}
 			b, err := marshalNoEscape(res)
 			if err != nil {
-				return answerWith(proxy.ErrorResponse(id, -32603, "Internal error: encode the result: "+err.Error()))
+				return answerWith(proxy.ErrorResponse(id, proxy.CodeInternalError, "Internal error: encode the result: "+err.Error()))
 			}
 			return answerWith(response(id, b))
 		}}, nil
 	}
 	switch method {
-	case ExtReset:
+	case wire.ExtReset:
 		return run(func(ctx context.Context) (any, error) {
 			rep, err := c.r.Reset(ctx, sid)
 			return rep, err
 		})
-	case ExtRestoreOriginal:
+	case wire.ExtRestoreOriginal:
 		return run(func(ctx context.Context) (any, error) {
 			rep, err := c.r.RestoreOriginal(ctx, sid)
 			return rep, err
 		})
-	case ExtAcceptConfig:
+	case wire.ExtAcceptConfig:
 		return run(func(ctx context.Context) (any, error) {
 			return map[string]any{"sessionId": sid}, c.r.AcceptConfig(ctx, sid)
 		})
-	case ExtStatus:
+	case wire.ExtStatus:
 		return run(func(ctx context.Context) (any, error) { return c.r.Status(ctx, sid) })
-	case ExtRollback, ExtFork:
+	case wire.ExtRollback, wire.ExtFork:
 		var p struct {
 			Params struct {
 				KeepTurns *int `json:"keepTurns"`
@@ -400,19 +385,19 @@ func (c *commands) extension(ctx context.Context, id []byte, method string, raw 
 			} `json:"params"`
 		}
 		json.Unmarshal(raw, &p)
-		if method == ExtFork {
+		if method == wire.ExtFork {
 			return run(func(ctx context.Context) (any, error) {
 				rep, err := c.r.Fork(ctx, sid, p.Params.AtTurn)
 				return rep, err
 			})
 		}
 		if p.Params.KeepTurns == nil {
-			return answer(proxy.ErrorResponse(id, -32602, "Invalid params: "+method+" needs keepTurns")), nil
+			return answer(proxy.ErrorResponse(id, proxy.CodeInvalidParams, "Invalid params: "+method+" needs keepTurns")), nil
 		}
 		return run(func(ctx context.Context) (any, error) {
 			rep, err := c.r.Rollback(ctx, sid, *p.Params.KeepTurns)
 			return rep, err
 		})
 	}
-	return answer(proxy.ErrorResponse(id, -32601, "Method not found: "+method)), nil
+	return answer(proxy.ErrorResponse(id, proxy.CodeMethodNotFound, "Method not found: "+method)), nil
 }

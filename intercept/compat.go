@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -46,20 +47,20 @@ func (r *Recorder) translate(ctx context.Context, ev event) bool {
 	var method string
 	var params map[string]any
 	switch req.method {
-	case mSetModel:
+	case wire.SetModel:
 		o := live.ByCategory("model")
 		v, _ := json.Marshal(p.ModelID)
 		if o == nil || !o.Offers(v) {
 			return false
 		}
-		method, params = mSetConfigOption, map[string]any{"sessionId": native, "configId": o.ID, "value": p.ModelID}
-	case mSetConfigOption:
+		method, params = wire.SetConfigOption, map[string]any{"sessionId": native, "configId": o.ID, "value": p.ModelID}
+	case wire.SetConfigOption:
 		o := live.Option(p.ConfigID)
 		var model string
 		if o == nil || o.Category != "model" || json.Unmarshal(p.Value, &model) != nil {
 			return false
 		}
-		method, params = mSetModel, map[string]any{"sessionId": native, "modelId": model}
+		method, params = wire.SetModel, map[string]any{"sessionId": native, "modelId": model}
 	default:
 		return false
 	}
@@ -75,9 +76,9 @@ func (r *Recorder) translate(ctx context.Context, ev event) bool {
 			// Record it as the client's own accepted change, in the words
 			// the agent accepted.
 			r.configAccepted(ctx, &request{method: method, sid: req.sid, params: mustJSON(params)}, res)
-			if method == mSetConfigOption {
+			if method == wire.SetConfigOption {
 				answer = response(id, []byte("{}"))
-				var pl configPayload
+				var pl wire.ConfigPayload
 				if json.Unmarshal(res, &pl) == nil && pl.ConfigOptions != nil {
 					notes = append(notes, sessionUpdate(req.sid, map[string]any{"sessionUpdate": "config_option_update", "configOptions": pl.ConfigOptions}))
 				}
@@ -97,7 +98,7 @@ func optionsResult(c *state.Config) []byte {
 	var raws []json.RawMessage
 	for _, o := range c.Options {
 		raw := o.Raw
-		if fixed, err := setPath(raw, o.Current, "currentValue"); err == nil {
+		if fixed, err := wire.SetPath(raw, o.Current, "currentValue"); err == nil {
 			raw = fixed
 		}
 		raws = append(raws, raw)

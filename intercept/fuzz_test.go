@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -143,9 +144,9 @@ func fzCheckGood(t *testing.T, what string, opts []state.Option) {
 	var a, b *state.Option
 	for i := range opts {
 		switch {
-		case bytes.Equal(opts[i].Raw, compactJSON([]byte(fzGoodA))):
+		case bytes.Equal(opts[i].Raw, wire.CompactJSON([]byte(fzGoodA))):
 			a = &opts[i]
-		case bytes.Equal(opts[i].Raw, compactJSON([]byte(fzGoodB))):
+		case bytes.Equal(opts[i].Raw, wire.CompactJSON([]byte(fzGoodB))):
 			b = &opts[i]
 		}
 	}
@@ -187,27 +188,27 @@ func FuzzRecorderDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, elem []byte) {
 		ctx := context.Background()
 		// Arbitrary bytes never panic any decoder.
-		parseOptions(elem)
-		configFromResult(elem)
-		parseModes(elem)
-		parseModels(elem)
-		promptContent(elem, true)
+		wire.ParseOptions(elem)
+		wire.ConfigFromResult(elem)
+		wire.ParseModes(elem)
+		wire.ParseModels(elem)
+		wire.PromptContent(elem, true)
 		r, s := fzRecorder()
 		for _, kind := range []string{"config_option_update", "current_mode_update", "agent_message_chunk", "tool_call", "tool_call_update"} {
-			r.update(ctx, event{dir: proxy.AgentToClient, method: mUpdate, update: kind, raw: elem})
+			r.update(ctx, event{dir: proxy.AgentToClient, method: wire.Update, update: kind, raw: elem})
 			frame := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"fz-s","update":` + string(elem) + `}}`)
-			r.update(ctx, event{dir: proxy.AgentToClient, method: mUpdate, update: kind, raw: frame})
+			r.update(ctx, event{dir: proxy.AgentToClient, method: wire.Update, update: kind, raw: frame})
 		}
 		s.turn = nil
 		r.response(ctx, event{dir: proxy.AgentToClient, raw: []byte(`{"jsonrpc":"2.0","id":1,"result":` + string(elem) + `}`),
-			req: &request{method: mSetConfigOption, sid: "fz-s", params: json.RawMessage(`{"sessionId":"fz-s","configId":"fz-a","value":"y"}`)}})
+			req: &request{method: wire.SetConfigOption, sid: "fz-s", params: json.RawMessage(`{"sessionId":"fz-s","configId":"fz-a","value":"y"}`)}})
 
 		if !json.Valid(elem) {
 			return
 		}
 		// One bad option never loses the others.
 		arr := []byte("[" + fzGoodA + "," + string(elem) + "," + fzGoodB + "]")
-		opts, ok := parseOptions(arr)
+		opts, ok := wire.ParseOptions(arr)
 		if !ok {
 			t.Fatalf("parseOptions(%s) = not a list", arr)
 		}
@@ -218,7 +219,7 @@ func FuzzRecorderDecode(f *testing.F) {
 		}
 		if json.Unmarshal(elem, &w) == nil {
 			if id, _ := w.ID.(string); id != "" {
-				want := compactJSON(elem)
+				want := wire.CompactJSON(elem)
 				if !slices.ContainsFunc(opts, func(o state.Option) bool { return bytes.Equal(o.Raw, want) && o.ID == id }) {
 					t.Logf("option %q with an id was dropped (its other fields do not decode)", id)
 				}
@@ -228,19 +229,19 @@ func FuzzRecorderDecode(f *testing.F) {
 		// legacy models value, and the raw result is kept.
 		result := []byte(`{"sessionId":"s","configOptions":` + string(arr) +
 			`,"modes":{"currentModeId":"ask","availableModes":[{"id":"ask","name":"Ask"}]},"models":` + string(elem) + `}`)
-		c := configFromResult(result)
+		c := wire.ConfigFromResult(result)
 		if c == nil || c.Mode == nil || c.Mode.Current != "ask" {
 			t.Fatalf("configFromResult(%s) lost the mode: %+v", result, c)
 		}
 		fzCheckGood(t, "configFromResult", c.Options)
-		if !bytes.Equal(c.Raw, compactJSON(result)) {
+		if !bytes.Equal(c.Raw, wire.CompactJSON(result)) {
 			t.Fatalf("configFromResult did not keep the raw result")
 		}
 		// A config_option_update with a bad option still lands in live,
 		// and in the store.
 		r, s = fzRecorder()
 		frame := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"fz-s","update":{"sessionUpdate":"config_option_update","configOptions":` + string(arr) + `}}}`)
-		r.update(ctx, event{dir: proxy.AgentToClient, method: mUpdate, update: "config_option_update", raw: frame})
+		r.update(ctx, event{dir: proxy.AgentToClient, method: wire.Update, update: "config_option_update", raw: frame})
 		fzCheckGood(t, "config_option_update", s.rec.Live.Options)
 		stored, err := r.cfg.Store.Session(ctx, "fz-s")
 		if err != nil {
@@ -251,7 +252,7 @@ func FuzzRecorderDecode(f *testing.F) {
 		// leaves it alone when it said nothing usable.
 		r, s = fzRecorder()
 		frame = []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"fz-s","update":{"sessionUpdate":"current_mode_update","currentModeId":` + string(elem) + `}}}`)
-		r.update(ctx, event{dir: proxy.AgentToClient, method: mUpdate, update: "current_mode_update", raw: frame})
+		r.update(ctx, event{dir: proxy.AgentToClient, method: wire.Update, update: "current_mode_update", raw: frame})
 		var mode string
 		if json.Unmarshal(elem, &mode) == nil && mode != "" {
 			if s.rec.Live.Mode == nil || s.rec.Live.Mode.Current != mode {
@@ -281,7 +282,7 @@ func fzRecorder() (*Recorder, *session) {
 func TestFzToolCallWithContentList(t *testing.T) {
 	r, s := fzRecorder()
 	frame := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"fz-s","update":{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Read file.go","kind":"read","status":"pending","content":[{"type":"content","content":{"type":"text","text":"x"}}],"locations":[]}}}`)
-	r.update(context.Background(), event{dir: proxy.AgentToClient, method: mUpdate, update: "tool_call", raw: frame})
+	r.update(context.Background(), event{dir: proxy.AgentToClient, method: wire.Update, update: "tool_call", raw: frame})
 	if len(s.turn.ToolCalls) != 1 || s.turn.ToolCalls[0].Title != "Read file.go" || s.turn.ToolCalls[0].Status != "pending" {
 		t.Fatalf("tool call with a content list recorded as %+v", s.turn.ToolCalls)
 	}

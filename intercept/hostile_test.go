@@ -22,6 +22,7 @@ import (
 	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
 	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
 	"github.com/acp-sidecar/acp-sidecar/intercept"
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -581,12 +582,12 @@ func TestHostileSidecarMethodsFromTheAgent(t *testing.T) {
 	h := newHostileRig(t, nil)
 	sid := h.start(t)
 	calls := h.callCount(t)
-	for _, m := range []string{intercept.ExtReset, intercept.ExtRollback, intercept.ExtStatus, "_sidecar/nope"} {
+	for _, m := range []string{wire.ExtReset, wire.ExtRollback, wire.ExtStatus, "_sidecar/nope"} {
 		h.inject(t, `{"jsonrpc":"2.0","id":"evil-`+m+`","method":"`+m+`","params":{"sessionId":`+quote(sid)+`,"keepTurns":0}}`)
 	}
 	h.inject(t, `{"jsonrpc":"2.0","method":"_sidecar/reset","params":{"sessionId":`+quote(sid)+`}}`)
 	h.alive(t, sid)
-	for _, m := range []string{intercept.ExtReset, intercept.ExtRollback, intercept.ExtStatus, "_sidecar/nope"} {
+	for _, m := range []string{wire.ExtReset, wire.ExtRollback, wire.ExtStatus, "_sidecar/nope"} {
 		var answer []byte
 		for _, l := range h.agentLines() {
 			if acpclient.HasID(`"evil-` + m + `"`)(l) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
@@ -58,7 +59,7 @@ func (m idMapper) Intercept(_ context.Context, f *proxy.Frame) (proxy.Verdict, e
 
 func respliceID(raw []byte, sp proxy.Span, id string) []byte {
 	val, _ := json.Marshal(id)
-	return splice(raw, sp.Start, sp.End, val)
+	return wire.Splice(raw, sp.Start, sp.End, val)
 }
 
 // early is an agent frame held until its session is mapped.

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
@@ -22,9 +23,6 @@ const (
 	phaseRestarting       // the agent died; a new one is being started and initialized
 	phaseDead             // the restart budget is used up
 )
-
-// codeAgentGone answers requests the agent cannot take now.
-const codeAgentGone = -32012
 
 // lifeline is the first interceptor: it gates requests on the agent's
 // phase, rebuilds stale sessions before their next request, answers
@@ -80,7 +78,7 @@ func (ll lifeline) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification:
 		return l.replaying() && env.SessionID.Present()
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindNotification:
-		return env.MethodIs(mCancel) && ll.r.room.waiting()
+		return env.MethodIs(wire.Cancel) && ll.r.room.waiting()
 	}
 	return false
 }
@@ -108,31 +106,31 @@ func (ll lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		// A cancel for a prompt that waits takes it out of the queue; the
 		// prompt is answered cancelled, and the agent, which never had
 		// it, is not told.
-		if r.room.cancelPrompts(sessionIDOf(f)) {
+		if r.room.cancelPrompts(wire.SessionIDOf(f)) {
 			return proxy.Verdict{Do: proxy.Drop}, nil
 		}
 		return proxy.Verdict{}, nil
 	case f.Dir == proxy.AgentToClient:
-		sid := sessionIDOf(f)
+		sid := wire.SessionIDOf(f)
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		if l.suppressing[sid] && f.Env.MethodIs(mUpdate) {
+		if l.suppressing[sid] && f.Env.MethodIs(wire.Update) {
 			return proxy.Verdict{Do: proxy.Drop}, nil // the client has this history already
 		}
 		return proxy.Verdict{}, nil
 	}
 	// A client request.
 	if l.get() == phaseDead {
-		return answer(proxy.ErrorResponse(f.Env.ID, codeAgentGone, r.deadError().Error())), nil
+		return answer(proxy.ErrorResponse(f.Env.ID, proxy.CodeAgentGone, r.deadError().Error())), nil
 	}
 	method := string(f.Env.Method)
-	emulated := method == mSessionLoad || method == mSessionResume || method == mSessionList
+	emulated := method == wire.SessionLoad || method == wire.SessionResume || method == wire.SessionList
 	if !emulated && !r.anyWait() {
 		return proxy.Verdict{}, nil // the common request: nothing waits, nothing to decode
 	}
 	sid := ""
 	if f.Env.SessionID.Present() {
-		sid = sessionIDOf(f)
+		sid = wire.SessionIDOf(f)
 	}
 	if emulated {
 		if !r.mustWait(sid) && !ll.emulates(method, sid) {
@@ -161,9 +159,9 @@ func (ll lifeline) Unsent(_ context.Context, f *proxy.Frame) proxy.Verdict {
 	id := string(f.Env.ID)
 	sid := ""
 	if f.Env.SessionID.Present() {
-		sid = sessionIDOf(f)
+		sid = wire.SessionIDOf(f)
 	}
-	prompt := f.Env.MethodIs(mPrompt)
+	prompt := f.Env.MethodIs(wire.Prompt)
 	// The agent's exit may not be noticed yet: then the request waits for
 	// the next agent, not for the one that is gone.
 	gen := l.gen.Load()
@@ -179,7 +177,7 @@ func (ll lifeline) Unsent(_ context.Context, f *proxy.Frame) proxy.Verdict {
 	r.mu.Lock()
 	if req := r.pending[id]; req != nil {
 		delete(r.pending, id)
-		if req.method == mPrompt && r.running.Load() > 0 {
+		if req.method == wire.Prompt && r.running.Load() > 0 {
 			r.running.Add(-1)
 		}
 	}

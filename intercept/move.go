@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
@@ -42,10 +43,10 @@ func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name strin
 	}
 	switch {
 	case sid == "":
-		reply("", nil, refuse(-32602, "Invalid params: a switch of agent needs a sessionId"))
+		reply("", nil, refuse(proxy.CodeInvalidParams, "Invalid params: a switch of agent needs a sessionId"))
 		return
 	case sw.slots[name] == nil:
-		reply("", nil, refuse(-32602, "Invalid params: no agent named %q; the agents are %s", name, strings.Join(sw.names(), ", ")))
+		reply("", nil, refuse(proxy.CodeInvalidParams, "Invalid params: no agent named %q; the agents are %s", name, strings.Join(sw.names(), ", ")))
 		return
 	}
 	sw.mu.Lock()
@@ -57,10 +58,10 @@ func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name strin
 	sw.mu.Unlock()
 	switch {
 	case !known:
-		reply("", nil, refuse(-32602, "acp-sidecar knows no session %q", sid))
+		reply("", nil, refuse(proxy.CodeInvalidParams, "acp-sidecar knows no session %q", sid))
 		return
 	case busy:
-		reply("", nil, refuse(codeBusy, "this session is already moving to another agent"))
+		reply("", nil, refuse(proxy.CodeBusy, "this session is already moving to another agent"))
 		return
 	}
 	sw.wg.Add(1)
@@ -257,7 +258,7 @@ func (sw *Switchboard) intersect(ctx context.Context, line []byte) []byte {
 	}
 	names, _ := marshalNoEscape(sw.names())
 	out = setOr(out, names, "result", "agentCapabilities", "_meta", "acp-sidecar", "agents")
-	if more, err := insertArray(out, false, [][]byte{[]byte(`"` + ExtAgent + `"`)}, "result", "agentCapabilities", "_meta", "acp-sidecar", "methods"); err == nil {
+	if more, err := wire.InsertArray(out, false, [][]byte{[]byte(`"` + wire.ExtAgent + `"`)}, "result", "agentCapabilities", "_meta", "acp-sidecar", "methods"); err == nil {
 		out = more
 	}
 	def, _ := marshalNoEscape(sw.cfg.Default)
@@ -265,7 +266,7 @@ func (sw *Switchboard) intersect(ctx context.Context, line []byte) []byte {
 }
 
 func setOr(line, val []byte, path ...string) []byte {
-	out, err := setPath(line, val, path...)
+	out, err := wire.SetPath(line, val, path...)
 	if err != nil {
 		return line
 	}
@@ -293,7 +294,7 @@ func (sw *Switchboard) checkContent(agent string, line []byte) error {
 	for _, b := range p.Params.Prompt {
 		need := map[string]string{"image": "image", "audio": "audio", "resource": "embeddedContext"}[b.Type]
 		if need != "" && !caps.prompt[need] {
-			return refuse(-32602, "Invalid params: acp-sidecar: agent %s does not accept %s content (promptCapabilities.%s); the prompt was not sent", agent, b.Type, need)
+			return refuse(proxy.CodeInvalidParams, "Invalid params: acp-sidecar: agent %s does not accept %s content (promptCapabilities.%s); the prompt was not sent", agent, b.Type, need)
 		}
 	}
 	return nil
@@ -317,7 +318,7 @@ func (sw *Switchboard) mcpFits(ctx context.Context, sid, agent string) error {
 	caps := promisedBy(init)
 	for _, s := range servers {
 		if (s.Type == "http" || s.Type == "sse") && !caps.mcp[s.Type] {
-			return refuse(-32602, "agent %s cannot connect this session's %s MCP servers (mcpCapabilities.%s); the session stays where it is", agent, s.Type, s.Type)
+			return refuse(proxy.CodeInvalidParams, "agent %s cannot connect this session's %s MCP servers (mcpCapabilities.%s); the session stays where it is", agent, s.Type, s.Type)
 		}
 	}
 	return nil

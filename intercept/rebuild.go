@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
@@ -27,7 +28,7 @@ func errorCode(err error) int {
 	if errors.As(err, &e) {
 		return e.Code
 	}
-	return -32603
+	return proxy.CodeInternalError
 }
 
 func refuse(code int, format string, args ...any) error {
@@ -165,7 +166,7 @@ func (r *Recorder) onSession(ctx context.Context, sid string, fn func(ctx contex
 		}
 	})
 	if err == nil && !found {
-		err = refuse(-32602, "acp-sidecar knows no session %q", sid)
+		err = refuse(proxy.CodeInvalidParams, "acp-sidecar knows no session %q", sid)
 	}
 	return err
 }
@@ -176,7 +177,7 @@ func (r *Recorder) onSession(ctx context.Context, sid string, fn func(ctx contex
 // the target (DESIGN.md "Rebuilding a native session", step 1).
 func (r *Recorder) Reset(ctx context.Context, sid string) (report, error) {
 	if what, ok := r.t.begin(sid, "reset"); !ok {
-		return report{}, refuse(codeBusy, "a %s is already running on this session", what)
+		return report{}, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
 	}
 	defer r.t.end(sid)
 	snap, err := r.snapshot(ctx, sid)
@@ -184,7 +185,7 @@ func (r *Recorder) Reset(ctx context.Context, sid string) (report, error) {
 		return report{}, err
 	}
 	if snap.running {
-		return report{}, refuse(codeBusy, "a turn is running; cancel it or wait for it to end, then reset")
+		return report{}, refuse(proxy.CodeBusy, "a turn is running; cancel it or wait for it to end, then reset")
 	}
 	capture := r.t.targetOr(sid, snap.live)
 	var rep report
@@ -277,7 +278,7 @@ func (r *Recorder) newNative(ctx context.Context, sid string, snap snapshot) (st
 	r.t.beginCreating()
 	defer r.t.endCreating()
 	var res json.RawMessage
-	if err := r.sc.Call(ctx, mSessionNew, params, &res); err != nil {
+	if err := r.sc.Call(ctx, wire.SessionNew, params, &res); err != nil {
 		return "", nil, err
 	}
 	var ids struct {
@@ -287,7 +288,7 @@ func (r *Recorder) newNative(ctx context.Context, sid string, snap snapshot) (st
 		return "", nil, errors.New("session/new answered without a sessionId")
 	}
 	r.t.remap(sid, ids.SessionID) // the held early frames go out under sid (endCreating)
-	return ids.SessionID, configFromResult(res), nil
+	return ids.SessionID, wire.ConfigFromResult(res), nil
 }
 
 // settle records a rebuild's outcome, blocks the session when a field
@@ -338,7 +339,7 @@ func (r *Recorder) settle(ctx context.Context, sid, native string, out outcome, 
 // nothing reconstructs one from mutable data.
 func (r *Recorder) RestoreOriginal(ctx context.Context, sid string) (report, error) {
 	if what, ok := r.t.begin(sid, "restore-original"); !ok {
-		return report{}, refuse(codeBusy, "a %s is already running on this session", what)
+		return report{}, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
 	}
 	defer r.t.end(sid)
 	r.do(ctx, func(ctx context.Context) { r.fixOriginal(ctx, sid) })
@@ -349,7 +350,7 @@ func (r *Recorder) RestoreOriginal(ctx context.Context, sid string) (report, err
 			return false, err
 		}
 		if snap.orig == nil {
-			return false, refuse(-32602, "session %s has no recorded original config (it was recorded before originals existed, or imported); nothing was changed", sid)
+			return false, refuse(proxy.CodeInvalidParams, "session %s has no recorded original config (it was recorded before originals existed, or imported); nothing was changed", sid)
 		}
 		native, catalog, path := snap.native, snap.live, ""
 		if r.t.isStale(sid) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
 	"github.com/acp-sidecar/acp-sidecar/intercept"
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
@@ -74,7 +75,7 @@ func TestResetKeepsConfig(t *testing.T) {
 					t.Fatalf("/reset answered %q, %v", text, err)
 				}
 			case "extension":
-				res, err := r.client.CallRaw(ctx, intercept.ExtReset, map[string]any{"sessionId": sid})
+				res, err := r.client.CallRaw(ctx, wire.ExtReset, map[string]any{"sessionId": sid})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -272,7 +273,7 @@ func TestSidecarSurfaces(t *testing.T) {
 		t.Errorf("_sidecar/nope was answered")
 	}
 	// Status works.
-	res, err := r.client.CallRaw(ctx, intercept.ExtStatus, map[string]any{"sessionId": sess.SessionId})
+	res, err := r.client.CallRaw(ctx, wire.ExtStatus, map[string]any{"sessionId": sess.SessionId})
 	if err != nil || !strings.Contains(string(res), `"nativeSessionId"`) {
 		t.Errorf("status: %s, %v", res, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
@@ -27,25 +28,10 @@ type Sidecar interface {
 
 var _ Sidecar = (*proxy.Relay)(nil)
 
-// ACP methods the recorder reads.
-const (
-	mInitialize      = "initialize"
-	mSessionNew      = "session/new"
-	mSessionLoad     = "session/load"
-	mSessionResume   = "session/resume"
-	mSessionFork     = "session/fork"
-	mSetMode         = "session/set_mode"
-	mSetConfigOption = "session/set_config_option"
-	mSetModel        = "session/set_model"
-	mPrompt          = "session/prompt"
-	mCancel          = "session/cancel"
-	mUpdate          = "session/update"
-)
-
 // recorded are the client requests whose outcome the record needs.
 var recorded = map[string]bool{
-	mInitialize: true, mAuthenticate: true, mSessionNew: true, mSessionLoad: true, mSessionResume: true, mSessionFork: true,
-	mSetMode: true, mSetConfigOption: true, mSetModel: true, mPrompt: true,
+	wire.Initialize: true, wire.Authenticate: true, wire.SessionNew: true, wire.SessionLoad: true, wire.SessionResume: true, wire.SessionFork: true,
+	wire.SetMode: true, wire.SetConfigOption: true, wire.SetModel: true, wire.Prompt: true,
 }
 
 // RecorderConfig wires a Recorder.
@@ -257,13 +243,13 @@ func (r *Recorder) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindRequest:
 		return recorded[string(env.Method)]
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindNotification:
-		return env.MethodIs(mCancel)
+		return env.MethodIs(wire.Cancel)
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindResponse:
 		r.mu.Lock()
 		_, ok := r.pending[string(env.ID)]
 		r.mu.Unlock()
 		return ok
-	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification && env.MethodIs(mUpdate):
+	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification && env.MethodIs(wire.Update):
 		switch string(env.Update) {
 		case "config_option_update", "current_mode_update":
 			return true
@@ -285,11 +271,11 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 	if f.Dir == proxy.ClientToAgent && f.Env.Kind == proxy.KindRequest {
 		// The params are decoded on the recorder's goroutine, off the
 		// relay's path; only the session id is read here, from its span.
-		req := &request{method: ev.method, sid: sessionIDOf(f)}
+		req := &request{method: ev.method, sid: wire.SessionIDOf(f)}
 		r.mu.Lock()
 		r.pending[string(f.Env.ID)] = req
 		r.mu.Unlock()
-		if ev.method == mPrompt {
+		if ev.method == wire.Prompt {
 			r.running.Add(1)
 			if h, ok := r.t.carriedBy(req.sid); ok {
 				ev.handoff = &h
@@ -317,9 +303,9 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 // applied before the client may act on the session.
 func (r *Recorder) holds(method string) bool {
 	switch method {
-	case mSetMode, mSetConfigOption, mSetModel, mPrompt:
+	case wire.SetMode, wire.SetConfigOption, wire.SetModel, wire.Prompt:
 		return true
-	case mSessionNew:
+	case wire.SessionNew:
 		return true // the sidecar's command list follows the response
 	}
 	return false
@@ -390,23 +376,23 @@ func (r *Recorder) apply(ctx context.Context, ev event) {
 // the start-up settings have settled by then.
 func (r *Recorder) clientRequest(ctx context.Context, ev event) {
 	switch ev.method {
-	case mInitialize, mAuthenticate:
+	case wire.Initialize, wire.Authenticate:
 		r.mu.Lock()
-		if ev.method == mInitialize {
-			r.initParams = compactJSON(ev.req.params)
+		if ev.method == wire.Initialize {
+			r.initParams = wire.CompactJSON(ev.req.params)
 		} else {
-			r.authParams = compactJSON(ev.req.params)
+			r.authParams = wire.CompactJSON(ev.req.params)
 		}
 		r.mu.Unlock()
-	case mSetMode, mSetConfigOption, mSetModel:
+	case wire.SetMode, wire.SetConfigOption, wire.SetModel:
 		r.fixOriginal(ctx, ev.req.sid)
-	case mPrompt:
+	case wire.Prompt:
 		s := r.sessions[ev.req.sid]
 		if s == nil {
 			return
 		}
 		r.fixOriginal(ctx, ev.req.sid)
-		blocks, text := promptContent(ev.req.params, ev.handoff != nil)
+		blocks, text := wire.PromptContent(ev.req.params, ev.handoff != nil)
 		t := state.Turn{
 			Index: len(s.turns) + 1, Prompt: blocks, PromptText: text, NativeID: s.rec.NativeID,
 			Status: state.TurnRunning, Agent: r.cfg.Name, Started: r.cfg.Now(),
@@ -446,13 +432,13 @@ func (r *Recorder) response(ctx context.Context, ev event) {
 		Error  json.RawMessage `json:"error"`
 	}
 	json.Unmarshal(ev.raw, &msg)
-	failed := !isNull(msg.Error)
+	failed := !wire.IsNull(msg.Error)
 	req := ev.req
 	switch req.method {
-	case mSessionNew, mSessionLoad, mSessionResume, mSessionFork:
+	case wire.SessionNew, wire.SessionLoad, wire.SessionResume, wire.SessionFork:
 		if !failed {
 			s := r.sessionResult(ctx, req, msg.Result)
-			if s != nil && req.method == mSessionNew && ev.release != nil {
+			if s != nil && req.method == wire.SessionNew && ev.release != nil {
 				if len(r.cfg.Settings) > 0 {
 					// The response waits until the start-up settings are in.
 					r.applySettings(ctx, s, ev)
@@ -463,13 +449,13 @@ func (r *Recorder) response(ctx context.Context, ev event) {
 				return
 			}
 		}
-	case mSetConfigOption, mSetMode, mSetModel:
+	case wire.SetConfigOption, wire.SetMode, wire.SetModel:
 		if !failed {
 			r.configAccepted(ctx, req, msg.Result)
-		} else if ev.release != nil && errorCodeOf(msg.Error) == -32601 && r.translate(ctx, ev) {
+		} else if ev.release != nil && errorCodeOf(msg.Error) == proxy.CodeMethodNotFound && r.translate(ctx, ev) {
 			return
 		}
-	case mPrompt:
+	case wire.Prompt:
 		r.running.Add(-1)
 		r.turnEnded(ctx, req.sid, msg.Result, failed)
 	}
@@ -498,7 +484,7 @@ func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.
 		AdditionalDirectories []string        `json:"additionalDirectories"`
 	}
 	json.Unmarshal(req.params, &p)
-	cfg := configFromResult(result)
+	cfg := wire.ConfigFromResult(result)
 	s := r.sessions[sid]
 	if s == nil {
 		s = &session{}
@@ -519,7 +505,7 @@ func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.
 		s.rec.NativeHistory = append(s.rec.NativeHistory, sid)
 	}
 	s.rec.Agent, s.rec.AgentName, s.rec.Cwd = r.cfg.Agent, r.cfg.Name, p.Cwd
-	s.rec.McpServers, s.rec.AdditionalDirectories = compactJSON(p.McpServers), p.AdditionalDirectories
+	s.rec.McpServers, s.rec.AdditionalDirectories = wire.CompactJSON(p.McpServers), p.AdditionalDirectories
 	if s.rec.Created.IsZero() {
 		s.rec.Created = now
 	}
@@ -528,7 +514,7 @@ func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.
 	}
 	s.rec.Live = cfg
 	r.t.remap(sid, sid)
-	if req.method == mSessionFork && req.sid != "" {
+	if req.method == wire.SessionFork && req.sid != "" {
 		s.rec.Lineage = &state.Lineage{ParentID: req.sid, ForkTurn: len(r.keptTurns(req.sid)) + 1}
 	}
 	r.putSession(ctx, s)
@@ -565,21 +551,21 @@ func (r *Recorder) configAccepted(ctx context.Context, req *request, result json
 	json.Unmarshal(req.params, &p)
 	ov := state.Override{At: r.cfg.Now()}
 	switch req.method {
-	case mSetConfigOption:
-		var res configPayload
+	case wire.SetConfigOption:
+		var res wire.ConfigPayload
 		json.Unmarshal(result, &res)
-		if opts, ok := parseOptions(res.ConfigOptions); ok {
+		if opts, ok := wire.ParseOptions(res.ConfigOptions); ok {
 			s.rec.Live = withOptions(s.rec.Live, opts)
 		}
-		ov.OptionID, ov.Value = p.ConfigID, compactJSON(p.Value)
+		ov.OptionID, ov.Value = p.ConfigID, wire.CompactJSON(p.Value)
 		if o := s.rec.Live.Option(p.ConfigID); o != nil {
 			ov.Category = o.Category
 		}
-	case mSetMode:
+	case wire.SetMode:
 		s.rec.Live = withLegacy(s.rec.Live, "mode", p.ModeID)
 		ov.OptionID, ov.Category = "mode", "mode"
 		ov.Value, _ = json.Marshal(p.ModeID)
-	case mSetModel:
+	case wire.SetModel:
 		s.rec.Live = withLegacy(s.rec.Live, "model", p.ModelID)
 		ov.OptionID, ov.Category = "model", "model"
 		ov.Value, _ = json.Marshal(p.ModelID)
@@ -675,7 +661,7 @@ func (r *Recorder) update(ctx context.Context, ev event) {
 	var n struct {
 		Params struct {
 			SessionID string `json:"sessionId"`
-			updateFields
+			wire.UpdateFields
 		} `json:"params"`
 	}
 	if err := json.Unmarshal(ev.raw, &n); err != nil {
@@ -694,7 +680,7 @@ func (r *Recorder) update(ctx context.Context, ev event) {
 	u := n.Params.Update
 	switch ev.update {
 	case "config_option_update":
-		if opts, ok := parseOptions(u.ConfigOptions); ok {
+		if opts, ok := wire.ParseOptions(u.ConfigOptions); ok {
 			s.rec.Live = withOptions(s.rec.Live, opts)
 			r.putSession(ctx, s)
 		}

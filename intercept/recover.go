@@ -11,15 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
-)
-
-// More ACP methods the recovery uses.
-const (
-	mSessionList  = "session/list"
-	mAuthenticate = "authenticate"
 )
 
 // agentCaps is what the agent said it can do, from its initialize result.
@@ -35,7 +30,7 @@ func parseCaps(result json.RawMessage) agentCaps {
 		} `json:"agentCapabilities"`
 	}
 	json.Unmarshal(result, &r)
-	has := func(k string) bool { v, ok := r.AgentCapabilities.SessionCapabilities[k]; return ok && !isNull(v) }
+	has := func(k string) bool { v, ok := r.AgentCapabilities.SessionCapabilities[k]; return ok && !wire.IsNull(v) }
 	return agentCaps{load: r.AgentCapabilities.LoadSession, resume: has("resume"), list: has("list"), fork: has("fork")}
 }
 
@@ -73,7 +68,7 @@ func (r *Recorder) AgentGone(ctx context.Context, reason string) {
 	sort.Strings(ids)
 	for _, id := range ids {
 		msg := fmt.Sprintf("acp-sidecar: the agent exited (%s) while this %s was pending. The session was kept; send it again.", reason, pending[id])
-		r.sc.Send(proxy.AgentToClient, proxy.ErrorResponse([]byte(id), codeAgentGone, msg))
+		r.sc.Send(proxy.AgentToClient, proxy.ErrorResponse([]byte(id), proxy.CodeAgentGone, msg))
 	}
 	r.do(ctx, func(ctx context.Context) {
 		l.mu.Lock()
@@ -110,7 +105,7 @@ func (r *Recorder) AgentBack(ctx context.Context) error {
 	defer cancel()
 	if initParams != nil {
 		var res json.RawMessage
-		if err := r.sc.Call(ctx, mInitialize, initParams, &res); err != nil {
+		if err := r.sc.Call(ctx, wire.Initialize, initParams, &res); err != nil {
 			return fmt.Errorf("initialize the restarted agent: %w", err)
 		}
 		caps := parseCaps(res)
@@ -123,7 +118,7 @@ func (r *Recorder) AgentBack(ctx context.Context) error {
 		}
 	}
 	if authParams != nil {
-		if err := r.sc.Call(ctx, mAuthenticate, authParams, nil); err != nil {
+		if err := r.sc.Call(ctx, wire.Authenticate, authParams, nil); err != nil {
 			return fmt.Errorf("authenticate the restarted agent: %w", err)
 		}
 	}
@@ -149,7 +144,7 @@ func (r *Recorder) AgentDead(reason string) {
 // restored after: a native load does not keep it.
 func (r *Recorder) Recover(ctx context.Context, sid string) error {
 	if what, ok := r.t.begin(sid, "recovery"); !ok {
-		return refuse(codeBusy, "a %s is already running on this session", what)
+		return refuse(proxy.CodeBusy, "a %s is already running on this session", what)
 	}
 	defer r.t.end(sid)
 	if !r.t.isStale(sid) {
@@ -191,8 +186,8 @@ func (r *Recorder) climb(ctx context.Context, sid string, snap snapshot, quiet b
 	r.mu.Unlock()
 	params := map[string]any{"sessionId": snap.native, "cwd": snap.cwd, "mcpServers": mcpOrEmpty(snap.mcp)}
 	if caps.resume && snap.native != "" {
-		if res, err := r.callRaw(ctx, mSessionResume, params); err == nil {
-			return snap.native, configFromResult(res), "resume", nil
+		if res, err := r.callRaw(ctx, wire.SessionResume, params); err == nil {
+			return snap.native, wire.ConfigFromResult(res), "resume", nil
 		} else {
 			r.log.Info("session/resume failed; trying the next rung", "session", sid, "err", err)
 		}
@@ -204,7 +199,7 @@ func (r *Recorder) climb(ctx context.Context, sid string, snap snapshot, quiet b
 			r.life.mu.Unlock()
 			r.life.suppress.Add(1)
 		}
-		res, err := r.callRaw(ctx, mSessionLoad, params)
+		res, err := r.callRaw(ctx, wire.SessionLoad, params)
 		if quiet {
 			r.life.mu.Lock()
 			delete(r.life.suppressing, snap.native)
@@ -212,7 +207,7 @@ func (r *Recorder) climb(ctx context.Context, sid string, snap snapshot, quiet b
 			r.life.suppress.Add(-1)
 		}
 		if err == nil {
-			return snap.native, configFromResult(res), "load", nil
+			return snap.native, wire.ConfigFromResult(res), "load", nil
 		}
 		r.log.Info("session/load failed; creating a new session", "session", sid, "err", err)
 	}
@@ -232,7 +227,7 @@ func (r *Recorder) callRaw(ctx context.Context, method string, params any) (json
 }
 
 func mcpOrEmpty(m json.RawMessage) json.RawMessage {
-	if len(m) == 0 || isNull(m) {
+	if len(m) == 0 || wire.IsNull(m) {
 		return json.RawMessage("[]")
 	}
 	return m
@@ -243,7 +238,7 @@ func mcpOrEmpty(m json.RawMessage) json.RawMessage {
 // record may know is rebuilt (natively where the agent can, else emulated),
 // and a list the agent cannot make is answered from the record.
 func (ll lifeline) emulates(method, sid string) bool {
-	if method == mSessionList {
+	if method == wire.SessionList {
 		ll.r.mu.Lock()
 		defer ll.r.mu.Unlock()
 		return !ll.r.caps.list
@@ -259,7 +254,7 @@ func (ll lifeline) emulate(ctx context.Context, q waited) proxy.Decision {
 	if !ll.emulates(q.method, q.sid) {
 		return r.reenter(ctx, q.raw)
 	}
-	if q.method == mSessionList {
+	if q.method == wire.SessionList {
 		return answerWith(r.listSessions(ctx, q.id, q.raw))
 	}
 	line, err := r.reopen(ctx, q.sid, q.method)
@@ -304,7 +299,7 @@ func (r *Recorder) reopen(ctx context.Context, sid, method string) ([]byte, erro
 		return nil, state.ErrNotFound
 	}
 	if what, ok := r.t.begin(sid, "reopen"); !ok {
-		return nil, refuse(codeBusy, "a %s is already running on this session", what)
+		return nil, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
 	}
 	defer r.t.end(sid)
 	snap, err := r.snapshot(ctx, sid)
@@ -333,7 +328,7 @@ func (r *Recorder) reopen(ctx context.Context, sid, method string) ([]byte, erro
 			}
 			// Only the agent's own load replays the history to the client;
 			// after a resume or a new session the sidecar sends it.
-			if method == mSessionLoad && path != "load" {
+			if method == wire.SessionLoad && path != "load" {
 				history = historyUpdates(sid, replay.Visible(&s.rec, r.fullTurns(ctx, s)))
 			}
 		})
@@ -351,7 +346,7 @@ func (r *Recorder) reopen(ctx context.Context, sid, method string) ([]byte, erro
 	if out.optionsRaw != nil {
 		result["configOptions"] = out.optionsRaw
 	} else if catalog != nil && len(catalog.Raw) > 0 {
-		var p configPayload
+		var p wire.ConfigPayload
 		json.Unmarshal(catalog.Raw, &p)
 		if p.ConfigOptions != nil {
 			result["configOptions"] = p.ConfigOptions
@@ -399,13 +394,13 @@ func (r *Recorder) listSessions(ctx context.Context, id, raw []byte) []byte {
 	json.Unmarshal(raw, &p)
 	all, err := r.cfg.Store.Sessions(ctx)
 	if err != nil {
-		return proxy.ErrorResponse(id, -32603, "acp-sidecar: cannot read the session record: "+err.Error())
+		return proxy.ErrorResponse(id, proxy.CodeInternalError, "acp-sidecar: cannot read the session record: "+err.Error())
 	}
 	start := 0
 	if p.Params.Cursor != "" {
 		n, err := strconv.Atoi(strings.TrimPrefix(p.Params.Cursor, "acp-sidecar:"))
 		if err != nil || n < 0 {
-			return proxy.ErrorResponse(id, -32602, "Invalid params: unknown cursor")
+			return proxy.ErrorResponse(id, proxy.CodeInvalidParams, "Invalid params: unknown cursor")
 		}
 		start = n
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
@@ -86,13 +87,13 @@ func (r *Recorder) runStep(ctx context.Context, nativeID string, step replay.Ste
 		if o := out.catalog.Option(step.OptionID); o != nil && o.Type == "boolean" {
 			params["type"] = "boolean"
 		}
-		var res configPayload
+		var res wire.ConfigPayload
 		if err := r.sc.Call(ctx, step.Method, params, &res); err != nil {
 			return err
 		}
-		if opts, ok := parseOptions(res.ConfigOptions); ok {
+		if opts, ok := wire.ParseOptions(res.ConfigOptions); ok {
 			out.catalog = withOptions(out.catalog, opts)
-			out.optionsRaw = compactJSON(res.ConfigOptions)
+			out.optionsRaw = wire.CompactJSON(res.ConfigOptions)
 		}
 		if step.Field == replay.FieldMode {
 			out.modeSet = true
@@ -140,7 +141,7 @@ func (o outcome) notifications(clientID string) [][]byte {
 // sessionUpdate builds a session/update notification of the sidecar's own.
 func sessionUpdate(sessionID string, update map[string]any) []byte {
 	b, _ := marshalNoEscape(map[string]any{
-		"jsonrpc": "2.0", "method": mUpdate,
+		"jsonrpc": "2.0", "method": wire.Update,
 		"params": map[string]any{"sessionId": sessionID, "update": update},
 	})
 	return b

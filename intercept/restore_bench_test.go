@@ -9,6 +9,7 @@ import (
 	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
 	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
 	"github.com/acp-sidecar/acp-sidecar/intercept"
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 )
 
 // fiveFields are the calls of a five-field restore against the fake agent:
@@ -46,7 +47,7 @@ func BenchmarkRestore(b *testing.B) {
 		}
 		base += time.Since(start)
 		start = time.Now()
-		if _, err := r.client.CallRaw(ctx, intercept.ExtReset, map[string]any{"sessionId": sess.SessionId}); err != nil {
+		if _, err := r.client.CallRaw(ctx, wire.ExtReset, map[string]any{"sessionId": sess.SessionId}); err != nil {
 			b.Fatal(err)
 		}
 		via += time.Since(start)

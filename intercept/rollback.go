@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -15,12 +16,6 @@ import (
 // config restored and the kept turns handed over once (DESIGN.md
 // "Rebuilding a native session"). A rollback never uses session/load or
 // resume: the agent's own history holds the turns taken back.
-
-// Extension methods for rollback and fork.
-const (
-	ExtRollback = "_sidecar/rollback"
-	ExtFork     = "_sidecar/fork"
-)
 
 // rollbackReport is the answer to a rollback.
 type rollbackReport struct {
@@ -48,7 +43,7 @@ func (r *Recorder) Rewind(ctx context.Context, sid string, n int) (rollbackRepor
 		return rollbackReport{}, err
 	}
 	if n < 1 || n > count {
-		return rollbackReport{}, refuse(-32602, "cannot rewind %d turns: the conversation has %d", n, count)
+		return rollbackReport{}, refuse(proxy.CodeInvalidParams, "cannot rewind %d turns: the conversation has %d", n, count)
 	}
 	return r.Rollback(ctx, sid, count-n)
 }
@@ -58,7 +53,7 @@ func (r *Recorder) Rewind(ctx context.Context, sid string, n int) (rollbackRepor
 // session with the config restored gets the kept turns with the next prompt.
 func (r *Recorder) Rollback(ctx context.Context, sid string, keep int) (rollbackReport, error) {
 	if what, ok := r.t.begin(sid, "rollback"); !ok {
-		return rollbackReport{}, refuse(codeBusy, "a %s is already running on this session", what)
+		return rollbackReport{}, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
 	}
 	defer r.t.end(sid)
 	var rep rollbackReport
@@ -68,15 +63,15 @@ func (r *Recorder) Rollback(ctx context.Context, sid string, keep int) (rollback
 		s := r.sessions[sid]
 		switch {
 		case s == nil:
-			fail = refuse(-32602, "acp-sidecar knows no session %q", sid)
+			fail = refuse(proxy.CodeInvalidParams, "acp-sidecar knows no session %q", sid)
 			return
 		case s.turn != nil:
-			fail = refuse(codeBusy, "a turn is running; a rollback waits until it ends or is cancelled")
+			fail = refuse(proxy.CodeBusy, "a turn is running; a rollback waits until it ends or is cancelled")
 			return
 		}
 		vis := visible(s)
 		if keep < 0 || keep > len(vis) {
-			fail = refuse(-32602, "keepTurns %d is out of range: the conversation has %d turns", keep, len(vis))
+			fail = refuse(proxy.CodeInvalidParams, "keepTurns %d is out of range: the conversation has %d turns", keep, len(vis))
 			return
 		}
 		snap = snapshot{native: s.rec.NativeID, live: cloneConfig(s.rec.Live), cwd: s.rec.Cwd, mcp: s.rec.McpServers, dirs: s.rec.AdditionalDirectories}
@@ -158,7 +153,7 @@ func (r *Recorder) Fork(ctx context.Context, parent string, at int) (report, err
 	r.do(ctx, func(ctx context.Context) {
 		p := r.sessions[parent]
 		if p == nil {
-			fail = refuse(-32602, "acp-sidecar knows no session %q", parent)
+			fail = refuse(proxy.CodeInvalidParams, "acp-sidecar knows no session %q", parent)
 			return
 		}
 		n := len(visible(p))
@@ -166,7 +161,7 @@ func (r *Recorder) Fork(ctx context.Context, parent string, at int) (report, err
 			at = n
 		}
 		if at < 0 || at > n {
-			fail = refuse(-32602, "atTurn %d is out of range: the session has %d turns", at, n)
+			fail = refuse(proxy.CodeInvalidParams, "atTurn %d is out of range: the session has %d turns", at, n)
 			return
 		}
 		snap = snapshot{live: cloneConfig(r.t.targetOr(parent, p.rec.Live)), cwd: p.rec.Cwd, mcp: p.rec.McpServers, dirs: p.rec.AdditionalDirectories}

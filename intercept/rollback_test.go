@@ -3,11 +3,13 @@ package intercept_test
 import (
 	"encoding/json"
 	"fmt"
-	acp "github.com/coder/acp-go-sdk"
 	"strings"
 	"testing"
 
+	acp "github.com/coder/acp-go-sdk"
+
 	"github.com/acp-sidecar/acp-sidecar/intercept"
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
@@ -67,7 +69,7 @@ func TestRollbackRefusals(t *testing.T) {
 		{"sessionId": "nope", "keepTurns": 0},
 		{"sessionId": sid},
 	} {
-		if res, err := r.client.CallRaw(ctx, intercept.ExtRollback, params); err == nil {
+		if res, err := r.client.CallRaw(ctx, wire.ExtRollback, params); err == nil {
 			t.Errorf("rollback %v answered %s; want an error", params, res)
 		}
 	}
@@ -90,7 +92,7 @@ func TestForkInheritsTurnsUpToTheForkPoint(t *testing.T) {
 	for _, p := range []string{"alpha one", "beta two", "gamma three"} {
 		reply(t, r, sid, p)
 	}
-	res, err := r.client.CallRaw(ctx, intercept.ExtFork, map[string]any{"sessionId": sid, "atTurn": 2})
+	res, err := r.client.CallRaw(ctx, wire.ExtFork, map[string]any{"sessionId": sid, "atTurn": 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +109,7 @@ func TestForkInheritsTurnsUpToTheForkPoint(t *testing.T) {
 		t.Errorf("fork config %+v; want the parent's", got)
 	}
 	// A fork of the fork inherits the chain.
-	res, err = r.client.CallRaw(ctx, intercept.ExtFork, map[string]any{"sessionId": fork.SessionID})
+	res, err = r.client.CallRaw(ctx, wire.ExtFork, map[string]any{"sessionId": fork.SessionID})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
+	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -61,7 +63,7 @@ func (s switchReport) text(from string) string {
 // agent, unused, and its late frames keep their client id.
 func (r *Recorder) Lend(ctx context.Context, sid string) (done func(moved bool), err error) {
 	if what, ok := r.t.begin(sid, "switch"); !ok {
-		return nil, refuse(codeBusy, "a %s is already running on this session", what)
+		return nil, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
 	}
 	running := false
 	err = r.do(ctx, func(ctx context.Context) {
@@ -75,7 +77,7 @@ func (r *Recorder) Lend(ctx context.Context, sid string) (done func(moved bool),
 		}
 	})
 	if err == nil && running {
-		err = refuse(codeBusy, "a turn is running; cancel it or wait for it to end, then switch agents")
+		err = refuse(proxy.CodeBusy, "a turn is running; cancel it or wait for it to end, then switch agents")
 	}
 	if err != nil {
 		r.t.end(sid)
@@ -99,7 +101,7 @@ func (r *Recorder) Lend(ctx context.Context, sid string) (done func(moved bool),
 // move, and the agent's own values are a sound place to start.
 func (r *Recorder) Adopt(ctx context.Context, sid string) (switchReport, error) {
 	if what, ok := r.t.begin(sid, "switch"); !ok {
-		return switchReport{}, refuse(codeBusy, "a %s is already running on this session", what)
+		return switchReport{}, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
 	}
 	defer r.t.end(sid)
 	old, err := r.cfg.Store.Session(ctx, sid)
@@ -237,8 +239,8 @@ func optionsOf(c *state.Config) json.RawMessage {
 	if c == nil || len(c.Raw) == 0 {
 		return nil
 	}
-	var p configPayload
-	if json.Unmarshal(c.Raw, &p) != nil || isNull(p.ConfigOptions) {
+	var p wire.ConfigPayload
+	if json.Unmarshal(c.Raw, &p) != nil || wire.IsNull(p.ConfigOptions) {
 		return nil
 	}
 	return p.ConfigOptions

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -35,9 +36,6 @@ const SelectorID = "_sidecar_agent"
 
 const (
 	selectorCategory = "_agent"
-	// ExtAgent moves a session to another agent, for orchestrators that
-	// do not drive config options: {sessionId, agent}.
-	ExtAgent = "_sidecar/agent"
 	// Ids of the switchboard's own requests to an agent's relay, and the
 	// ids it gives requests of agents other than the default one, so the
 	// client never sees two pending requests with the same id.
@@ -209,7 +207,7 @@ func (sw *Switchboard) fromClient(ctx context.Context, in io.Reader) error {
 			if errors.As(err, &tooLarge) {
 				env := proxy.ScanPrefix(tooLarge.Head)
 				if env.Kind == proxy.KindRequest {
-					sw.send(proxy.ErrorResponse(env.ID, -32600, fmt.Sprintf("Invalid request: frame of %d bytes exceeds the sidecar's limit of %d bytes (--max-frame)", tooLarge.Size, sw.cfg.MaxFrame)))
+					sw.send(proxy.ErrorResponse(env.ID, proxy.CodeInvalidRequest, fmt.Sprintf("Invalid request: frame of %d bytes exceeds the sidecar's limit of %d bytes (--max-frame)", tooLarge.Size, sw.cfg.MaxFrame)))
 				}
 				continue
 			}
@@ -236,30 +234,30 @@ func (sw *Switchboard) clientFrame(ctx context.Context, line []byte) {
 		return
 	}
 	f := &proxy.Frame{Dir: proxy.ClientToAgent, Raw: line, Env: env}
-	sid := sessionIDOf(f)
+	sid := wire.SessionIDOf(f)
 	method := string(env.Method)
 	isReq := env.Kind == proxy.KindRequest
 	if isReq {
 		switch method {
-		case mInitialize:
+		case wire.Initialize:
 			var p struct {
 				Params json.RawMessage `json:"params"`
 			}
 			json.Unmarshal(line, &p)
 			sw.mu.Lock()
-			sw.initParams = compactJSON(p.Params)
+			sw.initParams = wire.CompactJSON(p.Params)
 			sw.mu.Unlock()
-		case mSetConfigOption:
+		case wire.SetConfigOption:
 			if id, value, ok := selectorChoice(line); ok && id == SelectorID {
 				sw.startMove(ctx, env.ID, sid, value, false)
 				return
 			}
-		case mPrompt:
+		case wire.Prompt:
 			if name, ok := agentSlash(line); ok {
 				sw.startMove(ctx, env.ID, sid, name, true)
 				return
 			}
-		case ExtAgent:
+		case wire.ExtAgent:
 			var p struct {
 				Params struct {
 					Agent string `json:"agent"`
@@ -271,7 +269,7 @@ func (sw *Switchboard) clientFrame(ctx context.Context, line []byte) {
 		}
 	}
 	var recorded string
-	if isReq && (method == mSessionLoad || method == mSessionResume) {
+	if isReq && (method == wire.SessionLoad || method == wire.SessionResume) {
 		recorded = sw.recordedAgent(ctx, sid)
 	}
 	sw.route.Lock()
@@ -284,9 +282,9 @@ func (sw *Switchboard) clientFrame(ctx context.Context, line []byte) {
 	}
 	target := sw.targetOf(method, sid, line, recorded)
 	sw.mu.Unlock()
-	if isReq && method == mPrompt {
+	if isReq && method == wire.Prompt {
 		if err := sw.checkContent(target, line); err != nil {
-			sw.send(proxy.ErrorResponse(env.ID, -32602, err.Error()))
+			sw.send(proxy.ErrorResponse(env.ID, proxy.CodeInvalidParams, err.Error()))
 			return
 		}
 	}
@@ -308,7 +306,7 @@ func (sw *Switchboard) targetOf(method, sid string, line []byte, recorded string
 			} `json:"params"`
 		}
 		json.Unmarshal(line, &p)
-		if r, ok := sw.pending[string(compactJSON(p.Params.RequestID))]; ok {
+		if r, ok := sw.pending[string(wire.CompactJSON(p.Params.RequestID))]; ok {
 			return r.agent
 		}
 		return sw.cfg.Default
@@ -358,7 +356,7 @@ func (sw *Switchboard) clientResponse(ctx context.Context, line []byte, env *pro
 		sw.log.Warn("client answered a request nobody is waiting for; dropped")
 		return
 	}
-	out, err := setPath(line, a.id, "id")
+	out, err := wire.SetPath(line, a.id, "id")
 	if err != nil {
 		sw.log.Warn("cannot give a client answer its agent's id back; dropped", "err", err)
 		return
@@ -402,7 +400,7 @@ func (sw *Switchboard) toAgent(ctx context.Context, name string, line []byte, re
 		}
 	}
 	if id != nil {
-		sw.send(proxy.ErrorResponse(id, codeAgentGone, fmt.Sprintf("acp-sidecar: agent %s is not running: %v", name, err)))
+		sw.send(proxy.ErrorResponse(id, proxy.CodeAgentGone, fmt.Sprintf("acp-sidecar: agent %s is not running: %v", name, err)))
 	}
 }
 
@@ -472,7 +470,7 @@ func (sw *Switchboard) ensure(ctx context.Context, name string) (*Backend, error
 	if initParams != nil {
 		// The client initialized the agents before; this one gets the
 		// same initialize, and its recorder keeps it for its restarts.
-		res, err := sw.call(ctx, b, mInitialize, initParams)
+		res, err := sw.call(ctx, b, wire.Initialize, initParams)
 		if err != nil {
 			b.Stop()
 			return nil, fmt.Errorf("initialize agent %s: %w", name, err)
@@ -603,7 +601,7 @@ func (sw *Switchboard) agentFrame(ctx context.Context, sl *slot, line []byte) []
 			return line
 		}
 		ask := askPrefix + strconv.FormatUint(sw.seq.Add(1), 10) + `"`
-		out, err := setPath(line, []byte(ask), "id")
+		out, err := wire.SetPath(line, []byte(ask), "id")
 		if err != nil {
 			return nil
 		}
@@ -612,11 +610,11 @@ func (sw *Switchboard) agentFrame(ctx context.Context, sl *slot, line []byte) []
 		sw.mu.Unlock()
 		return out
 	}
-	if !env.MethodIs(mUpdate) {
+	if !env.MethodIs(wire.Update) {
 		return line
 	}
 	f := &proxy.Frame{Raw: line, Env: env}
-	sid := sessionIDOf(f)
+	sid := wire.SessionIDOf(f)
 	sw.mu.Lock()
 	owner, isBound := sw.bound[sid]
 	m := sw.moves[sid]
@@ -629,7 +627,7 @@ func (sw *Switchboard) agentFrame(ctx context.Context, sl *slot, line []byte) []
 	case "config_option_update":
 		return sw.withSelector(line, sl.name, "params", "update", "configOptions")
 	case "available_commands_update":
-		if out, err := insertArray(line, false, [][]byte{agentCommandJSON(sw.names())}, "params", "update", "availableCommands"); err == nil {
+		if out, err := wire.InsertArray(line, false, [][]byte{agentCommandJSON(sw.names())}, "params", "update", "availableCommands"); err == nil {
 			return out
 		}
 	}
@@ -640,10 +638,10 @@ func (sw *Switchboard) agentFrame(ctx context.Context, sl *slot, line []byte) []
 // follows: it learns which agent a session runs on and shows the selector.
 func (sw *Switchboard) answered(ctx context.Context, sl *slot, req pendingReq, line []byte) []byte {
 	switch req.method {
-	case mInitialize:
+	case wire.Initialize:
 		sw.learned(ctx, sl, mustFind(line, "result"))
 		return sw.intersect(ctx, line)
-	case mSessionNew, mSessionFork, ExtFork:
+	case wire.SessionNew, wire.SessionFork, wire.ExtFork:
 		var res struct {
 			Result struct {
 				SessionID string `json:"sessionId"`
@@ -651,9 +649,9 @@ func (sw *Switchboard) answered(ctx context.Context, sl *slot, req pendingReq, l
 		}
 		json.Unmarshal(line, &res)
 		sw.bind(res.Result.SessionID, sl.name)
-	case mSessionLoad, mSessionResume:
+	case wire.SessionLoad, wire.SessionResume:
 		sw.bind(req.sid, sl.name)
-	case mSetConfigOption:
+	case wire.SetConfigOption:
 	default:
 		return line
 	}
@@ -694,11 +692,11 @@ func (sw *Switchboard) selectorJSON(current string) []byte {
 // there is one: an agent without config options keeps its legacy modes and
 // models, which a list of the selector alone would hide in some editors.
 func (sw *Switchboard) withSelector(line []byte, current string, path ...string) []byte {
-	start, end, ok := find(line, path...)
-	if !ok || isNull(line[start:end]) {
+	start, end, ok := wire.Find(line, path...)
+	if !ok || wire.IsNull(line[start:end]) {
 		return line
 	}
-	out, err := insertArray(line, false, [][]byte{sw.selectorJSON(current)}, path...)
+	out, err := wire.InsertArray(line, false, [][]byte{sw.selectorJSON(current)}, path...)
 	if err != nil {
 		return line
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
@@ -167,7 +168,7 @@ func (r *Recorder) hold(f *proxy.Frame, sid string, decide decider) proxy.Verdic
 // waits (proxy.Hold); the waiter joins the room now, in arrival order.
 func (r *Recorder) holdAfter(f *proxy.Frame, sid string, decide decider, minGen uint64) proxy.Verdict {
 	id, raw, method := append([]byte(nil), f.Env.ID...), append([]byte(nil), f.Raw...), string(f.Env.Method)
-	w := r.room.enter(id, sid, f.Env.MethodIs(mPrompt))
+	w := r.room.enter(id, sid, f.Env.MethodIs(wire.Prompt))
 	// A held load, resume or list is decided by the sidecar, which
 	// rebuilds a stale session its own way (reopen).
 	w.rebuild = decide == nil
@@ -217,10 +218,10 @@ func (r *Recorder) awaitReady(ctx context.Context, w *waiter) error {
 				switch {
 				case err == nil:
 					continue
-				case errors.As(err, &e) && e.Code == codeBusy:
+				case errors.As(err, &e) && e.Code == proxy.CodeBusy:
 					// Another rebuild took the session first: wait for it.
 				default:
-					return refuse(codeAgentGone, "acp-sidecar: could not rebuild the session after the agent exited: %v", err)
+					return refuse(proxy.CodeAgentGone, "acp-sidecar: could not rebuild the session after the agent exited: %v", err)
 				}
 			}
 		}
@@ -231,7 +232,7 @@ func (r *Recorder) awaitReady(ctx context.Context, w *waiter) error {
 		case <-deadline.C:
 			return r.timeoutError()
 		case <-r.quit:
-			return refuse(codeAgentGone, "acp-sidecar is shutting down; the request was not sent")
+			return refuse(proxy.CodeAgentGone, "acp-sidecar is shutting down; the request was not sent")
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -243,14 +244,14 @@ func (r *Recorder) timeoutError() error {
 	if r.life.get() == phaseRestarting {
 		what = "the agent to restart"
 	}
-	return refuse(codeAgentGone, "acp-sidecar: waited %s for %s; the request was not sent. Your session was kept: send it again, and check the agent if this repeats.", r.cfg.HoldTimeout, what)
+	return refuse(proxy.CodeAgentGone, "acp-sidecar: waited %s for %s; the request was not sent. Your session was kept: send it again, and check the agent if this repeats.", r.cfg.HoldTimeout, what)
 }
 
 func (r *Recorder) deadError() error {
 	r.life.mu.Lock()
 	why := r.life.lastExit
 	r.life.mu.Unlock()
-	return refuse(codeAgentGone, "acp-sidecar: the agent keeps exiting (%s), so it is no longer restarted. Close this session and check the agent.", why)
+	return refuse(proxy.CodeAgentGone, "acp-sidecar: the agent keeps exiting (%s), so it is no longer restarted. Close this session and check the agent.", why)
 }
 
 // awaitAgent waits, after the agent died under a rebuild that began in

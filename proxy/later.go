@@ -81,7 +81,7 @@ func (r *Relay) answerOnce(dir Direction, id []byte, method string, d Decision) 
 	d.Answer = kept
 	if forwarded+answered == 0 {
 		r.log.Error("a hook took a request and never answered it; it gets an error", "dir", dir.String(), "method", method, "id", string(id))
-		d.Answer = append(d.Answer, ErrorResponse(id, codeInternalError, "Internal error: acp-sidecar lost this request; send it again"))
+		d.Answer = append(d.Answer, ErrorResponse(id, CodeInternalError, "Internal error: acp-sidecar lost this request; send it again"))
 	}
 	if forwarded > 1 {
 		r.log.Error("a hook forwarded a request twice", "dir", dir.String(), "method", method, "id", string(id))

@@ -526,14 +526,14 @@ func (r *Relay) malformed(dir Direction, line []byte, err error) {
 			id = nil
 		}
 		r.log.Warn("client sent a malformed frame; answered with a parse error", "err", err, "idReadable", id != nil)
-		r.reply(ClientToAgent, id, codeParseError, "Parse error: "+err.Error())
+		r.reply(ClientToAgent, id, CodeParseError, "Parse error: "+err.Error())
 	case env.Kind == KindRequest:
 		r.log.Warn("agent wrote a malformed request; answered with a parse error", "err", err)
-		r.reply(AgentToClient, env.ID, codeParseError, "Parse error: "+err.Error())
+		r.reply(AgentToClient, env.ID, CodeParseError, "Parse error: "+err.Error())
 	case env.Kind == KindResponse && !isOwnID(env.ID):
 		// The client waits for this response: give it an error in its place.
 		r.log.Warn("agent wrote a malformed response; the client gets an error for it", "err", err)
-		r.reply(ClientToAgent, env.ID, codeInternalError, "The agent's response was malformed and dropped: "+err.Error())
+		r.reply(ClientToAgent, env.ID, CodeInternalError, "The agent's response was malformed and dropped: "+err.Error())
 	default:
 		r.log.Warn("agent wrote a malformed frame; dropped", "err", err)
 	}
@@ -559,10 +559,10 @@ func (r *Relay) oversized(dir Direction, e *TooLargeError) {
 	msg := fmt.Sprintf("frame of %d bytes exceeds the sidecar's limit of %d bytes (--max-frame)", e.Size, e.Limit)
 	switch {
 	case env.Kind == KindRequest:
-		r.reply(dir, env.ID, codeInvalidRequest, "Invalid request: "+msg)
+		r.reply(dir, env.ID, CodeInvalidRequest, "Invalid request: "+msg)
 	case env.Kind == KindResponse && !isOwnID(env.ID):
 		// The receiver waits for this response: give it an error in its place.
-		r.reply(dir.Reverse(), env.ID, codeInternalError, "The response was dropped: "+msg)
+		r.reply(dir.Reverse(), env.ID, CodeInternalError, "The response was dropped: "+msg)
 	}
 }
 
@@ -575,18 +575,11 @@ func (r *Relay) ownID(dir Direction, line []byte, env *Envelope) bool {
 		return true
 	case dir == ClientToAgent && env.Kind == KindRequest:
 		// The answer would be taken for one of ours and never reach the client.
-		r.reply(dir, env.ID, codeInvalidRequest, "Invalid request: ids starting with "+OwnIDPrefix+" are reserved by acp-sidecar")
+		r.reply(dir, env.ID, CodeInvalidRequest, "Invalid request: ids starting with "+OwnIDPrefix+" are reserved by acp-sidecar")
 		return true
 	}
 	return false
 }
-
-// JSON-RPC error codes the relay itself answers with.
-const (
-	codeParseError     = -32700
-	codeInvalidRequest = -32600
-	codeInternalError  = -32603
-)
 
 // reply sends an error response back to the sender of a frame that travelled
 // in dir. A nil id becomes null.

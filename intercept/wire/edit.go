@@ -1,4 +1,4 @@
-package intercept
+package wire
 
 import (
 	"bytes"
@@ -62,15 +62,15 @@ func valueStart(raw []byte, i int) int {
 	return i
 }
 
-func splice(raw []byte, start, end int, val []byte) []byte {
+func Splice(raw []byte, start, end int, val []byte) []byte {
 	out := make([]byte, 0, len(raw)-(end-start)+len(val))
 	out = append(out, raw[:start]...)
 	out = append(out, val...)
 	return append(out, raw[end:]...)
 }
 
-// find returns the span of the member at path, or ok false.
-func find(raw []byte, path ...string) (start, end int, ok bool) {
+// Find returns the span of the member at path, or ok false.
+func Find(raw []byte, path ...string) (start, end int, ok bool) {
 	base := 0
 	cur := raw
 	for _, key := range path {
@@ -94,9 +94,9 @@ func find(raw []byte, path ...string) (start, end int, ok bool) {
 	return base, base + len(cur), true
 }
 
-// setPath sets the member at path to val, creating the objects on the way
+// SetPath sets the member at path to val, creating the objects on the way
 // that are missing.
-func setPath(raw []byte, val []byte, path ...string) ([]byte, error) {
+func SetPath(raw []byte, val []byte, path ...string) ([]byte, error) {
 	if len(path) == 0 {
 		return val, nil
 	}
@@ -112,13 +112,13 @@ func setPath(raw []byte, val []byte, path ...string) ([]byte, error) {
 		if len(path) > 1 && (len(inner) == 0 || inner[0] != '{') {
 			inner = []byte("{}")
 		}
-		nv, err := setPath(inner, val, path[1:]...)
+		nv, err := SetPath(inner, val, path[1:]...)
 		if err != nil {
 			return nil, err
 		}
-		return splice(raw, ms[i].start, ms[i].end, nv), nil
+		return Splice(raw, ms[i].start, ms[i].end, nv), nil
 	}
-	nv, err := setPath([]byte("{}"), val, path[1:]...)
+	nv, err := SetPath([]byte("{}"), val, path[1:]...)
 	if err != nil {
 		return nil, err
 	}
@@ -128,12 +128,12 @@ func setPath(raw []byte, val []byte, path ...string) ([]byte, error) {
 		add = append([]byte{','}, add...)
 	}
 	_ = open
-	return splice(raw, close, close, add), nil
+	return Splice(raw, close, close, add), nil
 }
 
-// insertArray puts elems at the front (or the back) of the array at path.
-func insertArray(raw []byte, front bool, elems [][]byte, path ...string) ([]byte, error) {
-	start, end, ok := find(raw, path...)
+// InsertArray puts elems at the front (or the back) of the array at path.
+func InsertArray(raw []byte, front bool, elems [][]byte, path ...string) ([]byte, error) {
+	start, end, ok := Find(raw, path...)
 	if !ok {
 		return nil, fmt.Errorf("insert into %v: no such member", path)
 	}
@@ -147,10 +147,10 @@ func insertArray(raw []byte, front bool, elems [][]byte, path ...string) ([]byte
 		if !empty {
 			joined = append(joined, ',')
 		}
-		return splice(raw, start+1, start+1, joined), nil
+		return Splice(raw, start+1, start+1, joined), nil
 	}
 	if !empty {
 		joined = append([]byte{','}, joined...)
 	}
-	return splice(raw, end-1, end-1, joined), nil
+	return Splice(raw, end-1, end-1, joined), nil
 }

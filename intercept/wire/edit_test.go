@@ -1,4 +1,4 @@
-package intercept
+package wire
 
 import "testing"
 
@@ -11,24 +11,24 @@ func TestSetPath(t *testing.T) {
 		{`{"result":{"agentCapabilities":null,"big":12345678901234567890,"h":"<>&"}}`, `{"result":{"agentCapabilities":{"_meta":{"acp-sidecar":X}},"big":12345678901234567890,"h":"<>&"}}`},
 	}
 	for _, tt := range tests {
-		got, err := setPath([]byte(tt.in), []byte("X"), "result", "agentCapabilities", "_meta", "acp-sidecar")
+		got, err := SetPath([]byte(tt.in), []byte("X"), "result", "agentCapabilities", "_meta", "acp-sidecar")
 		if err != nil || string(got) != tt.want {
-			t.Errorf("setPath(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
+			t.Errorf("SetPath(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
 		}
 	}
 }
 
 func TestInsertArray(t *testing.T) {
 	in := `{"params":{"sessionId":"s","prompt":[{"type":"text","text":"hi"}]}}`
-	got, err := insertArray([]byte(in), true, [][]byte{[]byte(`{"type":"text","text":"before"}`)}, "params", "prompt")
+	got, err := InsertArray([]byte(in), true, [][]byte{[]byte(`{"type":"text","text":"before"}`)}, "params", "prompt")
 	if want := `{"params":{"sessionId":"s","prompt":[{"type":"text","text":"before"},{"type":"text","text":"hi"}]}}`; err != nil || string(got) != want {
 		t.Errorf("front: %s, %v; want %s", got, err, want)
 	}
-	got, err = insertArray([]byte(`{"a":[ ]}`), false, [][]byte{[]byte("1"), []byte("2")}, "a")
+	got, err = InsertArray([]byte(`{"a":[ ]}`), false, [][]byte{[]byte("1"), []byte("2")}, "a")
 	if want := `{"a":[ 1,2]}`; err != nil || string(got) != want {
 		t.Errorf("back into empty: %s, %v; want %s", got, err, want)
 	}
-	got, err = insertArray([]byte(`{"a":[0]}`), false, [][]byte{[]byte("1")}, "a")
+	got, err = InsertArray([]byte(`{"a":[0]}`), false, [][]byte{[]byte("1")}, "a")
 	if want := `{"a":[0,1]}`; err != nil || string(got) != want {
 		t.Errorf("back: %s, %v; want %s", got, err, want)
 	}

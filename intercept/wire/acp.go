@@ -1,4 +1,4 @@
-package intercept
+package wire
 
 import (
 	"bytes"
@@ -17,9 +17,9 @@ import (
 // so each option is decoded on its own and one the SDK cannot type is still
 // kept, by its id, in the agent's own words.
 
-// configPayload is what session results, set_config_option results and
+// ConfigPayload is what session results, set_config_option results and
 // config_option_update carry.
-type configPayload struct {
+type ConfigPayload struct {
 	ConfigOptions json.RawMessage `json:"configOptions"`
 	Modes         json.RawMessage `json:"modes"`
 	Models        json.RawMessage `json:"models"`
@@ -35,10 +35,10 @@ type wireOption struct {
 	Options      json.RawMessage `json:"options"`
 }
 
-// parseOptions decodes a configOptions array. It reports false when raw is
+// ParseOptions decodes a configOptions array. It reports false when raw is
 // absent or null, so "no options in this payload" differs from "an empty list".
-func parseOptions(raw json.RawMessage) ([]state.Option, bool) {
-	if isNull(raw) {
+func ParseOptions(raw json.RawMessage) ([]state.Option, bool) {
+	if IsNull(raw) {
 		return nil, false
 	}
 	var elems []json.RawMessage
@@ -51,7 +51,7 @@ func parseOptions(raw json.RawMessage) ([]state.Option, bool) {
 		if json.Unmarshal(e, &w) != nil || w.ID == "" {
 			continue
 		}
-		o := state.Option{ID: w.ID, Name: w.Name, Category: w.Category, Type: w.Type, Current: compactJSON(w.CurrentValue), Raw: compactJSON(e)}
+		o := state.Option{ID: w.ID, Name: w.Name, Category: w.Category, Type: w.Type, Current: CompactJSON(w.CurrentValue), Raw: CompactJSON(e)}
 		if o.Type == "" && w.Options != nil {
 			o.Type = "select"
 		}
@@ -69,6 +69,7 @@ func parseOptions(raw json.RawMessage) ([]state.Option, bool) {
 	return out, true
 }
 
+// selectValues lists the values of a select option, its groups flattened.
 func selectValues(sel acp.SessionConfigSelectOptions) []state.Value {
 	var out []state.Value
 	add := func(opts []acp.SessionConfigSelectOption) {
@@ -88,108 +89,54 @@ func selectValues(sel acp.SessionConfigSelectOptions) []state.Value {
 	return out
 }
 
-func parseModes(raw json.RawMessage) *state.Legacy {
-	if isNull(raw) {
+func ParseModes(raw json.RawMessage) *state.Legacy {
+	if IsNull(raw) {
 		return nil
 	}
 	var m acp.SessionModeState
 	if json.Unmarshal(raw, &m) != nil {
 		return nil
 	}
-	l := &state.Legacy{Current: string(m.CurrentModeId), Raw: compactJSON(raw)}
+	l := &state.Legacy{Current: string(m.CurrentModeId), Raw: CompactJSON(raw)}
 	for _, a := range m.AvailableModes {
 		l.Available = append(l.Available, string(a.Id))
 	}
 	return l
 }
 
-func parseModels(raw json.RawMessage) *state.Legacy {
-	if isNull(raw) {
+func ParseModels(raw json.RawMessage) *state.Legacy {
+	if IsNull(raw) {
 		return nil
 	}
 	var m acp.SessionModelState
 	if json.Unmarshal(raw, &m) != nil {
 		return nil
 	}
-	l := &state.Legacy{Current: string(m.CurrentModelId), Raw: compactJSON(raw)}
+	l := &state.Legacy{Current: string(m.CurrentModelId), Raw: CompactJSON(raw)}
 	for _, a := range m.AvailableModels {
 		l.Available = append(l.Available, string(a.ModelId))
 	}
 	return l
 }
 
-// configFromResult reads a session result's whole config.
-func configFromResult(raw json.RawMessage) *state.Config {
-	var p configPayload
+// ConfigFromResult reads a session result's whole config.
+func ConfigFromResult(raw json.RawMessage) *state.Config {
+	var p ConfigPayload
 	if json.Unmarshal(raw, &p) != nil {
 		return nil
 	}
-	c := &state.Config{Mode: parseModes(p.Modes), Model: parseModels(p.Models), Raw: compactJSON(raw)}
-	c.Options, _ = parseOptions(p.ConfigOptions)
+	c := &state.Config{Mode: ParseModes(p.Modes), Model: ParseModels(p.Models), Raw: CompactJSON(raw)}
+	c.Options, _ = ParseOptions(p.ConfigOptions)
 	if c.Options == nil && c.Mode == nil && c.Model == nil {
 		return &state.Config{}
 	}
 	return c
 }
 
-// cloneConfig copies a config deeply enough that later changes to one never
-// show in the other (the capture must be immutable, DESIGN.md step 1).
-func cloneConfig(c *state.Config) *state.Config {
-	if c == nil {
-		return nil
-	}
-	b, _ := json.Marshal(c)
-	var out state.Config
-	json.Unmarshal(b, &out)
-	return &out
-}
-
-// withOptions returns c with its options replaced by a full list the agent
-// reported: lists are always replaced, never merged (protocol.md §8, 13).
-func withOptions(c *state.Config, opts []state.Option) *state.Config {
-	n := cloneConfig(c)
-	if n == nil {
-		n = &state.Config{}
-	}
-	n.Options = opts
-	// The legacy surfaces name the same model and mode: the option the
-	// agent just reported is the newer word on them.
-	for _, l := range []struct {
-		cat string
-		leg *state.Legacy
-	}{{"model", n.Model}, {"mode", n.Mode}} {
-		var id string
-		if o := n.ByCategory(l.cat); o != nil && l.leg != nil && json.Unmarshal(o.Current, &id) == nil {
-			for _, a := range l.leg.Available {
-				if a == id {
-					l.leg.Current = id
-				}
-			}
-		}
-	}
-	return n
-}
-
-func withLegacy(c *state.Config, field, current string) *state.Config {
-	n := cloneConfig(c)
-	if n == nil {
-		n = &state.Config{}
-	}
-	l := &n.Mode
-	if field == "model" {
-		l = &n.Model
-	}
-	if *l == nil {
-		*l = &state.Legacy{}
-	}
-	(*l).Current = current
-	return n
-}
-
-// promptContent pulls the content blocks and their text out of a
+// PromptContent pulls the content blocks and their text out of a
 // session/prompt request. With handoff set the first block is the sidecar's
 // and is left out: the turn records what the user sent.
-func promptContent(params json.RawMessage, handoff bool) (blocks json.RawMessage, text string) {
+func PromptContent(params json.RawMessage, handoff bool) (blocks json.RawMessage, text string) {
 	var p struct {
 		Prompt json.RawMessage `json:"prompt"`
 	}
@@ -213,12 +160,12 @@ func promptContent(params json.RawMessage, handoff bool) (blocks json.RawMessage
 			parts = append(parts, b.Text)
 		}
 	}
-	return compactJSON(p.Prompt), strings.Join(parts, "\n")
+	return CompactJSON(p.Prompt), strings.Join(parts, "\n")
 }
 
-// updateFields is what the recorder reads of a session/update. Chunks are the
+// UpdateFields is what the recorder reads of a session/update. Chunks are the
 // common case by far, and only their text is taken.
-type updateFields struct {
+type UpdateFields struct {
 	Update struct {
 		Content struct {
 			Type string `json:"type"`
@@ -232,9 +179,9 @@ type updateFields struct {
 	} `json:"update"`
 }
 
-// sessionIDOf reads params.sessionId from its peeked span; "" when absent
+// SessionIDOf reads params.sessionId from its peeked span; "" when absent
 // or not a string.
-func sessionIDOf(f *proxy.Frame) string {
+func SessionIDOf(f *proxy.Frame) string {
 	sp := f.Env.SessionID
 	if !sp.Present() {
 		return ""
@@ -248,12 +195,12 @@ func sessionIDOf(f *proxy.Frame) string {
 	return id
 }
 
-func isNull(raw json.RawMessage) bool {
+func IsNull(raw json.RawMessage) bool {
 	t := bytes.TrimSpace(raw)
 	return len(t) == 0 || string(t) == "null"
 }
 
-func compactJSON(raw json.RawMessage) json.RawMessage {
+func CompactJSON(raw json.RawMessage) json.RawMessage {
 	if raw == nil {
 		return nil
 	}

@@ -1,0 +1,23 @@
+package proxy
+
+// The JSON-RPC error codes the sidecar answers with, in one place: the
+// relay's own, and those of the stages that answer for it. JSON-RPC leaves
+// -32000 to -32099 to implementations; ACP uses -32000 (auth required) and
+// -32002 (resource not found), so the sidecar's own codes take three that
+// neither uses.
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternalError  = -32603
+
+	// CodeBlocked answers a prompt to a session whose config could not be
+	// restored: no prompt runs on a partial config.
+	CodeBlocked = -32010
+	// CodeBusy answers a request that would race a rebuild in progress.
+	CodeBusy = -32011
+	// CodeAgentGone answers a request the agent received and then died
+	// under, or one that waited past --hold-timeout for it.
+	CodeAgentGone = -32012
+)
