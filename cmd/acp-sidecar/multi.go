@@ -161,10 +161,6 @@ func (ss *stackSet) start(ctx context.Context, o runOptions, env *runEnv, s stdi
 		Store: env.store, Log: log, Agent: d.Argv, Name: d.Name, Settings: settings, Version: version,
 		HandoffBudget: o.budget, CallTimeout: o.callTimeout, HoldTimeout: o.holdTimeout,
 	})
-	chain := rec.Interceptors()
-	if log.Enabled(ctx, slog.LevelDebug) {
-		chain = append(chain, intercept.MethodLog{Log: log})
-	}
 	sup := &supervisor{log: log, rec: rec, cur: agent, restart: o.restart, sup: &proxy.Supervisor{Spec: spec, Policy: o.policy}}
 	sup.stopCtx, sup.stop = context.WithCancel(context.WithoutCancel(ctx))
 	clientIn, toRelay := io.Pipe()
@@ -182,7 +178,7 @@ func (ss *stackSet) start(ctx context.Context, o runOptions, env *runEnv, s stdi
 	}()
 	cfg := proxy.Config{
 		ClientIn: clientIn, ClientOut: clientOut, AgentIn: agent.Stdin, AgentOut: agent.Stdout,
-		MaxFrame: o.maxFrame, Hook: intercept.NewChain(log, chain...), Trace: env.trace, Log: log,
+		MaxFrame: o.maxFrame, Hook: buildChain(ctx, log, rec, true), Trace: env.trace, Log: log,
 		OnClientEOF: func() { close(eof) },
 	}
 	if sup.restart {

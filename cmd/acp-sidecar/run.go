@@ -73,14 +73,6 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 		Store: store, Log: log, Agent: o.argv, Settings: settings, Version: version, HandoffBudget: o.budget,
 		CallTimeout: o.callTimeout, HoldTimeout: o.holdTimeout,
 	})
-	var chain []intercept.Interceptor
-	if o.record {
-		chain = recorder.Interceptors()
-	}
-	if log.Enabled(ctx, slog.LevelDebug) {
-		// Only at debug: at other levels it would cost every frame a call.
-		chain = append(chain, intercept.MethodLog{Log: log})
-	}
 	sup := &supervisor{
 		log: log, rec: recorder, cur: agent, restart: o.restart && o.record,
 		sup: &proxy.Supervisor{Spec: spec, Policy: o.policy},
@@ -122,7 +114,7 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 		AgentIn:     agent.Stdin,
 		AgentOut:    agent.Stdout,
 		MaxFrame:    o.maxFrame,
-		Hook:        intercept.NewChain(log, chain...),
+		Hook:        buildChain(ctx, log, recorder, o.record),
 		Trace:       trace,
 		Log:         log,
 		OnClientEOF: func() { shutdown <- nil },
