@@ -1,14 +1,17 @@
 package state
 
 import (
-	"bytes"
-	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 )
+
+// What the two copies of a turn off encoding/json share, the hand encoder
+// (turncodec.go) and the fast clone (turnclone.go): the turns both are
+// tested on, the guard on Turn's fields, and the test and benchmark that
+// hold both to encoding/json.
 
 // turnCases are turns with every field set, and the odd values the JSON
 // round trip changes: invalid UTF-8, escapes, a prompt with white space,
@@ -70,44 +73,6 @@ func TestTurnHasTheKnownFields(t *testing.T) {
 	}
 	if n := reflect.TypeFor[ToolCall]().NumField(); n != toolCallFields {
 		t.Errorf("ToolCall has %d fields, cloneTurn and turnJSON know %d: add the new one to both", n, toolCallFields)
-	}
-}
-
-func TestCloneTurnIsClone(t *testing.T) {
-	check := func(name string, tu *Turn) {
-		t.Helper()
-		got, want := cloneTurn(tu), clone(tu)
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: cloneTurn differs from clone:\n got  %#v\n want %#v", name, got, want)
-		}
-		if len(tu.Prompt) > 0 && &got.Prompt[0] == &tu.Prompt[0] {
-			t.Errorf("%s: the clone shares the prompt's bytes", name)
-		}
-	}
-	for i, tu := range turnCases() {
-		check(fmt.Sprint("case ", i), tu)
-	}
-	rng := rand.New(rand.NewPCG(3, 4))
-	for i := range 500 {
-		check(fmt.Sprint("random ", i), randomTurn(rng))
-	}
-}
-
-func TestTurnJSONIsEncode(t *testing.T) {
-	check := func(name string, tu *Turn) {
-		t.Helper()
-		got, err := turnJSON(tu)
-		want, werr := encode(tu)
-		if err != nil || werr != nil || !bytes.Equal(got, want) {
-			t.Errorf("%s: turnJSON differs from encode (errors %v, %v):\n got  %s\n want %s", name, err, werr, got, want)
-		}
-	}
-	for i, tu := range turnCases() {
-		check(fmt.Sprint("case ", i), tu)
-	}
-	rng := rand.New(rand.NewPCG(5, 6))
-	for i := range 500 {
-		check(fmt.Sprint("random ", i), randomTurn(rng))
 	}
 }
 

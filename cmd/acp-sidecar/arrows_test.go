@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// arrows is DESIGN.md's "The house" as data: for each top directory of the
+// module, the top directories its packages may import. A package may always
+// import its own directory's packages (intercept/ may have subpackages).
+// cmd/ sits at the top and may use everything.
+var arrows = map[string][]string{
+	"cmd":         {"intercept", "proxy", "state", "replay", "conformance"},
+	"intercept":   {"proxy", "state", "replay"},
+	"replay":      {"state"},
+	"proxy":       {},
+	"state":       {},
+	"conformance": {"proxy", "intercept", "state"},
+}
+
+// TestImportArrows holds every package of the module to the arrows. It
+// lives here because the module root has no package and cmd/, which may
+// import everything, is the one place the rules leave alone. Only the
+// packages' own files count (Imports, not TestImports): intercept/'s tests,
+// for one, drive it with conformance/'s client and fake agent.
+func TestImportArrows(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to list the packages with:", err)
+	}
+	root := moduleRoot(t)
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(goTool, args...)
+		cmd.Dir = root
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.Bytes())
+		}
+		return string(out)
+	}
+	module := strings.TrimSpace(run("list", "-m"))
+	list := run("list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...")
+
+	// top is the module's top directory that path is in: "." for the
+	// module's root, "" for a path outside the module.
+	top := func(path string) string {
+		if path == module {
+			return "."
+		}
+		rest, ok := strings.CutPrefix(path, module+"/")
+		if !ok {
+			return ""
+		}
+		dir, _, _ := strings.Cut(rest, "/")
+		return dir
+	}
+	rel := func(path string) string { return strings.TrimPrefix(path, module+"/") }
+	checked := 0
+	for line := range strings.Lines(list) {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		pkg, imports := fields[0], fields[1:]
+		from := top(pkg)
+		may, known := arrows[from]
+		if !known {
+			t.Errorf("%s is in no directory of DESIGN.md's \"The house\": give %s/ its arrows", rel(pkg), from)
+			continue
+		}
+		checked++
+		for _, imp := range imports {
+			to := top(imp)
+			if to == "" || to == from || slices.Contains(may, to) {
+				continue
+			}
+			t.Errorf("%s imports %s, but %s (DESIGN.md \"The house\")", rel(pkg), rel(imp), rule(from, may))
+		}
+	}
+	if checked == 0 {
+		t.Fatalf("go list found no packages of %s under %s", module, root)
+	}
+}
+
+// rule says what from/ may import, for a failure message.
+func rule(from string, may []string) string {
+	if len(may) == 0 {
+		return from + "/ imports nothing of ours"
+	}
+	return from + "/ imports only " + strings.Join(may, "/, ") + "/ and its own"
+}
+
+// moduleRoot is the directory of the go.mod above the test's working
+// directory.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := os.Stat(filepath.Join(dir, "go.mod"))
+		if err == nil {
+			return dir
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}
