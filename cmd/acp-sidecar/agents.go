@@ -276,7 +276,7 @@ func splitCommand(s string) ([]string, error) {
 }
 
 // agentsFile is the --agents file. Its fields are the documented schema
-// (README, "Several agents"); a key outside it is an error, so a typo such as
+// (docs/agents.md, "The agents file"); a key outside it is an error, so a typo such as
 // "comand" is reported instead of silently dropping the agent's command.
 type agentsFile struct {
 	Default string       `json:"default" toml:"default"`

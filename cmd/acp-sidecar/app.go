@@ -59,7 +59,7 @@ func relayFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "restart-window", EnvVars: envs("RESTART_WINDOW"), Value: proxy.DefaultRestartPolicy.Window, Usage: "the window --max-restarts counts in"},
 		&cli.StringSliceFlag{Name: "set", EnvVars: envs("SET"), Usage: "apply `ID=VALUE` to every new session (ID: an option id, or model or mode); repeatable"},
 		newRawListFlag("agent", "AGENT", "an agent sessions may switch to, as `NAME=COMMAND` (COMMAND split like a shell would, nothing expanded); repeatable; the env var takes one per line"),
-		&cli.StringFlag{Name: "agents", EnvVars: envs("AGENTS"), Usage: "read agents from `FILE` (.json or .toml; README, \"Several agents\")"},
+		&cli.StringFlag{Name: "agents", EnvVars: envs("AGENTS"), Usage: "read agents from `FILE` (.json or .toml; docs/agents.md)"},
 		&cli.StringFlag{Name: "default-agent", EnvVars: envs("DEFAULT_AGENT"), Usage: "the agent new sessions start on, by `NAME` (default: the agents file's default, else the first agent)"},
 		&cli.DurationFlag{Name: "agent-idle", EnvVars: envs("AGENT_IDLE"), Value: defaultAgentIdle, Usage: "stop an agent no session uses after this long; 0: never"},
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
 )
 
-// The recovery ladder with real processes (README "When the agent dies"):
+// The recovery ladder with real processes (docs/recovery.md, "When the agent dies"):
 // the fake agent keeps its sessions in a -state file, so the agent the
 // sidecar restarts after a SIGKILL can really resume or load them.
 

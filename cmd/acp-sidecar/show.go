@@ -29,7 +29,7 @@ import (
 // socket or open badger themselves, and they never write.
 //
 // The --json forms are a stable interface for scripts: the structs below are
-// their whole schema, and the README ("The record") documents it with an example. Add fields;
+// their whole schema, and docs/record.md documents it with an example. Add fields;
 // never rename or remove one.
 
 // sessionJSON is one element of the `sessions --json` array.
@@ -220,7 +220,7 @@ func stateDirFlag() cli.Flag {
 }
 
 func jsonFlag() cli.Flag {
-	return &cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table (schema in the README)"}
+	return &cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table (schema in docs/record.md)"}
 }
 
 func sessionsCommand(s stdio) *cli.Command {

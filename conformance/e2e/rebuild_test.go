@@ -176,7 +176,7 @@ func (s *claudeSession) closeClient() {
 	s.t.Logf("sidecar exited: %v", s.a.waitErr)
 }
 
-// showRecord is the part of `acp-sidecar show SESSION --json` (README, "The
+// showRecord is the part of `acp-sidecar show SESSION --json` (docs/record.md, "The
 // record") the tests read.
 type showRecord struct {
 	SessionID       string     `json:"sessionId"`
@@ -235,7 +235,7 @@ func (l *showLayer) value(id string) string {
 }
 
 // show runs `acp-sidecar show SID --json --state-dir DIR`, in the argument
-// order the README gives, and decodes its output.
+// order docs/record.md gives, and decodes its output.
 func (s *claudeSession) show() showRecord {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(s.t.Context(), stepTimeout)

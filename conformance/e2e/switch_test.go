@@ -14,7 +14,7 @@ import (
 
 // The sidecar with two named agents, real claude-agent-acp (the default)
 // and the built-in fake agent, moves one client session from claude to the
-// fake agent and back (README, "Several agents"). What claude got handed
+// fake agent and back (docs/agents.md). What claude got handed
 // over is read from the mock LLM's log: the conversation the LLM saw.
 
 // agentSelector is the config option the sidecar adds to every configOptions

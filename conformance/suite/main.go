@@ -239,7 +239,7 @@ func runCheck(ctx context.Context, cfg *config, root string, ch check, pr probeR
 
 // writeTranscript writes every run's frames as the client saw them, then
 // each sidecar's --trace and the tail of each run's stderr, as JSON lines
-// (see the README, "Transcripts").
+// (see docs/conformance.md, "Reading a failure").
 func (r *checkRun) writeTranscript(path string) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
