@@ -34,12 +34,11 @@ type chunkScoped interface {
 	claimsChunks() bool
 }
 
-// chunkGated: the interceptor claims a chunk only while its recorder's
-// chunkGateOpen says so. The chain asks each such recorder once a chunk, by a
-// direct call, and while it says no, offers the chunk to none of its gated
-// interceptors.
+// chunkGated: the interceptor claims a chunk only while its gate is open.
+// The chain asks each gate once a chunk, by a direct call, and while it is
+// shut offers the chunk to none of the interceptors it gates.
 type chunkGated interface {
-	chunkGate() *Recorder
+	chunkGate() *chunkGate
 }
 
 // chunkTaker: takeChunk does to a chunk what Claims and then Intercept would,
@@ -62,7 +61,7 @@ type Chain struct {
 	// is chunks without the gated ones, for a chunk while every gate of
 	// gates is shut.
 	chunks, quiet lane
-	gates         []*Recorder
+	gates         []*chunkGate
 	// only is quiet's one interceptor when it is a chunkTaker, the common
 	// case: the record alone may take a chunk.
 	only chunkTaker
@@ -98,14 +97,56 @@ func NewChain(log *slog.Logger, list ...Interceptor) *Chain {
 			c.quiet.add(ic, i)
 			continue
 		}
-		if r := g.chunkGate(); !slices.Contains(c.gates, r) {
-			c.gates = append(c.gates, r)
+		if gt := g.chunkGate(); !slices.Contains(c.gates, gt) {
+			c.gates = append(c.gates, gt)
 		}
 	}
 	if len(c.quiet.list) == 1 {
 		c.only = c.quiet.takers[0]
 	}
+	for i, ic := range list {
+		if h, ok := ic.(holder); ok {
+			h.goOnWith(c.after(i))
+		}
+	}
 	return c
+}
+
+// A holder holds some frames (proxy.Hold) and lets them go on later. The
+// chain hands it the rest of the chain when it is built, so a frame that
+// waited meets the same stages after the holder as one that did not.
+type holder interface {
+	goOnWith(rest restOfChain)
+}
+
+// restOfChain decides a frame a stage held, as the stages after it would
+// have: what goes on to the frame's destination, and what goes back.
+type restOfChain func(ctx context.Context, dir proxy.Direction, raw []byte) proxy.Decision
+
+// after is the rest of the chain after its i'th stage.
+func (c *Chain) after(i int) restOfChain {
+	return func(ctx context.Context, dir proxy.Direction, raw []byte) proxy.Decision {
+		env, err := proxy.Scan(raw)
+		if err != nil {
+			// It was scanned on its way in, and a holder keeps it as it came.
+			c.log.Error("a held frame no longer scans; dropped", "err", err)
+			return proxy.Decision{}
+		}
+		v := c.run(ctx, &proxy.Frame{Dir: dir, Raw: raw, Env: env}, nil, i+1)
+		switch v.Do {
+		case proxy.Pass:
+			return proxy.Decision{Forward: [][]byte{raw}}
+		case proxy.Rewrite:
+			return proxy.Decision{Forward: [][]byte{v.Line}}
+		case proxy.Answer:
+			return proxy.Decision{Answer: [][]byte{v.Line}}
+		case proxy.Hold, proxy.Defer:
+			// Decided here, on the held frame's goroutine: its place in
+			// the stream is the first holder's.
+			return v.Later(ctx)
+		}
+		return proxy.Decision{}
+	}
 }
 
 var _ proxy.UnsentHook = (*Chain)(nil)
@@ -133,29 +174,29 @@ func (c *Chain) Unsent(ctx context.Context, f *proxy.Frame) proxy.Verdict {
 func (c *Chain) Frame(ctx context.Context, f *proxy.Frame) proxy.Verdict {
 	// An empty chain (--record=false) spends nothing on telling chunks apart.
 	if len(c.list) == 0 || !isChunk(f.Dir, &f.Env) {
-		return c.run(ctx, f, nil)
+		return c.run(ctx, f, nil, 0)
 	}
 	for _, g := range c.gates {
-		if g.chunkGateOpen() {
-			return c.run(ctx, f, &c.chunks)
+		if g.open() {
+			return c.run(ctx, f, &c.chunks, 0)
 		}
 	}
 	if c.only != nil {
 		c.only.takeChunk(f)
 		return proxy.Verdict{}
 	}
-	return c.run(ctx, f, &c.quiet)
+	return c.run(ctx, f, &c.quiet, 0)
 }
 
-// run offers f to the interceptors of ln, or of the whole chain when ln is
-// nil.
-func (c *Chain) run(ctx context.Context, f *proxy.Frame, ln *lane) proxy.Verdict {
+// run offers f to the interceptors of ln, or of the whole chain from its
+// stage from on when ln is nil.
+func (c *Chain) run(ctx context.Context, f *proxy.Frame, ln *lane, from int) proxy.Verdict {
 	var out proxy.Verdict
 	list := c.list
 	if ln != nil {
 		list = ln.list
 	}
-	for i := 0; i < len(list); i++ {
+	for i := from; i < len(list); i++ {
 		if ln != nil && ln.takers[i] != nil {
 			ln.takers[i].takeChunk(f)
 			continue

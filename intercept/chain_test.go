@@ -56,7 +56,7 @@ func TestIsChunk(t *testing.T) {
 func TestChunkScopes(t *testing.T) {
 	r := NewRecorder(RecorderConfig{Store: state.NewMemory(), Queue: 64})
 	ctx := context.Background()
-	c := NewChain(nil, r.Interceptors()...)
+	c := NewChain(nil, Stages(r)...)
 	// Put every part in a busy state: a prompt and an initialize in
 	// flight, a replay suppressed, a session being created.
 	for _, raw := range []string{
@@ -68,7 +68,7 @@ func TestChunkScopes(t *testing.T) {
 	r.life.suppress.Add(1)
 	r.t.creating.Add(1)
 	var scoped, asked []string
-	for _, ic := range r.Interceptors() {
+	for _, ic := range Stages(r) {
 		name := strings.TrimPrefix(fmt.Sprintf("%T", ic), "*")
 		s, ok := ic.(chunkScoped)
 		if !ok || s.claimsChunks() {
@@ -200,7 +200,7 @@ func TestChainOffersChunksOnlyToThoseThatMayClaim(t *testing.T) {
 }
 
 // TestChunkGate holds the lifeline and the id mapping to their gate: in
-// every state where chunkGateOpen says no, neither claims any chunk, so the
+// every state where their gate is shut, neither claims any chunk, so the
 // chain may pass them over.
 func TestChunkGate(t *testing.T) {
 	for bits := range 8 {
@@ -213,19 +213,19 @@ func TestChunkGate(t *testing.T) {
 		if creating {
 			r.t.creating.Add(1)
 		}
-		if got, want := r.chunkGateOpen(), suppress || mapped || creating; got != want {
+		if got, want := r.gate.open(), suppress || mapped || creating; got != want {
 			t.Errorf("suppress %v, mapped %v, creating %v: gate open %v, want %v", suppress, mapped, creating, got, want)
 		}
-		if r.chunkGateOpen() {
+		if r.gate.open() {
 			continue
 		}
-		for _, ic := range r.Interceptors() {
+		for _, ic := range Stages(r) {
 			g, ok := ic.(chunkGated)
 			if !ok {
 				continue
 			}
-			if g.chunkGate() != r {
-				t.Errorf("%T is gated by another recorder", ic)
+			if g.chunkGate() != r.gate {
+				t.Errorf("%T is gated by another recorder's gate", ic)
 			}
 			for _, tt := range chunkFrames {
 				f := scanFrame(t, tt.dir, tt.raw)
@@ -239,10 +239,10 @@ func TestChunkGate(t *testing.T) {
 
 type gatedInterceptor struct {
 	*recordingInterceptor
-	gate *Recorder
+	gate *chunkGate
 }
 
-func (g gatedInterceptor) chunkGate() *Recorder { return g.gate }
+func (g gatedInterceptor) chunkGate() *chunkGate { return g.gate }
 
 func TestChainPassesOverShutGates(t *testing.T) {
 	const chunk = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}`
@@ -250,7 +250,7 @@ func TestChainPassesOverShutGates(t *testing.T) {
 	r := NewRecorder(RecorderConfig{Store: state.NewMemory()})
 	var asked []string
 	c := NewChain(nil,
-		gatedInterceptor{&recordingInterceptor{name: "gated", asked: &asked}, r},
+		gatedInterceptor{&recordingInterceptor{name: "gated", asked: &asked}, r.gate},
 		&recordingInterceptor{name: "plain", asked: &asked},
 	)
 	for _, tt := range []struct {
@@ -315,7 +315,7 @@ func TestCollectCutsAsClip(t *testing.T) {
 func TestResponseThatLooksLikeAChunk(t *testing.T) {
 	r := NewRecorder(RecorderConfig{Store: state.NewMemory(), Queue: 8})
 	ctx := context.Background()
-	c := NewChain(nil, r.Interceptors()...)
+	c := NewChain(nil, Stages(r)...)
 	c.Frame(ctx, scanFrame(t, proxy.ClientToAgent, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`))
 	c.Frame(ctx, scanFrame(t, proxy.AgentToClient, `{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"},"params":{"update":{"sessionUpdate":"agent_message_chunk"}}}`))
 	r.mu.Lock()

@@ -50,20 +50,26 @@ func isMessageChunk(update []byte) bool {
 		string(update[:len(msgChunkHead)]) == msgChunkHead && string(update[len(msgChunkHead):]) == chunkTail
 }
 
-// How the recorder's parts stand to chunks (see Chain). The sidecar's
-// commands and the request tracker never claim one; the record does while a
-// turn runs, and takes it in one call; the lifeline and the id mapping are
-// gated by chunkGateOpen. TestChunkScopes and TestChunkGate hold them to it.
-func (c *commands) claimsChunks() bool   { return false }
-func (t tracker) claimsChunks() bool     { return false }
-func (ll lifeline) chunkGate() *Recorder { return ll.r }
-func (m idMapper) chunkGate() *Recorder  { return m.sc }
+// How the stages stand to chunks (see Chain). The sidecar's commands and
+// the request tracker never claim one; the record does while a turn runs,
+// and takes it in one call; the lifeline and the id mapping claim one only
+// while their shared gate is open. TestChunkScopes and TestChunkGate hold
+// them to it.
+func (c *commands) claimsChunks() bool     { return false }
+func (t tracker) claimsChunks() bool       { return false }
+func (ll *lifeline) chunkGate() *chunkGate { return ll.gate }
+func (m idMapper) chunkGate() *chunkGate   { return m.gate }
 
-// chunkGateOpen says whether the lifeline or the id mapping may claim a
-// chunk now: the same two conditions their Claims test.
-func (r *Recorder) chunkGateOpen() bool {
-	return r.life.replaying() || r.t.splicing()
+// A chunkGate is open while a stage gated by it may claim a chunk: while
+// the replay of a native load is kept from the client, or while some
+// session id may need splicing. They are the two conditions the lifeline's
+// and the id mapping's Claims test for a chunk.
+type chunkGate struct {
+	life *life
+	t    *table
 }
+
+func (g *chunkGate) open() bool { return g.life.replaying() || g.t.splicing() }
 
 // takeChunk is Claims and then Intercept for a chunk, in one call
 // (chunkTaker): a message chunk of a running turn is collected, and nothing

@@ -50,11 +50,29 @@ func commandsJSON() [][]byte {
 // commands is the front interceptor: it runs before the recorder, so what
 // it answers itself is never recorded as a turn nor reaches the agent.
 type commands struct {
-	r       *Recorder
+	ops     sessionOps
+	t       *table
 	version string
 
 	mu   sync.Mutex
 	init map[string]bool // ids of the client's initialize requests
+}
+
+// sessionOps is what the sidecar's commands run on a session: the
+// rebuilds, the rollbacks and the reports, as slash commands and as
+// `_sidecar/*` methods alike.
+type sessionOps interface {
+	Reset(ctx context.Context, sid string) (report, error)
+	RestoreOriginal(ctx context.Context, sid string) (report, error)
+	AcceptConfig(ctx context.Context, sid string) error
+	Rewind(ctx context.Context, sid string, n int) (rollbackReport, error)
+	Rollback(ctx context.Context, sid string, keep int) (rollbackReport, error)
+	Fork(ctx context.Context, parent string, at int) (report, error)
+	Status(ctx context.Context, sid string) (map[string]any, error)
+	StatusText(ctx context.Context, sid string) (string, error)
+	// learnCaps keeps what the agent said it can do, from its initialize
+	// result: a restarted agent is told the same, and the rebuilds use it.
+	learnCaps(caps agentCaps)
 }
 
 // Claims takes prompts (for the gate and slash commands), `_sidecar/*`
@@ -118,9 +136,7 @@ func (c *commands) advertise(raw []byte) (proxy.Verdict, error) {
 	// The agent's own capabilities decide how sessions are rebuilt; what
 	// the client is promised below includes what the sidecar emulates.
 	caps := parseCaps(mustFind(raw, "result"))
-	c.r.mu.Lock()
-	c.r.caps = caps
-	c.r.mu.Unlock()
+	c.ops.learnCaps(caps)
 	meta, _ := marshalNoEscape(map[string]any{"version": c.version, "methods": extMethods})
 	line, err := wire.SetPath(raw, meta, "result", "agentCapabilities", "_meta", "acp-sidecar")
 	if err != nil {
@@ -152,7 +168,7 @@ func mustFind(raw []byte, path ...string) []byte {
 
 // mergeCommands adds the sidecar's commands to the agent's list.
 func (c *commands) mergeCommands(sid string, raw []byte) (proxy.Verdict, error) {
-	c.r.t.sawCommands(sid)
+	c.t.sawCommands(sid)
 	line, err := wire.InsertArray(raw, false, commandsJSON(), "params", "update", "availableCommands")
 	if err != nil {
 		return proxy.Verdict{}, fmt.Errorf("merge commands: %w", err)
@@ -212,13 +228,13 @@ func (c *commands) prompt(ctx context.Context, id []byte, sid string, raw []byte
 			return answerWith(c.slash(ctx, id, sid, name, args)...)
 		}}, nil
 	}
-	if what := c.r.t.busyWith(sid); what != "" {
+	if what := c.t.busyWith(sid); what != "" {
 		return answer(proxy.ErrorResponse(id, proxy.CodeBusy, fmt.Sprintf("acp-sidecar is running a %s on this session; send the prompt again when it has finished", what))), nil
 	}
-	if b := c.r.t.blockedOf(sid); b != nil {
+	if b := c.t.blockedOf(sid); b != nil {
 		return answer(blockedError(id, b.Fields, b.Reason)), nil
 	}
-	if h, ok := c.r.t.takeHandoff(sid); ok {
+	if h, ok := c.t.takeHandoff(sid); ok {
 		block, _ := marshalNoEscape(map[string]string{"type": "text", "text": h.Text})
 		line, err := wire.InsertArray(raw, true, [][]byte{block}, "params", "prompt")
 		if err != nil {
@@ -303,17 +319,17 @@ func (c *commands) slash(ctx context.Context, id []byte, sid, name, args string)
 	switch name {
 	case "reset":
 		var rep report
-		rep, err = c.r.Reset(ctx, sid)
+		rep, err = c.ops.Reset(ctx, sid)
 		text = rep.text("reset")
 	case "restore-original":
 		var rep report
-		rep, err = c.r.RestoreOriginal(ctx, sid)
+		rep, err = c.ops.RestoreOriginal(ctx, sid)
 		text = rep.text("restore-original")
 	case "accept-config":
-		err = c.r.AcceptConfig(ctx, sid)
+		err = c.ops.AcceptConfig(ctx, sid)
 		text = "acp-sidecar: the session continues on the agent's current config; prompts go through again."
 	case "sidecar-status":
-		text, err = c.r.StatusText(ctx, sid)
+		text, err = c.ops.StatusText(ctx, sid)
 	case "rewind":
 		n := 1
 		if args != "" {
@@ -326,7 +342,7 @@ func (c *commands) slash(ctx context.Context, id []byte, sid, name, args string)
 			n = v
 		}
 		var rep rollbackReport
-		rep, err = c.r.Rewind(ctx, sid, n)
+		rep, err = c.ops.Rewind(ctx, sid, n)
 		text = rep.text()
 	}
 	if err != nil {
@@ -363,20 +379,20 @@ func (c *commands) extension(ctx context.Context, id []byte, method string, raw 
 	switch method {
 	case wire.ExtReset:
 		return run(func(ctx context.Context) (any, error) {
-			rep, err := c.r.Reset(ctx, sid)
+			rep, err := c.ops.Reset(ctx, sid)
 			return rep, err
 		})
 	case wire.ExtRestoreOriginal:
 		return run(func(ctx context.Context) (any, error) {
-			rep, err := c.r.RestoreOriginal(ctx, sid)
+			rep, err := c.ops.RestoreOriginal(ctx, sid)
 			return rep, err
 		})
 	case wire.ExtAcceptConfig:
 		return run(func(ctx context.Context) (any, error) {
-			return map[string]any{"sessionId": sid}, c.r.AcceptConfig(ctx, sid)
+			return map[string]any{"sessionId": sid}, c.ops.AcceptConfig(ctx, sid)
 		})
 	case wire.ExtStatus:
-		return run(func(ctx context.Context) (any, error) { return c.r.Status(ctx, sid) })
+		return run(func(ctx context.Context) (any, error) { return c.ops.Status(ctx, sid) })
 	case wire.ExtRollback, wire.ExtFork:
 		var p struct {
 			Params struct {
@@ -387,7 +403,7 @@ func (c *commands) extension(ctx context.Context, id []byte, method string, raw 
 		json.Unmarshal(raw, &p)
 		if method == wire.ExtFork {
 			return run(func(ctx context.Context) (any, error) {
-				rep, err := c.r.Fork(ctx, sid, p.Params.AtTurn)
+				rep, err := c.ops.Fork(ctx, sid, p.Params.AtTurn)
 				return rep, err
 			})
 		}
@@ -395,7 +411,7 @@ func (c *commands) extension(ctx context.Context, id []byte, method string, raw 
 			return answer(proxy.ErrorResponse(id, proxy.CodeInvalidParams, "Invalid params: "+method+" needs keepTurns")), nil
 		}
 		return run(func(ctx context.Context) (any, error) {
-			rep, err := c.r.Rollback(ctx, sid, *p.Params.KeepTurns)
+			rep, err := c.ops.Rollback(ctx, sid, *p.Params.KeepTurns)
 			return rep, err
 		})
 	}

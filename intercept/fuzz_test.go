@@ -112,7 +112,7 @@ func FuzzIDMapper(f *testing.F) {
 			tbl.remap(to, from)
 		}
 		tbl.mapped.Store(true)
-		m := idMapper{t: tbl, sc: NewRecorder(RecorderConfig{Store: state.NewMemory()})}
+		m := idMapper{t: tbl, gate: &chunkGate{life: newLife(), t: tbl}}
 		f := &proxy.Frame{Dir: dir, Raw: frame, Env: env}
 		if !m.Claims(dir, &f.Env) {
 			t.Fatalf("idMapper does not claim a mapped frame")

@@ -20,8 +20,8 @@ import (
 // before the session/new response (DESIGN.md "Data flow" 6), and the client
 // must get them under its own id, after the mapping exists.
 type idMapper struct {
-	t  *table
-	sc *Recorder
+	t    *table
+	gate *chunkGate
 }
 
 // Claims takes frames with a sessionId once anything is mapped, or while
@@ -44,8 +44,10 @@ func (m idMapper) Intercept(_ context.Context, f *proxy.Frame) (proxy.Verdict, e
 	if err := json.Unmarshal(f.Raw[sp.Start:sp.End], &id); err != nil {
 		return proxy.Verdict{}, nil // not a string: not ours to map
 	}
-	if f.Dir == proxy.AgentToClient && m.t.holdEarly(id, f.Raw, m.sc.sc) {
-		return proxy.Verdict{Do: proxy.Drop}, nil
+	if f.Dir == proxy.AgentToClient {
+		if created := m.t.early(id); created != nil {
+			return m.holdEarly(f, id, created), nil
+		}
 	}
 	to := m.t.clientOf(id)
 	if f.Dir == proxy.ClientToAgent {
@@ -62,65 +64,62 @@ func respliceID(raw []byte, sp proxy.Span, id string) []byte {
 	return wire.Splice(raw, sp.Start, sp.End, val)
 }
 
-// early is an agent frame held until its session is mapped.
-type early struct {
-	raw     []byte
-	release func(lines ...[]byte)
-}
-
-// holdEarly holds a frame for an unknown session while one is being created.
-func (t *table) holdEarly(native string, raw []byte, sc Sidecar) bool {
+// early says whether an agent frame for native must wait: no session is
+// known by that id while the sidecar creates one. It returns what closes
+// when the last creation in flight ends, or nil.
+func (t *table) early(native string) <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.creatingN == 0 || sc == nil {
-		return false
+	if t.creatingN == 0 {
+		return nil
 	}
 	if _, known := t.client[native]; known {
-		return false
+		return nil
 	}
-	if t.early == nil {
-		t.early = map[string][]early{}
-	}
-	t.early[native] = append(t.early[native], early{raw: append([]byte(nil), raw...), release: sc.Hold(proxy.AgentToClient)})
-	return true
+	return t.created
+}
+
+// holdEarly keeps an agent frame's place until the session it names may be
+// mapped, then sends it under its client id when it now has one, else
+// unchanged. Every creation ends, whatever its call's outcome
+// (endCreating), so no frame is held for ever.
+func (m idMapper) holdEarly(f *proxy.Frame, native string, created <-chan struct{}) proxy.Verdict {
+	raw := append([]byte(nil), f.Raw...)
+	sp := f.Env.SessionID
+	return proxy.Verdict{Do: proxy.Hold, Later: func(ctx context.Context) proxy.Decision {
+		select {
+		case <-created:
+		case <-ctx.Done():
+			// The relay is stopping; the frame goes as it came.
+		}
+		if c := m.t.clientOf(native); c != native {
+			raw = respliceID(raw, sp, c)
+		}
+		return proxy.Decision{Forward: [][]byte{raw}}
+	}}
 }
 
 // beginCreating notes one of the sidecar's own session/new calls.
 func (t *table) beginCreating() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.creatingN == 0 {
+		t.created = make(chan struct{})
+	}
 	t.creatingN++
 	t.creating.Store(int32(t.creatingN))
 }
 
-// endCreating ends one, and when none is left lets every held frame go:
-// under its client id when its session is now mapped, else unchanged. It
-// runs whatever the call's outcome, and under the same lock holdEarly
-// takes, so no frame can be held after the last release.
+// endCreating ends one, and when none is left lets every held frame go
+// (holdEarly). It runs whatever the call's outcome, and under the lock
+// early takes, so no frame can be held after the last release.
 func (t *table) endCreating() {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.creatingN--
 	t.creating.Store(int32(t.creatingN))
-	var held map[string][]early
 	if t.creatingN == 0 {
-		held, t.early = t.early, nil
-	}
-	client := map[string]string{}
-	for n := range held {
-		if c, ok := t.client[n]; ok {
-			client[n] = c
-		}
-	}
-	t.mu.Unlock()
-	for n, frames := range held {
-		for _, e := range frames {
-			line := e.raw
-			if c, ok := client[n]; ok {
-				if env, err := proxy.Scan(line); err == nil && env.SessionID.Present() {
-					line = respliceID(line, env.SessionID, c)
-				}
-			}
-			e.release(line)
-		}
+		close(t.created)
+		t.created = nil
 	}
 }

@@ -29,8 +29,31 @@ const (
 // session/load, resume and list where the agent cannot, and keeps the
 // replay of a native load away from a client that already has it.
 type lifeline struct {
-	r *Recorder
+	life  *life
+	t     *table
+	watch *watch
+	gate  *chunkGate
+	rec   lifelineRecord
+	room  room        // the client requests waiting for their session (wait.go)
+	rest  restOfChain // where a held request goes on (holder)
 }
+
+// lifelineRecord is what the lifeline asks of the record and its rebuilds.
+type lifelineRecord interface {
+	// Recover rebuilds a stale session before a held request goes on.
+	Recover(ctx context.Context, sid string) error
+	// reopen brings back a session the record knows for a client's load
+	// or resume; listSessions answers a list from the record, which is
+	// done when agentLists says the agent cannot.
+	reopen(ctx context.Context, sid, method string) ([]byte, error)
+	listSessions(ctx context.Context, id, raw []byte) []byte
+	agentLists() bool
+	// takeBack forgets what the record noted of a client request the
+	// agent never received.
+	takeBack(id, sid string, prompt bool)
+}
+
+func (ll *lifeline) goOnWith(rest restOfChain) { ll.rest = rest }
 
 // tracker is the last interceptor: it notes the client requests that really
 // go to the agent, so they can be answered if it dies, and the agent's
@@ -66,8 +89,8 @@ func (l *life) replaying() bool { return l.suppress.Load() > 0 }
 // is stale or a request may need emulation; agent responses (to forget
 // them); client responses to a dead agent's requests; the replay of a
 // native load the sidecar makes.
-func (ll lifeline) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
-	l := ll.r.life
+func (ll *lifeline) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
+	l := ll.life
 	switch {
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindRequest:
 		return true
@@ -78,14 +101,14 @@ func (ll lifeline) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification:
 		return l.replaying() && env.SessionID.Present()
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindNotification:
-		return env.MethodIs(wire.Cancel) && ll.r.room.waiting()
+		return env.MethodIs(wire.Cancel) && ll.room.waiting()
 	}
 	return false
 }
 
 // Intercept gates, holds or answers.
-func (ll lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict, error) {
-	r, l := ll.r, ll.r.life
+func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict, error) {
+	l := ll.life
 	id := string(f.Env.ID)
 	switch {
 	case f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindResponse:
@@ -106,7 +129,7 @@ func (ll lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		// A cancel for a prompt that waits takes it out of the queue; the
 		// prompt is answered cancelled, and the agent, which never had
 		// it, is not told.
-		if r.room.cancelPrompts(wire.SessionIDOf(f)) {
+		if ll.room.cancelPrompts(wire.SessionIDOf(f)) {
 			return proxy.Verdict{Do: proxy.Drop}, nil
 		}
 		return proxy.Verdict{}, nil
@@ -121,11 +144,11 @@ func (ll lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 	}
 	// A client request.
 	if l.get() == phaseDead {
-		return answer(proxy.ErrorResponse(f.Env.ID, proxy.CodeAgentGone, r.deadError().Error())), nil
+		return answer(proxy.ErrorResponse(f.Env.ID, proxy.CodeAgentGone, ll.watch.deadError().Error())), nil
 	}
 	method := string(f.Env.Method)
 	emulated := method == wire.SessionLoad || method == wire.SessionResume || method == wire.SessionList
-	if !emulated && !r.anyWait() {
+	if !emulated && !ll.anyWait() {
 		return proxy.Verdict{}, nil // the common request: nothing waits, nothing to decode
 	}
 	sid := ""
@@ -133,19 +156,19 @@ func (ll lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		sid = wire.SessionIDOf(f)
 	}
 	if emulated {
-		if !r.mustWait(sid) && !ll.emulates(method, sid) {
+		if !ll.mustWait(sid) && !ll.emulates(method, sid) {
 			return proxy.Verdict{}, nil
 		}
 		// The decision needs the recorder, off the relay's path.
-		return r.hold(f, sid, ll.emulate), nil
+		return ll.hold(f, sid, ll.emulate), nil
 	}
-	if !r.mustWait(sid) {
+	if !ll.mustWait(sid) {
 		return proxy.Verdict{}, nil
 	}
 	// The agent is restarting, or the session's native session is being
 	// rebuilt or died with the agent: the request waits for it, then goes
 	// on in its place in the stream.
-	return r.hold(f, sid, nil), nil
+	return ll.hold(f, sid, nil), nil
 }
 
 // Unsent keeps a client request whose write to the agent failed: the agent
@@ -154,8 +177,8 @@ func (ll lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 // to the restarted agent (DESIGN.md "While the agent's side is being
 // rebuilt"). What the chain noted of it is taken back: it is not in flight,
 // and a prompt's turn has not begun.
-func (ll lifeline) Unsent(_ context.Context, f *proxy.Frame) proxy.Verdict {
-	r, l := ll.r, ll.r.life
+func (ll *lifeline) Unsent(_ context.Context, f *proxy.Frame) proxy.Verdict {
+	l := ll.life
 	id := string(f.Env.ID)
 	sid := ""
 	if f.Env.SessionID.Present() {
@@ -174,6 +197,15 @@ func (ll lifeline) Unsent(_ context.Context, f *proxy.Frame) proxy.Verdict {
 		l.unsent[sid] = true
 	}
 	l.mu.Unlock()
+	ll.rec.takeBack(id, sid, prompt)
+	// The relay has this frame's place: nothing after it was written.
+	return ll.holdAfter(f, sid, nil, gen)
+}
+
+// takeBack forgets what the record noted of a client request the agent
+// never received: it awaits no response, and a prompt's turn has not
+// begun.
+func (r *Recorder) takeBack(id, sid string, prompt bool) {
 	r.mu.Lock()
 	if req := r.pending[id]; req != nil {
 		delete(r.pending, id)
@@ -185,8 +217,6 @@ func (ll lifeline) Unsent(_ context.Context, f *proxy.Frame) proxy.Verdict {
 	if prompt && sid != "" {
 		r.enqueue(event{fn: func(ctx context.Context) { r.unbegin(ctx, sid) }})
 	}
-	// The relay has this frame's place: nothing after it was written.
-	return r.holdAfter(f, sid, nil, gen)
 }
 
 // unbegin takes back the turn of a prompt the agent never received: it
@@ -209,30 +239,6 @@ func (r *Recorder) unbegin(ctx context.Context, sid string) {
 		r.arm(s)
 		r.putSession(ctx, s)
 	}
-}
-
-// reenter runs a held client frame through the rest of the chain (the
-// sidecar's commands, the record, the id mapping) and says what goes to
-// the agent and what back to the client. A stage that holds or defers it
-// again is decided here, on the held frame's goroutine.
-func (r *Recorder) reenter(ctx context.Context, raw []byte) proxy.Decision {
-	env, err := proxy.Scan(raw)
-	if err != nil {
-		return proxy.Decision{} // it was scanned once, on its way in
-	}
-	f := &proxy.Frame{Dir: proxy.ClientToAgent, Raw: raw, Env: env}
-	v := r.rest.Frame(ctx, f)
-	switch v.Do {
-	case proxy.Pass:
-		return proxy.Decision{Forward: [][]byte{raw}}
-	case proxy.Rewrite:
-		return proxy.Decision{Forward: [][]byte{v.Line}}
-	case proxy.Answer:
-		return answerWith(v.Line)
-	case proxy.Hold, proxy.Defer:
-		return v.Later(ctx)
-	}
-	return proxy.Decision{}
 }
 
 // Claims takes client requests and agent requests that made it through.

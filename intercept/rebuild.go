@@ -226,7 +226,7 @@ func (r *Recorder) rebuilding(ctx context.Context, sid string, capture *state.Co
 		// agent's phase with the next life's count.
 		gen := r.life.gen.Load()
 		if r.life.get() != phaseUp {
-			if err := r.awaitUp(ctx, func() bool { return true }); err != nil {
+			if err := r.watch.awaitUp(ctx, func() bool { return true }); err != nil {
 				return fmt.Errorf("rebuild %s: %w", sid, err)
 			}
 			continue
@@ -242,7 +242,7 @@ func (r *Recorder) rebuilding(ctx context.Context, sid string, capture *state.Co
 			r.t.owe(sid, capture)
 		}
 		r.log.Info("the agent exited during a rebuild; it runs again from its capture once the agent is back", "session", sid)
-		if err := r.awaitAgent(ctx, gen); err != nil {
+		if err := r.watch.awaitAgent(ctx, gen); err != nil {
 			return fmt.Errorf("rebuild %s: %w", sid, err)
 		}
 	}

@@ -93,10 +93,10 @@ type Recorder struct {
 
 	t     *table
 	life  *life
-	room  room            // client requests waiting for their session (wait.go)
 	ready *signal         // fires when the agent's phase or a rebuild changes
 	quit  chan struct{}   // closed when Close begins: nobody waits any longer
-	rest  *Chain          // the chain after lifeline, for frames it held
+	watch *watch          // waits on life, woken by ready
+	gate  *chunkGate      // shared by the stages gated for chunks
 	ctx   context.Context // for the goroutines the recorder owns; set by Start
 
 	// Guarded by mu: what a restarted agent must be told.
@@ -168,7 +168,7 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Recorder{
+	r := &Recorder{
 		cfg: cfg, log: cfg.Log,
 		events:   make(chan event, cfg.Queue),
 		stop:     make(chan struct{}),
@@ -182,19 +182,41 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 		quit:     make(chan struct{}),
 		ctx:      context.Background(),
 	}
+	r.watch = &watch{life: r.life, ready: ready, quit: r.quit, timeout: cfg.HoldTimeout}
+	r.gate = &chunkGate{life: r.life, t: r.t}
+	return r
 }
 
-// Interceptors are the recorder's parts in chain order: the sidecar's own
-// surfaces first (what they answer is never recorded nor sent on), then the
-// record, then the session-id mapping, which must see client ids on their
-// way in and give agent frames their client ids on their way out.
-//
-// The lifeline comes first, to gate requests on the agent's life, and the
-// tracker last, to note only what really reaches the agent.
-func (r *Recorder) Interceptors() []Interceptor {
-	rest := []Interceptor{&commands{r: r, version: r.cfg.Version, init: map[string]bool{}}, r, idMapper{t: r.t, sc: r}, tracker{l: r.life}}
-	r.rest = NewChain(r.log, rest...)
-	return append([]Interceptor{lifeline{r: r}}, rest...)
+// The chain's stages that share the recorder's state, each built with only
+// what it needs. cmd lists them in chain order (buildChain): the lifeline
+// first, to gate requests on the agent's life; the sidecar's own surfaces
+// (what they answer is never recorded nor sent on); the record itself; the
+// session-id mapping, which must see client ids on their way in and give
+// agent frames their client ids on their way out; and the tracker last, to
+// note only what really reaches the agent.
+
+// Lifeline is the stage that gates client requests on the agent's life.
+func (r *Recorder) Lifeline() Interceptor {
+	return &lifeline{life: r.life, t: r.t, watch: r.watch, gate: r.gate, rec: r}
+}
+
+// Commands is the stage of the sidecar's own surfaces: slash commands,
+// `_sidecar/*`, the capability advertisement and the prompt gate.
+func (r *Recorder) Commands() Interceptor {
+	return &commands{ops: r, t: r.t, version: r.cfg.Version, init: map[string]bool{}}
+}
+
+// IDs is the stage that keeps the client's session ids stable.
+func (r *Recorder) IDs() Interceptor { return idMapper{t: r.t, gate: r.gate} }
+
+// Tracker is the stage that notes what really reaches the agent.
+func (r *Recorder) Tracker() Interceptor { return tracker{l: r.life} }
+
+// learnCaps implements sessionOps.
+func (r *Recorder) learnCaps(caps agentCaps) {
+	r.mu.Lock()
+	r.caps = caps
+	r.mu.Unlock()
 }
 
 // Bind gives the recorder the relay it acts through. Call it before frames flow.

@@ -237,34 +237,38 @@ func mcpOrEmpty(m json.RawMessage) json.RawMessage {
 // session/resume or session/list itself: a load or resume of a session the
 // record may know is rebuilt (natively where the agent can, else emulated),
 // and a list the agent cannot make is answered from the record.
-func (ll lifeline) emulates(method, sid string) bool {
+func (ll *lifeline) emulates(method, sid string) bool {
 	if method == wire.SessionList {
-		ll.r.mu.Lock()
-		defer ll.r.mu.Unlock()
-		return !ll.r.caps.list
+		return !ll.rec.agentLists()
 	}
 	return sid != ""
+}
+
+// agentLists says whether the agent answers session/list itself.
+func (r *Recorder) agentLists() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.caps.list
 }
 
 // emulate decides a held session/load, session/resume or session/list
 // once the agent is up: an unknown session goes to the agent for its own
 // answer, a known one is reopened from the record.
-func (ll lifeline) emulate(ctx context.Context, q waited) proxy.Decision {
-	r := ll.r
+func (ll *lifeline) emulate(ctx context.Context, q waited) proxy.Decision {
 	if !ll.emulates(q.method, q.sid) {
-		return r.reenter(ctx, q.raw)
+		return ll.rest(ctx, proxy.ClientToAgent, q.raw)
 	}
 	if q.method == wire.SessionList {
-		return answerWith(r.listSessions(ctx, q.id, q.raw))
+		return answerWith(ll.rec.listSessions(ctx, q.id, q.raw))
 	}
-	line, err := r.reopen(ctx, q.sid, q.method)
+	line, err := ll.rec.reopen(ctx, q.sid, q.method)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
 		return proxy.Decision{Forward: [][]byte{q.raw}} // not ours: the agent answers, with its own error if it must
 	case err != nil:
 		return answerWith(proxy.ErrorResponse(q.id, errorCode(err), err.Error()))
 	case line == nil:
-		return r.reenter(ctx, q.raw) // live here: the agent has it
+		return ll.rest(ctx, proxy.ClientToAgent, q.raw) // live here: the agent has it
 	default:
 		return answerWith(response(q.id, line))
 	}

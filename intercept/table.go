@@ -28,7 +28,7 @@ type table struct {
 	client    map[string]string // native id (current and past) -> client id
 	blocked   map[string]*state.Blocked
 	busy      map[string]string         // client id -> what the sidecar is doing to it
-	early     map[string][]early        // agent frames for sessions being created
+	created   chan struct{}             // closed when the creations in flight end
 	stale     map[string]bool           // client ids to rebuild before their next request
 	commands  map[string]bool           // native ids the agent sent a command list for
 	creatingN int                       // the sidecar's own session/new calls in flight

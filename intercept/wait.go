@@ -126,23 +126,77 @@ func (rm *room) waiting() bool {
 // errCancelled ends the wait of a prompt the client cancelled.
 var errCancelled = errors.New("cancelled while waiting")
 
+// watch waits on the agent's life, for a held request and a rebuild alike.
+// It reads the life and is woken by ready; it changes neither.
+type watch struct {
+	life    *life
+	ready   *signal
+	quit    <-chan struct{} // closed when the recorder closes: nobody waits any longer
+	timeout time.Duration   // --hold-timeout
+}
+
+// awaitAgent waits, after the agent died under a rebuild that began in
+// generation gen, until a restarted agent is up.
+func (wt *watch) awaitAgent(ctx context.Context, gen uint64) error {
+	return wt.awaitUp(ctx, func() bool { return wt.life.gen.Load() != gen })
+}
+
+// awaitUp waits until the agent is up and also holds.
+func (wt *watch) awaitUp(ctx context.Context, also func() bool) error {
+	deadline := time.NewTimer(wt.timeout)
+	defer deadline.Stop()
+	for {
+		changed := wt.ready.changed()
+		switch {
+		case wt.life.get() == phaseDead:
+			return wt.deadError()
+		case wt.life.get() == phaseUp && also():
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return fmt.Errorf("the agent exited during the rebuild and was not back within %s", wt.timeout)
+		case <-wt.quit:
+			return errors.New("the agent exited during the rebuild, and acp-sidecar is shutting down")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (wt *watch) deadError() error {
+	wt.life.mu.Lock()
+	why := wt.life.lastExit
+	wt.life.mu.Unlock()
+	return refuse(proxy.CodeAgentGone, "acp-sidecar: the agent keeps exiting (%s), so it is no longer restarted. Close this session and check the agent.", why)
+}
+
+func (wt *watch) timeoutError() error {
+	what := "the session to be rebuilt"
+	if wt.life.get() == phaseRestarting {
+		what = "the agent to restart"
+	}
+	return refuse(proxy.CodeAgentGone, "acp-sidecar: waited %s for %s; the request was not sent. Your session was kept: send it again, and check the agent if this repeats.", wt.timeout, what)
+}
+
 // anyWait says whether any request may have to wait now: the agent is
 // restarting, or some session is stale or being rebuilt.
-func (r *Recorder) anyWait() bool {
-	return r.life.get() == phaseRestarting || r.t.anyStale.Load() || r.t.busyN.Load() > 0
+func (ll *lifeline) anyWait() bool {
+	return ll.life.get() == phaseRestarting || ll.t.anyStale.Load() || ll.t.busyN.Load() > 0
 }
 
 // mustWait says whether a client request has to wait: the agent is
 // restarting, or the request's session is being rebuilt or lost its native
 // session with the agent. It costs two atomic loads while nothing is wrong.
-func (r *Recorder) mustWait(sid string) bool {
-	if r.life.get() == phaseRestarting {
+func (ll *lifeline) mustWait(sid string) bool {
+	if ll.life.get() == phaseRestarting {
 		return true
 	}
 	if sid == "" {
 		return false
 	}
-	return r.t.isStale(sid) || r.t.isBusy(sid)
+	return ll.t.isStale(sid) || ll.t.isBusy(sid)
 }
 
 // waited is a held client request, copied off the relay's buffer.
@@ -159,25 +213,25 @@ type decider func(ctx context.Context, q waited) proxy.Decision
 // is ready: through decide when set (a load, resume or list, decided only
 // then), else through the rest of the chain. It answers the request itself
 // when the wait ends otherwise.
-func (r *Recorder) hold(f *proxy.Frame, sid string, decide decider) proxy.Verdict {
-	return r.holdAfter(f, sid, decide, 0)
+func (ll *lifeline) hold(f *proxy.Frame, sid string, decide decider) proxy.Verdict {
+	return ll.holdAfter(f, sid, decide, 0)
 }
 
 // holdAfter is hold for a request that must wait for an agent of life
 // minGen or later. The relay keeps the place and owns the goroutine that
 // waits (proxy.Hold); the waiter joins the room now, in arrival order.
-func (r *Recorder) holdAfter(f *proxy.Frame, sid string, decide decider, minGen uint64) proxy.Verdict {
+func (ll *lifeline) holdAfter(f *proxy.Frame, sid string, decide decider, minGen uint64) proxy.Verdict {
 	id, raw, method := append([]byte(nil), f.Env.ID...), append([]byte(nil), f.Raw...), string(f.Env.Method)
-	w := r.room.enter(id, sid, f.Env.MethodIs(wire.Prompt))
+	w := ll.room.enter(id, sid, f.Env.MethodIs(wire.Prompt))
 	// A held load, resume or list is decided by the sidecar, which
 	// rebuilds a stale session its own way (reopen).
 	w.rebuild = decide == nil
 	w.minGen = minGen
 	return proxy.Verdict{Do: proxy.Hold, Later: func(ctx context.Context) proxy.Decision {
 		defer close(w.done)
-		err := r.awaitReady(ctx, w)
+		err := ll.awaitReady(ctx, w)
 		<-w.prev
-		r.room.leave(w)
+		ll.room.leave(w)
 		switch {
 		case errors.Is(err, errCancelled):
 			return answerWith(response(id, []byte(`{"stopReason":"cancelled"}`)))
@@ -186,7 +240,7 @@ func (r *Recorder) holdAfter(f *proxy.Frame, sid string, decide decider, minGen 
 		case decide != nil:
 			return decide(ctx, waited{method: method, sid: sid, id: id, raw: raw})
 		default:
-			return r.reenter(ctx, raw)
+			return ll.rest(ctx, proxy.ClientToAgent, raw)
 		}
 	}}
 }
@@ -197,23 +251,24 @@ func answerWith(lines ...[]byte) proxy.Decision { return proxy.Decision{Answer: 
 // awaitReady waits until the agent is up and w's session is neither being
 // rebuilt nor stale. A stale session is rebuilt here, by the first waiter
 // that finds it so; the others wait for that rebuild.
-func (r *Recorder) awaitReady(ctx context.Context, w *waiter) error {
-	deadline := time.NewTimer(r.cfg.HoldTimeout)
+func (ll *lifeline) awaitReady(ctx context.Context, w *waiter) error {
+	wt := ll.watch
+	deadline := time.NewTimer(wt.timeout)
 	defer deadline.Stop()
 	for {
-		changed := r.ready.changed()
-		switch r.life.get() {
+		changed := wt.ready.changed()
+		switch ll.life.get() {
 		case phaseDead:
-			return r.deadError()
+			return wt.deadError()
 		case phaseUp:
-			if r.life.gen.Load() < w.minGen {
+			if ll.life.gen.Load() < w.minGen {
 				break // the dead agent's exit is not noticed yet
 			}
-			if w.sid == "" || !r.t.isBusy(w.sid) && (!w.rebuild || !r.t.isStale(w.sid)) {
+			if w.sid == "" || !ll.t.isBusy(w.sid) && (!w.rebuild || !ll.t.isStale(w.sid)) {
 				return nil
 			}
-			if !r.t.isBusy(w.sid) {
-				err := r.Recover(ctx, w.sid)
+			if !ll.t.isBusy(w.sid) {
+				err := ll.rec.Recover(ctx, w.sid)
 				var e *Error
 				switch {
 				case err == nil:
@@ -230,54 +285,9 @@ func (r *Recorder) awaitReady(ctx context.Context, w *waiter) error {
 		case <-w.cancel:
 			return errCancelled
 		case <-deadline.C:
-			return r.timeoutError()
-		case <-r.quit:
+			return wt.timeoutError()
+		case <-wt.quit:
 			return refuse(proxy.CodeAgentGone, "acp-sidecar is shutting down; the request was not sent")
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-func (r *Recorder) timeoutError() error {
-	what := "the session to be rebuilt"
-	if r.life.get() == phaseRestarting {
-		what = "the agent to restart"
-	}
-	return refuse(proxy.CodeAgentGone, "acp-sidecar: waited %s for %s; the request was not sent. Your session was kept: send it again, and check the agent if this repeats.", r.cfg.HoldTimeout, what)
-}
-
-func (r *Recorder) deadError() error {
-	r.life.mu.Lock()
-	why := r.life.lastExit
-	r.life.mu.Unlock()
-	return refuse(proxy.CodeAgentGone, "acp-sidecar: the agent keeps exiting (%s), so it is no longer restarted. Close this session and check the agent.", why)
-}
-
-// awaitAgent waits, after the agent died under a rebuild that began in
-// generation gen, until a restarted agent is up.
-func (r *Recorder) awaitAgent(ctx context.Context, gen uint64) error {
-	return r.awaitUp(ctx, func() bool { return r.life.gen.Load() != gen })
-}
-
-// awaitUp waits until the agent is up and also holds.
-func (r *Recorder) awaitUp(ctx context.Context, also func() bool) error {
-	deadline := time.NewTimer(r.cfg.HoldTimeout)
-	defer deadline.Stop()
-	for {
-		changed := r.ready.changed()
-		switch {
-		case r.life.get() == phaseDead:
-			return r.deadError()
-		case r.life.get() == phaseUp && also():
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			return fmt.Errorf("the agent exited during the rebuild and was not back within %s", r.cfg.HoldTimeout)
-		case <-r.quit:
-			return errors.New("the agent exited during the rebuild, and acp-sidecar is shutting down")
 		case <-ctx.Done():
 			return ctx.Err()
 		}
