@@ -55,11 +55,7 @@ func isMessageChunk(update []byte) bool {
 // and takes it in one call; the lifeline and the id mapping claim one only
 // while their shared gate is open. TestChunkScopes and TestChunkGate hold
 // them to it.
-func (c *commands) claimsChunks() bool     { return false }
-func (t tracker) claimsChunks() bool       { return false }
-func (ll *lifeline) chunkGate() *chunkGate { return ll.gate }
-func (m idMapper) chunkGate() *chunkGate   { return m.gate }
-
+//
 // A chunkGate is open while a stage gated by it may claim a chunk: while
 // the replay of a native load is kept from the client, or while some
 // session id may need splicing. They are the two conditions the lifeline's

@@ -41,7 +41,7 @@ func commandsJSON() [][]byte {
 		if c.hint != "" {
 			m["input"] = map[string]any{"hint": c.hint}
 		}
-		b, _ := marshalNoEscape(m)
+		b := wire.Encode(m)
 		out = append(out, b)
 	}
 	return out
@@ -137,7 +137,7 @@ func (c *commands) advertise(raw []byte) (proxy.Verdict, error) {
 	// the client is promised below includes what the sidecar emulates.
 	caps := parseCaps(mustFind(raw, "result"))
 	c.ops.learnCaps(caps)
-	meta, _ := marshalNoEscape(map[string]any{"version": c.version, "methods": extMethods})
+	meta := wire.Encode(map[string]any{"version": c.version, "methods": extMethods})
 	line, err := wire.SetPath(raw, meta, "result", "agentCapabilities", "_meta", "acp-sidecar")
 	if err != nil {
 		return proxy.Verdict{}, fmt.Errorf("advertise in initialize: %w", err)
@@ -176,32 +176,9 @@ func (c *commands) mergeCommands(sid string, raw []byte) (proxy.Verdict, error) 
 	return proxy.Verdict{Do: proxy.Rewrite, Line: line}, nil
 }
 
-// ownCommands is the command list the sidecar sends after a new session's
-// response, in case the agent never sends one: none when the agent's own
-// list (with the sidecar's merged in) already went out, because each list
-// replaces the one before.
-func (t *table) ownCommands(native, client string) [][]byte {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.commands[native] {
-		return nil
-	}
-	return [][]byte{ownCommandsUpdate(client)}
-}
-
-// sawCommands notes that the agent sent a command list for a native session.
-func (t *table) sawCommands(native string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.commands == nil {
-		t.commands = map[string]bool{}
-	}
-	t.commands[native] = true
-}
-
 // ownCommandsUpdate is the sidecar's own command list for a session.
 func ownCommandsUpdate(sessionID string) []byte {
-	b, _ := marshalNoEscape(map[string]any{
+	b := wire.Encode(map[string]any{
 		"jsonrpc": "2.0", "method": wire.Update,
 		"params": map[string]any{"sessionId": sessionID, "update": map[string]any{
 			"sessionUpdate": "available_commands_update", "availableCommands": rawList(commandsJSON()),
@@ -235,7 +212,7 @@ func (c *commands) prompt(ctx context.Context, id []byte, sid string, raw []byte
 		return answer(blockedError(id, b.Fields, b.Reason)), nil
 	}
 	if h, ok := c.t.takeHandoff(sid); ok {
-		block, _ := marshalNoEscape(map[string]string{"type": "text", "text": h.Text})
+		block := wire.Encode(map[string]string{"type": "text", "text": h.Text})
 		line, err := wire.InsertArray(raw, true, [][]byte{block}, "params", "prompt")
 		if err != nil {
 			return proxy.Verdict{}, fmt.Errorf("hand over kept turns: %w", err)
@@ -249,7 +226,7 @@ func blockedError(id []byte, fields []string, reason string) []byte {
 	msg := fmt.Sprintf("acp-sidecar: this session's config could not be restored (%s), so the prompt was not sent. "+
 		"Send /reset to try again, or /accept-config to continue on the agent's current config. Details: %s",
 		strings.Join(fields, ", "), reason)
-	data, _ := marshalNoEscape(map[string]any{"fields": fields, "reason": reason, "commands": []string{"/reset", "/accept-config"}})
+	data := wire.Encode(map[string]any{"fields": fields, "reason": reason, "commands": []string{"/reset", "/accept-config"}})
 	return errorWithData(id, proxy.CodeBlocked, msg, data)
 }
 
@@ -369,7 +346,7 @@ func (c *commands) extension(ctx context.Context, id []byte, method string, raw 
 			if err != nil {
 				return answerWith(proxy.ErrorResponse(id, errorCode(err), err.Error()))
 			}
-			b, err := marshalNoEscape(res)
+			b, err := wire.Marshal(res)
 			if err != nil {
 				return answerWith(proxy.ErrorResponse(id, proxy.CodeInternalError, "Internal error: encode the result: "+err.Error()))
 			}
@@ -400,7 +377,9 @@ func (c *commands) extension(ctx context.Context, id []byte, method string, raw 
 				AtTurn    int  `json:"atTurn"`
 			} `json:"params"`
 		}
-		json.Unmarshal(raw, &p)
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return answer(proxy.ErrorResponse(id, proxy.CodeInvalidParams, "Invalid params: "+method+": "+err.Error())), nil
+		}
 		if method == wire.ExtFork {
 			return run(func(ctx context.Context) (any, error) {
 				rep, err := c.ops.Fork(ctx, sid, p.Params.AtTurn)
@@ -417,3 +396,6 @@ func (c *commands) extension(ctx context.Context, id []byte, method string, raw 
 	}
 	return answer(proxy.ErrorResponse(id, proxy.CodeMethodNotFound, "Method not found: "+method)), nil
 }
+
+// claimsChunks: the commands never claim a chunk (chunkScoped).
+func (c *commands) claimsChunks() bool { return false }

@@ -18,7 +18,9 @@ func errorCodeOf(raw json.RawMessage) int {
 	var e struct {
 		Code int `json:"code"`
 	}
-	json.Unmarshal(raw, &e)
+	if json.Unmarshal(raw, &e) != nil {
+		return 0 // an error without a numeric code has no code we know
+	}
 	return e.Code
 }
 
@@ -36,7 +38,9 @@ func (r *Recorder) translate(ctx context.Context, ev event) bool {
 		Value    json.RawMessage `json:"value"`
 		ModelID  string          `json:"modelId"`
 	}
-	json.Unmarshal(req.params, &p)
+	if err := json.Unmarshal(req.params, &p); err != nil {
+		return false // params the agent refused and we cannot read: its error stands
+	}
 	env, err := proxy.Scan(ev.raw)
 	if err != nil {
 		return false
@@ -49,7 +53,7 @@ func (r *Recorder) translate(ctx context.Context, ev event) bool {
 	switch req.method {
 	case wire.SetModel:
 		o := live.ByCategory("model")
-		v, _ := json.Marshal(p.ModelID)
+		v := wire.String(p.ModelID)
 		if o == nil || !o.Offers(v) {
 			return false
 		}
@@ -72,10 +76,10 @@ func (r *Recorder) translate(ctx context.Context, ev event) bool {
 		}
 		var answer []byte
 		var notes [][]byte
-		r.do(ctx, func(ctx context.Context) {
+		err = r.do(ctx, func(ctx context.Context) {
 			// Record it as the client's own accepted change, in the words
 			// the agent accepted.
-			r.configAccepted(ctx, &request{method: method, sid: req.sid, params: mustJSON(params)}, res)
+			r.configAccepted(ctx, &request{method: method, sid: req.sid, params: wire.Encode(params)}, res)
 			if method == wire.SetConfigOption {
 				answer = response(id, []byte("{}"))
 				var pl wire.ConfigPayload
@@ -87,6 +91,10 @@ func (r *Recorder) translate(ctx context.Context, ev event) bool {
 			}
 			r.flush(ctx)
 		})
+		if err != nil {
+			ev.release(ev.raw) // the recorder is stopping: the agent's own error stands
+			return
+		}
 		ev.release(append([][]byte{answer}, notes...)...)
 	})
 	return true
@@ -103,11 +111,6 @@ func optionsResult(c *state.Config) []byte {
 		}
 		raws = append(raws, raw)
 	}
-	b, _ := marshalNoEscape(map[string]any{"configOptions": raws})
-	return b
-}
-
-func mustJSON(v any) json.RawMessage {
-	b, _ := json.Marshal(v)
+	b := wire.Encode(map[string]any{"configOptions": raws})
 	return b
 }

@@ -15,9 +15,11 @@ func cloneConfig(c *state.Config) *state.Config {
 	if c == nil {
 		return nil
 	}
+	// A config holds strings and raw JSON that scanned (from a frame or
+	// the store), so it always encodes, and what encodes decodes.
 	b, _ := json.Marshal(c)
 	var out state.Config
-	json.Unmarshal(b, &out)
+	_ = json.Unmarshal(b, &out)
 	return &out
 }
 

@@ -33,10 +33,6 @@ func (m idMapper) Claims(_ proxy.Direction, env *proxy.Envelope) bool {
 	return m.t.splicing()
 }
 
-// splicing says whether any session id may need splicing now: some client
-// id is mapped, or the sidecar is creating a session.
-func (t *table) splicing() bool { return t.mapped.Load() || t.creating.Load() > 0 }
-
 // Intercept splices the mapped id in place of the frame's.
 func (m idMapper) Intercept(_ context.Context, f *proxy.Frame) (proxy.Verdict, error) {
 	sp := f.Env.SessionID
@@ -60,23 +56,8 @@ func (m idMapper) Intercept(_ context.Context, f *proxy.Frame) (proxy.Verdict, e
 }
 
 func respliceID(raw []byte, sp proxy.Span, id string) []byte {
-	val, _ := json.Marshal(id)
+	val := wire.String(id)
 	return wire.Splice(raw, sp.Start, sp.End, val)
-}
-
-// early says whether an agent frame for native must wait: no session is
-// known by that id while the sidecar creates one. It returns what closes
-// when the last creation in flight ends, or nil.
-func (t *table) early(native string) <-chan struct{} {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.creatingN == 0 {
-		return nil
-	}
-	if _, known := t.client[native]; known {
-		return nil
-	}
-	return t.created
 }
 
 // holdEarly keeps an agent frame's place until the session it names may be
@@ -99,27 +80,6 @@ func (m idMapper) holdEarly(f *proxy.Frame, native string, created <-chan struct
 	}}
 }
 
-// beginCreating notes one of the sidecar's own session/new calls.
-func (t *table) beginCreating() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.creatingN == 0 {
-		t.created = make(chan struct{})
-	}
-	t.creatingN++
-	t.creating.Store(int32(t.creatingN))
-}
-
-// endCreating ends one, and when none is left lets every held frame go
-// (holdEarly). It runs whatever the call's outcome, and under the lock
-// early takes, so no frame can be held after the last release.
-func (t *table) endCreating() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.creatingN--
-	t.creating.Store(int32(t.creatingN))
-	if t.creatingN == 0 {
-		close(t.created)
-		t.created = nil
-	}
-}
+// chunkGate: the id mapping claims a chunk only while some id may need
+// splicing (chunkGated).
+func (m idMapper) chunkGate() *chunkGate { return m.gate }

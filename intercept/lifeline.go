@@ -259,3 +259,10 @@ func (t tracker) Intercept(_ context.Context, f *proxy.Frame) (proxy.Verdict, er
 	}
 	return proxy.Verdict{}, nil
 }
+
+// claimsChunks: the tracker never claims a chunk (chunkScoped).
+func (t tracker) claimsChunks() bool { return false }
+
+// chunkGate: the lifeline claims a chunk only while a replay is kept from
+// the client (chunkGated).
+func (ll *lifeline) chunkGate() *chunkGate { return ll.gate }

@@ -307,7 +307,7 @@ func (r *Recorder) settle(ctx context.Context, sid, native string, out outcome, 
 		r.t.owe(sid, nil)
 	}
 	r.t.setBlocked(sid, blocked)
-	r.do(ctx, func(ctx context.Context) {
+	err := r.do(ctx, func(ctx context.Context) {
 		s := r.sessions[sid]
 		if s == nil {
 			return
@@ -324,8 +324,13 @@ func (r *Recorder) settle(ctx context.Context, sid, native string, out outcome, 
 		r.putSession(ctx, s)
 		r.flush(ctx)
 	})
+	if err != nil {
+		// Only a stopping recorder refuses: the session lives on the
+		// fresh native session, and the record keeps the one before.
+		r.log.Error("rebuilt session not recorded", "session", sid, "native", native, "err", err)
+	}
 	for _, line := range out.notifications(sid) {
-		r.sc.Send(proxy.AgentToClient, line)
+		r.send(proxy.AgentToClient, line)
 	}
 	if blocked != nil {
 		r.log.Error("restore failed; prompts to this session are refused", "session", sid, "fields", strings.Join(blocked.Fields, ","))
@@ -342,7 +347,9 @@ func (r *Recorder) RestoreOriginal(ctx context.Context, sid string) (report, err
 		return report{}, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
 	}
 	defer r.t.end(sid)
-	r.do(ctx, func(ctx context.Context) { r.fixOriginal(ctx, sid) })
+	if err := r.do(ctx, func(ctx context.Context) { r.fixOriginal(ctx, sid) }); err != nil {
+		return report{}, fmt.Errorf("restore-original %s: %w", sid, err)
+	}
 	var rep report
 	err := r.rebuilding(ctx, sid, nil, func(ctx context.Context, gen uint64) (bool, error) {
 		snap, err := r.snapshot(ctx, sid)
@@ -380,7 +387,7 @@ func (r *Recorder) RestoreOriginal(ctx context.Context, sid string) (report, err
 				leg   *state.Legacy
 			}{{"model", snap.orig.Model}, {"mode", snap.orig.Mode}} {
 				if l.leg != nil && snap.orig.ByCategory(l.field) == nil {
-					v, _ := json.Marshal(l.leg.Current)
+					v := wire.String(l.leg.Current)
 					s.rec.Overrides = append(s.rec.Overrides, state.Override{OptionID: l.field, Category: l.field, Value: v, At: now})
 				}
 			}

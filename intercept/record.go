@@ -381,7 +381,9 @@ func (r *Recorder) apply(ctx context.Context, ev event) {
 		var msg struct {
 			Params json.RawMessage `json:"params"`
 		}
-		json.Unmarshal(ev.raw, &msg)
+		// A frame that scanned is a JSON object, and any member decodes
+		// as raw JSON.
+		_ = json.Unmarshal(ev.raw, &msg)
 		ev.req.params = msg.Params
 		r.clientRequest(ctx, ev)
 	case ev.dir == proxy.ClientToAgent:
@@ -453,7 +455,7 @@ func (r *Recorder) response(ctx context.Context, ev event) {
 		Result json.RawMessage `json:"result"`
 		Error  json.RawMessage `json:"error"`
 	}
-	json.Unmarshal(ev.raw, &msg)
+	_ = json.Unmarshal(ev.raw, &msg) // a scanned object's members decode as raw JSON
 	failed := !wire.IsNull(msg.Error)
 	req := ev.req
 	switch req.method {
@@ -492,7 +494,7 @@ func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.
 	var ids struct {
 		SessionID string `json:"sessionId"`
 	}
-	json.Unmarshal(result, &ids)
+	r.decoded(req.method+" result", result, &ids) // without an id, the request names the session
 	sid := ids.SessionID
 	if sid == "" {
 		sid = req.sid // load and resume answer without the id
@@ -505,7 +507,7 @@ func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.
 		McpServers            json.RawMessage `json:"mcpServers"`
 		AdditionalDirectories []string        `json:"additionalDirectories"`
 	}
-	json.Unmarshal(req.params, &p)
+	r.decoded(req.method+" params", req.params, &p) // what decoded is kept; a bad field stays empty
 	cfg := wire.ConfigFromResult(result)
 	s := r.sessions[sid]
 	if s == nil {
@@ -570,14 +572,17 @@ func (r *Recorder) configAccepted(ctx context.Context, req *request, result json
 		ModeID   string          `json:"modeId"`
 		ModelID  string          `json:"modelId"`
 	}
-	json.Unmarshal(req.params, &p)
+	if !r.decoded(req.method+" params", req.params, &p) {
+		return // the agent took a change we cannot read: the record keeps what it knew
+	}
 	ov := state.Override{At: r.cfg.Now()}
 	switch req.method {
 	case wire.SetConfigOption:
 		var res wire.ConfigPayload
-		json.Unmarshal(result, &res)
-		if opts, ok := wire.ParseOptions(res.ConfigOptions); ok {
-			s.rec.Live = withOptions(s.rec.Live, opts)
+		if r.decoded(req.method+" result", result, &res) {
+			if opts, ok := wire.ParseOptions(res.ConfigOptions); ok {
+				s.rec.Live = withOptions(s.rec.Live, opts)
+			}
 		}
 		ov.OptionID, ov.Value = p.ConfigID, wire.CompactJSON(p.Value)
 		if o := s.rec.Live.Option(p.ConfigID); o != nil {
@@ -586,11 +591,11 @@ func (r *Recorder) configAccepted(ctx context.Context, req *request, result json
 	case wire.SetMode:
 		s.rec.Live = withLegacy(s.rec.Live, "mode", p.ModeID)
 		ov.OptionID, ov.Category = "mode", "mode"
-		ov.Value, _ = json.Marshal(p.ModeID)
+		ov.Value = wire.String(p.ModeID)
 	case wire.SetModel:
 		s.rec.Live = withLegacy(s.rec.Live, "model", p.ModelID)
 		ov.OptionID, ov.Category = "model", "model"
-		ov.Value, _ = json.Marshal(p.ModelID)
+		ov.Value = wire.String(p.ModelID)
 		if o := s.rec.Live.ByCategory("model"); o != nil {
 			o.Current = ov.Value // the same model, accepted through the legacy call
 		}
@@ -609,7 +614,7 @@ func (r *Recorder) turnEnded(ctx context.Context, sid string, result json.RawMes
 	var res struct {
 		StopReason string `json:"stopReason"`
 	}
-	json.Unmarshal(result, &res)
+	r.decoded("session/prompt result", result, &res) // an unreadable stopReason stays empty
 	t.StopReason = res.StopReason
 	switch {
 	case failed:
@@ -797,4 +802,17 @@ func (r *Recorder) flush(ctx context.Context) {
 	if err := r.cfg.Store.Flush(ctx); err != nil {
 		r.log.Warn("store did not confirm the write in time; the response goes on", "err", err)
 	}
+}
+
+// decoded decodes raw into v, and logs what could not be read. Go's
+// decoder keeps the fields it could read, so a caller may go on with them.
+func (r *Recorder) decoded(what string, raw json.RawMessage, v any) bool {
+	if wire.IsNull(raw) {
+		return true // absent: nothing to read, and nothing wrong
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		r.log.Warn("cannot read "+what+"; recording what could be read", "err", err)
+		return false
+	}
+	return true
 }

@@ -29,7 +29,9 @@ func parseCaps(result json.RawMessage) agentCaps {
 			SessionCapabilities map[string]json.RawMessage
 		} `json:"agentCapabilities"`
 	}
-	json.Unmarshal(result, &r)
+	if json.Unmarshal(result, &r) != nil {
+		return agentCaps{} // a result we cannot read promises nothing
+	}
 	has := func(k string) bool { v, ok := r.AgentCapabilities.SessionCapabilities[k]; return ok && !wire.IsNull(v) }
 	return agentCaps{load: r.AgentCapabilities.LoadSession, resume: has("resume"), list: has("list"), fork: has("fork")}
 }
@@ -68,9 +70,9 @@ func (r *Recorder) AgentGone(ctx context.Context, reason string) {
 	sort.Strings(ids)
 	for _, id := range ids {
 		msg := fmt.Sprintf("acp-sidecar: the agent exited (%s) while this %s was pending. The session was kept; send it again.", reason, pending[id])
-		r.sc.Send(proxy.AgentToClient, proxy.ErrorResponse([]byte(id), proxy.CodeAgentGone, msg))
+		r.send(proxy.AgentToClient, proxy.ErrorResponse([]byte(id), proxy.CodeAgentGone, msg))
 	}
-	r.do(ctx, func(ctx context.Context) {
+	err := r.do(ctx, func(ctx context.Context) {
 		l.mu.Lock()
 		unsent := maps.Clone(l.unsent)
 		l.mu.Unlock()
@@ -93,6 +95,11 @@ func (r *Recorder) AgentGone(ctx context.Context, reason string) {
 		}
 		r.flush(ctx)
 	})
+	if err != nil {
+		// Only a stopping recorder refuses, and then no session is
+		// rebuilt any more.
+		r.log.Warn("the running turns were not marked interrupted", "err", err)
+	}
 }
 
 // AgentBack initializes a restarted agent the way the client did, then lets
@@ -351,8 +358,7 @@ func (r *Recorder) reopen(ctx context.Context, sid, method string) ([]byte, erro
 		result["configOptions"] = out.optionsRaw
 	} else if catalog != nil && len(catalog.Raw) > 0 {
 		var p wire.ConfigPayload
-		json.Unmarshal(catalog.Raw, &p)
-		if p.ConfigOptions != nil {
+		if json.Unmarshal(catalog.Raw, &p) == nil && p.ConfigOptions != nil {
 			result["configOptions"] = p.ConfigOptions
 		}
 		if p.Modes != nil {
@@ -362,7 +368,7 @@ func (r *Recorder) reopen(ctx context.Context, sid, method string) ([]byte, erro
 			result["models"] = p.Models
 		}
 	}
-	return marshalNoEscape(result)
+	return wire.Marshal(result)
 }
 
 // historyUpdates renders recorded turns as the session/update notifications
@@ -395,7 +401,9 @@ func (r *Recorder) listSessions(ctx context.Context, id, raw []byte) []byte {
 			Cursor string `json:"cursor"`
 		} `json:"params"`
 	}
-	json.Unmarshal(raw, &p)
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return proxy.ErrorResponse(id, proxy.CodeInvalidParams, "Invalid params: session/list: "+err.Error())
+	}
 	all, err := r.cfg.Store.Sessions(ctx)
 	if err != nil {
 		return proxy.ErrorResponse(id, proxy.CodeInternalError, "acp-sidecar: cannot read the session record: "+err.Error())
@@ -437,6 +445,6 @@ func (r *Recorder) listSessions(ctx context.Context, id, raw []byte) []byte {
 	if start+page < len(match) {
 		res["nextCursor"] = "acp-sidecar:" + strconv.Itoa(start+page)
 	}
-	b, _ := marshalNoEscape(res)
+	b := wire.Encode(res)
 	return response(id, b)
 }

@@ -104,7 +104,9 @@ func (r *Recorder) runStep(ctx context.Context, nativeID string, step replay.Ste
 		}
 	case replay.MethodSetMode:
 		var id string
-		json.Unmarshal(step.Value, &id)
+		if err := json.Unmarshal(step.Value, &id); err != nil {
+			return fmt.Errorf("mode value %s: %w", step.Value, err)
+		}
 		if err := r.sc.Call(ctx, step.Method, map[string]any{"sessionId": nativeID, "modeId": id}, nil); err != nil {
 			return err
 		}
@@ -112,7 +114,9 @@ func (r *Recorder) runStep(ctx context.Context, nativeID string, step replay.Ste
 		out.modeSet = true
 	case replay.MethodSetModel:
 		var id string
-		json.Unmarshal(step.Value, &id)
+		if err := json.Unmarshal(step.Value, &id); err != nil {
+			return fmt.Errorf("model value %s: %w", step.Value, err)
+		}
 		if err := r.sc.Call(ctx, step.Method, map[string]any{"sessionId": nativeID, "modelId": id}, nil); err != nil {
 			return err
 		}
@@ -140,7 +144,7 @@ func (o outcome) notifications(clientID string) [][]byte {
 
 // sessionUpdate builds a session/update notification of the sidecar's own.
 func sessionUpdate(sessionID string, update map[string]any) []byte {
-	b, _ := marshalNoEscape(map[string]any{
+	b := wire.Encode(map[string]any{
 		"jsonrpc": "2.0", "method": wire.Update,
 		"params": map[string]any{"sessionId": sessionID, "update": update},
 	})

@@ -59,7 +59,7 @@ func (r *Recorder) Rollback(ctx context.Context, sid string, keep int) (rollback
 	var rep rollbackReport
 	var fail error
 	var snap snapshot
-	r.do(ctx, func(ctx context.Context) {
+	err := r.do(ctx, func(ctx context.Context) {
 		s := r.sessions[sid]
 		switch {
 		case s == nil:
@@ -80,11 +80,14 @@ func (r *Recorder) Rollback(ctx context.Context, sid string, keep int) (rollback
 			rep.RolledBack = append(rep.RolledBack, firstLine(t.PromptText))
 		}
 	})
+	if err != nil {
+		return rollbackReport{}, fmt.Errorf("rollback %s: %w", sid, err)
+	}
 	if fail != nil {
 		return rollbackReport{}, fail
 	}
 	capture := r.t.targetOr(sid, snap.live)
-	err := r.rebuilding(ctx, sid, capture, func(ctx context.Context, gen uint64) (bool, error) {
+	err = r.rebuilding(ctx, sid, capture, func(ctx context.Context, gen uint64) (bool, error) {
 		native, catalog, err := r.newNative(ctx, sid, snap)
 		if err != nil {
 			return agentLost(err), fmt.Errorf("rollback %s: %w", sid, err)
@@ -150,7 +153,7 @@ func (r *Recorder) conversation(s *session) []state.Turn {
 func (r *Recorder) Fork(ctx context.Context, parent string, at int) (report, error) {
 	var snap snapshot
 	var fail error
-	r.do(ctx, func(ctx context.Context) {
+	err := r.do(ctx, func(ctx context.Context) {
 		p := r.sessions[parent]
 		if p == nil {
 			fail = refuse(proxy.CodeInvalidParams, "acp-sidecar knows no session %q", parent)
@@ -166,17 +169,20 @@ func (r *Recorder) Fork(ctx context.Context, parent string, at int) (report, err
 		}
 		snap = snapshot{live: cloneConfig(r.t.targetOr(parent, p.rec.Live)), cwd: p.rec.Cwd, mcp: p.rec.McpServers, dirs: p.rec.AdditionalDirectories}
 	})
+	if err != nil {
+		return report{}, fmt.Errorf("fork %s: %w", parent, err)
+	}
 	if fail != nil {
 		return report{}, fail
 	}
 	child := newClientID()
 	var rep report
-	err := r.rebuilding(ctx, child, nil, func(ctx context.Context, gen uint64) (bool, error) {
+	err = r.rebuilding(ctx, child, nil, func(ctx context.Context, gen uint64) (bool, error) {
 		native, catalog, err := r.newNative(ctx, child, snap)
 		if err != nil {
 			return agentLost(err), fmt.Errorf("fork %s: %w", parent, err)
 		}
-		r.do(ctx, func(ctx context.Context) {
+		err = r.do(ctx, func(ctx context.Context) {
 			now := r.cfg.Now()
 			s := &session{started: true}
 			s.rec = state.Session{
@@ -188,6 +194,9 @@ func (r *Recorder) Fork(ctx context.Context, parent string, at int) (report, err
 			r.sessions[child] = s
 			r.putSession(ctx, s)
 		})
+		if err != nil {
+			return false, fmt.Errorf("fork %s: record the child: %w", parent, err)
+		}
 		out := r.restore(ctx, native, snap.live, catalog)
 		if r.lostSince(gen, out) {
 			return true, nil

@@ -1,12 +1,12 @@
 package intercept
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -31,7 +31,7 @@ func settingsTarget(live *state.Config, settings []Setting) (*state.Config, []st
 	}
 	var errs []state.SetError
 	for _, s := range settings {
-		val, _ := json.Marshal(s.Value)
+		val := wire.String(s.Value)
 		switch s.ID {
 		case replay.FieldModel, replay.FieldMode:
 			legacy := target.Mode
@@ -100,14 +100,5 @@ func unquote(v json.RawMessage) string {
 	return string(v)
 }
 
-// marshalNoEscape encodes like json.Marshal without turning <>& into \u
-// escapes, so the sidecar's frames read like the agent's.
-func marshalNoEscape(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
-}
+// marshalNoEscape is wire.Marshal, for the switchboard's files.
+func marshalNoEscape(v any) ([]byte, error) { return wire.Marshal(v) }

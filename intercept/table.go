@@ -241,3 +241,70 @@ func (t *table) forget(clientID string) {
 	delete(t.armed, clientID)
 	delete(t.carried, clientID)
 }
+
+// ownCommands is the command list the sidecar sends after a new session's
+// response, in case the agent never sends one: none when the agent's own
+// list (with the sidecar's merged in) already went out, because each list
+// replaces the one before.
+func (t *table) ownCommands(native, client string) [][]byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.commands[native] {
+		return nil
+	}
+	return [][]byte{ownCommandsUpdate(client)}
+}
+
+// sawCommands notes that the agent sent a command list for a native session.
+func (t *table) sawCommands(native string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.commands == nil {
+		t.commands = map[string]bool{}
+	}
+	t.commands[native] = true
+}
+
+// splicing says whether any session id may need splicing now: some client
+// id is mapped, or the sidecar is creating a session.
+func (t *table) splicing() bool { return t.mapped.Load() || t.creating.Load() > 0 }
+
+// early says whether an agent frame for native must wait: no session is
+// known by that id while the sidecar creates one. It returns what closes
+// when the last creation in flight ends, or nil.
+func (t *table) early(native string) <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.creatingN == 0 {
+		return nil
+	}
+	if _, known := t.client[native]; known {
+		return nil
+	}
+	return t.created
+}
+
+// beginCreating notes one of the sidecar's own session/new calls.
+func (t *table) beginCreating() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.creatingN == 0 {
+		t.created = make(chan struct{})
+	}
+	t.creatingN++
+	t.creating.Store(int32(t.creatingN))
+}
+
+// endCreating ends one, and when none is left lets every held frame go
+// (holdEarly). It runs whatever the call's outcome, and under the lock
+// early takes, so no frame can be held after the last release.
+func (t *table) endCreating() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.creatingN--
+	t.creating.Store(int32(t.creatingN))
+	if t.creatingN == 0 {
+		close(t.created)
+		t.created = nil
+	}
+}

@@ -74,7 +74,7 @@ func selectValues(sel acp.SessionConfigSelectOptions) []state.Value {
 	var out []state.Value
 	add := func(opts []acp.SessionConfigSelectOption) {
 		for _, v := range opts {
-			b, _ := json.Marshal(string(v.Value))
+			b := String(string(v.Value))
 			out = append(out, state.Value{Value: b, Name: v.Name})
 		}
 	}
@@ -146,14 +146,18 @@ func PromptContent(params json.RawMessage, handoff bool) (blocks json.RawMessage
 	if handoff {
 		var all []json.RawMessage
 		if json.Unmarshal(p.Prompt, &all) == nil && len(all) > 0 {
-			p.Prompt, _ = json.Marshal(all[1:])
+			p.Prompt, _ = json.Marshal(all[1:]) // raw blocks that decoded always encode
 		}
 	}
 	var bl []struct {
 		Type string `json:"type"`
 		Text string `json:"text"`
 	}
-	json.Unmarshal(p.Prompt, &bl)
+	if json.Unmarshal(p.Prompt, &bl) != nil {
+		// Not a list of blocks: the turn keeps the prompt as sent, with no
+		// text of its own.
+		return CompactJSON(p.Prompt), ""
+	}
 	var parts []string
 	for _, b := range bl {
 		if b.Type == "text" {
@@ -191,15 +195,20 @@ func SessionIDOf(f *proxy.Frame) string {
 		return string(tok[1 : len(tok)-1]) // the common case: no escapes to undo
 	}
 	var id string
-	json.Unmarshal(tok, &id)
+	if json.Unmarshal(tok, &id) != nil {
+		return "" // not a string: no session id
+	}
 	return id
 }
 
+// IsNull says whether raw is absent or JSON null.
 func IsNull(raw json.RawMessage) bool {
 	t := bytes.TrimSpace(raw)
 	return len(t) == 0 || string(t) == "null"
 }
 
+// CompactJSON is raw without insignificant white space, or raw as it is
+// when it does not parse.
 func CompactJSON(raw json.RawMessage) json.RawMessage {
 	if raw == nil {
 		return nil

@@ -122,7 +122,7 @@ func SetPath(raw []byte, val []byte, path ...string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	k, _ := json.Marshal(path[0])
+	k := String(path[0])
 	add := append(append(append([]byte{}, k...), ':'), nv...)
 	if len(ms) > 0 {
 		add = append([]byte{','}, add...)
