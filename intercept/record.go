@@ -17,13 +17,12 @@ import (
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
-// Sidecar is what interceptors need of the relay to act on their own: the
-// sidecar's calls to the agent, frames of its own, and holding a place in a
-// stream. *proxy.Relay implements it.
+// Sidecar is what the recorder needs of the relay to act on its own: the
+// sidecar's calls to the agent, and frames of its own. *proxy.Relay
+// implements it.
 type Sidecar interface {
 	Call(ctx context.Context, method string, params, result any) error
 	Send(dir proxy.Direction, line []byte) error
-	Hold(dir proxy.Direction) (release func(lines ...[]byte))
 }
 
 var _ Sidecar = (*proxy.Relay)(nil)
@@ -310,10 +309,8 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		ev.req = r.pending[string(f.Env.ID)]
 		delete(r.pending, string(f.Env.ID))
 		r.mu.Unlock()
-		if ev.req != nil && r.holds(ev.req.method) && r.sc != nil {
-			ev.release = r.sc.Hold(proxy.AgentToClient)
-			r.enqueue(ev)
-			return proxy.Verdict{Do: proxy.Drop}, nil
+		if ev.req != nil && r.holds(ev.req.method) {
+			return r.holdFor(ev), nil
 		}
 	}
 	r.enqueue(ev)
@@ -331,6 +328,26 @@ func (r *Recorder) holds(method string) bool {
 		return true // the sidecar's command list follows the response
 	}
 	return false
+}
+
+// holdFor keeps a response's place until its event is written: the
+// recorder calls the event's release once, with what goes to the client in
+// the response's place (the response, and whatever the sidecar adds after
+// it).
+func (r *Recorder) holdFor(ev event) proxy.Verdict {
+	lines := make(chan [][]byte, 1)
+	var once sync.Once
+	ev.release = func(l ...[]byte) { once.Do(func() { lines <- l }) }
+	raw := ev.raw
+	r.enqueue(ev)
+	return proxy.Verdict{Do: proxy.Hold, Later: func(ctx context.Context) proxy.Decision {
+		select {
+		case l := <-lines:
+			return proxy.Decision{Forward: l}
+		case <-ctx.Done():
+			return proxy.Decision{Forward: [][]byte{raw}} // the relay is stopping: the response goes as it came
+		}
+	}}
 }
 
 func (r *Recorder) enqueue(ev event) {
