@@ -69,7 +69,7 @@ func (r *Recorder) translate(ctx context.Context, ev event) bool {
 		return false
 	}
 	r.spawn(func(ctx context.Context) {
-		res, err := r.callRaw(ctx, method, params)
+		res, err := r.eng.callRaw(ctx, method, params)
 		if err != nil {
 			ev.release(ev.raw) // the agent's own error stands
 			return

@@ -189,106 +189,23 @@ func (r *Recorder) Reset(ctx context.Context, sid string) (report, error) {
 	}
 	capture := r.t.targetOr(sid, snap.live)
 	var rep report
-	err = r.rebuilding(ctx, sid, capture, func(ctx context.Context, gen uint64) (bool, error) {
-		native, catalog, err := r.newNative(ctx, sid, snap)
+	err = r.eng.rebuilding(ctx, sid, capture, func(ctx context.Context, gen uint64) (bool, error) {
+		native, catalog, err := r.eng.newNative(ctx, sid, snap)
 		if err != nil {
 			return agentLost(err), fmt.Errorf("reset %s: %w", sid, err)
 		}
-		out := r.restore(ctx, native, capture, catalog)
-		if r.lostSince(gen, out) {
+		out := r.eng.restore(ctx, native, capture, catalog)
+		if r.eng.lostSince(gen, out) {
 			return true, nil
 		}
 		rep = r.settle(ctx, sid, native, out, func(s *session) {
 			s.rec.ContextFrom = len(s.turns) + 1
 			s.rec.Handoff = nil
 		})
-		r.settled(sid, gen) // the fresh session lives on the agent that is up now
+		r.eng.settled(sid, gen) // the fresh session lives on the agent that is up now
 		return false, nil
 	})
 	return rep, err
-}
-
-// rebuilding runs a rebuild of sid until it completes on an agent that
-// stayed up through it. When the agent dies under an attempt (try reports
-// lost: a call failed with ErrAgentGone, or the agent's life changed
-// meanwhile), nothing of that attempt is settled: the session owes its
-// capture, so whatever rebuilds it next aims there and not at a partial
-// config, and once a restarted agent is up the attempt runs again
-// (DESIGN.md "While the agent's side is being rebuilt, the client waits").
-// The caller holds the session busy throughout, so requests for it wait.
-func (r *Recorder) rebuilding(ctx context.Context, sid string, capture *state.Config, try func(ctx context.Context, gen uint64) (lost bool, err error)) error {
-	for {
-		// An attempt starts on an agent that is up: one begun while the
-		// agent restarts would count the life it then fails in as its
-		// own, and wait for yet another death before it tried again.
-		// The life is read before the phase; AgentGone sets the phase
-		// before it counts the life, so an attempt never pairs the dead
-		// agent's phase with the next life's count.
-		gen := r.life.gen.Load()
-		if r.life.get() != phaseUp {
-			if err := r.watch.awaitUp(ctx, func() bool { return true }); err != nil {
-				return fmt.Errorf("rebuild %s: %w", sid, err)
-			}
-			continue
-		}
-		lost, err := try(ctx, gen)
-		if !lost {
-			// Settled, or failed for a reason of its own. An agent that
-			// dies after a settle finds the session's full capture in
-			// live, and its recovery aims there.
-			return err
-		}
-		if capture != nil {
-			r.t.owe(sid, capture)
-		}
-		r.log.Info("the agent exited during a rebuild; it runs again from its capture once the agent is back", "session", sid)
-		if err := r.watch.awaitAgent(ctx, gen); err != nil {
-			return fmt.Errorf("rebuild %s: %w", sid, err)
-		}
-	}
-}
-
-// settled ends a rebuild attempt of generation gen that landed: the session
-// is no longer stale, unless the agent died meanwhile. AgentGone counts the
-// new life before it marks sessions stale, so the check under the table's
-// lock never clears a mark a later death set (the native session the
-// attempt made died with that agent).
-func (r *Recorder) settled(sid string, gen uint64) {
-	r.t.clearStaleIf(sid, func() bool { return r.life.gen.Load() == gen })
-}
-
-// lostSince says whether the agent died under a rebuild attempt that began
-// in generation gen.
-func (r *Recorder) lostSince(gen uint64, out outcome) bool {
-	return out.lost || r.life.gen.Load() != gen
-}
-
-// newNative creates a fresh native session like the client's (the same cwd,
-// MCP servers and additional directories) and puts it behind the client's id.
-func (r *Recorder) newNative(ctx context.Context, sid string, snap snapshot) (string, *state.Config, error) {
-	params := map[string]any{"cwd": snap.cwd, "mcpServers": json.RawMessage("[]")}
-	if len(snap.mcp) > 0 {
-		params["mcpServers"] = snap.mcp
-	}
-	if len(snap.dirs) > 0 {
-		params["additionalDirectories"] = snap.dirs
-	}
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
-	defer cancel()
-	r.t.beginCreating()
-	defer r.t.endCreating()
-	var res json.RawMessage
-	if err := r.sc.Call(ctx, wire.SessionNew, params, &res); err != nil {
-		return "", nil, err
-	}
-	var ids struct {
-		SessionID string `json:"sessionId"`
-	}
-	if json.Unmarshal(res, &ids) != nil || ids.SessionID == "" {
-		return "", nil, errors.New("session/new answered without a sessionId")
-	}
-	r.t.remap(sid, ids.SessionID) // the held early frames go out under sid (endCreating)
-	return ids.SessionID, wire.ConfigFromResult(res), nil
 }
 
 // settle records a rebuild's outcome, blocks the session when a field
@@ -351,7 +268,7 @@ func (r *Recorder) RestoreOriginal(ctx context.Context, sid string) (report, err
 		return report{}, fmt.Errorf("restore-original %s: %w", sid, err)
 	}
 	var rep report
-	err := r.rebuilding(ctx, sid, nil, func(ctx context.Context, gen uint64) (bool, error) {
+	err := r.eng.rebuilding(ctx, sid, nil, func(ctx context.Context, gen uint64) (bool, error) {
 		snap, err := r.snapshot(ctx, sid)
 		if err != nil {
 			return false, err
@@ -363,12 +280,12 @@ func (r *Recorder) RestoreOriginal(ctx context.Context, sid string) (report, err
 		if r.t.isStale(sid) {
 			// The agent died under an earlier attempt: the session needs a
 			// native session again before the original goes onto it.
-			if native, catalog, path, err = r.climb(ctx, sid, snap, true); err != nil {
+			if native, catalog, path, err = r.eng.climb(ctx, sid, snap, true); err != nil {
 				return agentLost(err), err
 			}
 		}
-		out := r.restore(ctx, native, snap.orig, catalog)
-		if r.lostSince(gen, out) {
+		out := r.eng.restore(ctx, native, snap.orig, catalog)
+		if r.eng.lostSince(gen, out) {
 			return true, nil
 		}
 		rep = r.settle(ctx, sid, native, out, func(s *session) {
@@ -392,7 +309,7 @@ func (r *Recorder) RestoreOriginal(ctx context.Context, sid string) (report, err
 				}
 			}
 		})
-		r.settled(sid, gen)
+		r.eng.settled(sid, gen)
 		return false, nil
 	})
 	return rep, err

@@ -96,11 +96,11 @@ type Recorder struct {
 	quit  chan struct{}   // closed when Close begins: nobody waits any longer
 	watch *watch          // waits on life, woken by ready
 	gate  *chunkGate      // shared by the stages gated for chunks
+	eng   *engine         // builds native sessions and restores their config
 	ctx   context.Context // for the goroutines the recorder owns; set by Start
 
 	// Guarded by mu: what a restarted agent must be told.
 	initParams, authParams json.RawMessage
-	caps                   agentCaps
 
 	// Owned by the run goroutine.
 	sessions map[string]*session
@@ -182,6 +182,7 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 		ctx:      context.Background(),
 	}
 	r.watch = &watch{life: r.life, ready: ready, quit: r.quit, timeout: cfg.HoldTimeout}
+	r.eng = &engine{t: r.t, life: r.life, watch: r.watch, log: cfg.Log, callTimeout: cfg.CallTimeout}
 	r.gate = &chunkGate{life: r.life, t: r.t}
 	return r
 }
@@ -212,14 +213,10 @@ func (r *Recorder) IDs() Interceptor { return idMapper{t: r.t, gate: r.gate} }
 func (r *Recorder) Tracker() Interceptor { return tracker{l: r.life} }
 
 // learnCaps implements sessionOps.
-func (r *Recorder) learnCaps(caps agentCaps) {
-	r.mu.Lock()
-	r.caps = caps
-	r.mu.Unlock()
-}
+func (r *Recorder) learnCaps(caps agentCaps) { r.eng.learnCaps(caps) }
 
 // Bind gives the recorder the relay it acts through. Call it before frames flow.
-func (r *Recorder) Bind(sc Sidecar) { r.sc = sc }
+func (r *Recorder) Bind(sc Sidecar) { r.sc, r.eng.sc = sc, sc }
 
 // Start runs the recorder's goroutine until Close.
 func (r *Recorder) Start(ctx context.Context) {

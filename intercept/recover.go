@@ -116,11 +116,7 @@ func (r *Recorder) AgentBack(ctx context.Context) error {
 			return fmt.Errorf("initialize the restarted agent: %w", err)
 		}
 		caps := parseCaps(res)
-		r.mu.Lock()
-		old := r.caps
-		r.caps = caps
-		r.mu.Unlock()
-		if old.load && !caps.load || old.resume && !caps.resume {
+		if old := r.eng.learnCaps(caps); old.load && !caps.load || old.resume && !caps.resume {
 			r.log.Warn("the restarted agent offers less than before; sessions are rebuilt with session/new", "load", caps.load, "resume", caps.resume)
 		}
 	}
@@ -162,13 +158,13 @@ func (r *Recorder) Recover(ctx context.Context, sid string) error {
 		return err
 	}
 	target := r.t.targetOr(sid, snap.live)
-	return r.rebuilding(ctx, sid, target, func(ctx context.Context, gen uint64) (bool, error) {
-		native, catalog, path, err := r.climb(ctx, sid, snap, true)
+	return r.eng.rebuilding(ctx, sid, target, func(ctx context.Context, gen uint64) (bool, error) {
+		native, catalog, path, err := r.eng.climb(ctx, sid, snap, true)
 		if err != nil {
 			return agentLost(err), err
 		}
-		out := r.restore(ctx, native, target, catalog)
-		if r.lostSince(gen, out) {
+		out := r.eng.restore(ctx, native, target, catalog)
+		if r.eng.lostSince(gen, out) {
 			return true, nil
 		}
 		r.settle(ctx, sid, native, out, func(s *session) {
@@ -178,66 +174,10 @@ func (r *Recorder) Recover(ctx context.Context, sid string) error {
 				r.arm(s)
 			}
 		})
-		r.settled(sid, gen)
+		r.eng.settled(sid, gen)
 		r.log.Info("session rebuilt after the agent's exit", "session", sid, "path", path)
 		return false, nil
 	})
-}
-
-// climb runs the recovery ladder and returns the native session it ended
-// on, its config, and which rung held: "resume", "load" or "new". With
-// quiet, a native load's replay is kept from the client.
-func (r *Recorder) climb(ctx context.Context, sid string, snap snapshot, quiet bool) (string, *state.Config, string, error) {
-	r.mu.Lock()
-	caps := r.caps
-	r.mu.Unlock()
-	params := map[string]any{"sessionId": snap.native, "cwd": snap.cwd, "mcpServers": mcpOrEmpty(snap.mcp)}
-	if caps.resume && snap.native != "" {
-		if res, err := r.callRaw(ctx, wire.SessionResume, params); err == nil {
-			return snap.native, wire.ConfigFromResult(res), "resume", nil
-		} else {
-			r.log.Info("session/resume failed; trying the next rung", "session", sid, "err", err)
-		}
-	}
-	if caps.load && snap.native != "" {
-		if quiet {
-			r.life.mu.Lock()
-			r.life.suppressing[snap.native] = true
-			r.life.mu.Unlock()
-			r.life.suppress.Add(1)
-		}
-		res, err := r.callRaw(ctx, wire.SessionLoad, params)
-		if quiet {
-			r.life.mu.Lock()
-			delete(r.life.suppressing, snap.native)
-			r.life.mu.Unlock()
-			r.life.suppress.Add(-1)
-		}
-		if err == nil {
-			return snap.native, wire.ConfigFromResult(res), "load", nil
-		}
-		r.log.Info("session/load failed; creating a new session", "session", sid, "err", err)
-	}
-	native, catalog, err := r.newNative(ctx, sid, snap)
-	if err != nil {
-		return "", nil, "", fmt.Errorf("rebuild %s: %w", sid, err)
-	}
-	return native, catalog, "new", nil
-}
-
-func (r *Recorder) callRaw(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
-	defer cancel()
-	var res json.RawMessage
-	err := r.sc.Call(ctx, method, params, &res)
-	return res, err
-}
-
-func mcpOrEmpty(m json.RawMessage) json.RawMessage {
-	if len(m) == 0 || wire.IsNull(m) {
-		return json.RawMessage("[]")
-	}
-	return m
 }
 
 // emulates says whether the sidecar decides a client's session/load,
@@ -253,9 +193,7 @@ func (ll *lifeline) emulates(method, sid string) bool {
 
 // agentLists says whether the agent answers session/list itself.
 func (r *Recorder) agentLists() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.caps.list
+	return r.eng.agentCaps().list
 }
 
 // emulate decides a held session/load, session/resume or session/list
@@ -320,16 +258,16 @@ func (r *Recorder) reopen(ctx context.Context, sid, method string) ([]byte, erro
 	target := r.t.targetOr(sid, snap.live)
 	var out outcome
 	var catalog *state.Config
-	err = r.rebuilding(ctx, sid, target, func(ctx context.Context, gen uint64) (bool, error) {
+	err = r.eng.rebuilding(ctx, sid, target, func(ctx context.Context, gen uint64) (bool, error) {
 		// A native load the client asked for sends the agent's replay to
 		// the client, under its own id; a resume sends none.
-		native, cat, path, err := r.climb(ctx, sid, snap, false)
+		native, cat, path, err := r.eng.climb(ctx, sid, snap, false)
 		if err != nil {
 			return agentLost(err), err
 		}
 		catalog = cat
-		out = r.restore(ctx, native, target, catalog)
-		if r.lostSince(gen, out) {
+		out = r.eng.restore(ctx, native, target, catalog)
+		if r.eng.lostSince(gen, out) {
 			return true, nil
 		}
 		var history [][]byte
@@ -343,7 +281,7 @@ func (r *Recorder) reopen(ctx context.Context, sid, method string) ([]byte, erro
 				history = historyUpdates(sid, replay.Visible(&s.rec, r.fullTurns(ctx, s)))
 			}
 		})
-		r.settled(sid, gen)
+		r.eng.settled(sid, gen)
 		for _, line := range history {
 			r.send(proxy.AgentToClient, line)
 		}

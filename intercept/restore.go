@@ -37,7 +37,7 @@ func agentLost(err error) bool { return errors.Is(err, proxy.ErrAgentGone) }
 // as replay.Next decides, each after the previous answer, through the
 // sidecar's own calls. It never stops at the first failure: every field that
 // cannot be restored is named, so the user sees them all at once.
-func (r *Recorder) restore(ctx context.Context, nativeID string, target, catalog *state.Config) outcome {
+func (e *engine) restore(ctx context.Context, nativeID string, target, catalog *state.Config) outcome {
 	out := outcome{catalog: cloneConfig(catalog), target: target}
 	if out.catalog == nil {
 		out.catalog = &state.Config{}
@@ -60,7 +60,7 @@ func (r *Recorder) restore(ctx context.Context, nativeID string, target, catalog
 			out.failed = append(out.failed, replay.FieldError{Field: step.Field, Want: step.Value, Reason: "not tried: " + silent.Error()})
 			continue
 		}
-		if err := r.runStep(ctx, nativeID, step, &out); err != nil {
+		if err := e.runStep(ctx, nativeID, step, &out); err != nil {
 			if agentLost(err) {
 				// Nothing after this can land on the native session; the
 				// rebuild starts again from its capture (rebuilding).
@@ -78,8 +78,8 @@ func (r *Recorder) restore(ctx context.Context, nativeID string, target, catalog
 	}
 }
 
-func (r *Recorder) runStep(ctx context.Context, nativeID string, step replay.Step, out *outcome) error {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+func (e *engine) runStep(ctx context.Context, nativeID string, step replay.Step, out *outcome) error {
+	ctx, cancel := context.WithTimeout(ctx, e.callTimeout)
 	defer cancel()
 	switch step.Method {
 	case replay.MethodSetConfigOption:
@@ -88,7 +88,7 @@ func (r *Recorder) runStep(ctx context.Context, nativeID string, step replay.Ste
 			params["type"] = "boolean"
 		}
 		var res wire.ConfigPayload
-		if err := r.sc.Call(ctx, step.Method, params, &res); err != nil {
+		if err := e.sc.Call(ctx, step.Method, params, &res); err != nil {
 			return err
 		}
 		if opts, ok := wire.ParseOptions(res.ConfigOptions); ok {
@@ -107,7 +107,7 @@ func (r *Recorder) runStep(ctx context.Context, nativeID string, step replay.Ste
 		if err := json.Unmarshal(step.Value, &id); err != nil {
 			return fmt.Errorf("mode value %s: %w", step.Value, err)
 		}
-		if err := r.sc.Call(ctx, step.Method, map[string]any{"sessionId": nativeID, "modeId": id}, nil); err != nil {
+		if err := e.sc.Call(ctx, step.Method, map[string]any{"sessionId": nativeID, "modeId": id}, nil); err != nil {
 			return err
 		}
 		out.catalog = withLegacy(out.catalog, "mode", id)
@@ -117,7 +117,7 @@ func (r *Recorder) runStep(ctx context.Context, nativeID string, step replay.Ste
 		if err := json.Unmarshal(step.Value, &id); err != nil {
 			return fmt.Errorf("model value %s: %w", step.Value, err)
 		}
-		if err := r.sc.Call(ctx, step.Method, map[string]any{"sessionId": nativeID, "modelId": id}, nil); err != nil {
+		if err := e.sc.Call(ctx, step.Method, map[string]any{"sessionId": nativeID, "modelId": id}, nil); err != nil {
 			return err
 		}
 		out.catalog = withLegacy(out.catalog, "model", id)

@@ -87,17 +87,17 @@ func (r *Recorder) Rollback(ctx context.Context, sid string, keep int) (rollback
 		return rollbackReport{}, fail
 	}
 	capture := r.t.targetOr(sid, snap.live)
-	err = r.rebuilding(ctx, sid, capture, func(ctx context.Context, gen uint64) (bool, error) {
-		native, catalog, err := r.newNative(ctx, sid, snap)
+	err = r.eng.rebuilding(ctx, sid, capture, func(ctx context.Context, gen uint64) (bool, error) {
+		native, catalog, err := r.eng.newNative(ctx, sid, snap)
 		if err != nil {
 			return agentLost(err), fmt.Errorf("rollback %s: %w", sid, err)
 		}
-		out := r.restore(ctx, native, capture, catalog)
-		if r.lostSince(gen, out) {
+		out := r.eng.restore(ctx, native, capture, catalog)
+		if r.eng.lostSince(gen, out) {
 			return true, nil
 		}
 		rep.report = r.settleRollback(ctx, sid, native, out, keep)
-		r.settled(sid, gen) // the fresh session lives on the agent that is up now
+		r.eng.settled(sid, gen) // the fresh session lives on the agent that is up now
 		return false, nil
 	})
 	if err != nil {
@@ -177,8 +177,8 @@ func (r *Recorder) Fork(ctx context.Context, parent string, at int) (report, err
 	}
 	child := newClientID()
 	var rep report
-	err = r.rebuilding(ctx, child, nil, func(ctx context.Context, gen uint64) (bool, error) {
-		native, catalog, err := r.newNative(ctx, child, snap)
+	err = r.eng.rebuilding(ctx, child, nil, func(ctx context.Context, gen uint64) (bool, error) {
+		native, catalog, err := r.eng.newNative(ctx, child, snap)
 		if err != nil {
 			return agentLost(err), fmt.Errorf("fork %s: %w", parent, err)
 		}
@@ -197,12 +197,12 @@ func (r *Recorder) Fork(ctx context.Context, parent string, at int) (report, err
 		if err != nil {
 			return false, fmt.Errorf("fork %s: record the child: %w", parent, err)
 		}
-		out := r.restore(ctx, native, snap.live, catalog)
-		if r.lostSince(gen, out) {
+		out := r.eng.restore(ctx, native, snap.live, catalog)
+		if r.eng.lostSince(gen, out) {
 			return true, nil
 		}
 		rep = r.settle(ctx, child, native, out, func(s *session) { r.arm(s) })
-		r.settled(child, gen)
+		r.eng.settled(child, gen)
 		return false, nil
 	})
 	return rep, err

@@ -74,7 +74,7 @@ func (r *Recorder) applySettings(ctx context.Context, s *session, ev event) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		out := r.restore(ctx, native, target, catalog)
+		out := r.eng.restore(ctx, native, target, catalog)
 		r.enqueue(event{fn: func(ctx context.Context) {
 			s.rec.Live = out.catalog
 			for _, f := range out.failed {

@@ -124,16 +124,16 @@ func (r *Recorder) Adopt(ctx context.Context, sid string) (switchReport, error) 
 	var rep switchReport
 	// The target may die under the move: the move starts again on the
 	// restarted target, from the same record (rebuilding).
-	err = r.rebuilding(ctx, sid, nil, func(ctx context.Context, gen uint64) (bool, error) {
-		native, catalog, err := r.newNative(ctx, sid, snap)
+	err = r.eng.rebuilding(ctx, sid, nil, func(ctx context.Context, gen uint64) (bool, error) {
+		native, catalog, err := r.eng.newNative(ctx, sid, snap)
 		if err != nil {
 			return agentLost(err), fmt.Errorf("adopt %s: %w", sid, err)
 		}
 		target, setErrs := settingsTarget(catalog, r.cfg.Settings)
 		rep = switchReport{SessionID: sid, Agent: r.cfg.Name, NativeSessionID: native}
 		rep.Carried, rep.NotCarried = carry(old.Live, target, r.cfg.Name)
-		out := r.restore(ctx, native, target, catalog)
-		if r.lostSince(gen, out) {
+		out := r.eng.restore(ctx, native, target, catalog)
+		if r.eng.lostSince(gen, out) {
 			return true, nil
 		}
 		// A value this agent did not take is a note, not a block (see above).
@@ -151,7 +151,7 @@ func (r *Recorder) Adopt(ctx context.Context, sid string) (switchReport, error) 
 			r.arm(s)
 			rep.KeptTurns = len(replay.Kept(r.conversation(s)))
 		})
-		r.settled(sid, gen)
+		r.eng.settled(sid, gen)
 		rep.Config = res.Config
 		rep.options = out.optionsRaw
 		if rep.options == nil {

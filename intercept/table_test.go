@@ -67,13 +67,13 @@ func TestSettledKeepsALaterDeath(t *testing.T) {
 	r := NewRecorder(RecorderConfig{Store: nil})
 	gen := r.life.gen.Load()
 	r.t.markStale("s1")
-	r.settled("s1", gen)
+	r.eng.settled("s1", gen)
 	if r.t.isStale("s1") {
 		t.Fatal("a rebuild on a living agent left the session stale")
 	}
 	r.life.gen.Add(1) // AgentGone counts the new life before it marks
 	r.t.markStale("s1")
-	r.settled("s1", gen)
+	r.eng.settled("s1", gen)
 	if !r.t.isStale("s1") {
 		t.Error("a rebuild from before the agent's death cleared the mark the death set")
 	}

@@ -1,0 +1,191 @@
+package intercept
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// engine builds native sessions on the agent and puts a config on them.
+// It climbs resume, then load, then new; it creates sessions while the id
+// mapping holds their early frames; it restores a config model first, then
+// mode, then the other options in id order; and it runs an attempt again,
+// from the same capture, when the agent dies under it (rebuilding).
+//
+// It knows the agent, the agent's life and the session table, never the
+// record: the Recorder hands it a snapshot of a session, and settles what
+// it built. Every rebuild (reset, rollback, restore-original, the crash
+// ladder, a reopen, a fork, a switch) is a Recorder method of that shape.
+type engine struct {
+	sc          Sidecar // bound with the Recorder (Bind)
+	t           *table
+	life        *life
+	watch       *watch
+	log         *slog.Logger
+	callTimeout time.Duration
+
+	mu   sync.Mutex
+	caps agentCaps // what the agent said it can do, from its initialize result
+}
+
+// agentCaps returns what the agent said it can do.
+func (e *engine) agentCaps() agentCaps {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.caps
+}
+
+// learnCaps keeps what the agent said it can do, and returns what it said
+// before.
+func (e *engine) learnCaps(caps agentCaps) (old agentCaps) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old, e.caps = e.caps, caps
+	return old
+}
+
+// rebuilding runs a rebuild of sid until it completes on an agent that
+// stayed up through it. When the agent dies under an attempt (try reports
+// lost: a call failed with ErrAgentGone, or the agent's life changed
+// meanwhile), nothing of that attempt is settled: the session owes its
+// capture, so whatever rebuilds it next aims there and not at a partial
+// config, and once a restarted agent is up the attempt runs again
+// (DESIGN.md "While the agent's side is being rebuilt, the client waits").
+// The caller holds the session busy throughout, so requests for it wait.
+func (e *engine) rebuilding(ctx context.Context, sid string, capture *state.Config, try func(ctx context.Context, gen uint64) (lost bool, err error)) error {
+	for {
+		// An attempt starts on an agent that is up: one begun while the
+		// agent restarts would count the life it then fails in as its
+		// own, and wait for yet another death before it tried again.
+		// The life is read before the phase; AgentGone sets the phase
+		// before it counts the life, so an attempt never pairs the dead
+		// agent's phase with the next life's count.
+		gen := e.life.gen.Load()
+		if e.life.get() != phaseUp {
+			if err := e.watch.awaitUp(ctx, func() bool { return true }); err != nil {
+				return fmt.Errorf("rebuild %s: %w", sid, err)
+			}
+			continue
+		}
+		lost, err := try(ctx, gen)
+		if !lost {
+			// Settled, or failed for a reason of its own. An agent that
+			// dies after a settle finds the session's full capture in
+			// live, and its recovery aims there.
+			return err
+		}
+		if capture != nil {
+			e.t.owe(sid, capture)
+		}
+		e.log.Info("the agent exited during a rebuild; it runs again from its capture once the agent is back", "session", sid)
+		if err := e.watch.awaitAgent(ctx, gen); err != nil {
+			return fmt.Errorf("rebuild %s: %w", sid, err)
+		}
+	}
+}
+
+// settled ends a rebuild attempt of generation gen that landed: the session
+// is no longer stale, unless the agent died meanwhile. AgentGone counts the
+// new life before it marks sessions stale, so the check under the table's
+// lock never clears a mark a later death set (the native session the
+// attempt made died with that agent).
+func (e *engine) settled(sid string, gen uint64) {
+	e.t.clearStaleIf(sid, func() bool { return e.life.gen.Load() == gen })
+}
+
+// lostSince says whether the agent died under a rebuild attempt that began
+// in generation gen.
+func (e *engine) lostSince(gen uint64, out outcome) bool {
+	return out.lost || e.life.gen.Load() != gen
+}
+
+// newNative creates a fresh native session like the client's (the same cwd,
+// MCP servers and additional directories) and puts it behind the client's id.
+func (e *engine) newNative(ctx context.Context, sid string, snap snapshot) (string, *state.Config, error) {
+	params := map[string]any{"cwd": snap.cwd, "mcpServers": json.RawMessage("[]")}
+	if len(snap.mcp) > 0 {
+		params["mcpServers"] = snap.mcp
+	}
+	if len(snap.dirs) > 0 {
+		params["additionalDirectories"] = snap.dirs
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.callTimeout)
+	defer cancel()
+	e.t.beginCreating()
+	defer e.t.endCreating()
+	var res json.RawMessage
+	if err := e.sc.Call(ctx, wire.SessionNew, params, &res); err != nil {
+		return "", nil, err
+	}
+	var ids struct {
+		SessionID string `json:"sessionId"`
+	}
+	if json.Unmarshal(res, &ids) != nil || ids.SessionID == "" {
+		return "", nil, errors.New("session/new answered without a sessionId")
+	}
+	e.t.remap(sid, ids.SessionID) // the held early frames go out under sid (endCreating)
+	return ids.SessionID, wire.ConfigFromResult(res), nil
+}
+
+// climb runs the recovery ladder and returns the native session it ended
+// on, its config, and which rung held: "resume", "load" or "new". With
+// quiet, a native load's replay is kept from the client.
+func (e *engine) climb(ctx context.Context, sid string, snap snapshot, quiet bool) (string, *state.Config, string, error) {
+	e.mu.Lock()
+	caps := e.caps
+	e.mu.Unlock()
+	params := map[string]any{"sessionId": snap.native, "cwd": snap.cwd, "mcpServers": mcpOrEmpty(snap.mcp)}
+	if caps.resume && snap.native != "" {
+		if res, err := e.callRaw(ctx, wire.SessionResume, params); err == nil {
+			return snap.native, wire.ConfigFromResult(res), "resume", nil
+		} else {
+			e.log.Info("session/resume failed; trying the next rung", "session", sid, "err", err)
+		}
+	}
+	if caps.load && snap.native != "" {
+		if quiet {
+			e.life.mu.Lock()
+			e.life.suppressing[snap.native] = true
+			e.life.mu.Unlock()
+			e.life.suppress.Add(1)
+		}
+		res, err := e.callRaw(ctx, wire.SessionLoad, params)
+		if quiet {
+			e.life.mu.Lock()
+			delete(e.life.suppressing, snap.native)
+			e.life.mu.Unlock()
+			e.life.suppress.Add(-1)
+		}
+		if err == nil {
+			return snap.native, wire.ConfigFromResult(res), "load", nil
+		}
+		e.log.Info("session/load failed; creating a new session", "session", sid, "err", err)
+	}
+	native, catalog, err := e.newNative(ctx, sid, snap)
+	if err != nil {
+		return "", nil, "", fmt.Errorf("rebuild %s: %w", sid, err)
+	}
+	return native, catalog, "new", nil
+}
+
+func (e *engine) callRaw(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.callTimeout)
+	defer cancel()
+	var res json.RawMessage
+	err := e.sc.Call(ctx, method, params, &res)
+	return res, err
+}
+
+func mcpOrEmpty(m json.RawMessage) json.RawMessage {
+	if len(m) == 0 || wire.IsNull(m) {
+		return json.RawMessage("[]")
+	}
+	return m
+}
