@@ -142,6 +142,7 @@ func (e *engine) climb(ctx context.Context, sid string, snap snapshot, quiet boo
 	caps := e.caps
 	e.mu.Unlock()
 	params := map[string]any{"sessionId": snap.native, "cwd": snap.cwd, "mcpServers": mcpOrEmpty(snap.mcp)}
+	e.t.opening(snap.native)
 	if caps.resume && snap.native != "" {
 		if res, err := e.callRaw(ctx, wire.SessionResume, params); err == nil {
 			return snap.native, wire.ConfigFromResult(res), "resume", nil

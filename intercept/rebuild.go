@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
@@ -217,8 +218,7 @@ func (r *Recorder) settle(ctx context.Context, sid, native string, out outcome, 
 	}
 	var blocked *state.Blocked
 	if len(out.failed) > 0 {
-		re := &replay.RestoreError{Fields: out.failed}
-		blocked = &state.Blocked{Fields: re.Names(), Reason: re.Error(), At: r.cfg.Now()}
+		blocked = blockedBy(out, r.cfg.Now())
 		r.t.owe(sid, out.target)
 	} else {
 		r.t.owe(sid, nil)
@@ -253,6 +253,13 @@ func (r *Recorder) settle(ctx context.Context, sid, native string, out outcome, 
 		r.log.Error("restore failed; prompts to this session are refused", "session", sid, "fields", strings.Join(blocked.Fields, ","))
 	}
 	return rep
+}
+
+// blockedBy is the mark of a session whose restore failed: the fields it
+// names refuse prompts until the user resets or accepts (fail closed).
+func blockedBy(out outcome, at time.Time) *state.Blocked {
+	re := &replay.RestoreError{Fields: out.failed}
+	return &state.Blocked{Fields: re.Names(), Reason: re.Error(), At: at}
 }
 
 // RestoreOriginal applies the session's immutable original to its current

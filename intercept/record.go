@@ -293,6 +293,9 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		r.mu.Lock()
 		r.pending[string(f.Env.ID)] = req
 		r.mu.Unlock()
+		if ev.method == wire.SessionLoad || ev.method == wire.SessionResume {
+			r.t.opening(r.t.nativeOf(req.sid))
+		}
 		if ev.method == wire.Prompt {
 			r.running.Add(1)
 			if h, ok := r.t.carriedBy(req.sid); ok {
@@ -321,8 +324,8 @@ func (r *Recorder) holds(method string) bool {
 	switch method {
 	case wire.SetMode, wire.SetConfigOption, wire.SetModel, wire.Prompt:
 		return true
-	case wire.SessionNew:
-		return true // the sidecar's command list follows the response
+	case wire.SessionNew, wire.SessionLoad, wire.SessionResume, wire.SessionFork:
+		return true // the sidecar's command list follows the response (open.go)
 	}
 	return false
 }
@@ -475,15 +478,18 @@ func (r *Recorder) response(ctx context.Context, ev event) {
 	switch req.method {
 	case wire.SessionNew, wire.SessionLoad, wire.SessionResume, wire.SessionFork:
 		if !failed {
+			var before *state.Config // the config of a session this process knows, which the agent's own load may drop
+			if prev := r.sessions[req.sid]; prev != nil && req.method != wire.SessionNew && req.method != wire.SessionFork {
+				before = cloneConfig(prev.rec.Live)
+			}
 			s := r.sessionResult(ctx, req, msg.Result)
-			if s != nil && req.method == wire.SessionNew && ev.release != nil {
-				if len(r.cfg.Settings) > 0 {
+			if s != nil && ev.release != nil {
+				if req.method == wire.SessionNew && len(r.cfg.Settings) > 0 {
 					// The response waits until the start-up settings are in.
 					r.applySettings(ctx, s, ev)
 					return
 				}
-				r.flush(ctx)
-				ev.release(append([][]byte{ev.raw}, r.t.ownCommands(s.rec.NativeID, s.rec.ClientID)...)...)
+				r.opened(ctx, s, req, ev, msg.Result, before)
 				return
 			}
 		}

@@ -215,7 +215,9 @@ func (ll *lifeline) emulate(ctx context.Context, q waited) proxy.Decision {
 	case line == nil:
 		return ll.rest(ctx, proxy.ClientToAgent, q.raw) // live here: the agent has it
 	default:
-		return answerWith(response(q.id, line))
+		// The sidecar's commands follow, as after every open the client
+		// makes, unless the agent sent its list during the reopen.
+		return answerWith(append([][]byte{response(q.id, line)}, ll.t.ownCommands(ll.t.nativeOf(q.sid), q.sid)...)...)
 	}
 }
 
@@ -291,6 +293,8 @@ func (r *Recorder) reopen(ctx context.Context, sid, method string) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
+	// The agent's newest full option list, and the pickers with the
+	// values it accepted in the restore (pickers.go).
 	result := map[string]any{}
 	if out.optionsRaw != nil {
 		result["configOptions"] = out.optionsRaw
@@ -299,14 +303,8 @@ func (r *Recorder) reopen(ctx context.Context, sid, method string) ([]byte, erro
 		if json.Unmarshal(catalog.Raw, &p) == nil && p.ConfigOptions != nil {
 			result["configOptions"] = p.ConfigOptions
 		}
-		if p.Modes != nil {
-			result["modes"] = p.Modes
-		}
-		if p.Models != nil {
-			result["models"] = p.Models
-		}
 	}
-	return wire.Marshal(result)
+	return withPickers(wire.Encode(result), snap.live, out.catalog), nil
 }
 
 // historyUpdates renders recorded turns as the session/update notifications

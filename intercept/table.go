@@ -255,6 +255,15 @@ func (t *table) ownCommands(native, client string) [][]byte {
 	return [][]byte{ownCommandsUpdate(client)}
 }
 
+// opening forgets that the agent sent a command list for a native session
+// it is asked to load or resume again: the sidecar's own list follows the
+// open unless the agent sends one anew.
+func (t *table) opening(native string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.commands, native)
+}
+
 // sawCommands notes that the agent sent a command list for a native session.
 func (t *table) sawCommands(native string) {
 	t.mu.Lock()
