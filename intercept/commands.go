@@ -143,14 +143,18 @@ func (c *commands) advertise(raw []byte) (proxy.Verdict, error) {
 		return proxy.Verdict{}, fmt.Errorf("advertise in initialize: %w", err)
 	}
 	// What the sidecar emulates where the agent cannot is promised too
-	// (protocol.md §8, 17): loading any recorded session, resuming, listing.
+	// (protocol.md §8, 17): loading any recorded session, resuming,
+	// listing, closing and deleting (DESIGN.md "A session's whole life").
 	line, err = wire.SetPath(line, []byte("true"), "result", "agentCapabilities", "loadSession")
 	if err != nil {
 		return proxy.Verdict{}, fmt.Errorf("advertise in initialize: %w", err)
 	}
-	for name, has := range map[string]bool{"resume": caps.resume, "list": caps.list} {
-		if !has {
-			if line, err = wire.SetPath(line, []byte("{}"), "result", "agentCapabilities", "sessionCapabilities", name); err != nil {
+	for _, c := range []struct {
+		name string
+		has  bool
+	}{{"resume", caps.resume}, {"list", caps.list}, {"fork", caps.fork}, {"close", caps.close}, {"delete", caps.delete}} {
+		if !c.has {
+			if line, err = wire.SetPath(line, []byte("{}"), "result", "agentCapabilities", "sessionCapabilities", c.name); err != nil {
 				return proxy.Verdict{}, fmt.Errorf("advertise in initialize: %w", err)
 			}
 		}

@@ -109,26 +109,44 @@ func (e *engine) lostSince(gen uint64, out outcome) bool {
 // newNative creates a fresh native session like the client's (the same cwd,
 // MCP servers and additional directories) and puts it behind the client's id.
 func (e *engine) newNative(ctx context.Context, sid string, snap snapshot) (string, *state.Config, error) {
-	params := map[string]any{"cwd": snap.cwd, "mcpServers": json.RawMessage("[]")}
-	if len(snap.mcp) > 0 {
-		params["mcpServers"] = snap.mcp
-	}
+	return e.create(ctx, sid, wire.SessionNew, sessionParams(snap))
+}
+
+// forkNative asks the agent to fork the native session parent, with its
+// whole history, for the client session sid.
+func (e *engine) forkNative(ctx context.Context, sid, parent string, snap snapshot) (string, *state.Config, error) {
+	params := sessionParams(snap)
+	params["sessionId"] = parent
+	return e.create(ctx, sid, wire.SessionFork, params)
+}
+
+// sessionParams are what a native session is created with: the session's
+// cwd, MCP servers and additional directories, as the client gave them.
+func sessionParams(snap snapshot) map[string]any {
+	params := map[string]any{"cwd": snap.cwd, "mcpServers": mcpOrEmpty(snap.mcp)}
 	if len(snap.dirs) > 0 {
 		params["additionalDirectories"] = snap.dirs
 	}
+	return params
+}
+
+// create makes a native session for the client session sid with method
+// (session/new or session/fork) and maps sid to it. Agent frames for the
+// new session that come before the answer are held meanwhile (ids.go).
+func (e *engine) create(ctx context.Context, sid, method string, params map[string]any) (string, *state.Config, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.callTimeout)
 	defer cancel()
 	e.t.beginCreating()
 	defer e.t.endCreating()
 	var res json.RawMessage
-	if err := e.sc.Call(ctx, wire.SessionNew, params, &res); err != nil {
+	if err := e.sc.Call(ctx, method, params, &res); err != nil {
 		return "", nil, err
 	}
 	var ids struct {
 		SessionID string `json:"sessionId"`
 	}
 	if json.Unmarshal(res, &ids) != nil || ids.SessionID == "" {
-		return "", nil, errors.New("session/new answered without a sessionId")
+		return "", nil, errors.New(method + " answered without a sessionId")
 	}
 	e.t.remap(sid, ids.SessionID) // the held early frames go out under sid (endCreating)
 	return ids.SessionID, wire.ConfigFromResult(res), nil

@@ -47,7 +47,14 @@ type lifelineRecord interface {
 	// done when agentLists says the agent cannot.
 	reopen(ctx context.Context, sid, method string) ([]byte, error)
 	listSessions(ctx context.Context, id, raw []byte) []byte
-	agentLists() bool
+	// agentCaps is what the agent said it can do.
+	agentCaps() agentCaps
+	// closeHere closes a session the agent cannot close: it lacks
+	// session/close, or the session's native session died with it.
+	closeHere(ctx context.Context, sid string) error
+	// forkHere forks a session for an agent without session/fork, and
+	// returns the fork's session/fork result.
+	forkHere(ctx context.Context, parent string) (child string, result []byte, err error)
 	// takeBack forgets what the record noted of a client request the
 	// agent never received.
 	takeBack(id, sid string, prompt bool)
@@ -147,6 +154,12 @@ func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdic
 		return answer(proxy.ErrorResponse(f.Env.ID, proxy.CodeAgentGone, ll.watch.deadError().Error())), nil
 	}
 	method := string(f.Env.Method)
+	if method == wire.SessionClose && f.Env.SessionID.Present() {
+		return ll.closing(f, wire.SessionIDOf(f)), nil
+	}
+	if method == wire.SessionFork && f.Env.SessionID.Present() && !ll.rec.agentCaps().fork {
+		return ll.forking(f, wire.SessionIDOf(f)), nil
+	}
 	emulated := method == wire.SessionLoad || method == wire.SessionResume || method == wire.SessionList
 	if !emulated && !ll.anyWait() {
 		return proxy.Verdict{}, nil // the common request: nothing waits, nothing to decode
@@ -266,3 +279,36 @@ func (t tracker) claimsChunks() bool { return false }
 // chunkGate: the lifeline claims a chunk only while a replay is kept from
 // the client (chunkGated).
 func (ll *lifeline) chunkGate() *chunkGate { return ll.gate }
+
+// closing decides a client's session/close. It goes to the agent when the
+// agent can close and the session's native session lives; else the
+// sidecar closes the session itself and answers. Either way the session
+// is never rebuilt for it: closing a session whose native session died
+// with the agent rebuilds nothing.
+func (ll *lifeline) closing(f *proxy.Frame, sid string) proxy.Verdict {
+	if ll.rec.agentCaps().close && !ll.mustWait(sid) {
+		return proxy.Verdict{} // the record marks it closed on the agent's answer
+	}
+	return ll.hold(f, sid, func(ctx context.Context, q waited) proxy.Decision {
+		if ll.rec.agentCaps().close && !ll.t.isStale(sid) {
+			return ll.rest(ctx, proxy.ClientToAgent, q.raw)
+		}
+		if err := ll.rec.closeHere(ctx, sid); err != nil {
+			return answerWith(proxy.ErrorResponse(q.id, errorCode(err), err.Error()))
+		}
+		return answerWith(response(q.id, []byte("{}")))
+	})
+}
+
+// forking decides a client's session/fork on an agent without one: the
+// sidecar forks the session from the record (Recorder.Fork), answers with
+// the fork's id and config, and sends its commands for the fork.
+func (ll *lifeline) forking(f *proxy.Frame, parent string) proxy.Verdict {
+	return ll.hold(f, parent, func(ctx context.Context, q waited) proxy.Decision {
+		child, result, err := ll.rec.forkHere(ctx, parent)
+		if err != nil {
+			return answerWith(proxy.ErrorResponse(q.id, errorCode(err), err.Error()))
+		}
+		return answerWith(append([][]byte{response(q.id, result)}, ll.t.ownCommands(ll.t.nativeOf(child), child)...)...)
+	})
+}

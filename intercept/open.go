@@ -16,14 +16,15 @@ import (
 // and for a load or resume the pickers the result lacks (pickers.go).
 //
 // Agents drop the chosen model and mode after their own session/load
-// (agents.md). A load or resume of a session this process already knows
-// therefore gets the config it had back before the client sees the
+// (agents.md), and may return a fork on their defaults. A load or resume of
+// a session this process already knows, and a fork of one, therefore get
+// the session's (the parent's) config back before the client sees the
 // result, restored as any rebuild restores it, and failing closed.
 
 // opened lets an open's held response go, once the record has it.
 func (r *Recorder) opened(ctx context.Context, s *session, req *request, ev event, result json.RawMessage, before *state.Config) {
 	reopened := req.method == wire.SessionLoad || req.method == wire.SessionResume
-	if reopened && before != nil {
+	if before != nil && (reopened || req.method == wire.SessionFork) {
 		r.restoreAfterOpen(ctx, s, ev, result, before)
 		return
 	}
@@ -42,7 +43,7 @@ func (r *Recorder) opened(ctx context.Context, s *session, req *request, ev even
 // draining (as applySettings).
 func (r *Recorder) restoreAfterOpen(ctx context.Context, s *session, ev event, result json.RawMessage, before *state.Config) {
 	native, client := s.rec.NativeID, s.rec.ClientID
-	target := r.t.targetOr(client, before)
+	target := before
 	catalog := cloneConfig(s.rec.Live)
 	_, began := r.t.begin(client, "restore after "+ev.req.method)
 	r.wg.Add(1)

@@ -31,6 +31,7 @@ var _ Sidecar = (*proxy.Relay)(nil)
 var recorded = map[string]bool{
 	wire.Initialize: true, wire.Authenticate: true, wire.SessionNew: true, wire.SessionLoad: true, wire.SessionResume: true, wire.SessionFork: true,
 	wire.SetMode: true, wire.SetConfigOption: true, wire.SetModel: true, wire.Prompt: true,
+	wire.SessionClose: true,
 }
 
 // RecorderConfig wires a Recorder.
@@ -478,9 +479,12 @@ func (r *Recorder) response(ctx context.Context, ev event) {
 	switch req.method {
 	case wire.SessionNew, wire.SessionLoad, wire.SessionResume, wire.SessionFork:
 		if !failed {
-			var before *state.Config // the config of a session this process knows, which the agent's own load may drop
-			if prev := r.sessions[req.sid]; prev != nil && req.method != wire.SessionNew && req.method != wire.SessionFork {
-				before = cloneConfig(prev.rec.Live)
+			// The config the agent's own load, resume or fork may drop: the
+			// session's (a load or resume of a session this process knows)
+			// or the parent's (a fork).
+			var before *state.Config
+			if prev := r.sessions[req.sid]; prev != nil && req.method != wire.SessionNew {
+				before = cloneConfig(r.t.targetOr(req.sid, prev.rec.Live))
 			}
 			s := r.sessionResult(ctx, req, msg.Result)
 			if s != nil && ev.release != nil {
@@ -502,6 +506,10 @@ func (r *Recorder) response(ctx context.Context, ev event) {
 	case wire.Prompt:
 		r.running.Add(-1)
 		r.turnEnded(ctx, req.sid, msg.Result, failed)
+	case wire.SessionClose:
+		if !failed {
+			r.markClosed(ctx, req.sid)
+		}
 	}
 	if ev.release != nil {
 		r.flush(ctx)
@@ -553,6 +561,7 @@ func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.
 	if s.rec.Created.IsZero() {
 		s.rec.Created = now
 	}
+	reopened(&s.rec)
 	if s.rec.Baseline == nil {
 		s.rec.Baseline = cloneConfig(cfg)
 	}

@@ -19,7 +19,7 @@ import (
 
 // agentCaps is what the agent said it can do, from its initialize result.
 type agentCaps struct {
-	load, resume, list, fork bool
+	load, resume, list, fork, close, delete bool
 }
 
 func parseCaps(result json.RawMessage) agentCaps {
@@ -33,7 +33,8 @@ func parseCaps(result json.RawMessage) agentCaps {
 		return agentCaps{} // a result we cannot read promises nothing
 	}
 	has := func(k string) bool { v, ok := r.AgentCapabilities.SessionCapabilities[k]; return ok && !wire.IsNull(v) }
-	return agentCaps{load: r.AgentCapabilities.LoadSession, resume: has("resume"), list: has("list"), fork: has("fork")}
+	return agentCaps{load: r.AgentCapabilities.LoadSession, resume: has("resume"), list: has("list"), fork: has("fork"),
+		close: has("close"), delete: has("delete")}
 }
 
 // AgentGone is called when the agent's output has ended while the client is
@@ -186,15 +187,13 @@ func (r *Recorder) Recover(ctx context.Context, sid string) error {
 // and a list the agent cannot make is answered from the record.
 func (ll *lifeline) emulates(method, sid string) bool {
 	if method == wire.SessionList {
-		return !ll.rec.agentLists()
+		return !ll.rec.agentCaps().list
 	}
 	return sid != ""
 }
 
-// agentLists says whether the agent answers session/list itself.
-func (r *Recorder) agentLists() bool {
-	return r.eng.agentCaps().list
-}
+// agentCaps is what the agent said it can do (lifelineRecord).
+func (r *Recorder) agentCaps() agentCaps { return r.eng.agentCaps() }
 
 // emulate decides a held session/load, session/resume or session/list
 // once the agent is up: an unknown session goes to the agent for its own
@@ -274,6 +273,7 @@ func (r *Recorder) reopen(ctx context.Context, sid, method string) ([]byte, erro
 		}
 		var history [][]byte
 		r.settle(ctx, sid, native, out, func(s *session) {
+			reopened(&s.rec)
 			if path == "new" {
 				r.arm(s)
 			}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
@@ -147,12 +148,14 @@ func (r *Recorder) conversation(s *session) []state.Turn {
 }
 
 // Fork starts a new client session from a parent's conversation up to its
-// kept turn at (all of it when at is 0): a fresh native session with the
-// parent's config restored, the lineage recorded, and the inherited turns
-// handed over with its first prompt.
+// kept turn at (all of it when at is 0), with the parent's config restored
+// and the lineage recorded. A fork of the whole conversation on an agent
+// that forks is the agent's session/fork; any other is a fresh native
+// session, handed the inherited turns with its first prompt.
 func (r *Recorder) Fork(ctx context.Context, parent string, at int) (report, error) {
 	var snap snapshot
 	var fail error
+	whole := false // the fork takes the whole conversation
 	err := r.do(ctx, func(ctx context.Context) {
 		p := r.sessions[parent]
 		if p == nil {
@@ -167,7 +170,8 @@ func (r *Recorder) Fork(ctx context.Context, parent string, at int) (report, err
 			fail = refuse(proxy.CodeInvalidParams, "atTurn %d is out of range: the session has %d turns", at, n)
 			return
 		}
-		snap = snapshot{live: cloneConfig(r.t.targetOr(parent, p.rec.Live)), cwd: p.rec.Cwd, mcp: p.rec.McpServers, dirs: p.rec.AdditionalDirectories}
+		whole = at == n
+		snap = snapshot{native: p.rec.NativeID, live: cloneConfig(r.t.targetOr(parent, p.rec.Live)), cwd: p.rec.Cwd, mcp: p.rec.McpServers, dirs: p.rec.AdditionalDirectories}
 	})
 	if err != nil {
 		return report{}, fmt.Errorf("fork %s: %w", parent, err)
@@ -178,7 +182,18 @@ func (r *Recorder) Fork(ctx context.Context, parent string, at int) (report, err
 	child := newClientID()
 	var rep report
 	err = r.eng.rebuilding(ctx, child, nil, func(ctx context.Context, gen uint64) (bool, error) {
-		native, catalog, err := r.eng.newNative(ctx, child, snap)
+		// Where the agent forks, a fork of the whole conversation is the
+		// agent's own: it keeps the real history, tool results and all,
+		// where a handoff would carry a summary. Its native session must
+		// live, though: the agent cannot fork one that died with it.
+		agentForks := whole && r.eng.agentCaps().fork && snap.native != "" && !r.t.isStale(parent)
+		var native string
+		var catalog *state.Config
+		if agentForks {
+			native, catalog, err = r.eng.forkNative(ctx, child, snap.native, snap)
+		} else {
+			native, catalog, err = r.eng.newNative(ctx, child, snap)
+		}
 		if err != nil {
 			return agentLost(err), fmt.Errorf("fork %s: %w", parent, err)
 		}
@@ -201,7 +216,11 @@ func (r *Recorder) Fork(ctx context.Context, parent string, at int) (report, err
 		if r.eng.lostSince(gen, out) {
 			return true, nil
 		}
-		rep = r.settle(ctx, child, native, out, func(s *session) { r.arm(s) })
+		rep = r.settle(ctx, child, native, out, func(s *session) {
+			if !agentForks {
+				r.arm(s) // the fresh session lacks the conversation: hand it over
+			}
+		})
 		r.eng.settled(child, gen)
 		return false, nil
 	})
@@ -240,4 +259,19 @@ func (r rollbackReport) text() string {
 		b.WriteString("\n" + r.report.text("rollback"))
 	}
 	return b.String()
+}
+
+// forkHere implements lifelineRecord: a fork of the whole conversation, and
+// the session/fork result that tells the client about it.
+func (r *Recorder) forkHere(ctx context.Context, parent string) (string, []byte, error) {
+	rep, err := r.Fork(ctx, parent, 0)
+	if err != nil {
+		return "", nil, err
+	}
+	snap, err := r.snapshot(ctx, rep.SessionID)
+	if err != nil {
+		return "", nil, fmt.Errorf("fork %s: %w", parent, err)
+	}
+	result := wire.Encode(map[string]string{"sessionId": rep.SessionID})
+	return rep.SessionID, withPickers(result, nil, snap.live), nil
 }

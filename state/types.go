@@ -59,6 +59,11 @@ type Session struct {
 	// holds: a reset clears the context on purpose, so the turns before it
 	// are kept in the record but never handed to a fresh native session.
 	ContextFrom int `json:"contextFrom,omitempty"`
+	// Closed is when the client closed the session (session/close); nil
+	// while it is open. A closed session is never rebuilt, resumed or
+	// loaded behind the client's back; the client's own load or resume
+	// reopens it.
+	Closed *time.Time `json:"closed,omitempty"`
 	// HandoffPending says the current native session lacks the kept turns
 	// (it replaced one after a rollback, a crash or a fork), so the next
 	// prompt carries them once.

@@ -201,9 +201,9 @@ var (
 // session id (<session>), other UUIDs, timestamps and usage numbers; and
 // for the sidecar's run it takes out what the sidecar documents it adds:
 // agentCapabilities._meta["acp-sidecar"], loadSession and
-// sessionCapabilities.resume/list where the agent lacks them, its slash
+// sessionCapabilities.resume/list/fork/close/delete where the agent lacks them, its slash
 // commands in available_commands_update, and its own command list after
-// session/new. Frames are then compared as canonical JSON (keys sorted,
+// an open (session/new, load, resume, fork). Frames are then compared as canonical JSON (keys sorted,
 // numbers as written).
 type normalizer struct {
 	sid        string
@@ -343,7 +343,7 @@ func (n *normalizer) stripInit(m map[string]any) {
 	}
 	sc, _ := caps["sessionCapabilities"].(map[string]any)
 	dsc, _ := dcaps["sessionCapabilities"].(map[string]any)
-	for _, k := range []string{"resume", "list"} {
+	for _, k := range []string{"resume", "list", "fork", "close", "delete"} {
 		if _, had := dsc[k]; !had && sc != nil {
 			if _, ok := sc[k]; ok {
 				delete(sc, k)

@@ -10,6 +10,8 @@ const (
 	SessionResume   = "session/resume"
 	SessionFork     = "session/fork"
 	SessionList     = "session/list"
+	SessionClose    = "session/close"
+	SessionDelete   = "session/delete"
 	SetMode         = "session/set_mode"
 	SetConfigOption = "session/set_config_option"
 	SetModel        = "session/set_model"

@@ -1,0 +1,162 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
+)
+
+// A session's whole life (DESIGN.md): the sidecar's commands after every
+// open, forks that keep the real history where the agent forks, and the
+// config back after the agent's own load, resume or fork.
+
+// commandsFor reports whether, among lines, a command list for sid names
+// the sidecar's /reset, and whether one names the agent's own commands.
+func commandsFor(lines [][]byte, sid string) (sidecar, agents bool) {
+	for _, l := range lines {
+		var m struct {
+			Params struct {
+				SessionID string `json:"sessionId"`
+				Update    struct {
+					SessionUpdate     string `json:"sessionUpdate"`
+					AvailableCommands []struct {
+						Name string `json:"name"`
+					} `json:"availableCommands"`
+				} `json:"update"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(l, &m) != nil || m.Params.SessionID != sid || m.Params.Update.SessionUpdate != "available_commands_update" {
+			continue
+		}
+		for _, c := range m.Params.Update.AvailableCommands {
+			switch {
+			case c.Name == "reset":
+				sidecar = true
+			case strings.HasPrefix(c.Name, "fake"):
+				agents = true
+			}
+		}
+	}
+	return sidecar, agents
+}
+
+// TestCommandsAfterEveryOpen: the sidecar's slash commands reach the client
+// after a resume, where the agent sends no command list, and after a load,
+// where it does (merged with the agent's).
+func TestCommandsAfterEveryOpen(t *testing.T) {
+	t.Parallel()
+	lp := startLadder(t, "-resume")
+	for _, method := range []string{"session/resume", "session/load"} {
+		from := len(lp.lines())
+		_, resp := lp.request(method, map[string]any{"sessionId": lp.sid, "cwd": t.TempDir(), "mcpServers": []any{}})
+		mustSucceed(t, method, resp)
+		lp.barrier()
+		sidecar, _ := commandsFor(lp.lines()[from:], lp.sid)
+		if !sidecar {
+			t.Errorf("after %s: no command list with the sidecar's /reset reached the client", method)
+		}
+	}
+}
+
+// TestConfigBackAfterTheAgentsOwnLoad: the fake agent, like claude, codex
+// and gemini, goes back to its defaults on its own load and resume. The
+// client that loads a session this sidecar holds sees the session's
+// config in the result, and its next prompt runs on it.
+func TestConfigBackAfterTheAgentsOwnLoad(t *testing.T) {
+	t.Parallel()
+	lp := startLadder(t, "-resume")
+	for _, method := range []string{"session/load", "session/resume"} {
+		_, resp := lp.request(method, map[string]any{"sessionId": lp.sid, "cwd": t.TempDir(), "mcpServers": []any{}})
+		mustSucceed(t, method, resp)
+		var res struct {
+			Result struct {
+				Modes struct {
+					CurrentModeID string `json:"currentModeId"`
+				} `json:"modes"`
+				ConfigOptions []struct {
+					ID           string `json:"id"`
+					CurrentValue any    `json:"currentValue"`
+				} `json:"configOptions"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(resp, &res); err != nil {
+			t.Fatal(err)
+		}
+		if got := res.Result.Modes.CurrentModeID; got != "plan" {
+			t.Errorf("%s result: modes.currentModeId %q, want plan (restored)", method, got)
+		}
+		for _, o := range res.Result.ConfigOptions {
+			if o.ID == "model" && o.CurrentValue != fakeagent.ModelDeep {
+				t.Errorf("%s result: model %v, want %s (restored)", method, o.CurrentValue, fakeagent.ModelDeep)
+			}
+		}
+		presp, text, _ := lp.prompt("after " + method)
+		mustSucceed(t, "prompt after "+method, presp)
+		if r, ok := fakeagent.ParseReply(text); !ok || r.Model != fakeagent.ModelDeep || r.Mode != "plan" {
+			t.Errorf("reply after %s = %+v (%v), want deep-3 / plan", method, r, ok)
+		}
+	}
+}
+
+// TestForkKeepsTheRealHistory: a fork of the whole conversation on an agent
+// that forks is the agent's own session/fork, and needs no handoff; on an
+// agent without fork it is a fresh session, handed the conversation. Both
+// run on the parent's config, and the client's session/fork works on both.
+func TestForkKeepsTheRealHistory(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		flags    []string
+		native   bool
+		wantCall string
+	}{
+		{"agent forks", []string{"-fork"}, true, "session/fork"},
+		{"sidecar forks", nil, false, "session/new"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for _, how := range []string{"_sidecar/fork", "session/fork"} {
+				lp := startLadder(t, tc.flags...)
+				before := len(readCalls(t, lp.calls))
+				params := map[string]any{"sessionId": lp.sid, "cwd": t.TempDir(), "mcpServers": []any{}}
+				if how == "_sidecar/fork" {
+					params = map[string]any{"sessionId": lp.sid, "atTurn": 0}
+				}
+				from := len(lp.lines())
+				_, resp := lp.request(how, params)
+				mustSucceed(t, how, resp)
+				child := sessionIDFrom(t, resp)
+				calls := readCalls(t, lp.calls)[before:]
+				if len(calls) == 0 || calls[0].Method != tc.wantCall {
+					t.Errorf("%s: the agent was asked %v, want %s first", how, describeAll(calls), tc.wantCall)
+				}
+				if how == "session/fork" {
+					lp.barrier()
+					if sidecar, _ := commandsFor(lp.lines()[from:], child); !sidecar {
+						t.Errorf("%s: no command list with the sidecar's commands for the fork", how)
+					}
+				}
+				parent := lp.sid
+				lp.sid = child
+				presp, text, _ := lp.prompt("echo: on the fork")
+				lp.sid = parent
+				mustSucceed(t, "prompt on the fork", presp)
+				r, ok := fakeagent.ParseReply(text)
+				if !ok || r.Model != fakeagent.ModelDeep || r.Mode != "plan" {
+					t.Fatalf("%s: reply on the fork = %+v (%v), want deep-3 / plan", how, r, ok)
+				}
+				handedOver := r.Blocks == 2 && len(r.Echo) == 2 && strings.Contains(r.Echo[0], "bravo kept turn")
+				switch {
+				case tc.native && (r.Blocks != 1 || r.Turns != 3):
+					t.Errorf("%s: the agent's fork got %d blocks on turn %d, want the prompt alone on turn 3 (its own history)", how, r.Blocks, r.Turns)
+				case !tc.native && !handedOver:
+					t.Errorf("%s: the fresh fork got %q, want the conversation handed over, then the prompt", how, r.Echo)
+				}
+			}
+		})
+	}
+}
