@@ -179,7 +179,10 @@ func (r *Recorder) collect(f *proxy.Frame) {
 		sid := wire.SessionIDOf(f)
 		r.mu.Lock()
 		buf := r.answers[sid]
-		if buf == nil {
+		switch {
+		case r.kids[sid] != "":
+			buf = r.discard // a subagent's message is not the parent's answer
+		case buf == nil:
 			buf = &answerBuf{}
 			r.answers[sid] = buf
 		}

@@ -88,6 +88,8 @@ type Recorder struct {
 	mu      sync.Mutex
 	pending map[string]*request // client request id token -> request awaiting its response
 	answers answers             // native session id -> the running turn's text so far
+	kids    children            // subagent sessions (subagents.go)
+	discard *answerBuf          // full from the start: where a child's chunks go
 	chunks  chunkCache          // the agent pump's own; see collect
 	running atomic.Int32        // turns in flight: chunks are read only while some are
 
@@ -175,6 +177,7 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 		done:     make(chan struct{}),
 		pending:  map[string]*request{},
 		answers:  answers{},
+		kids:     children{},
 		sessions: map[string]*session{},
 		t:        newTable(ready),
 		life:     newLife(),
@@ -182,6 +185,8 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 		quit:     make(chan struct{}),
 		ctx:      context.Background(),
 	}
+	r.discard = &answerBuf{}
+	r.discard.full.Store(true)
 	r.watch = &watch{life: r.life, ready: ready, quit: r.quit, timeout: cfg.HoldTimeout}
 	r.eng = &engine{t: r.t, life: r.life, watch: r.watch, log: cfg.Log, callTimeout: cfg.CallTimeout}
 	r.gate = &chunkGate{life: r.life, t: r.t}
@@ -270,7 +275,7 @@ func (r *Recorder) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 		return ok
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification && env.MethodIs(wire.Update):
 		switch string(env.Update) {
-		case "config_option_update", "current_mode_update":
+		case "config_option_update", "current_mode_update", updSubagent:
 			return true
 		case "agent_message_chunk", "tool_call", "tool_call_update":
 			return r.running.Load() > 0
@@ -284,6 +289,10 @@ func (r *Recorder) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict, error) {
 	if f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindNotification && isMessageChunk(f.Env.Update) {
 		r.collect(f)
+		return proxy.Verdict{}, nil
+	}
+	if f.Dir == proxy.AgentToClient && string(f.Env.Update) == updSubagent {
+		r.noteChild(f)
 		return proxy.Verdict{}, nil
 	}
 	ev := event{dir: f.Dir, method: string(f.Env.Method), update: string(f.Env.Update), raw: append([]byte(nil), f.Raw...)}
@@ -730,6 +739,11 @@ func (r *Recorder) update(ctx context.Context, ev event) {
 		}
 	}
 	s := r.sessions[r.t.clientOf(n.Params.SessionID)]
+	if s == nil {
+		if parent := r.parentOf(n.Params.SessionID); parent != "" && (ev.update == "tool_call" || ev.update == "tool_call_update") {
+			s = r.sessions[r.t.clientOf(parent)] // a subagent's tool call belongs to its parent's turn
+		}
+	}
 	if s == nil {
 		return
 	}
