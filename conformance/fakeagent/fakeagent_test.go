@@ -439,6 +439,40 @@ func TestResumeListFork(t *testing.T) {
 	}
 }
 
+// TestCloseThenLoad: session/close answers {} and leaves the session
+// loadable, as a real agent's closed session stays on disk; the history
+// and the turn count survive the close.
+func TestCloseThenLoad(t *testing.T) {
+	a := start(t, acpclient.Options{}, "-close")
+	s, ctx := a.session(t)
+	sid := s.SessionId
+	a.reply(t, ctx, sid, "one")
+	got, err := a.CallRaw(ctx, acp.AgentMethodSessionClose, map[string]any{"sessionId": sid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "{}" {
+		t.Errorf("session/close result = %s, want {}", got)
+	}
+	if _, err := a.Load(ctx, sid, "/home/me"); err != nil {
+		t.Fatalf("load after close: %v", err)
+	}
+	if r := a.reply(t, ctx, sid, "two"); r.Turns != 2 {
+		t.Errorf("turns after close and load = %d, want 2", r.Turns)
+	}
+	if _, err := a.CallRaw(ctx, acp.AgentMethodSessionClose, map[string]any{"sessionId": "nope"}); acpclient.Code(err) != -32002 {
+		t.Errorf("close unknown: err = %v, want -32002", err)
+	}
+
+	t.Run("without -close", func(t *testing.T) {
+		a := start(t, acpclient.Options{})
+		s, ctx := a.session(t)
+		if _, err := a.CallRaw(ctx, acp.AgentMethodSessionClose, map[string]any{"sessionId": s.SessionId}); acpclient.Code(err) != -32601 {
+			t.Errorf("close: err = %v, want -32601", err)
+		}
+	})
+}
+
 func TestBigLine(t *testing.T) {
 	dir := t.TempDir()
 	a := start(t, acpclient.Options{}, "-stdin-log", filepath.Join(dir, "stdin"), "-call-log", filepath.Join(dir, "calls"))
