@@ -130,24 +130,29 @@ func (a *agent) drainOnEOF() {
 // be written right after the response under the same lock. They are taken
 // from the session before the response goes out: once the client has the
 // response it may send the next request on the session, whose own post
-// updates must wait for that request's response. The returned done runs
+// updates must wait for that request's response. The initialize response
+// is rewritten to carry what the SDK's types lack (withDeleteCapability).
+// The returned done runs
 // after the lock is released: it forgets the request, lets a drain at stdin
 // EOF finish, and counts prompt answers for -die-after. frameLine runs
 // inside the SDK's write lock, so it never calls the SDK connection.
-func (a *agent) frameLine(line []byte) (follow [][]byte, done func(error)) {
+func (a *agent) frameLine(line []byte) (out []byte, follow [][]byte, done func(error)) {
 	if !bytes.HasPrefix(line, []byte(`{"jsonrpc":"2.0","id":`)) {
-		return nil, nil // a notification or a request of ours: nothing to match
+		return nil, nil, nil // a notification or a request of ours: nothing to match
 	}
 	var env envelope
 	if json.Unmarshal(line, &env) != nil || env.Method != "" || !env.hasID() {
-		return nil, nil
+		return nil, nil, nil
 	}
 	key := idKey(env.ID)
 	a.mu.Lock()
 	req := a.pending[key]
 	if req == nil {
 		a.mu.Unlock()
-		return nil, nil
+		return nil, nil, nil
+	}
+	if req.method == acp.AgentMethodInitialize && a.cfg.Delete {
+		out = withDeleteCapability(line, a.stderr)
 	}
 	sid := req.sessionID
 	if req.method == acp.AgentMethodSessionNew || req.method == acp.AgentMethodSessionFork {
@@ -167,7 +172,7 @@ func (a *agent) frameLine(line []byte) (follow [][]byte, done func(error)) {
 		}
 		follow = append(follow, l)
 	}
-	return follow, func(err error) {
+	return out, follow, func(err error) {
 		if err != nil && !errors.Is(err, errStopped) {
 			fmt.Fprintf(a.stderr, "fakeagent: %v\n", err)
 		}

@@ -14,6 +14,17 @@
 // agent that keeps them on disk; new ids continue after the highest one
 // persisted.
 //
+// session/close (-close) answers {} and leaves the session loadable, as a
+// real agent's closed session stays on disk. With -delete the agent
+// advertises sessionCapabilities.delete and answers session/delete
+// {sessionId} with {}: the session is forgotten, so a later load, resume,
+// prompt or list treats it as unknown (-32002), and -state is rewritten
+// without it; deleting an unknown or already deleted session succeeds, as
+// the ACP session-delete RFD says it should. acp-go-sdk v0.13.0 has no
+// session/delete, so the stdin reader answers it before the SDK sees it, and
+// the initialize response is rewritten to carry the capability. Without
+// -delete the SDK answers session/delete with -32601.
+//
 // # Config
 //
 // One underlying state per session (model, mode, effort, verbosity) is

@@ -70,6 +70,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.List, "list", c.List, "advertise and answer session/list")
 	fs.BoolVar(&c.Fork, "fork", c.Fork, "advertise and answer session/fork")
 	fs.BoolVar(&c.Close, "close", c.Close, "advertise and answer session/close")
+	fs.BoolVar(&c.Delete, "delete", c.Delete, "advertise and answer session/delete: the session is forgotten (and removed from -state)")
 	fs.BoolVar(&c.Commands, "commands", c.Commands, "send available_commands_update after session/new and session/load")
 	fs.BoolVar(&c.EarlyUpdates, "early-updates", c.EarlyUpdates, "send session/update for a new session before the session/new response")
 	fs.BoolVar(&c.BrokenSetConfig, "broken-set-config", c.BrokenSetConfig, "answer set_config_option with success but change nothing")

@@ -17,6 +17,7 @@ type Features struct {
 	List            bool // sessionCapabilities.list
 	Fork            bool // sessionCapabilities.fork (unstable)
 	Close           bool // sessionCapabilities.close
+	Delete          bool // sessionCapabilities.delete; session/delete answers (else -32601)
 	Commands        bool // available_commands_update after session/new and session/load
 	EarlyUpdates    bool // session/update for a new session before the session/new response
 	BrokenSetConfig bool // set_config_option succeeds but changes nothing
