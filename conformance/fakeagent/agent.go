@@ -348,7 +348,7 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 			}
 		}
 	}
-	opts, modes, models := a.cat.surfaces(st)
+	opts, modes, models := a.reopenSurfaces(st)
 	return acp.LoadSessionResponse{ConfigOptions: opts, Modes: modes, Models: models}, nil
 }
 
@@ -367,8 +367,20 @@ func (a *agent) ResumeSession(_ context.Context, p acp.ResumeSessionRequest) (ac
 		s.st = a.cat.fresh()
 	}
 	a.persistLocked()
-	opts, modes, models := a.cat.surfaces(s.st)
+	opts, modes, models := a.reopenSurfaces(s.st)
 	return acp.ResumeSessionResponse{ConfigOptions: opts, Modes: modes, Models: models}, nil
+}
+
+// reopenSurfaces is what a session/load or session/resume result carries:
+// the profile's surfaces, without the legacy ones under
+// -reopen-drops-legacy (codex-acp 2.6.0 answers session/resume with
+// configOptions alone, though its session/new has modes and models too).
+func (a *agent) reopenSurfaces(st settings) ([]acp.SessionConfigOption, *acp.SessionModeState, *acp.SessionModelState) {
+	opts, modes, models := a.cat.surfaces(st)
+	if a.cfg.ReopenDropsLegacy {
+		return opts, nil, nil
+	}
+	return opts, modes, models
 }
 
 // ListSessions implements acp.Agent. Sessions come in creation order; the

@@ -41,7 +41,9 @@
 // current_mode_update and config_option_update; after a model change that
 // alters effort comes config_option_update; both are written right after
 // the response, as the agents that "follow up" do. session/load and
-// session/resume go back to the default config unless -load-keeps-config.
+// session/resume go back to the default config unless -load-keeps-config,
+// and their results leave out `modes` and `models` under
+// -reopen-drops-legacy (session/new still has them).
 //
 // # Prompts
 //

@@ -439,6 +439,36 @@ func TestResumeListFork(t *testing.T) {
 	}
 }
 
+// TestReopenDropsLegacy: session/new has all three surfaces, session/load
+// and session/resume only configOptions, as codex-acp 2.6.0's resume.
+func TestReopenDropsLegacy(t *testing.T) {
+	a := start(t, acpclient.Options{}, "-reopen-drops-legacy", "-resume")
+	s, ctx := a.session(t)
+	if s.Modes == nil || s.Models == nil || len(s.ConfigOptions) == 0 {
+		t.Fatalf("session/new = %+v, want configOptions, modes and models", s)
+	}
+	l, err := a.Load(ctx, s.SessionId, "/home/me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Modes != nil || l.Models != nil || len(l.ConfigOptions) == 0 {
+		t.Errorf("session/load = %+v, want configOptions only", l)
+	}
+	r, err := a.Resume(ctx, s.SessionId, "/home/me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Modes != nil || r.Models != nil || len(r.ConfigOptions) == 0 {
+		t.Errorf("session/resume = %+v, want configOptions only", r)
+	}
+	for _, line := range a.Lines() {
+		if bytes.Contains(line, []byte(`"result":{"configOptions"`)) && !bytes.Contains(line, []byte(`"sessionId"`)) &&
+			(bytes.Contains(line, []byte(`"modes"`)) || bytes.Contains(line, []byte(`"models"`))) {
+			t.Errorf("reopen result with a legacy surface: %s", line)
+		}
+	}
+}
+
 // TestCloseThenLoad: session/close answers {} and leaves the session
 // loadable, as a real agent's closed session stays on disk; the history
 // and the turn count survive the close.

@@ -8,20 +8,21 @@ import (
 // Features are the switches a profile presets. Each has a flag of the same
 // meaning; a flag given on the command line wins over the profile.
 type Features struct {
-	ConfigOptions   bool // configOptions in session results; session/set_config_option answers
-	LegacyModes     bool // `modes` in session results
-	LegacyModels    bool // `models` in session results; session/set_model answers (else -32601)
-	ModelDependent  bool // effort exists only for some models and its values change per model
-	Load            bool // agentCapabilities.loadSession
-	Resume          bool // sessionCapabilities.resume
-	List            bool // sessionCapabilities.list
-	Fork            bool // sessionCapabilities.fork (unstable)
-	Close           bool // sessionCapabilities.close
-	Delete          bool // sessionCapabilities.delete; session/delete answers (else -32601)
-	Commands        bool // available_commands_update after session/new and session/load
-	EarlyUpdates    bool // session/update for a new session before the session/new response
-	BrokenSetConfig bool // set_config_option succeeds but changes nothing
-	IgnoreEOF       bool // keep running after stdin EOF until ctx ends (or the process is killed)
+	ConfigOptions     bool // configOptions in session results; session/set_config_option answers
+	LegacyModes       bool // `modes` in session results
+	LegacyModels      bool // `models` in session results; session/set_model answers (else -32601)
+	ModelDependent    bool // effort exists only for some models and its values change per model
+	Load              bool // agentCapabilities.loadSession
+	Resume            bool // sessionCapabilities.resume
+	List              bool // sessionCapabilities.list
+	Fork              bool // sessionCapabilities.fork (unstable)
+	Close             bool // sessionCapabilities.close
+	Delete            bool // sessionCapabilities.delete; session/delete answers (else -32601)
+	ReopenDropsLegacy bool // session/load and session/resume results carry configOptions only, no modes or models
+	Commands          bool // available_commands_update after session/new and session/load
+	EarlyUpdates      bool // session/update for a new session before the session/new response
+	BrokenSetConfig   bool // set_config_option succeeds but changes nothing
+	IgnoreEOF         bool // keep running after stdin EOF until ctx ends (or the process is killed)
 }
 
 // profile is one named preset. The table below is the only place presets are
