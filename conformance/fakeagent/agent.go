@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"sync"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -172,6 +171,9 @@ func (a *agent) frameLine(line []byte) (out []byte, follow [][]byte, done func(e
 		}
 		follow = append(follow, l)
 	}
+	if req.method == acp.AgentMethodInitialize && a.cfg.AuthNotice {
+		follow = append(follow, AuthStatusLine())
+	}
 	return out, follow, func(err error) {
 		if err != nil && !errors.Is(err, errStopped) {
 			fmt.Fprintf(a.stderr, "fakeagent: %v\n", err)
@@ -331,12 +333,12 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 	}
 	a.mu.Unlock()
 	replayed := 0
-	for _, t := range history {
+	for i, t := range history {
 		var updates []acp.SessionUpdate
 		for _, b := range t.user {
 			updates = append(updates, acp.UpdateUserMessage(b))
 		}
-		updates = append(updates, acp.UpdateAgentMessageText(t.agent))
+		updates = append(updates, a.agentText(string(p.SessionId), i+1, t.agent))
 		for _, u := range updates {
 			if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: u}); err != nil {
 				return acp.LoadSessionResponse{}, fmt.Errorf("replay %s: %w", p.SessionId, err)
@@ -384,7 +386,8 @@ func (a *agent) reopenSurfaces(st settings) ([]acp.SessionConfigOption, *acp.Ses
 }
 
 // ListSessions implements acp.Agent. Sessions come in creation order; the
-// title is the first prompt's text, and there is no updatedAt (no clock).
+// title is the first prompt's text, and there is no updatedAt (no clock)
+// unless -info-updates, which reports the fake one of the last turn.
 func (a *agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
 	if !a.cfg.List {
 		return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
@@ -397,13 +400,9 @@ func (a *agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (acp.
 		if p.Cwd != nil && *p.Cwd != s.cwd {
 			continue
 		}
-		info := acp.SessionInfo{SessionId: acp.SessionId(id), Cwd: s.cwd}
-		if len(s.history) > 0 {
-			t := strings.TrimSpace(lastText(s.history[0].user))
-			if len(t) > 40 {
-				t = t[:40]
-			}
-			info.Title = &t
+		info := acp.SessionInfo{SessionId: acp.SessionId(id), Cwd: s.cwd, Title: sessionTitle(s.history)}
+		if a.cfg.InfoUpdates && len(s.history) > 0 {
+			info.UpdatedAt = acp.Ptr(updatedAt(len(s.history)))
 		}
 		out.Sessions = append(out.Sessions, info)
 	}

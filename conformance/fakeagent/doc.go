@@ -66,6 +66,25 @@
 //
 // `_fake/echo` requests are answered with their params.
 //
+// # Today's wire habits
+//
+// claude-agent-acp 0.101.0 and codex-acp 2.6.0 write things older agents
+// never did (../../../shared/acp/agents.md, "The packages editors install
+// today"). Each is a switch, off in the older profiles, whose output stays
+// byte for byte what it was:
+//
+//	-message-ids   every agent_message_chunk, replayed ones included, carries
+//	               messageId MessageID(session, turn): one UUID-shaped id per
+//	               turn (the raw "meta" line excepted)
+//	-info-updates  a turn that ends with end_turn ends, before its response,
+//	               with session_info_update (title: the session's first
+//	               prompt, updatedAt: 2026-01-01T00:00:00Z plus one minute a
+//	               turn) and usage_update (used 1000 a turn, size 200000,
+//	               cost 0.25 USD a turn, cumulative); session/list reports
+//	               the same updatedAt
+//	-auth-notice   AuthStatusLine, an `_auth/status_update` notification with
+//	               no session id, right after the initialize response
+//
 // # Crashes
 //
 // Every crash is abrupt: Main returns its status at once and nothing more

@@ -23,6 +23,9 @@ type Features struct {
 	EarlyUpdates      bool // session/update for a new session before the session/new response
 	BrokenSetConfig   bool // set_config_option succeeds but changes nothing
 	IgnoreEOF         bool // keep running after stdin EOF until ctx ends (or the process is killed)
+	MessageIDs        bool // every agent_message_chunk carries a messageId, one per turn
+	InfoUpdates       bool // session_info_update and usage_update end every turn; session/list has updatedAt
+	AuthNotice        bool // an `_auth/status_update` notification follows the initialize response
 }
 
 // profile is one named preset. The table below is the only place presets are

@@ -104,7 +104,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	var text strings.Builder
 	send := func(chunk string) error {
 		text.WriteString(chunk)
-		return a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: acp.UpdateAgentMessageText(chunk)})
+		return a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: a.agentText(sid, idx+1, chunk)})
 	}
 	finish := func() (acp.PromptResponse, error) {
 		a.mu.Lock()
@@ -112,9 +112,17 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 			s.history[idx].agent = text.String()
 		}
 		a.persistLocked()
+		title := sessionTitle(s.history)
 		a.mu.Unlock()
 		if ctx.Err() != nil {
 			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+		}
+		if a.cfg.InfoUpdates {
+			for _, u := range infoUpdates(title, idx+1) {
+				if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: u}); err != nil {
+					return acp.PromptResponse{}, fmt.Errorf("send %s info updates: %w", sid, err)
+				}
+			}
 		}
 		return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
 	}
