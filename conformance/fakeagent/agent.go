@@ -61,6 +61,8 @@ type agent struct {
 	sessions   map[string]*session
 	order      []string
 	clientCaps acp.ClientCapabilities
+	subagents  bool // the client advertised clientCapabilities.subagents (read raw: the SDK type lacks it)
+	nextSub    int  // the last child session number handed out (SubagentPrefix)
 	pending    map[string]*pendingReq
 	cancels    map[int]context.CancelFunc // prompts in flight, cancelled on EOF
 	nextCancel int

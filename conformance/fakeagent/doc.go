@@ -63,6 +63,20 @@
 //	                 outcomes in the reply's permission= and read= fields
 //	hang             sends "fake-agent waiting for session/cancel", waits for
 //	                 session/cancel (or stdin EOF), then stopReason cancelled
+//	subagent         with -subagents: opens child session fake-sub-N (see
+//	                 runSubagent) if the client's initialize advertised
+//	                 clientCapabilities.subagents: {}; reply fields subagent=ID
+//	                 and permission=…; else subagent=not-negotiated and no
+//	                 subagent frame at all (the ACP v1 draft forbids them)
+//
+// The "subagent" prompt writes, inside the turn and before the reply line:
+// on the parent a subagent_update announcing the child (title, description,
+// state running) before any frame that names the child; on the child an
+// agent_message_chunk, a tool_call (pending) and its tool_call_update
+// (completed); session/request_permission for the child, awaited; and on the
+// parent a subagent_update with state idle, stopReason end_turn. The
+// subagent_update lines are written raw (acp-go-sdk v0.13.0 has no such
+// update); the child count goes on in a restarted agent with the same -state.
 //
 // `_fake/echo` requests are answered with their params.
 //

@@ -26,6 +26,7 @@ type Features struct {
 	MessageIDs        bool // every agent_message_chunk carries a messageId, one per turn
 	InfoUpdates       bool // session_info_update and usage_update end every turn; session/list has updatedAt
 	AuthNotice        bool // an `_auth/status_update` notification follows the initialize response
+	Subagents         bool // the prompt "subagent" opens a child session, if the client advertised subagents
 }
 
 // profile is one named preset. The table below is the only place presets are

@@ -84,6 +84,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		cancel()
 	}
 	fs := a.clientCaps.Fs
+	subagents := a.subagents
 	a.mu.Unlock()
 	defer func() {
 		a.mu.Lock()
@@ -153,6 +154,15 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		}
 		perm, read := a.askPermission(ctx, p.SessionId, idx+1, path, fs.ReadTextFile)
 		r.Extra = map[string]string{"permission": perm, "read": read}
+	case last == "subagent" && a.cfg.Subagents:
+		// The draft: the Agent MUST NOT send subagent_update unless the
+		// Client advertised subagents.
+		if !subagents {
+			r.Extra = map[string]string{"subagent": "not-negotiated"}
+			break
+		}
+		child, perm := a.runSubagent(ctx, sid, cwd)
+		r.Extra = map[string]string{"subagent": child, "permission": perm}
 	case strings.HasPrefix(last, "stream "):
 		f := strings.Fields(last)
 		if len(f) == 3 {

@@ -188,6 +188,12 @@ func (a *agent) handleLine(line []byte, sdk *io.PipeWriter) {
 		if a.arrived(env.Method) {
 			return // -die-on fired: the SDK never sees the message
 		}
+		if env.Method == acp.AgentMethodInitialize {
+			ok := subagentsAdvertised(env.Params)
+			a.mu.Lock()
+			a.subagents = ok // before the SDK sees initialize, so before any prompt
+			a.mu.Unlock()
+		}
 		if env.Method == methodSessionDelete && a.cfg.Delete {
 			a.handleDelete(env.ID, env.Params) // the SDK has no session/delete
 			return
