@@ -99,6 +99,15 @@
 //	-auth-notice   AuthStatusLine, an `_auth/status_update` notification with
 //	               no session id, right after the initialize response
 //
+// The profiles claude-current and codex-current preset these with what
+// those agents advertise (`fakeagent -h` lists each): both have resume,
+// list, close, delete and fork; claude-current has loadSession and legacy
+// modes without legacy models; codex-current has legacy modes and models at
+// session/new only (-reopen-drops-legacy), -subagents and model-dependent
+// effort, and no loadSession, which agents.md does not report for codex-acp
+// 2.6.0, so the sidecar meets an agent that can resume but not load. Neither
+// ignores stdin EOF, though both real agents do; add -ignore-eof.
+//
 // # Crashes
 //
 // Every crash is abrupt: Main returns its status at once and nothing more

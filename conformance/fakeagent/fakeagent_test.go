@@ -34,6 +34,9 @@ func TestProfiles(t *testing.T) {
 		{args: []string{"--profile=no-load", "-load"}, load: true, modes: true, models: true, options: all},
 		{args: []string{"-profile", "legacy-only", "-config-options", "-models=false"}, load: true, modes: true, options: all},
 		{args: []string{"-resume", "-list", "-fork"}, load: true, modes: true, models: true, options: all, resume: true, list: true, forkCap: true},
+		{args: []string{"-profile", "claude-current"}, load: true, modes: true, options: all, resume: true, list: true, forkCap: true},
+		{args: []string{"-profile", "codex-current"}, modes: true, models: true, options: all, resume: true, list: true, forkCap: true},
+		{args: []string{"-profile", "codex-current", "-load", "-subagents=false"}, load: true, modes: true, models: true, options: all, resume: true, list: true, forkCap: true},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

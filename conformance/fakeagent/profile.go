@@ -64,6 +64,25 @@ func profiles() []profile {
 			with(func(f *Features) { f.EarlyUpdates = true })},
 		{"broken-set-config", "default, but set_config_option answers success with the unchanged options",
 			with(func(f *Features) { f.BrokenSetConfig = true })},
+		// The two below follow shared/acp/agents.md, "The packages editors
+		// install today". Neither ignores stdin EOF, though both agents do:
+		// add -ignore-eof for that.
+		{"claude-current", "like claude-agent-acp 0.101.0: configOptions (static effort) + legacy modes, no legacy models; loadSession, resume, list, close, delete, fork; message ids, info updates, auth notice",
+			with(func(f *Features) {
+				f.LegacyModels, f.ModelDependent = false, false
+				f.Resume, f.List, f.Close, f.Delete, f.Fork = true, true, true, true, true
+				f.MessageIDs, f.InfoUpdates, f.AuthNotice = true, true, true
+			})},
+		{"codex-current", "like codex-acp 2.6.0: configOptions (model-dependent effort) + legacy modes and models at session/new; resume without loadSession, list, close, delete, fork; reopen drops legacy; subagents; message ids, info updates, auth notice",
+			with(func(f *Features) {
+				// agents.md does not say whether codex-acp 2.6.0
+				// advertises loadSession; resume without it is the
+				// harder case for the sidecar.
+				f.Load = false
+				f.Resume, f.List, f.Close, f.Delete, f.Fork = true, true, true, true, true
+				f.ReopenDropsLegacy, f.Subagents = true, true
+				f.MessageIDs, f.InfoUpdates, f.AuthNotice = true, true, true
+			})},
 	}
 }
 
