@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"sync"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -62,6 +61,8 @@ type agent struct {
 	sessions   map[string]*session
 	order      []string
 	clientCaps acp.ClientCapabilities
+	subagents  bool // the client advertised clientCapabilities.subagents (read raw: the SDK type lacks it)
+	nextSub    int  // the last child session number handed out (SubagentPrefix)
 	pending    map[string]*pendingReq
 	cancels    map[int]context.CancelFunc // prompts in flight, cancelled on EOF
 	nextCancel int
@@ -130,24 +131,29 @@ func (a *agent) drainOnEOF() {
 // be written right after the response under the same lock. They are taken
 // from the session before the response goes out: once the client has the
 // response it may send the next request on the session, whose own post
-// updates must wait for that request's response. The returned done runs
+// updates must wait for that request's response. The initialize response
+// is rewritten to carry what the SDK's types lack (withDeleteCapability).
+// The returned done runs
 // after the lock is released: it forgets the request, lets a drain at stdin
 // EOF finish, and counts prompt answers for -die-after. frameLine runs
 // inside the SDK's write lock, so it never calls the SDK connection.
-func (a *agent) frameLine(line []byte) (follow [][]byte, done func(error)) {
+func (a *agent) frameLine(line []byte) (out []byte, follow [][]byte, done func(error)) {
 	if !bytes.HasPrefix(line, []byte(`{"jsonrpc":"2.0","id":`)) {
-		return nil, nil // a notification or a request of ours: nothing to match
+		return nil, nil, nil // a notification or a request of ours: nothing to match
 	}
 	var env envelope
 	if json.Unmarshal(line, &env) != nil || env.Method != "" || !env.hasID() {
-		return nil, nil
+		return nil, nil, nil
 	}
 	key := idKey(env.ID)
 	a.mu.Lock()
 	req := a.pending[key]
 	if req == nil {
 		a.mu.Unlock()
-		return nil, nil
+		return nil, nil, nil
+	}
+	if req.method == acp.AgentMethodInitialize && a.cfg.Delete {
+		out = withDeleteCapability(line, a.stderr)
 	}
 	sid := req.sessionID
 	if req.method == acp.AgentMethodSessionNew || req.method == acp.AgentMethodSessionFork {
@@ -167,7 +173,10 @@ func (a *agent) frameLine(line []byte) (follow [][]byte, done func(error)) {
 		}
 		follow = append(follow, l)
 	}
-	return follow, func(err error) {
+	if req.method == acp.AgentMethodInitialize && a.cfg.AuthNotice {
+		follow = append(follow, AuthStatusLine())
+	}
+	return out, follow, func(err error) {
 		if err != nil && !errors.Is(err, errStopped) {
 			fmt.Fprintf(a.stderr, "fakeagent: %v\n", err)
 		}
@@ -326,12 +335,12 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 	}
 	a.mu.Unlock()
 	replayed := 0
-	for _, t := range history {
+	for i, t := range history {
 		var updates []acp.SessionUpdate
 		for _, b := range t.user {
 			updates = append(updates, acp.UpdateUserMessage(b))
 		}
-		updates = append(updates, acp.UpdateAgentMessageText(t.agent))
+		updates = append(updates, a.agentText(string(p.SessionId), i+1, t.agent))
 		for _, u := range updates {
 			if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: u}); err != nil {
 				return acp.LoadSessionResponse{}, fmt.Errorf("replay %s: %w", p.SessionId, err)
@@ -343,7 +352,7 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 			}
 		}
 	}
-	opts, modes, models := a.cat.surfaces(st)
+	opts, modes, models := a.reopenSurfaces(st)
 	return acp.LoadSessionResponse{ConfigOptions: opts, Modes: modes, Models: models}, nil
 }
 
@@ -362,12 +371,25 @@ func (a *agent) ResumeSession(_ context.Context, p acp.ResumeSessionRequest) (ac
 		s.st = a.cat.fresh()
 	}
 	a.persistLocked()
-	opts, modes, models := a.cat.surfaces(s.st)
+	opts, modes, models := a.reopenSurfaces(s.st)
 	return acp.ResumeSessionResponse{ConfigOptions: opts, Modes: modes, Models: models}, nil
 }
 
+// reopenSurfaces is what a session/load or session/resume result carries:
+// the profile's surfaces, without the legacy ones under
+// -reopen-drops-legacy (codex-acp 2.6.0 answers session/resume with
+// configOptions alone, though its session/new has modes and models too).
+func (a *agent) reopenSurfaces(st settings) ([]acp.SessionConfigOption, *acp.SessionModeState, *acp.SessionModelState) {
+	opts, modes, models := a.cat.surfaces(st)
+	if a.cfg.ReopenDropsLegacy {
+		return opts, nil, nil
+	}
+	return opts, modes, models
+}
+
 // ListSessions implements acp.Agent. Sessions come in creation order; the
-// title is the first prompt's text, and there is no updatedAt (no clock).
+// title is the first prompt's text, and there is no updatedAt (no clock)
+// unless -info-updates, which reports the fake one of the last turn.
 func (a *agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
 	if !a.cfg.List {
 		return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
@@ -380,13 +402,9 @@ func (a *agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (acp.
 		if p.Cwd != nil && *p.Cwd != s.cwd {
 			continue
 		}
-		info := acp.SessionInfo{SessionId: acp.SessionId(id), Cwd: s.cwd}
-		if len(s.history) > 0 {
-			t := strings.TrimSpace(lastText(s.history[0].user))
-			if len(t) > 40 {
-				t = t[:40]
-			}
-			info.Title = &t
+		info := acp.SessionInfo{SessionId: acp.SessionId(id), Cwd: s.cwd, Title: sessionTitle(s.history)}
+		if a.cfg.InfoUpdates && len(s.history) > 0 {
+			info.UpdatedAt = acp.Ptr(updatedAt(len(s.history)))
 		}
 		out.Sessions = append(out.Sessions, info)
 	}

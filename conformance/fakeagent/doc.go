@@ -14,6 +14,17 @@
 // agent that keeps them on disk; new ids continue after the highest one
 // persisted.
 //
+// session/close (-close) answers {} and leaves the session loadable, as a
+// real agent's closed session stays on disk. With -delete the agent
+// advertises sessionCapabilities.delete and answers session/delete
+// {sessionId} with {}: the session is forgotten, so a later load, resume,
+// prompt or list treats it as unknown (-32002), and -state is rewritten
+// without it; deleting an unknown or already deleted session succeeds, as
+// the ACP session-delete RFD says it should. acp-go-sdk v0.13.0 has no
+// session/delete, so the stdin reader answers it before the SDK sees it, and
+// the initialize response is rewritten to carry the capability. Without
+// -delete the SDK answers session/delete with -32601.
+//
 // # Config
 //
 // One underlying state per session (model, mode, effort, verbosity) is
@@ -30,7 +41,9 @@
 // current_mode_update and config_option_update; after a model change that
 // alters effort comes config_option_update; both are written right after
 // the response, as the agents that "follow up" do. session/load and
-// session/resume go back to the default config unless -load-keeps-config.
+// session/resume go back to the default config unless -load-keeps-config,
+// and their results leave out `modes` and `models` under
+// -reopen-drops-legacy (session/new still has them).
 //
 // # Prompts
 //
@@ -50,8 +63,50 @@
 //	                 outcomes in the reply's permission= and read= fields
 //	hang             sends "fake-agent waiting for session/cancel", waits for
 //	                 session/cancel (or stdin EOF), then stopReason cancelled
+//	subagent         with -subagents: opens child session fake-sub-N (see
+//	                 runSubagent) if the client's initialize advertised
+//	                 clientCapabilities.subagents: {}; reply fields subagent=ID
+//	                 and permission=…; else subagent=not-negotiated and no
+//	                 subagent frame at all (the ACP v1 draft forbids them)
+//
+// The "subagent" prompt writes, inside the turn and before the reply line:
+// on the parent a subagent_update announcing the child (title, description,
+// state running) before any frame that names the child; on the child an
+// agent_message_chunk, a tool_call (pending) and its tool_call_update
+// (completed); session/request_permission for the child, awaited; and on the
+// parent a subagent_update with state idle, stopReason end_turn. The
+// subagent_update lines are written raw (acp-go-sdk v0.13.0 has no such
+// update); the child count goes on in a restarted agent with the same -state.
 //
 // `_fake/echo` requests are answered with their params.
+//
+// # Today's wire habits
+//
+// claude-agent-acp 0.101.0 and codex-acp 2.6.0 write things older agents
+// never did (../../../shared/acp/agents.md, "The packages editors install
+// today"). Each is a switch, off in the older profiles, whose output stays
+// byte for byte what it was:
+//
+//	-message-ids   every agent_message_chunk, replayed ones included, carries
+//	               messageId MessageID(session, turn): one UUID-shaped id per
+//	               turn (the raw "meta" line excepted)
+//	-info-updates  a turn that ends with end_turn ends, before its response,
+//	               with session_info_update (title: the session's first
+//	               prompt, updatedAt: 2026-01-01T00:00:00Z plus one minute a
+//	               turn) and usage_update (used 1000 a turn, size 200000,
+//	               cost 0.25 USD a turn, cumulative); session/list reports
+//	               the same updatedAt
+//	-auth-notice   AuthStatusLine, an `_auth/status_update` notification with
+//	               no session id, right after the initialize response
+//
+// The profiles claude-current and codex-current preset these with what
+// those agents advertise (`fakeagent -h` lists each): both have resume,
+// list, close, delete and fork; claude-current has loadSession and legacy
+// modes without legacy models; codex-current has legacy modes and models at
+// session/new only (-reopen-drops-legacy), -subagents and model-dependent
+// effort, and no loadSession, which agents.md does not report for codex-acp
+// 2.6.0, so the sidecar meets an agent that can resume but not load. Neither
+// ignores stdin EOF, though both real agents do; add -ignore-eof.
 //
 // # Crashes
 //

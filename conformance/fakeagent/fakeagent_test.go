@@ -34,6 +34,9 @@ func TestProfiles(t *testing.T) {
 		{args: []string{"--profile=no-load", "-load"}, load: true, modes: true, models: true, options: all},
 		{args: []string{"-profile", "legacy-only", "-config-options", "-models=false"}, load: true, modes: true, options: all},
 		{args: []string{"-resume", "-list", "-fork"}, load: true, modes: true, models: true, options: all, resume: true, list: true, forkCap: true},
+		{args: []string{"-profile", "claude-current"}, load: true, modes: true, options: all, resume: true, list: true, forkCap: true},
+		{args: []string{"-profile", "codex-current"}, modes: true, models: true, options: all, resume: true, list: true, forkCap: true},
+		{args: []string{"-profile", "codex-current", "-load", "-subagents=false"}, load: true, modes: true, models: true, options: all, resume: true, list: true, forkCap: true},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -437,6 +440,70 @@ func TestResumeListFork(t *testing.T) {
 	if _, err := a.Resume(ctx, "nope", "/home/me"); acpclient.Code(err) != -32002 {
 		t.Errorf("resume unknown: err = %v, want -32002", err)
 	}
+}
+
+// TestReopenDropsLegacy: session/new has all three surfaces, session/load
+// and session/resume only configOptions, as codex-acp 2.6.0's resume.
+func TestReopenDropsLegacy(t *testing.T) {
+	a := start(t, acpclient.Options{}, "-reopen-drops-legacy", "-resume")
+	s, ctx := a.session(t)
+	if s.Modes == nil || s.Models == nil || len(s.ConfigOptions) == 0 {
+		t.Fatalf("session/new = %+v, want configOptions, modes and models", s)
+	}
+	l, err := a.Load(ctx, s.SessionId, "/home/me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Modes != nil || l.Models != nil || len(l.ConfigOptions) == 0 {
+		t.Errorf("session/load = %+v, want configOptions only", l)
+	}
+	r, err := a.Resume(ctx, s.SessionId, "/home/me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Modes != nil || r.Models != nil || len(r.ConfigOptions) == 0 {
+		t.Errorf("session/resume = %+v, want configOptions only", r)
+	}
+	for _, line := range a.Lines() {
+		if bytes.Contains(line, []byte(`"result":{"configOptions"`)) && !bytes.Contains(line, []byte(`"sessionId"`)) &&
+			(bytes.Contains(line, []byte(`"modes"`)) || bytes.Contains(line, []byte(`"models"`))) {
+			t.Errorf("reopen result with a legacy surface: %s", line)
+		}
+	}
+}
+
+// TestCloseThenLoad: session/close answers {} and leaves the session
+// loadable, as a real agent's closed session stays on disk; the history
+// and the turn count survive the close.
+func TestCloseThenLoad(t *testing.T) {
+	a := start(t, acpclient.Options{}, "-close")
+	s, ctx := a.session(t)
+	sid := s.SessionId
+	a.reply(t, ctx, sid, "one")
+	got, err := a.CallRaw(ctx, acp.AgentMethodSessionClose, map[string]any{"sessionId": sid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "{}" {
+		t.Errorf("session/close result = %s, want {}", got)
+	}
+	if _, err := a.Load(ctx, sid, "/home/me"); err != nil {
+		t.Fatalf("load after close: %v", err)
+	}
+	if r := a.reply(t, ctx, sid, "two"); r.Turns != 2 {
+		t.Errorf("turns after close and load = %d, want 2", r.Turns)
+	}
+	if _, err := a.CallRaw(ctx, acp.AgentMethodSessionClose, map[string]any{"sessionId": "nope"}); acpclient.Code(err) != -32002 {
+		t.Errorf("close unknown: err = %v, want -32002", err)
+	}
+
+	t.Run("without -close", func(t *testing.T) {
+		a := start(t, acpclient.Options{})
+		s, ctx := a.session(t)
+		if _, err := a.CallRaw(ctx, acp.AgentMethodSessionClose, map[string]any{"sessionId": s.SessionId}); acpclient.Code(err) != -32601 {
+			t.Errorf("close: err = %v, want -32601", err)
+		}
+	})
 }
 
 func TestBigLine(t *testing.T) {

@@ -8,19 +8,25 @@ import (
 // Features are the switches a profile presets. Each has a flag of the same
 // meaning; a flag given on the command line wins over the profile.
 type Features struct {
-	ConfigOptions   bool // configOptions in session results; session/set_config_option answers
-	LegacyModes     bool // `modes` in session results
-	LegacyModels    bool // `models` in session results; session/set_model answers (else -32601)
-	ModelDependent  bool // effort exists only for some models and its values change per model
-	Load            bool // agentCapabilities.loadSession
-	Resume          bool // sessionCapabilities.resume
-	List            bool // sessionCapabilities.list
-	Fork            bool // sessionCapabilities.fork (unstable)
-	Close           bool // sessionCapabilities.close
-	Commands        bool // available_commands_update after session/new and session/load
-	EarlyUpdates    bool // session/update for a new session before the session/new response
-	BrokenSetConfig bool // set_config_option succeeds but changes nothing
-	IgnoreEOF       bool // keep running after stdin EOF until ctx ends (or the process is killed)
+	ConfigOptions     bool // configOptions in session results; session/set_config_option answers
+	LegacyModes       bool // `modes` in session results
+	LegacyModels      bool // `models` in session results; session/set_model answers (else -32601)
+	ModelDependent    bool // effort exists only for some models and its values change per model
+	Load              bool // agentCapabilities.loadSession
+	Resume            bool // sessionCapabilities.resume
+	List              bool // sessionCapabilities.list
+	Fork              bool // sessionCapabilities.fork (unstable)
+	Close             bool // sessionCapabilities.close
+	Delete            bool // sessionCapabilities.delete; session/delete answers (else -32601)
+	ReopenDropsLegacy bool // session/load and session/resume results carry configOptions only, no modes or models
+	Commands          bool // available_commands_update after session/new and session/load
+	EarlyUpdates      bool // session/update for a new session before the session/new response
+	BrokenSetConfig   bool // set_config_option succeeds but changes nothing
+	IgnoreEOF         bool // keep running after stdin EOF until ctx ends (or the process is killed)
+	MessageIDs        bool // every agent_message_chunk carries a messageId, one per turn
+	InfoUpdates       bool // session_info_update and usage_update end every turn; session/list has updatedAt
+	AuthNotice        bool // an `_auth/status_update` notification follows the initialize response
+	Subagents         bool // the prompt "subagent" opens a child session, if the client advertised subagents
 }
 
 // profile is one named preset. The table below is the only place presets are
@@ -58,6 +64,25 @@ func profiles() []profile {
 			with(func(f *Features) { f.EarlyUpdates = true })},
 		{"broken-set-config", "default, but set_config_option answers success with the unchanged options",
 			with(func(f *Features) { f.BrokenSetConfig = true })},
+		// The two below follow shared/acp/agents.md, "The packages editors
+		// install today". Neither ignores stdin EOF, though both agents do:
+		// add -ignore-eof for that.
+		{"claude-current", "like claude-agent-acp 0.101.0: configOptions (static effort) + legacy modes, no legacy models; loadSession, resume, list, close, delete, fork; message ids, info updates, auth notice",
+			with(func(f *Features) {
+				f.LegacyModels, f.ModelDependent = false, false
+				f.Resume, f.List, f.Close, f.Delete, f.Fork = true, true, true, true, true
+				f.MessageIDs, f.InfoUpdates, f.AuthNotice = true, true, true
+			})},
+		{"codex-current", "like codex-acp 2.6.0: configOptions (model-dependent effort) + legacy modes and models at session/new; resume without loadSession, list, close, delete, fork; reopen drops legacy; subagents; message ids, info updates, auth notice",
+			with(func(f *Features) {
+				// agents.md does not say whether codex-acp 2.6.0
+				// advertises loadSession; resume without it is the
+				// harder case for the sidecar.
+				f.Load = false
+				f.Resume, f.List, f.Close, f.Delete, f.Fork = true, true, true, true, true
+				f.ReopenDropsLegacy, f.Subagents = true, true
+				f.MessageIDs, f.InfoUpdates, f.AuthNotice = true, true, true
+			})},
 	}
 }
 

@@ -84,6 +84,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		cancel()
 	}
 	fs := a.clientCaps.Fs
+	subagents := a.subagents
 	a.mu.Unlock()
 	defer func() {
 		a.mu.Lock()
@@ -104,7 +105,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	var text strings.Builder
 	send := func(chunk string) error {
 		text.WriteString(chunk)
-		return a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: acp.UpdateAgentMessageText(chunk)})
+		return a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: a.agentText(sid, idx+1, chunk)})
 	}
 	finish := func() (acp.PromptResponse, error) {
 		a.mu.Lock()
@@ -112,9 +113,17 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 			s.history[idx].agent = text.String()
 		}
 		a.persistLocked()
+		title := sessionTitle(s.history)
 		a.mu.Unlock()
 		if ctx.Err() != nil {
 			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+		}
+		if a.cfg.InfoUpdates {
+			for _, u := range infoUpdates(title, idx+1) {
+				if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: u}); err != nil {
+					return acp.PromptResponse{}, fmt.Errorf("send %s info updates: %w", sid, err)
+				}
+			}
 		}
 		return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
 	}
@@ -145,6 +154,15 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		}
 		perm, read := a.askPermission(ctx, p.SessionId, idx+1, path, fs.ReadTextFile)
 		r.Extra = map[string]string{"permission": perm, "read": read}
+	case last == "subagent" && a.cfg.Subagents:
+		// The draft: the Agent MUST NOT send subagent_update unless the
+		// Client advertised subagents.
+		if !subagents {
+			r.Extra = map[string]string{"subagent": "not-negotiated"}
+			break
+		}
+		child, perm := a.runSubagent(ctx, sid, cwd)
+		r.Extra = map[string]string{"subagent": child, "permission": perm}
 	case strings.HasPrefix(last, "stream "):
 		f := strings.Fields(last)
 		if len(f) == 3 {

@@ -21,6 +21,9 @@ type stateFile struct {
 	// continues after it (and after every persisted id), never reusing one.
 	NextID   int            `json:"nextId"`
 	Sessions []savedSession `json:"sessions"`
+	// NextSub is the last child session number handed out (SubagentPrefix);
+	// left out while no child was opened, so older files read the same.
+	NextSub int `json:"nextSub,omitempty"`
 }
 
 type savedSession struct {
@@ -44,7 +47,7 @@ func (a *agent) persistLocked() {
 	if a.cfg.State == "" {
 		return
 	}
-	st := stateFile{NextID: a.nextID, Sessions: []savedSession{}}
+	st := stateFile{NextID: a.nextID, Sessions: []savedSession{}, NextSub: a.nextSub}
 	for _, id := range a.order {
 		s := a.sessions[id]
 		ss := savedSession{ID: s.id, Cwd: s.cwd, Settings: s.st, Turns: len(s.history), History: []savedTurn{}}
@@ -100,6 +103,7 @@ func (a *agent) loadState() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.nextID = max(a.nextID, st.NextID)
+	a.nextSub = max(a.nextSub, st.NextSub)
 	for _, ss := range st.Sessions {
 		if ss.ID == "" || a.sessions[ss.ID] != nil {
 			return fmt.Errorf("load state %s: missing or duplicate session id %q", a.cfg.State, ss.ID)

@@ -32,11 +32,12 @@ type lineWriter struct {
 	out  io.Writer
 	tee  io.Writer // -stdout-log, or nil
 	dead atomic.Bool
-	// frame runs under mu before each line is written. It returns lines to
-	// write right after it, under the same lock so that nothing comes in
-	// between, and done (or nil), which runs after mu is released, with
-	// the error of writing the follow lines.
-	frame func(line []byte) (follow [][]byte, done func(error))
+	// frame runs under mu before each line is written. It returns the line
+	// to write in its place (nil: the line as it is), lines to write right
+	// after it, under the same lock so that nothing comes in between, and
+	// done (or nil), which runs after mu is released, with the error of
+	// writing the follow lines.
+	frame func(line []byte) (out []byte, follow [][]byte, done func(error))
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
@@ -48,12 +49,22 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		w.mu.Unlock()
 		return 0, errStopped
 	}
+	out := p
 	var follow [][]byte
 	var done func(error)
 	if w.frame != nil {
-		follow, done = w.frame(p)
+		var rewritten []byte
+		rewritten, follow, done = w.frame(p)
+		if rewritten != nil {
+			out = rewritten
+		}
 	}
-	n, err := w.put(p)
+	n, err := w.put(out)
+	if err == nil {
+		n = len(p) // the caller's line went out, in whatever form
+	} else {
+		n = min(n, len(p))
+	}
 	var ferr error
 	for _, l := range follow {
 		if err != nil || ferr != nil {
@@ -176,6 +187,16 @@ func (a *agent) handleLine(line []byte, sdk *io.PipeWriter) {
 		a.calls.record(env.Method, env.ID, sid, env.Params, nil)
 		if a.arrived(env.Method) {
 			return // -die-on fired: the SDK never sees the message
+		}
+		if env.Method == acp.AgentMethodInitialize {
+			ok := subagentsAdvertised(env.Params)
+			a.mu.Lock()
+			a.subagents = ok // before the SDK sees initialize, so before any prompt
+			a.mu.Unlock()
+		}
+		if env.Method == methodSessionDelete && a.cfg.Delete {
+			a.handleDelete(env.ID, env.Params) // the SDK has no session/delete
+			return
 		}
 		if env.hasID() {
 			a.trackRequest(idKey(env.ID), env.Method, sid)

@@ -1,0 +1,101 @@
+package fakeagent
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+)
+
+// The wire habits of claude-agent-acp 0.101.0 and codex-acp 2.6.0 that
+// older agents lack (see ../../../shared/acp/agents.md, "The packages
+// editors install today"), each behind its own switch so that a profile
+// without them writes exactly the bytes it always wrote:
+//
+//	-message-ids   agent_message_chunk carries messageId (MessageID)
+//	-info-updates  session_info_update and usage_update end every turn
+//	-auth-notice   _auth/status_update follows the initialize response (AuthStatusLine)
+
+// MessageID is the messageId of the agent's message in turn (1-based) of
+// session sid under -message-ids: every agent_message_chunk of that turn
+// carries it, so a client sees one message per turn, a new one each turn,
+// and a load replays a turn's message with the id it had. It is UUID-shaped
+// (version 8, the RFC 9562 custom layout: the bytes are a sha256 of sid and
+// turn), because the ACP message-id RFD asks for UUIDs; it reads no clock
+// and no randomness, so a restarted agent that hands out the same session
+// id again without -state repeats the ids of its earlier life.
+func MessageID(sid string, turn int) string {
+	sum := sha256.Sum256([]byte("fake-agent message " + sid + "/" + strconv.Itoa(turn)))
+	b := sum[:16]
+	b[6] = b[6]&0x0f | 0x80 // version 8
+	b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
+	h := hex.EncodeToString(b)
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// agentText is the agent_message_chunk for text in turn of sid, with its
+// messageId under -message-ids.
+func (a *agent) agentText(sid string, turn int, text string) acp.SessionUpdate {
+	u := acp.UpdateAgentMessageText(text)
+	if a.cfg.MessageIDs {
+		u.AgentMessageChunk.MessageId = acp.Ptr(MessageID(sid, turn))
+	}
+	return u
+}
+
+// fakeEpoch is the first updatedAt the agent reports; turn n of a session
+// is n minutes later. Nothing reads the clock.
+var fakeEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// updatedAt is the session_info_update and session/list updatedAt of a
+// session with turns prompts in its history.
+func updatedAt(turns int) string {
+	return fakeEpoch.Add(time.Duration(turns) * time.Minute).Format(time.RFC3339)
+}
+
+// sessionTitle is a session's title: the first 40 bytes of its first
+// prompt's last text block, trimmed, or nil before the first prompt.
+func sessionTitle(history []turn) *string {
+	if len(history) == 0 {
+		return nil
+	}
+	t := strings.TrimSpace(lastText(history[0].user))
+	if len(t) > 40 {
+		t = t[:40]
+	}
+	return &t
+}
+
+// Usage figures of usage_update after turn n: the context grows by
+// usagePerTurn tokens a turn and the cumulative cost by costPerTurn USD (a
+// power of two, so the amounts print exactly).
+const (
+	usageSize    = 200000
+	usagePerTurn = 1000
+	costPerTurn  = 0.25
+)
+
+// infoUpdates are the updates -info-updates sends at the end of a turn
+// that ends with end_turn, before its response: session_info_update (title,
+// updatedAt) and usage_update (used, size, cost), as claude-agent-acp and
+// codex-acp do after every prompt.
+func infoUpdates(title *string, turns int) []acp.SessionUpdate {
+	return []acp.SessionUpdate{
+		{SessionInfoUpdate: &acp.SessionSessionInfoUpdate{SessionUpdate: "session_info_update",
+			Title: title, UpdatedAt: acp.Ptr(updatedAt(turns))}},
+		{UsageUpdate: &acp.SessionUsageUpdate{SessionUpdate: "usage_update",
+			Used: usagePerTurn * turns, Size: usageSize,
+			Cost: &acp.Cost{Amount: costPerTurn * float64(turns), Currency: "USD"}}},
+	}
+}
+
+// AuthStatusLine is the exact line -auth-notice writes right after the
+// initialize response, under the same write lock so nothing comes between:
+// an extension notification with no session id, as the agents that report
+// their login state send one. It includes the trailing newline.
+func AuthStatusLine() []byte {
+	return []byte(`{"jsonrpc":"2.0","method":"_auth/status_update","params":{"status":"authenticated"}}` + "\n")
+}
