@@ -49,6 +49,26 @@ func withOptions(c *state.Config, opts []state.Option) *state.Config {
 	return n
 }
 
+// carryLegacy keeps the legacy modes and models of a session in a load or
+// resume result that lacks them (codex-acp 2.6.0's resume has only
+// configOptions): the agent still has them and did not report a change, so
+// the record keeps what it reported before, with the current value of the
+// option of the same category where the result has one.
+func carryLegacy(cfg, prev *state.Config) *state.Config {
+	if cfg == nil || prev == nil || (cfg.Mode != nil || prev.Mode == nil) && (cfg.Model != nil || prev.Model == nil) {
+		return cfg
+	}
+	n := cloneConfig(cfg)
+	p := cloneConfig(prev)
+	if n.Mode == nil {
+		n.Mode = p.Mode
+	}
+	if n.Model == nil {
+		n.Model = p.Model
+	}
+	return withOptions(n, n.Options) // the options name the current values
+}
+
 func withLegacy(c *state.Config, field, current string) *state.Config {
 	n := cloneConfig(c)
 	if n == nil {

@@ -163,7 +163,7 @@ func (e *engine) climb(ctx context.Context, sid string, snap snapshot, quiet boo
 	e.t.opening(snap.native)
 	if caps.resume && snap.native != "" {
 		if res, err := e.callRaw(ctx, wire.SessionResume, params); err == nil {
-			return snap.native, wire.ConfigFromResult(res), "resume", nil
+			return snap.native, carryLegacy(wire.ConfigFromResult(res), snap.live), "resume", nil
 		} else {
 			e.log.Info("session/resume failed; trying the next rung", "session", sid, "err", err)
 		}
@@ -183,7 +183,7 @@ func (e *engine) climb(ctx context.Context, sid string, snap snapshot, quiet boo
 			e.life.suppress.Add(-1)
 		}
 		if err == nil {
-			return snap.native, wire.ConfigFromResult(res), "load", nil
+			return snap.native, carryLegacy(wire.ConfigFromResult(res), snap.live), "load", nil
 		}
 		e.log.Info("session/load failed; creating a new session", "session", sid, "err", err)
 	}

@@ -574,6 +574,9 @@ func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.
 	if s.rec.Baseline == nil {
 		s.rec.Baseline = cloneConfig(cfg)
 	}
+	if req.method == wire.SessionLoad || req.method == wire.SessionResume {
+		cfg = carryLegacy(cfg, s.rec.Live)
+	}
 	s.rec.Live = cfg
 	r.t.remap(sid, sid)
 	if req.method == wire.SessionFork && req.sid != "" {

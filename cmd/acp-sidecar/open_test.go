@@ -4,6 +4,8 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -65,13 +67,62 @@ func TestCommandsAfterEveryOpen(t *testing.T) {
 // TestConfigBackAfterTheAgentsOwnLoad: the fake agent, like claude, codex
 // and gemini, goes back to its defaults on its own load and resume. The
 // client that loads a session this sidecar holds sees the session's
-// config in the result, and its next prompt runs on it.
+// config in the result, and its next prompt runs on it. With
+// -reopen-drops-legacy the agent's load and resume results also lack the
+// legacy modes and models, as codex-acp 2.6.0's resume does: the client
+// still sees the session's modes, on the restored mode.
 func TestConfigBackAfterTheAgentsOwnLoad(t *testing.T) {
 	t.Parallel()
-	lp := startLadder(t, "-resume")
-	for _, method := range []string{"session/load", "session/resume"} {
+	for _, flags := range [][]string{{"-resume"}, {"-resume", "-reopen-drops-legacy"}} {
+		t.Run(strings.Join(flags, " "), func(t *testing.T) {
+			t.Parallel()
+			lp := startLadder(t, flags...)
+			checkReopened(t, lp)
+		})
+	}
+}
+
+// TestConfigBackInAFreshSidecar is the editor that comes back: a fresh
+// sidecar on the same store resumes and loads the session from the record
+// (after session/list, as Emacs agent-shell does). The result carries the
+// session's modes on the restored mode, even where the agent's own result
+// lacks them, and the sidecar's commands follow.
+func TestConfigBackInAFreshSidecar(t *testing.T) {
+	t.Parallel()
+	for _, flags := range [][]string{{"-resume"}, {"-resume", "-reopen-drops-legacy"}} {
+		t.Run(strings.Join(flags, " "), func(t *testing.T) {
+			t.Parallel()
+			store := t.TempDir()
+			first := startLadderWith(t, []string{"--state-dir", store}, func(a []string) []string { return a }, flags...)
+			if code := first.finish(); code != 0 {
+				t.Fatalf("first sidecar exited %d", code)
+			}
+			second := startLadderWith(t, []string{"--state-dir", store}, func(a []string) []string {
+				return replaceState(a, stateOf(first))
+			}, flags...)
+			_, list := second.request("session/list", map[string]any{})
+			if !strings.Contains(string(list), first.sid) {
+				t.Fatalf("session/list in the fresh sidecar = %s, want %s in it", clip(list), first.sid)
+			}
+			second.sid = first.sid
+			checkReopened(t, second)
+		})
+	}
+}
+
+// checkReopened resumes and loads lp's session and checks what the client
+// sees: the restored config in the result, the sidecar's commands after
+// it, and the next prompt on the config.
+func checkReopened(t *testing.T, lp *ladderPeer) {
+	t.Helper()
+	for _, method := range []string{"session/resume", "session/load"} {
+		from := len(lp.lines())
 		_, resp := lp.request(method, map[string]any{"sessionId": lp.sid, "cwd": t.TempDir(), "mcpServers": []any{}})
 		mustSucceed(t, method, resp)
+		lp.barrier()
+		if sidecar, _ := commandsFor(lp.lines()[from:], lp.sid); !sidecar {
+			t.Errorf("after %s: no command list with the sidecar's /reset reached the client", method)
+		}
 		var res struct {
 			Result struct {
 				Modes struct {
@@ -159,4 +210,19 @@ func TestForkKeepsTheRealHistory(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stateOf is the fake agent's state file of a ladder: its sessions, which a
+// second agent on the same file can load and resume.
+func stateOf(lp *ladderPeer) string { return filepath.Join(filepath.Dir(lp.calls), "state.json") }
+
+// replaceState points a fake agent's argv at another state file.
+func replaceState(argv []string, state string) []string {
+	out := slices.Clone(argv)
+	for i := range out[:len(out)-1] {
+		if out[i] == "-state" {
+			out[i+1] = state
+		}
+	}
+	return out
 }
