@@ -1,8 +1,6 @@
 package mockllm
 
 import (
-	"encoding/json"
-	"fmt"
 	"net/http"
 )
 
@@ -70,49 +68,32 @@ func (m response) full(done bool) map[string]any {
 
 // stream writes the reply as the Responses API's server-sent events, in
 // the order the API sends them for a one-message answer, each with its
-// sequence_number. The text is split into word-sized deltas, each event
-// flushed.
+// sequence_number. The text is split into word-sized deltas.
 func (m response) stream(w http.ResponseWriter) error {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("x-request-id", "req_"+m.RespID)
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-
 	// partEvent is an event about the message's one output_text part.
 	partEvent := func(typ, key string, val any) map[string]any {
 		return map[string]any{"type": typ, "item_id": m.ID, "output_index": 0, "content_index": 0, key: val}
 	}
-	events := []map[string]any{
+	data := []map[string]any{
 		{"type": "response.created", "response": m.full(false)},
 		{"type": "response.in_progress", "response": m.full(false)},
 		{"type": "response.output_item.added", "output_index": 0, "item": m.item(false)},
 		partEvent("response.content_part.added", "part", m.part("")),
 	}
 	for _, chunk := range splitWords(m.Text) {
-		events = append(events, partEvent("response.output_text.delta", "delta", chunk))
+		data = append(data, partEvent("response.output_text.delta", "delta", chunk))
 	}
-	events = append(events,
+	data = append(data,
 		partEvent("response.output_text.done", "text", m.Text),
 		partEvent("response.content_part.done", "part", m.part(m.Text)),
 		map[string]any{"type": "response.output_item.done", "output_index": 0, "item": m.item(true)},
 		map[string]any{"type": "response.completed", "response": m.full(true)},
 	)
-
-	for i, e := range events {
-		e["sequence_number"] = i
-		name := e["type"].(string)
-		data, err := json.Marshal(e)
-		if err != nil {
-			return fmt.Errorf("encode %s: %w", name, err)
-		}
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, data); err != nil {
-			return fmt.Errorf("write %s: %w", name, err)
-		}
-		if err := rc.Flush(); err != nil {
-			return fmt.Errorf("flush %s: %w", name, err)
-		}
+	events := make([]sseEvent, len(data))
+	for i, d := range data {
+		d["sequence_number"] = i
+		events[i] = sseEvent{d["type"].(string), d}
 	}
-	return nil
+	w.Header().Set("x-request-id", "req_"+m.RespID)
+	return writeEvents(w, events)
 }

@@ -146,16 +146,23 @@ func sseEvents(t *testing.T, r io.Reader) (names []string, data []map[string]any
 	return names, data
 }
 
-func TestMessagesStream(t *testing.T) {
-	s := New(Options{Logf: t.Logf})
+// postStream posts body to a fresh mock at path and reads the event stream
+// it answers with; it returns the mock too, for its record.
+func postStream(t *testing.T, path, body string) (s *Server, names []string, data []map[string]any) {
+	t.Helper()
+	s = New(Options{Logf: t.Logf})
 	ts := httptest.NewServer(s)
-	defer ts.Close()
-
-	resp := post(t, ts.URL+"/v1/messages?beta=true", body(true))
+	t.Cleanup(ts.Close)
+	resp := post(t, ts.URL+path, body)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	names, data := sseEvents(t, resp.Body)
+	names, data = sseEvents(t, resp.Body)
+	return s, names, data
+}
+
+func TestMessagesStream(t *testing.T) {
+	s, names, data := postStream(t, "/v1/messages?beta=true", body(true))
 
 	var text strings.Builder
 	for _, d := range data {
@@ -205,15 +212,7 @@ func TestMessagesStream(t *testing.T) {
 }
 
 func TestResponsesStream(t *testing.T) {
-	s := New(Options{Logf: t.Logf})
-	ts := httptest.NewServer(s)
-	defer ts.Close()
-
-	resp := post(t, ts.URL+"/v1/responses", respBody(true))
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
-		t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	names, data := sseEvents(t, resp.Body)
+	s, names, data := postStream(t, "/v1/responses", respBody(true))
 
 	var text strings.Builder
 	var order []string
