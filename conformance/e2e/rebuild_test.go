@@ -1,12 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/mockllm"
 )
@@ -403,14 +403,12 @@ func TestSidecarAgentKilledMidTurn(t *testing.T) {
 		_, err := s.promptCall("this turn dies " + mockllm.StallMarker)
 		stalled <- err
 	}()
-	deadline := time.Now().Add(stepTimeout)
-	for !slices.ContainsFunc(s.mock.MessageRequests(), func(r mockllm.Request) bool {
+	ctx, cancel := context.WithTimeout(t.Context(), stepTimeout)
+	defer cancel()
+	if _, err := s.mock.WaitRequest(ctx, func(r mockllm.Request) bool {
 		return strings.Contains(r.LastUserText(), mockllm.StallMarker)
-	}) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the stalling turn never reached the mock LLM within %v", stepTimeout)
-		}
-		time.Sleep(20 * time.Millisecond)
+	}); err != nil {
+		t.Fatalf("the stalling turn never reached the mock LLM within %v: %v", stepTimeout, err)
 	}
 	killAndWait(t, stepTimeout, s.agentPid())
 	var rerr *rpcError

@@ -45,9 +45,12 @@ type Options struct {
 type Server struct {
 	opts Options
 
-	mu       sync.Mutex // guards requests, n, closed, stopWatch and writes to opts.Log
+	mu       sync.Mutex // guards requests, n, recorded, closed, stopWatch and writes to opts.Log
 	requests []Request
 	n        int // turn requests answered, for deterministic message ids
+	// recorded, made by a waiter, is closed when the next request is
+	// recorded (see WaitRequest).
+	recorded chan struct{}
 
 	// closeFn is set by Start before the server is shared; it stops the
 	// listener and waits for serving to end. Nil for a Server that is only a
@@ -66,6 +69,32 @@ type Server struct {
 // New returns a Server with the given options. It does not listen.
 func New(opts Options) *Server {
 	return &Server{opts: opts}
+}
+
+// WaitRequest waits until the mock has recorded a request that match
+// accepts, and returns the first such. It returns ctx's cause when ctx ends
+// first; the bound is the caller's. A test uses it to act once a turn has
+// reached the "LLM", say to kill the agent in the middle of a stalled turn.
+func (s *Server) WaitRequest(ctx context.Context, match func(Request) bool) (Request, error) {
+	for n := 0; ; {
+		s.mu.Lock()
+		for ; n < len(s.requests); n++ {
+			if r := s.requests[n]; match(r) {
+				s.mu.Unlock()
+				return r, nil
+			}
+		}
+		if s.recorded == nil {
+			s.recorded = make(chan struct{})
+		}
+		recorded := s.recorded
+		s.mu.Unlock()
+		select {
+		case <-recorded:
+		case <-ctx.Done():
+			return Request{}, context.Cause(ctx)
+		}
+	}
 }
 
 // Requests returns a copy of every request received so far, oldest first.
@@ -271,6 +300,10 @@ func (s *Server) record(rec Request) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.requests = append(s.requests, rec)
+	if s.recorded != nil { // someone waits: wake them
+		close(s.recorded)
+		s.recorded = nil
+	}
 	if isTurn(rec) && rec.Status == http.StatusOK {
 		s.n++
 	}

@@ -408,6 +408,35 @@ func TestOtherEndpoints(t *testing.T) {
 	}
 }
 
+func TestWaitRequest(t *testing.T) {
+	s := New(Options{Logf: t.Logf})
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+
+	got := make(chan Request, 1)
+	go func() {
+		r, err := s.WaitRequest(t.Context(), func(r Request) bool { return r.LastUserText() == "hello" })
+		if err != nil {
+			t.Errorf("WaitRequest: %v", err)
+		}
+		got <- r
+	}()
+	post(t, ts.URL+"/v1/responses", `{"model":"m","input":"other"}`)
+	post(t, ts.URL+"/v1/responses", `{"model":"m","input":"hello"}`)
+	if r := <-got; r.LastUserText() != "hello" || r.Path != "/v1/responses" {
+		t.Errorf("WaitRequest returned %+v", r)
+	}
+	// A request recorded before the call counts too.
+	if r, err := s.WaitRequest(t.Context(), func(r Request) bool { return r.LastUserText() == "other" }); err != nil || r.LastUserText() != "other" {
+		t.Errorf("WaitRequest for an earlier request = %+v, %v", r, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := s.WaitRequest(ctx, func(Request) bool { return false }); err == nil {
+		t.Errorf("WaitRequest on a done context returned no error")
+	}
+}
+
 func TestStartClose(t *testing.T) {
 	s, url, err := Start(t.Context(), Options{Logf: t.Logf})
 	if err != nil {
