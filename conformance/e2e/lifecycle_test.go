@@ -178,6 +178,13 @@ func runLifecycle(t *testing.T, la liveAgent) {
 	r.prompt(p6)
 	r.checkTurn(la, "after the load in a fresh sidecar", p6, []string{p2, p4, p5, p6}, []string{p1, p3}, 1)
 	checkSessionIDs(t, r.a.framesSince(0), r.sid)
+
+	// The sidecar answers its slash commands itself: no agent ever ran one.
+	for _, req := range s.mock.TurnRequests() {
+		if u := req.UserTexts(); slices.Contains(u, "/reset") || slices.Contains(u, "/rewind") {
+			t.Errorf("a slash command reached the LLM: %.300q", u)
+		}
+	}
 }
 
 // commandsBound bounds the wait for the sidecar's command list after a
