@@ -181,6 +181,8 @@ func runLifecycle(t *testing.T, la liveAgent) {
 
 	// The sidecar answers its slash commands itself: no agent ever ran one.
 	for _, req := range s.mock.TurnRequests() {
+		t.Logf("the mock saw %s model=%s effort=%s messages=%d last=%.60q",
+			req.Path, req.Model, req.Effort, req.Messages(), req.LastUserText())
 		if u := req.UserTexts(); slices.Contains(u, "/reset") || slices.Contains(u, "/rewind") {
 			t.Errorf("a slash command reached the LLM: %.300q", u)
 		}
