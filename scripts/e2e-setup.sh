@@ -1,43 +1,91 @@
 #!/usr/bin/env bash
 # e2e-setup.sh installs the real ACP agents that the end-to-end tests in
-# conformance/e2e run offline against conformance/mockllm. It is idempotent:
-# when the pinned version is already installed it only prints the entry point.
+# conformance/e2e run offline against conformance/mockllm, each pinned, each
+# into its own folder under .cache/e2e. It is idempotent: a package already
+# installed at its pinned version is not installed again.
 #
-# Usage: scripts/e2e-setup.sh
-# Prints the absolute path of claude-agent-acp's dist/index.js on stdout.
-# Everything else goes to stderr, so `$(scripts/e2e-setup.sh)` is usable.
+# Usage: scripts/e2e-setup.sh [AGENT]
+# Installs every agent below, then prints the absolute path of AGENT's entry
+# point (a node script) on stdout. AGENT is one of
+#   claude-0.23   @zed-industries/claude-agent-acp 0.23.1 (the default: what
+#                 this script printed before the agents moved scope)
+#   claude        @agentclientprotocol/claude-agent-acp 0.101.0
+#   codex         @agentclientprotocol/codex-acp 2.6.0, with @openai/codex 0.166.0
+# Everything else goes to stderr, so `$(scripts/e2e-setup.sh codex)` is usable.
 set -euo pipefail
 
 # Pinned so that the observed behaviour in conformance/e2e/NOTES.md stays true.
-CLAUDE_AGENT_ACP_VERSION="${CLAUDE_AGENT_ACP_VERSION:-0.23.1}"
-PKG="@zed-industries/claude-agent-acp"
+CLAUDE_LEGACY_VERSION="${CLAUDE_LEGACY_VERSION:-0.23.1}"
+CLAUDE_AGENT_ACP_VERSION="${CLAUDE_AGENT_ACP_VERSION:-0.101.0}"
+CODEX_ACP_VERSION="${CODEX_ACP_VERSION:-2.6.0}"
+# codex-acp asks for ^0.166.0; pinning it too keeps a newer codex from
+# changing what the tests observe. npm dedupes it under codex-acp.
+CODEX_VERSION="${CODEX_VERSION:-0.166.0}"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-dir="$root/.cache/e2e/claude-agent-acp"
-entry="$dir/node_modules/$PKG/dist/index.js"
-pkgjson="$dir/node_modules/$PKG/package.json"
+cache="$root/.cache/e2e"
+
+want="${1:-claude-0.23}"
+case "$want" in
+claude-0.23 | claude | codex) ;;
+*)
+	echo "usage: scripts/e2e-setup.sh [claude-0.23|claude|codex]" >&2
+	exit 2
+	;;
+esac
 
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	echo "e2e-setup: node and npm are required" >&2
 	exit 1
 fi
 
-installed=""
-if [[ -f "$pkgjson" ]]; then
-	installed="$(node -p 'require(process.argv[1]).version' "$pkgjson" 2>/dev/null || true)"
-fi
+# version DIR PKG prints the version of PKG installed under DIR, or nothing.
+version() {
+	local pkgjson="$1/node_modules/$2/package.json"
+	[[ -f "$pkgjson" ]] || return 0
+	node -p 'require(process.argv[1]).version' "$pkgjson" 2>/dev/null || true
+}
 
-if [[ "$installed" != "$CLAUDE_AGENT_ACP_VERSION" || ! -f "$entry" ]]; then
-	echo "e2e-setup: installing $PKG@$CLAUDE_AGENT_ACP_VERSION into $dir" >&2
-	mkdir -p "$dir"
-	# --prefix keeps the install out of the repo's own (nonexistent) package.json;
-	# stdout goes to stderr so only the path below reaches the caller's stdout.
-	npm install --prefix "$dir" --no-audit --no-fund --save-exact \
-		"$PKG@$CLAUDE_AGENT_ACP_VERSION" 1>&2
-fi
+# install DIR ENTRY PKG@VERSION... installs the packages, exactly at their
+# versions, into DIR unless each is already there at its version and ENTRY
+# (relative to DIR/node_modules) exists. It fails if ENTRY is still missing.
+install() {
+	local dir="$1" entry="$2"
+	shift 2
+	local spec missing=""
+	for spec in "$@"; do
+		local pkg="${spec%@*}" ver="${spec##*@}"
+		if [[ "$(version "$dir" "$pkg")" != "$ver" ]]; then
+			missing=1
+		fi
+	done
+	if [[ -n "$missing" || ! -f "$dir/node_modules/$entry" ]]; then
+		echo "e2e-setup: installing $* into $dir" >&2
+		mkdir -p "$dir"
+		# --prefix keeps the install out of the repo's own (nonexistent)
+		# package.json; npm's stdout goes to stderr so only the path below
+		# reaches the caller's stdout.
+		npm install --prefix "$dir" --no-audit --no-fund --save-exact "$@" 1>&2
+	fi
+	if [[ ! -f "$dir/node_modules/$entry" ]]; then
+		echo "e2e-setup: $dir/node_modules/$entry missing after install" >&2
+		exit 1
+	fi
+}
 
-if [[ ! -f "$entry" ]]; then
-	echo "e2e-setup: $entry missing after install" >&2
-	exit 1
-fi
-echo "$entry"
+legacy_entry="@zed-industries/claude-agent-acp/dist/index.js"
+claude_entry="@agentclientprotocol/claude-agent-acp/dist/index.js"
+codex_entry="@agentclientprotocol/codex-acp/dist/index.js"
+
+install "$cache/claude-agent-acp" "$legacy_entry" \
+	"@zed-industries/claude-agent-acp@$CLAUDE_LEGACY_VERSION"
+install "$cache/agentclientprotocol-claude-agent-acp" "$claude_entry" \
+	"@agentclientprotocol/claude-agent-acp@$CLAUDE_AGENT_ACP_VERSION"
+install "$cache/agentclientprotocol-codex-acp" "$codex_entry" \
+	"@agentclientprotocol/codex-acp@$CODEX_ACP_VERSION" "@openai/codex@$CODEX_VERSION"
+
+case "$want" in
+claude-0.23) echo "$cache/claude-agent-acp/node_modules/$legacy_entry" ;;
+claude) echo "$cache/agentclientprotocol-claude-agent-acp/node_modules/$claude_entry" ;;
+codex) echo "$cache/agentclientprotocol-codex-acp/node_modules/$codex_entry" ;;
+esac

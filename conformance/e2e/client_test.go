@@ -70,6 +70,7 @@ type agent struct {
 	pending    map[string]chan frame
 	frames     []frame // every frame from the agent, in arrival order
 	transcript []transcriptLine
+	arrived    chan struct{} // closed, and replaced, when a frame arrives
 }
 
 // startAgent starts argv with env in its own process group, because
@@ -90,6 +91,7 @@ func startAgent(t testing.TB, argv, env []string, dir string) *agent {
 		exited:   make(chan struct{}),
 		readDone: make(chan struct{}),
 		pending:  map[string]chan frame{},
+		arrived:  make(chan struct{}),
 	}
 	cmd.Stderr = &a.stderr
 	stdin, err := cmd.StdinPipe()
@@ -146,6 +148,8 @@ func (a *agent) handle(line []byte) {
 	a.mu.Lock()
 	a.transcript = append(a.transcript, transcriptLine{Line: string(f.Raw)})
 	a.frames = append(a.frames, f)
+	close(a.arrived)
+	a.arrived = make(chan struct{})
 	var ch chan frame
 	if f.Method == "" && f.ID != nil {
 		ch = a.pending[string(f.ID)]
@@ -221,6 +225,33 @@ func (a *agent) framesSince(n int) []frame {
 		n = len(a.frames)
 	}
 	return append([]frame(nil), a.frames[n:]...)
+}
+
+// waitFrame waits for the first frame after the first n that match accepts,
+// and returns it. It fails when the agent closes its stdout first or ctx
+// ends: the bound belongs to the caller.
+func (a *agent) waitFrame(ctx context.Context, n int, match func(frame) bool) (frame, error) {
+	for closed := false; ; {
+		a.mu.Lock()
+		for ; n < len(a.frames); n++ {
+			if f := a.frames[n]; match(f) {
+				a.mu.Unlock()
+				return f, nil
+			}
+		}
+		arrived := a.arrived
+		a.mu.Unlock()
+		if closed { // every frame there will ever be was looked at
+			return frame{}, errors.New("the agent closed its stdout")
+		}
+		select {
+		case <-arrived:
+		case <-a.readDone:
+			closed = true
+		case <-ctx.Done():
+			return frame{}, context.Cause(ctx)
+		}
+	}
 }
 
 // frameCount returns how many frames have been received so far.

@@ -1,19 +1,12 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/mockllm"
 )
@@ -24,303 +17,16 @@ import (
 // and an agent crash. What reached the LLM is read from the mock's log: it
 // is what the agent really did, whatever either side reported over ACP.
 
-// A claudeSession is one client session through the sidecar, with the state
-// directory known so the record can be read afterwards.
-type claudeSession struct {
-	t     *testing.T
-	a     *agent
-	mock  *mockllm.Server
-	argv  []string // the agent's command line, as the sidecar runs it
-	state string   // the sidecar's --state-dir
-	sid   string   // the client's session id
-}
-
-// initializeAsEditor runs initialize as an editor with file access does.
-func initializeAsEditor(t *testing.T, a *agent) {
-	t.Helper()
-	step(t, a, "initialize", map[string]any{
-		"protocolVersion": 1,
-		"clientCapabilities": map[string]any{
-			"fs":       map[string]bool{"readTextFile": true, "writeTextFile": true},
-			"terminal": false,
-		},
-		"clientInfo": map[string]string{"name": "acp-sidecar-e2e", "version": "0"},
-	})
-}
-
-// openSession runs initialize and session/new, and returns the session id
-// and the session/new result.
-func openSession(t *testing.T, a *agent) (string, json.RawMessage) {
-	t.Helper()
-	initializeAsEditor(t, a)
-	res := step(t, a, "session/new", map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}})
-	var sess struct {
-		SessionID string `json:"sessionId"`
-	}
-	if err := json.Unmarshal(res.Result, &sess); err != nil || sess.SessionID == "" {
-		t.Fatalf("session/new result %s: %v", res.Result, err)
-	}
-	return sess.SessionID, res.Result
-}
-
 // startClaudeSession starts the sidecar around claude-agent-acp with a fresh
 // mock, HOME and state dir, and runs initialize and session/new.
-func startClaudeSession(t *testing.T) *claudeSession {
+func startClaudeSession(t *testing.T) *sidecarSession {
 	t.Helper()
 	argv, env, mock := ClaudeAgentMock(t)
 	state := t.TempDir()
 	a := startSidecarState(t, argv, env, t.TempDir(), state, "--grace", "1s")
-	s := &claudeSession{t: t, a: a, mock: mock, argv: argv, state: state}
+	s := &sidecarSession{t: t, a: a, mock: mock, argv: argv, state: state}
 	s.sid, _ = openSession(t, a)
 	return s
-}
-
-// setOption sets a config option and checks the agent's answer took it.
-func (s *claudeSession) setOption(id, value string) {
-	s.t.Helper()
-	res := step(s.t, s.a, "session/set_config_option", map[string]any{"sessionId": s.sid, "configId": id, "value": value})
-	if got := currentValue(s.t, res.Result, id); got != value {
-		s.t.Fatalf("set_config_option %s %q: result has %q: %s", id, value, got, res.Result)
-	}
-}
-
-func (s *claudeSession) setMode(mode string) {
-	s.t.Helper()
-	step(s.t, s.a, "session/set_mode", map[string]any{"sessionId": s.sid, "modeId": mode})
-}
-
-// promptCall sends one text prompt and returns the response frame, or the
-// error (an *rpcError for a JSON-RPC error response).
-func (s *claudeSession) promptCall(text string) (frame, error) {
-	ctx, cancel := context.WithTimeout(s.t.Context(), stepTimeout)
-	defer cancel()
-	return s.a.call(ctx, "session/prompt", map[string]any{
-		"sessionId": s.sid, "prompt": []map[string]string{{"type": "text", "text": text}},
-	})
-}
-
-// prompt sends one text prompt, requires stopReason end_turn, and returns
-// the frames the client received until the response, the response included.
-func (s *claudeSession) prompt(text string) []frame {
-	s.t.Helper()
-	n := s.a.frameCount()
-	res, err := s.promptCall(text)
-	if err != nil {
-		s.t.Fatalf("prompt %q: %v\nstderr:\n%s", text, err, s.a.stderr.String())
-	}
-	checkEndTurn(s.t, text, res)
-	return s.a.framesSince(n)
-}
-
-func checkEndTurn(t *testing.T, text string, res frame) {
-	t.Helper()
-	var pr struct {
-		StopReason string `json:"stopReason"`
-	}
-	if err := json.Unmarshal(res.Result, &pr); err != nil || pr.StopReason != "end_turn" {
-		t.Fatalf("prompt %q: result %s (%v), want stopReason end_turn", text, res.Result, err)
-	}
-}
-
-// turnRequest returns the one /v1/messages request the mock received whose
-// last user text is text: the request of the turn that prompted it.
-func (s *claudeSession) turnRequest(text string) mockllm.Request {
-	s.t.Helper()
-	var found []mockllm.Request
-	for _, r := range s.mock.MessageRequests() {
-		if r.LastUserText() == text {
-			found = append(found, r)
-		}
-	}
-	if len(found) != 1 {
-		var lasts []string
-		for _, r := range s.mock.MessageRequests() {
-			lasts = append(lasts, r.LastUserText())
-		}
-		s.t.Fatalf("mock saw %d requests for the prompt %q, want 1; last user texts: %q", len(found), text, lasts)
-	}
-	return found[0]
-}
-
-// status calls _sidecar/status for the session.
-func (s *claudeSession) status() sidecarStatus {
-	s.t.Helper()
-	res := step(s.t, s.a, "_sidecar/status", map[string]any{"sessionId": s.sid})
-	var st sidecarStatus
-	if err := json.Unmarshal(res.Result, &st); err != nil {
-		s.t.Fatalf("_sidecar/status result %s: %v", res.Result, err)
-	}
-	return st
-}
-
-// sidecarStatus is the part of the `_sidecar/status` result the tests read.
-type sidecarStatus struct {
-	SessionID       string            `json:"sessionId"`
-	NativeSessionID string            `json:"nativeSessionId"`
-	NativeHistory   []string          `json:"nativeHistory"`
-	Live            map[string]string `json:"live"`
-	Turns           int               `json:"turns"`
-	KeptTurns       int               `json:"keptTurns"`
-}
-
-// closeClient closes the sidecar's stdin, as an editor closing the session
-// does, and waits for the sidecar to exit.
-func (s *claudeSession) closeClient() {
-	s.t.Helper()
-	if err := s.a.stdin.Close(); err != nil {
-		s.t.Fatalf("close the sidecar's stdin: %v", err)
-	}
-	if !waitOrTimeout(s.a.exited, eofExitBound) {
-		s.t.Fatalf("sidecar still running %v after its stdin was closed", eofExitBound)
-	}
-	s.t.Logf("sidecar exited: %v", s.a.waitErr)
-}
-
-// showRecord is the part of `acp-sidecar show SESSION --json` (docs/record.md, "The
-// record") the tests read.
-type showRecord struct {
-	SessionID       string     `json:"sessionId"`
-	NativeSessionID string     `json:"nativeSessionId"`
-	NativeHistory   []string   `json:"nativeHistory"`
-	Agent           []string   `json:"agent"`
-	Baseline        *showLayer `json:"baseline"`
-	Original        *showLayer `json:"original"`
-	Live            *showLayer `json:"live"`
-	Changed         []struct {
-		OptionID string          `json:"optionId"`
-		Category string          `json:"category"`
-		Legacy   bool            `json:"legacy"`
-		From     json.RawMessage `json:"from"`
-		To       json.RawMessage `json:"to"`
-	} `json:"changed"`
-	Overrides []struct {
-		OptionID string          `json:"optionId"`
-		Category string          `json:"category"`
-		Value    json.RawMessage `json:"value"`
-	} `json:"overrides"`
-	Blocked json.RawMessage `json:"blocked"`
-	Handoff *struct {
-		NativeSessionID string `json:"nativeSessionId"`
-		Turn            int    `json:"turn"`
-		Kept            int    `json:"kept"`
-		Omitted         int    `json:"omitted"`
-	} `json:"handoff"`
-	Turns []struct {
-		Index           int    `json:"index"`
-		Status          string `json:"status"`
-		StopReason      string `json:"stopReason"`
-		Prompt          string `json:"prompt"`
-		Answer          string `json:"answer"`
-		NativeSessionID string `json:"nativeSessionId"`
-	} `json:"turns"`
-}
-
-// showLayer is one config layer of the record.
-type showLayer struct {
-	Values     map[string]json.RawMessage `json:"values"`
-	Categories map[string]string          `json:"categories"`
-	Mode       string                     `json:"mode"`
-	Model      string                     `json:"model"`
-}
-
-// value returns the layer's value of option id as a string ("" if it is not
-// a JSON string, or absent).
-func (l *showLayer) value(id string) string {
-	if l == nil {
-		return ""
-	}
-	var s string
-	_ = json.Unmarshal(l.Values[id], &s) // absent or not a string: ""
-	return s
-}
-
-// show runs `acp-sidecar show SID --json --state-dir DIR`, in the argument
-// order docs/record.md gives, and decodes its output.
-func (s *claudeSession) show() showRecord {
-	s.t.Helper()
-	ctx, cancel := context.WithTimeout(s.t.Context(), stepTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, sidecarBinary(s.t), "show", s.sid, "--json", "--state-dir", s.state)
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ACP_SIDECAR_") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = env
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		s.t.Fatalf("acp-sidecar show %s --json: %v\nstderr: %s\nstdout: %s", s.sid, err, errOut.String(), out.String())
-	}
-	s.t.Logf("show --json: %s", out.String())
-	var rec showRecord
-	if err := json.Unmarshal(out.Bytes(), &rec); err != nil {
-		s.t.Fatalf("decode show --json output: %v\n%s", err, out.String())
-	}
-	return rec
-}
-
-// checkSessionIDs asserts that every sessionId in what the client received
-// (session/update and agent requests' params, and results) is the client's
-// own: a rebuild must never show the client a native id.
-func checkSessionIDs(t *testing.T, frames []frame, sid string) {
-	t.Helper()
-	seen := 0
-	for _, f := range frames {
-		for _, part := range []json.RawMessage{f.Params, f.Result} {
-			var v struct {
-				SessionID *string `json:"sessionId"`
-			}
-			if len(part) == 0 || json.Unmarshal(part, &v) != nil || v.SessionID == nil {
-				continue
-			}
-			seen++
-			if *v.SessionID != sid {
-				t.Errorf("the client got sessionId %q, not its own %q: %s", *v.SessionID, sid, f.Raw)
-			}
-		}
-	}
-	if seen == 0 {
-		t.Errorf("no frame the client got carries a sessionId")
-	}
-	t.Logf("%d frames with a sessionId, all %s", seen, sid)
-}
-
-// messageTexts returns every text block of every message of a request, user
-// and assistant alike, in order.
-func messageTexts(t *testing.T, r mockllm.Request) []string {
-	t.Helper()
-	var body struct {
-		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(r.Body, &body); err != nil {
-		t.Fatalf("decode messages request body: %v", err)
-	}
-	var out []string
-	for _, m := range body.Messages {
-		var s string
-		if json.Unmarshal(m.Content, &s) == nil {
-			out = append(out, s)
-			continue
-		}
-		var blocks []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
-		if err := json.Unmarshal(m.Content, &blocks); err != nil {
-			t.Fatalf("decode %s message content: %v", m.Role, err)
-		}
-		for _, b := range blocks {
-			if b.Type == "text" {
-				out = append(out, b.Text)
-			}
-		}
-	}
-	return out
 }
 
 // requestSession returns the session id claude puts in each request's
@@ -480,7 +186,7 @@ func TestSidecarResetKeepsConfig(t *testing.T) {
 	if n := post.Messages(); n != 1 {
 		t.Errorf("post-reset request has %d messages, want 1 (a fresh conversation)", n)
 	}
-	for _, txt := range messageTexts(t, post) {
+	for _, txt := range post.Texts() {
 		if strings.Contains(txt, "before the reset") || strings.Contains(txt, "[acp-sidecar]") {
 			t.Errorf("post-reset request carries earlier conversation: %.200q", txt)
 		}
@@ -545,7 +251,7 @@ func TestSidecarRewindHandsOverKeptTurns(t *testing.T) {
 	s.prompt(done)
 
 	r3, r4 := s.turnRequest(ask), s.turnRequest(done)
-	t3 := messageTexts(t, r3)
+	t3 := r3.Texts()
 	if !slices.ContainsFunc(t3, func(s string) bool { return strings.Contains(s, teal) }) {
 		t.Errorf("turn 3 request lacks the teal turn; texts %q", t3)
 	}
@@ -557,7 +263,7 @@ func TestSidecarRewindHandsOverKeptTurns(t *testing.T) {
 	if n := countIn(t3, handoffHeader); n != 1 {
 		t.Errorf("turn 3 request carries the handoff header %d times, want 1", n)
 	}
-	t4 := messageTexts(t, r4)
+	t4 := r4.Texts()
 	if n := countIn(t4, handoffHeader); n != 1 {
 		t.Errorf("turn 4 request carries the handoff header %d times, want 1 (turn 3's history only)", n)
 	}
@@ -605,12 +311,9 @@ func TestSidecarAgentCrashRecovery(t *testing.T) {
 	s.prompt("first turn")
 	s.prompt("second turn")
 
-	old := s.agentChild(0)
+	old := s.agentPid()
 	t.Logf("killing claude-agent-acp pid %d", old)
-	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill -9 %d: %v", old, err)
-	}
-	s.waitReaped(old)
+	killAndWait(t, stepTimeout, old)
 	n := s.a.frameCount()
 	const text = "after the crash"
 	res, err := s.promptCall(text)
@@ -629,7 +332,7 @@ func TestSidecarAgentCrashRecovery(t *testing.T) {
 	// after a turn can leave that turn out of what its own resume brings
 	// back; the sidecar trusts a resume that succeeds (DESIGN.md, "Hand
 	// over"). The first turn must be there; the last is logged.
-	texts := messageTexts(t, r)
+	texts := r.Texts()
 	has := func(want string) bool {
 		return slices.ContainsFunc(texts, func(s string) bool { return strings.Contains(s, want) })
 	}
@@ -700,19 +403,14 @@ func TestSidecarAgentKilledMidTurn(t *testing.T) {
 		_, err := s.promptCall("this turn dies " + mockllm.StallMarker)
 		stalled <- err
 	}()
-	deadline := time.Now().Add(stepTimeout)
-	for !slices.ContainsFunc(s.mock.MessageRequests(), func(r mockllm.Request) bool {
+	ctx, cancel := context.WithTimeout(t.Context(), stepTimeout)
+	defer cancel()
+	if _, err := s.mock.WaitRequest(ctx, func(r mockllm.Request) bool {
 		return strings.Contains(r.LastUserText(), mockllm.StallMarker)
-	}) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the stalling turn never reached the mock LLM within %v", stepTimeout)
-		}
-		time.Sleep(20 * time.Millisecond)
+	}); err != nil {
+		t.Fatalf("the stalling turn never reached the mock LLM within %v: %v", stepTimeout, err)
 	}
-	old := s.agentChild(0)
-	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill -9 %d: %v", old, err)
-	}
+	killAndWait(t, stepTimeout, s.agentPid())
 	var rerr *rpcError
 	if err := <-stalled; !errors.As(err, &rerr) || rerr.Code != -32012 || !strings.Contains(rerr.Message, "exited") {
 		t.Fatalf("the prompt the agent died under got %v, want a -32012 error saying the agent exited", err)
@@ -728,44 +426,5 @@ func TestSidecarAgentKilledMidTurn(t *testing.T) {
 	}
 	if st := s.status(); st.Live["model"] != "haiku" || st.Live["mode"] != "acceptEdits" {
 		t.Errorf("live config after the kill %v, want model haiku, mode acceptEdits", st.Live)
-	}
-}
-
-// waitReaped waits until the killed agent is gone from /proc, not only a
-// zombie: node's leader thread shows Z while its other threads still exit
-// holding its stdin, and one of them may still read a line written then.
-// The sidecar reaps it; what is sent after that surely never reached it.
-func (s *claudeSession) waitReaped(pid int) {
-	s.t.Helper()
-	deadline := time.Now().Add(stepTimeout)
-	for {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(err, fs.ErrNotExist) {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("the killed agent %d is not reaped within %v", pid, stepTimeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// agentChild waits for the sidecar's child that runs claude-agent-acp, other
-// than pid not, and returns its pid.
-func (s *claudeSession) agentChild(not int) int {
-	s.t.Helper()
-	sidecar := s.a.cmd.Process.Pid
-	entry := s.argv[len(s.argv)-1]
-	deadline := time.Now().Add(stepTimeout)
-	for {
-		for _, pid := range descendantsOf(sidecar) {
-			p, err := readProc(pid)
-			if err == nil && pid != not && p.ppid == sidecar && p.state != "Z" && strings.Contains(p.cmdline, entry) {
-				return pid
-			}
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("no child of the sidecar (pid %d) runs %s (other than %d) within %v", sidecar, entry, not, stepTimeout)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

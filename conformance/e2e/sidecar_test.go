@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -109,12 +110,10 @@ func runScriptedSession(t *testing.T, viaSidecar bool) sessionRun {
 	setModel("haiku")
 	prompt("second prompt")
 
-	deadline := time.Now().Add(stepTimeout)
-	for countCommandUpdates(a.framesSince(0)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no available_commands_update within %v", stepTimeout)
-		}
-		time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), stepTimeout)
+	defer cancel()
+	if _, err := a.waitFrame(ctx, 0, isCommandsUpdate); err != nil {
+		t.Fatalf("no available_commands_update within %v: %v", stepTimeout, err)
 	}
 	return sessionRun{
 		sessionID: sid,
@@ -134,16 +133,6 @@ func envValue(env []string, key string) string {
 		}
 	}
 	return ""
-}
-
-func countCommandUpdates(frames []frame) int {
-	n := 0
-	for _, f := range frames {
-		if isCommandsUpdate(f) {
-			n++
-		}
-	}
-	return n
 }
 
 func isCommandsUpdate(f frame) bool {

@@ -86,7 +86,7 @@ func TestClaudeSwitchToFakeAndBack(t *testing.T) {
 			t.Logf("fake agent call log (%v):\n%s", err, data)
 		}
 	})
-	s := &claudeSession{t: t, a: a, mock: mock, argv: argv}
+	s := &sidecarSession{t: t, a: a, mock: mock, argv: argv}
 
 	// 1. A new session starts on the default agent, claude.
 	var result json.RawMessage
@@ -162,7 +162,7 @@ func TestClaudeSwitchToFakeAndBack(t *testing.T) {
 		t.Logf("mock saw: model=%s messages=%d last=%.60q", r.Model, r.Messages(), r.LastUserText())
 	}
 	turn := lastTurnRequest(t, reqs, back)
-	texts := messageTexts(t, turn)
+	texts := turn.Texts()
 	var handoffs []string
 	for _, txt := range texts {
 		if strings.HasPrefix(txt, handoffHeader) {

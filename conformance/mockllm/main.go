@@ -23,7 +23,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logPath := fs.String("log", "", "append every request as a JSON line to `FILE`")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: mockllm [-addr host:port] [-log FILE]\n\n"+
-			"Serves a mock Anthropic Messages API and prints its base URL.\n\n")
+			"Serves a mock Anthropic Messages API and OpenAI Responses API\n"+
+			"and prints its base URL.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -48,13 +48,6 @@ type sseEvent struct {
 // into word-sized deltas so clients exercise their chunk joining, and each
 // event is flushed so they see a real stream.
 func (m message) stream(w http.ResponseWriter) error {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("request-id", "req_"+m.ID)
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-
 	start := m.full()
 	start["content"] = []any{}
 	start["stop_reason"] = nil
@@ -81,7 +74,19 @@ func (m message) stream(w http.ResponseWriter) error {
 		}},
 		{"message_stop", map[string]any{"type": "message_stop"}},
 	}...)
+	w.Header().Set("request-id", "req_"+m.ID)
+	return writeEvents(w, events)
+}
 
+// writeEvents answers 200 with events as a server-sent event stream, each
+// event flushed as it is written so the client sees a real stream. Headers
+// set on w before the call go out with it.
+func writeEvents(w http.ResponseWriter, events []sseEvent) error {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
 	for _, e := range events {
 		data, err := json.Marshal(e.data)
 		if err != nil {

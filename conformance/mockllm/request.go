@@ -20,9 +20,13 @@ type Request struct {
 	Header http.Header `json:"header,omitempty"`
 	// Status is the HTTP status the mock answered with.
 	Status int `json:"status"`
-	// Model and Stream are copied from the body of a messages request, so the
-	// log can be scanned without decoding bodies.
+	// Model, Effort and Stream are copied from the body of a turn request
+	// (Messages or Responses API), so the log can be scanned without
+	// decoding bodies. Effort is the reasoning effort the agent asked for:
+	// output_config.effort in a Messages request, reasoning.effort in a
+	// Responses request; "" when the body names none.
 	Model  string `json:"model,omitempty"`
+	Effort string `json:"effort,omitempty"`
 	Stream bool   `json:"stream"`
 	// Body is the request body exactly as sent when it is valid JSON. A body
 	// that is not JSON is kept as a JSON string, so the log stays one JSON
@@ -46,17 +50,48 @@ func loggedHeader(h http.Header) http.Header {
 	return out
 }
 
-// messagesBody is the part of a Messages API request body the mock reads.
-// Content and system are polymorphic in the API (a string or a list of
-// blocks), so they stay raw until asked for.
-type messagesBody struct {
-	Model    string            `json:"model"`
-	Stream   bool              `json:"stream"`
-	System   json.RawMessage   `json:"system"`
-	Messages []messagesMessage `json:"messages"`
+// turnBody is the part of a turn request body the mock reads, in either
+// API's shape: a Messages request has system and messages, a Responses
+// request instructions and input. Content, system, instructions and input
+// are polymorphic in the APIs (a string or a list), so they stay raw until
+// asked for.
+type turnBody struct {
+	Model  string `json:"model"`
+	Stream bool   `json:"stream"`
+
+	// Messages API.
+	System       json.RawMessage   `json:"system"`
+	Messages     []messagesMessage `json:"messages"`
+	OutputConfig struct {
+		Effort string `json:"effort"`
+	} `json:"output_config"`
+
+	// Responses API.
+	Instructions json.RawMessage `json:"instructions"`
+	Input        json.RawMessage `json:"input"`
+	Reasoning    struct {
+		Effort string `json:"effort"`
+	} `json:"reasoning"`
+}
+
+// effort returns the reasoning effort the body asks for, in either API.
+func (b turnBody) effort() string {
+	if b.Reasoning.Effort != "" {
+		return b.Reasoning.Effort
+	}
+	return b.OutputConfig.Effort
 }
 
 type messagesMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// A responsesItem is one element of a Responses request's input list. Only
+// messages (type "message", or no type with a role) carry conversation;
+// reasoning, function calls and tool lists are skipped.
+type responsesItem struct {
+	Type    string          `json:"type"`
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
 }
@@ -66,27 +101,66 @@ type contentBlock struct {
 	Text string `json:"text"`
 }
 
-// decode returns the parsed body; a body that is not a messages request
+// decode returns the parsed body; a body that is not a turn request
 // decodes to the zero value, which the accessors treat as empty.
-func (r Request) decode() messagesBody {
-	var b messagesBody
+func (r Request) decode() turnBody {
+	var b turnBody
 	_ = json.Unmarshal(r.Body, &b) // best effort: any other body has no messages
 	return b
+}
+
+// conversation returns the request's messages in order, system prompt
+// aside: a Messages request's messages, or a Responses request's user and
+// assistant messages (developer and system messages are its system prompt,
+// see System).
+func (r Request) conversation() []messagesMessage {
+	b := r.decode()
+	if b.Input == nil {
+		return b.Messages
+	}
+	var out []messagesMessage
+	for _, m := range responsesMessages(b.Input) {
+		if m.Role == "user" || m.Role == "assistant" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// responsesMessages returns the message items of a Responses input, which
+// is a string (one user message) or a list of items.
+func responsesMessages(input json.RawMessage) []messagesMessage {
+	var s string
+	if json.Unmarshal(input, &s) == nil {
+		return []messagesMessage{{Role: "user", Content: input}}
+	}
+	var items []responsesItem
+	if json.Unmarshal(input, &items) != nil {
+		return nil
+	}
+	var out []messagesMessage
+	for _, it := range items {
+		if it.Type == "message" || (it.Type == "" && it.Role != "") {
+			out = append(out, messagesMessage{Role: it.Role, Content: it.Content})
+		}
+	}
+	return out
 }
 
 // Messages reports how many messages (user and assistant turns) the request
 // carried. Agents resend the whole conversation, so this grows per turn.
 func (r Request) Messages() int {
-	return len(r.decode().Messages)
+	return len(r.conversation())
 }
 
 // UserTexts returns the text of every text block of every user message, in
 // order. A message whose content is a plain string counts as one block.
-// Agents prepend context blocks (claude's <system-reminder>s) to the user's
-// own text, so the typed prompt is usually the last element.
+// Agents prepend context blocks (claude's <system-reminder>s, codex's
+// <environment_context>) to the user's own text, so the typed prompt is
+// usually the last element.
 func (r Request) UserTexts() []string {
 	var out []string
-	for _, m := range r.decode().Messages {
+	for _, m := range r.conversation() {
 		if m.Role == "user" {
 			out = append(out, texts(m.Content)...)
 		}
@@ -94,10 +168,20 @@ func (r Request) UserTexts() []string {
 	return out
 }
 
+// Texts returns the text of every text block of every message, user and
+// assistant alike, in order: the whole conversation the LLM was shown.
+func (r Request) Texts() []string {
+	var out []string
+	for _, m := range r.conversation() {
+		out = append(out, texts(m.Content)...)
+	}
+	return out
+}
+
 // LastUserText returns the last text block of the last user message that has
 // one, or "" if there is none.
 func (r Request) LastUserText() string {
-	msgs := r.decode().Messages
+	msgs := r.conversation()
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role != "user" {
 			continue
@@ -109,13 +193,27 @@ func (r Request) LastUserText() string {
 	return ""
 }
 
-// System returns the system prompt, its text blocks joined by newlines.
+// System returns the system prompt, its text blocks joined by newlines: a
+// Messages request's system, or a Responses request's instructions followed
+// by its developer and system messages.
 func (r Request) System() string {
-	return strings.Join(texts(r.decode().System), "\n")
+	b := r.decode()
+	if b.Input == nil {
+		return strings.Join(texts(b.System), "\n")
+	}
+	out := texts(b.Instructions)
+	for _, m := range responsesMessages(b.Input) {
+		if m.Role == "developer" || m.Role == "system" {
+			out = append(out, texts(m.Content)...)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // texts extracts the text of a content value that is either a string or a
-// list of blocks; blocks that are not text (images, tool results) are skipped.
+// list of blocks; blocks that are not text (images, tool results) are
+// skipped. Text blocks are "text" in the Messages API and "input_text" or
+// "output_text" in the Responses API.
 func texts(raw json.RawMessage) []string {
 	if len(raw) == 0 {
 		return nil
@@ -130,7 +228,8 @@ func texts(raw json.RawMessage) []string {
 	}
 	var out []string
 	for _, b := range blocks {
-		if b.Type == "text" {
+		switch b.Type {
+		case "text", "input_text", "output_text":
 			out = append(out, b.Text)
 		}
 	}

@@ -18,7 +18,7 @@ const MaxBodyBytes = 64 << 20
 
 // Options configure a Server. The zero value is ready to use.
 type Options struct {
-	// Reply computes the assistant text for a messages request. It is called
+	// Reply computes the assistant text for a turn request. It is called
 	// once per request, on the request's goroutine, after the request has
 	// been recorded; it must not block and may be called concurrently. Nil
 	// means [DefaultReply].
@@ -45,9 +45,12 @@ type Options struct {
 type Server struct {
 	opts Options
 
-	mu       sync.Mutex // guards requests, n, closed, stopWatch and writes to opts.Log
+	mu       sync.Mutex // guards requests, n, recorded, closed, stopWatch and writes to opts.Log
 	requests []Request
-	n        int // messages answered, for deterministic message ids
+	n        int // turn requests answered, for deterministic message ids
+	// recorded, made by a waiter, is closed when the next request is
+	// recorded (see WaitRequest).
+	recorded chan struct{}
 
 	// closeFn is set by Start before the server is shared; it stops the
 	// listener and waits for serving to end. Nil for a Server that is only a
@@ -68,6 +71,32 @@ func New(opts Options) *Server {
 	return &Server{opts: opts}
 }
 
+// WaitRequest waits until the mock has recorded a request that match
+// accepts, and returns the first such. It returns ctx's cause when ctx ends
+// first; the bound is the caller's. A test uses it to act once a turn has
+// reached the "LLM", say to kill the agent in the middle of a stalled turn.
+func (s *Server) WaitRequest(ctx context.Context, match func(Request) bool) (Request, error) {
+	for n := 0; ; {
+		s.mu.Lock()
+		for ; n < len(s.requests); n++ {
+			if r := s.requests[n]; match(r) {
+				s.mu.Unlock()
+				return r, nil
+			}
+		}
+		if s.recorded == nil {
+			s.recorded = make(chan struct{})
+		}
+		recorded := s.recorded
+		s.mu.Unlock()
+		select {
+		case <-recorded:
+		case <-ctx.Done():
+			return Request{}, context.Cause(ctx)
+		}
+	}
+}
+
 // Requests returns a copy of every request received so far, oldest first.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
@@ -76,15 +105,46 @@ func (s *Server) Requests() []Request {
 }
 
 // MessageRequests returns the recorded POST /v1/messages requests, the ones
-// that reached the "LLM", oldest first.
+// that reached the "LLM" over the Anthropic Messages API, oldest first.
 func (s *Server) MessageRequests() []Request {
+	return s.requestsTo(messagesPath)
+}
+
+// ResponseRequests returns the recorded POST /v1/responses requests, the
+// ones that reached the "LLM" over the OpenAI Responses API, oldest first.
+func (s *Server) ResponseRequests() []Request {
+	return s.requestsTo(responsesPath)
+}
+
+// TurnRequests returns every recorded request to either API, oldest first.
+func (s *Server) TurnRequests() []Request {
 	var out []Request
 	for _, r := range s.Requests() {
-		if r.Method == http.MethodPost && r.Path == "/v1/messages" {
+		if isTurn(r) {
 			out = append(out, r)
 		}
 	}
 	return out
+}
+
+func (s *Server) requestsTo(path string) []Request {
+	var out []Request
+	for _, r := range s.Requests() {
+		if isTurn(r) && r.Path == path {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+const (
+	messagesPath  = "/v1/messages"
+	responsesPath = "/v1/responses"
+)
+
+// isTurn reports whether r is a request for an LLM turn, in either API.
+func isTurn(r Request) bool {
+	return r.Method == http.MethodPost && (r.Path == messagesPath || r.Path == responsesPath)
 }
 
 // DefaultReply reveals what the mock saw, so a test can tell from the agent's
@@ -102,7 +162,8 @@ func DefaultReply(r Request) string {
 	return fmt.Sprintf("mock-llm: model=%s messages=%d last=%s", r.Model, r.Messages(), quoted)
 }
 
-// ServeHTTP records the request and answers it as the Anthropic API would.
+// ServeHTTP records the request and answers it as the Anthropic API, or
+// for /v1/responses the OpenAI Responses API, would.
 func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	s.mu.Lock()
 	if s.closed {
@@ -136,8 +197,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		rec.Status = http.StatusOK
 		s.record(rec)
 		w.WriteHeader(rec.Status)
-	case req.URL.Path == "/v1/messages" && req.Method == http.MethodPost:
-		s.messages(req.Context(), w, rec)
+	case req.URL.Path == messagesPath && req.Method == http.MethodPost:
+		s.turn(req.Context(), w, rec, anthropic)
+	case req.URL.Path == responsesPath && req.Method == http.MethodPost:
+		s.turn(req.Context(), w, rec, openai)
 	case req.URL.Path == "/v1/messages/count_tokens" && req.Method == http.MethodPost:
 		rec.Status = http.StatusOK
 		s.record(rec)
@@ -156,26 +219,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 func knownPath(p string) bool {
-	return p == "/" || p == "/v1/messages" || p == "/v1/messages/count_tokens"
+	return p == "/" || p == messagesPath || p == "/v1/messages/count_tokens" || p == responsesPath
 }
 
-// messages answers POST /v1/messages.
 // StallMarker in the last user text makes the mock record the request and
 // never answer it, until the client goes away or the mock closes: a turn
 // that stays in flight for as long as a test needs, say to kill the agent
 // in the middle of it.
 const StallMarker = "mock-llm: stall"
 
-func (s *Server) messages(ctx context.Context, w http.ResponseWriter, rec Request) {
-	var b messagesBody
+// An api is the wire shape of a turn request and its answer.
+type api int
+
+const (
+	anthropic api = iota // POST /v1/messages: the Anthropic Messages API
+	openai               // POST /v1/responses: the OpenAI Responses API
+)
+
+// turn answers a turn request (POST /v1/messages or /v1/responses) in the
+// shape of its API, with the same reply text either way.
+func (s *Server) turn(ctx context.Context, w http.ResponseWriter, rec Request, a api) {
+	var b turnBody
 	if err := json.Unmarshal(rec.Body, &b); err != nil {
-		s.logf("mockllm: decode messages body: %v", err)
+		s.logf("mockllm: decode %s body: %v", rec.Path, err)
 		rec.Status = http.StatusBadRequest
 		s.record(rec)
-		writeError(w, rec.Status, "invalid_request_error", "body is not a messages request")
+		writeError(w, rec.Status, "invalid_request_error", "body is not a turn request")
 		return
 	}
-	rec.Model, rec.Stream, rec.Status = b.Model, b.Stream, http.StatusOK
+	rec.Model, rec.Effort, rec.Stream, rec.Status = b.Model, b.effort(), b.Stream, http.StatusOK
 	n := s.record(rec)
 	if strings.Contains(rec.LastUserText(), StallMarker) {
 		<-ctx.Done() // the agent died or the mock closed; nobody reads an answer
@@ -193,11 +265,22 @@ func (s *Server) messages(ctx context.Context, w http.ResponseWriter, rec Reques
 		InputTokens:  estimateTokens(len(rec.Body)),
 		OutputTokens: estimateTokens(len(text)),
 	}
-	if !b.Stream {
+	var err error
+	switch {
+	case a == openai:
+		r := response{message: m, RespID: fmt.Sprintf("resp_mock_%04d", n), Created: rec.Time.Unix()}
+		if !b.Stream {
+			writeJSON(w, http.StatusOK, r.full(true))
+			return
+		}
+		err = r.stream(w)
+	case !b.Stream:
 		writeJSON(w, http.StatusOK, m.full())
 		return
+	default:
+		err = m.stream(w)
 	}
-	if err := m.stream(w); err != nil {
+	if err != nil {
 		// The client went away mid-stream; the request is already recorded.
 		s.logf("mockllm: stream %s: %v", m.ID, err)
 	}
@@ -211,13 +294,17 @@ func (s *Server) drain() {
 	s.inflight.Wait()
 }
 
-// record appends rec to the log and returns how many messages requests the
+// record appends rec to the log and returns how many turn requests the
 // mock has answered, counting rec if it is one.
 func (s *Server) record(rec Request) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.requests = append(s.requests, rec)
-	if rec.Path == "/v1/messages" && rec.Status == http.StatusOK {
+	if s.recorded != nil { // someone waits: wake them
+		close(s.recorded)
+		s.recorded = nil
+	}
+	if isTurn(rec) && rec.Status == http.StatusOK {
 		s.n++
 	}
 	if s.opts.Log != nil {

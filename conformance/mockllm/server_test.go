@@ -46,6 +46,21 @@ func TestDefaultReply(t *testing.T) {
 	}
 }
 
+// responsesBody is a Responses API request as codex sends one: a tool list
+// item, developer messages, then the conversation, with reasoning effort.
+const responsesBody = `{"model":"gpt-6-luna","stream":%s,"reasoning":{"effort":"high","summary":"auto"},"instructions":"Be brief.",` +
+	`"input":[{"type":"additional_tools","role":"developer","tools":[]},` +
+	`{"type":"message","role":"developer","content":[{"type":"input_text","text":"You are Codex."}]},` +
+	`{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context/>"}]},` +
+	`{"type":"message","role":"user","content":[{"type":"input_text","text":"first"}]},` +
+	`{"type":"reasoning","summary":[]},` +
+	`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok"}]},` +
+	`{"role":"user","content":"hello"}]}`
+
+func respBody(stream bool) string {
+	return strings.Replace(responsesBody, "%s", map[bool]string{true: "true", false: "false"}[stream], 1)
+}
+
 func TestRequestAccessors(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -54,12 +69,17 @@ func TestRequestAccessors(t *testing.T) {
 		last      string
 		system    string
 		messages  int
+		texts     []string
 	}{
-		{"blocks", body(true), []string{"first", "<system-reminder>ctx</system-reminder>", "hello\nthere"}, "hello\nthere", "You are Claude.\nPlan mode is active.", 3},
-		{"string system", `{"system":"sys","messages":[{"role":"user","content":"a"}]}`, []string{"a"}, "a", "sys", 1},
-		{"last user has no text", `{"messages":[{"role":"user","content":"a"},{"role":"user","content":[{"type":"image"}]}]}`, []string{"a"}, "a", "", 2},
-		{"not a messages body", `[1,2]`, nil, "", "", 0},
-		{"no body", ``, nil, "", "", 0},
+		{"blocks", body(true), []string{"first", "<system-reminder>ctx</system-reminder>", "hello\nthere"}, "hello\nthere", "You are Claude.\nPlan mode is active.", 3,
+			[]string{"first", "ok", "<system-reminder>ctx</system-reminder>", "hello\nthere"}},
+		{"string system", `{"system":"sys","messages":[{"role":"user","content":"a"}]}`, []string{"a"}, "a", "sys", 1, []string{"a"}},
+		{"last user has no text", `{"messages":[{"role":"user","content":"a"},{"role":"user","content":[{"type":"image"}]}]}`, []string{"a"}, "a", "", 2, []string{"a"}},
+		{"responses", respBody(true), []string{"<environment_context/>", "first", "hello"}, "hello", "Be brief.\nYou are Codex.", 4,
+			[]string{"<environment_context/>", "first", "ok", "hello"}},
+		{"responses string input", `{"model":"m","input":"hi"}`, []string{"hi"}, "hi", "", 1, []string{"hi"}},
+		{"not a messages body", `[1,2]`, nil, "", "", 0, nil},
+		{"no body", ``, nil, "", "", 0, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,6 +95,9 @@ func TestRequestAccessors(t *testing.T) {
 			}
 			if got := r.Messages(); got != tt.messages {
 				t.Errorf("Messages() = %d, want %d", got, tt.messages)
+			}
+			if got := r.Texts(); !equal(got, tt.texts) {
+				t.Errorf("Texts() = %q, want %q", got, tt.texts)
 			}
 		})
 	}
@@ -123,16 +146,23 @@ func sseEvents(t *testing.T, r io.Reader) (names []string, data []map[string]any
 	return names, data
 }
 
-func TestMessagesStream(t *testing.T) {
-	s := New(Options{Logf: t.Logf})
+// postStream posts body to a fresh mock at path and reads the event stream
+// it answers with; it returns the mock too, for its record.
+func postStream(t *testing.T, path, body string) (s *Server, names []string, data []map[string]any) {
+	t.Helper()
+	s = New(Options{Logf: t.Logf})
 	ts := httptest.NewServer(s)
-	defer ts.Close()
-
-	resp := post(t, ts.URL+"/v1/messages?beta=true", body(true))
+	t.Cleanup(ts.Close)
+	resp := post(t, ts.URL+path, body)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	names, data := sseEvents(t, resp.Body)
+	names, data = sseEvents(t, resp.Body)
+	return s, names, data
+}
+
+func TestMessagesStream(t *testing.T) {
+	s, names, data := postStream(t, "/v1/messages?beta=true", body(true))
 
 	var text strings.Builder
 	for _, d := range data {
@@ -178,6 +208,109 @@ func TestMessagesStream(t *testing.T) {
 	}
 	if !bytes.Equal(r.Body, []byte(body(true))) {
 		t.Errorf("recorded body %s, want the request body unchanged", r.Body)
+	}
+}
+
+func TestResponsesStream(t *testing.T) {
+	s, names, data := postStream(t, "/v1/responses", respBody(true))
+
+	var text strings.Builder
+	var order []string
+	for i, d := range data {
+		if d["sequence_number"] != float64(i) {
+			t.Errorf("event %d (%s) has sequence_number %v", i, names[i], d["sequence_number"])
+		}
+		if names[i] == "response.output_text.delta" {
+			text.WriteString(d["delta"].(string))
+			if d["item_id"] != "msg_mock_0001" || d["output_index"] != float64(0) || d["content_index"] != float64(0) {
+				t.Errorf("delta %v does not point at the message's one part", d)
+			}
+			if order[len(order)-1] == names[i] {
+				continue
+			}
+		}
+		order = append(order, names[i])
+	}
+	const want = "mock-llm: model=gpt-6-luna messages=4 last=hello"
+	if text.String() != want {
+		t.Errorf("streamed text %q, want %q", text.String(), want)
+	}
+	wantOrder := []string{"response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+		"response.output_text.delta", "response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"}
+	if !equal(order, wantOrder) {
+		t.Errorf("events %q, want %q", order, wantOrder)
+	}
+	// What codex keeps: the finished message item and the completed
+	// response with its usage (codex-rs/codex-api/src/sse/responses.rs).
+	done := data[len(data)-2]["item"].(map[string]any)
+	content := done["content"].([]any)
+	if done["type"] != "message" || done["role"] != "assistant" || done["id"] != "msg_mock_0001" || len(content) != 1 ||
+		content[0].(map[string]any)["type"] != "output_text" || content[0].(map[string]any)["text"] != want {
+		t.Errorf("output_item.done item = %v", done)
+	}
+	completed := data[len(data)-1]["response"].(map[string]any)
+	usage, _ := completed["usage"].(map[string]any)
+	if completed["id"] != "resp_mock_0001" || completed["status"] != "completed" || completed["model"] != "gpt-6-luna" ||
+		usage == nil || usage["input_tokens"] == nil || usage["output_tokens"] == nil || usage["total_tokens"] == nil ||
+		usage["input_tokens_details"] == nil || usage["output_tokens_details"] == nil {
+		t.Errorf("response.completed response = %v", completed)
+	}
+	if created := data[0]["response"].(map[string]any); created["id"] != "resp_mock_0001" || created["status"] != "in_progress" {
+		t.Errorf("response.created response = %v", created)
+	}
+
+	reqs := s.ResponseRequests()
+	if len(reqs) != 1 || len(s.MessageRequests()) != 0 || len(s.TurnRequests()) != 1 {
+		t.Fatalf("ResponseRequests %d, MessageRequests %d, TurnRequests %d; want 1, 0, 1",
+			len(reqs), len(s.MessageRequests()), len(s.TurnRequests()))
+	}
+	if r := reqs[0]; r.Path != "/v1/responses" || r.Model != "gpt-6-luna" || r.Effort != "high" || !r.Stream || r.Status != 200 {
+		t.Errorf("recorded %+v", r)
+	}
+}
+
+func TestResponsesJSON(t *testing.T) {
+	ts := httptest.NewServer(New(Options{Logf: t.Logf, Reply: func(r Request) string { return "custom " + r.Effort }}))
+	defer ts.Close()
+
+	resp := post(t, ts.URL+"/v1/responses", respBody(false))
+	var got struct {
+		Object string `json:"object"`
+		Status string `json:"status"`
+		Model  string `json:"model"`
+		Output []struct {
+			Type, Role string
+			Content    []struct{ Type, Text string }
+		} `json:"output"`
+		Usage map[string]any `json:"usage"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatalf("decode response: %v", err)
+	}
+	if got.Object != "response" || got.Status != "completed" || got.Model != "gpt-6-luna" || len(got.Output) != 1 ||
+		got.Output[0].Role != "assistant" || len(got.Output[0].Content) != 1 || got.Output[0].Content[0].Text != "custom high" ||
+		got.Usage["output_tokens"] == nil {
+		t.Errorf("response = %+v", got)
+	}
+}
+
+// TestEffort: the effort an agent asks for is recorded from either API's
+// body, and only from where that API puts it.
+func TestEffort(t *testing.T) {
+	s := New(Options{Logf: t.Logf})
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	for _, c := range []struct{ path, body, want string }{
+		{"/v1/messages", `{"model":"m","output_config":{"effort":"max"},"messages":[]}`, "max"},
+		{"/v1/messages", `{"model":"m","messages":[]}`, ""},
+		{"/v1/responses", `{"model":"m","reasoning":{"effort":"xhigh"},"input":[]}`, "xhigh"},
+		{"/v1/responses", `{"model":"m","input":[]}`, ""},
+	} {
+		post(t, ts.URL+c.path, c.body)
+		reqs := s.TurnRequests()
+		if got := reqs[len(reqs)-1].Effort; got != c.want {
+			t.Errorf("POST %s %s: effort %q, want %q", c.path, c.body, got, c.want)
+		}
 	}
 }
 
@@ -272,6 +405,35 @@ func TestOtherEndpoints(t *testing.T) {
 	}
 	if n := len(s.MessageRequests()); n != 1 {
 		t.Errorf("MessageRequests() has %d entries, want 1 (the bad body one)", n)
+	}
+}
+
+func TestWaitRequest(t *testing.T) {
+	s := New(Options{Logf: t.Logf})
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+
+	got := make(chan Request, 1)
+	go func() {
+		r, err := s.WaitRequest(t.Context(), func(r Request) bool { return r.LastUserText() == "hello" })
+		if err != nil {
+			t.Errorf("WaitRequest: %v", err)
+		}
+		got <- r
+	}()
+	post(t, ts.URL+"/v1/responses", `{"model":"m","input":"other"}`)
+	post(t, ts.URL+"/v1/responses", `{"model":"m","input":"hello"}`)
+	if r := <-got; r.LastUserText() != "hello" || r.Path != "/v1/responses" {
+		t.Errorf("WaitRequest returned %+v", r)
+	}
+	// A request recorded before the call counts too.
+	if r, err := s.WaitRequest(t.Context(), func(r Request) bool { return r.LastUserText() == "other" }); err != nil || r.LastUserText() != "other" {
+		t.Errorf("WaitRequest for an earlier request = %+v, %v", r, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := s.WaitRequest(ctx, func(Request) bool { return false }); err == nil {
+		t.Errorf("WaitRequest on a done context returned no error")
 	}
 }
 

@@ -1,0 +1,30 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/acp-sidecar/acp-sidecar/conformance/mockllm"
+)
+
+// codexNow is codex-acp as editors install it today, over codex 0.166 on
+// the mock's Responses API. Its session starts on gpt-6.1-sol in mode agent
+// at reasoning_effort low (NOTES.md); gpt-6-luna offers reasoning_effort
+// (low to max), and the test chooses high on it, in read-only mode.
+var codexNow = liveAgent{
+	pkg:       codexCurrent,
+	env:       codexEnv,
+	model:     "gpt-6-luna",
+	wireModel: "gpt-6-luna",
+	mode:      "read-only",
+	// The mode is codex's sandbox preset, which its developer message
+	// spells out.
+	modeSeen: func(r mockllm.Request) bool { return strings.Contains(r.System(), "`sandbox_mode` is `read-only`") },
+	effort:   "high",
+}
+
+// TestCodexLifecycle: see runLifecycle.
+func TestCodexLifecycle(t *testing.T) { runLifecycle(t, codexNow) }
+
+// TestCodexCommandsAfterResume: see runCommandsAfterResume.
+func TestCodexCommandsAfterResume(t *testing.T) { runCommandsAfterResume(t, codexNow) }
