@@ -10,6 +10,7 @@ import (
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
+	"github.com/acp-sidecar/acp-sidecar/replay"
 )
 
 // The sidecar's own surfaces (DESIGN.md "Surfaces"): slash commands for
@@ -91,7 +92,7 @@ func (c *commands) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 		defer c.mu.Unlock()
 		return c.init[string(env.ID)]
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification:
-		return string(env.Update) == "available_commands_update"
+		return string(env.Update) == "available_commands_update" || string(env.Update) == "session_info_update"
 	}
 	return false
 }
@@ -120,9 +121,38 @@ func (c *commands) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		delete(c.init, string(id))
 		c.mu.Unlock()
 		return c.advertise(f.Raw)
+	case string(f.Env.Update) == "session_info_update":
+		return handoffTitle(f.Raw), nil
 	default:
 		return c.mergeCommands(wire.SessionIDOf(f), f.Raw)
 	}
+}
+
+// handoffTitle takes out of a session_info_update a title the agent made
+// from the handoff that led a fresh native session's first prompt
+// (claude-agent-acp 0.101.0 and codex-acp 2.6.0 both do): the editor keeps
+// the title the session had, not "[acp-sidecar] What follows is the
+// earlier …". The rest of the update goes on; an update's omitted field
+// leaves the client's value as it was.
+func handoffTitle(raw []byte) proxy.Verdict {
+	var n struct {
+		Params struct {
+			Update struct {
+				Title *string `json:"title"`
+			} `json:"update"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(raw, &n) != nil || n.Params.Update.Title == nil {
+		return proxy.Verdict{} // no title to judge: it passes as it is
+	}
+	if !strings.HasPrefix(strings.TrimSpace(*n.Params.Update.Title), strings.TrimSpace(replay.HandoffTag)) {
+		return proxy.Verdict{}
+	}
+	line, err := wire.Delete(raw, "params", "update", "title")
+	if err != nil {
+		return proxy.Verdict{Do: proxy.Drop} // it scanned, so this cannot be; the title must not pass
+	}
+	return proxy.Verdict{Do: proxy.Rewrite, Line: line}
 }
 
 func answer(line []byte) proxy.Verdict { return proxy.Verdict{Do: proxy.Answer, Line: line} }

@@ -162,26 +162,26 @@ func (e *engine) climb(ctx context.Context, sid string, snap snapshot, quiet boo
 	params := map[string]any{"sessionId": snap.native, "cwd": snap.cwd, "mcpServers": mcpOrEmpty(snap.mcp)}
 	e.t.opening(snap.native)
 	if caps.resume && snap.native != "" {
-		if res, err := e.callRaw(ctx, wire.SessionResume, params); err == nil {
+		// What the agent says while it resumes is about a resume the
+		// client did not ask for ("recorded with model X but is resuming
+		// with Y", codex-acp 2.6.0), and the restore that follows makes it
+		// untrue: its messages are kept from the client.
+		done := e.life.hush(snap.native, hushMessages)
+		res, err := e.callRaw(ctx, wire.SessionResume, params)
+		done()
+		if err == nil {
 			return snap.native, carryLegacy(wire.ConfigFromResult(res), snap.live), "resume", nil
 		} else {
 			e.log.Info("session/resume failed; trying the next rung", "session", sid, "err", err)
 		}
 	}
 	if caps.load && snap.native != "" {
+		done := func() {}
 		if quiet {
-			e.life.mu.Lock()
-			e.life.suppressing[snap.native] = true
-			e.life.mu.Unlock()
-			e.life.suppress.Add(1)
+			done = e.life.hush(snap.native, hushAll) // the client has the history
 		}
 		res, err := e.callRaw(ctx, wire.SessionLoad, params)
-		if quiet {
-			e.life.mu.Lock()
-			delete(e.life.suppressing, snap.native)
-			e.life.mu.Unlock()
-			e.life.suppress.Add(-1)
-		}
+		done()
 		if err == nil {
 			return snap.native, carryLegacy(wire.ConfigFromResult(res), snap.live), "load", nil
 		}

@@ -71,19 +71,19 @@ type tracker struct{ l *life }
 type life struct {
 	phase    atomic.Int32
 	gen      atomic.Uint64 // the agent's lives: one more at each exit
-	suppress atomic.Int32  // native loads in flight whose replay is kept from the client
+	suppress atomic.Int32  // the sidecar's own calls in flight whose updates are kept from the client
 
 	mu          sync.Mutex
 	inflight    map[string]string // client request id token -> method
 	agentReqs   map[string]bool   // agent request ids awaiting the client
 	staleAgent  map[string]bool   // agent request ids of a dead agent
-	suppressing map[string]bool   // native ids being loaded by the sidecar
+	suppressing map[string]hush   // native ids the sidecar loads or resumes, and what is kept back
 	unsent      map[string]bool   // client ids whose prompt the dead agent never received
 	lastExit    string
 }
 
 func newLife() *life {
-	return &life{inflight: map[string]string{}, agentReqs: map[string]bool{}, staleAgent: map[string]bool{}, suppressing: map[string]bool{}, unsent: map[string]bool{}}
+	return &life{inflight: map[string]string{}, agentReqs: map[string]bool{}, staleAgent: map[string]bool{}, suppressing: map[string]hush{}, unsent: map[string]bool{}}
 }
 
 func (l *life) get() phase { return phase(l.phase.Load()) }
@@ -91,6 +91,29 @@ func (l *life) get() phase { return phase(l.phase.Load()) }
 // replaying says whether some native load's replay is being kept from
 // the client.
 func (l *life) replaying() bool { return l.suppress.Load() > 0 }
+
+// A hush is what of a native session's updates the client does not see
+// while one of the sidecar's own calls runs on it.
+type hush int
+
+const (
+	hushAll      hush = iota + 1 // a load's replay: the client has the history
+	hushMessages                 // message and thought chunks: the agent's notes on a resume
+)
+
+// hush keeps h of native's updates from the client until done is called.
+func (l *life) hush(native string, h hush) (done func()) {
+	l.mu.Lock()
+	l.suppressing[native] = h
+	l.mu.Unlock()
+	l.suppress.Add(1)
+	return func() {
+		l.mu.Lock()
+		delete(l.suppressing, native)
+		l.mu.Unlock()
+		l.suppress.Add(-1)
+	}
+}
 
 // Claims: client requests while the agent is not up, or when some session
 // is stale or a request may need emulation; agent responses (to forget
@@ -144,8 +167,8 @@ func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdic
 		sid := wire.SessionIDOf(f)
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		if l.suppressing[sid] && f.Env.MethodIs(wire.Update) {
-			return proxy.Verdict{Do: proxy.Drop}, nil // the client has this history already
+		if h := l.suppressing[sid]; f.Env.MethodIs(wire.Update) && (h == hushAll || h == hushMessages && isChunk(f.Dir, &f.Env)) {
+			return proxy.Verdict{Do: proxy.Drop}, nil // the client has this history, or it is about a resume it did not ask for
 		}
 		return proxy.Verdict{}, nil
 	}

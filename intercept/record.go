@@ -561,9 +561,16 @@ func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.
 		r.sessions[sid] = s
 	}
 	now := r.cfg.Now()
-	s.rec.ClientID, s.rec.NativeID = sid, sid
-	if len(s.rec.NativeHistory) == 0 || s.rec.NativeHistory[len(s.rec.NativeHistory)-1] != sid {
-		s.rec.NativeHistory = append(s.rec.NativeHistory, sid)
+	// A new session or a fork has the id the agent gave it. A load or a
+	// resume went to the native session the client id maps to, which a
+	// rebuild may have replaced.
+	native := sid
+	if req.method == wire.SessionLoad || req.method == wire.SessionResume {
+		native = r.t.nativeOf(sid)
+	}
+	s.rec.ClientID, s.rec.NativeID = sid, native
+	if len(s.rec.NativeHistory) == 0 || s.rec.NativeHistory[len(s.rec.NativeHistory)-1] != native {
+		s.rec.NativeHistory = append(s.rec.NativeHistory, native)
 	}
 	s.rec.Agent, s.rec.AgentName, s.rec.Cwd = r.cfg.Agent, r.cfg.Name, p.Cwd
 	s.rec.McpServers, s.rec.AdditionalDirectories = wire.CompactJSON(p.McpServers), p.AdditionalDirectories
@@ -578,7 +585,7 @@ func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.
 		cfg = carryLegacy(cfg, s.rec.Live)
 	}
 	s.rec.Live = cfg
-	r.t.remap(sid, sid)
+	r.t.remap(sid, native)
 	if req.method == wire.SessionFork && req.sid != "" {
 		s.rec.Lineage = &state.Lineage{ParentID: req.sid, ForkTurn: len(r.keptTurns(req.sid)) + 1}
 	}

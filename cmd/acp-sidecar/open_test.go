@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"path/filepath"
 	"slices"
@@ -225,4 +226,72 @@ func replaceState(argv []string, state string) []string {
 		}
 	}
 	return out
+}
+
+// TestWhatTheAgentSaysOfTheSidecarsOwnCalls: the agent's words about a call
+// the client did not make stay with the sidecar. A resume note (codex-acp
+// 2.6.0: "recorded with model X but is resuming with Y") after a crash
+// would be untrue once the config is restored, and a title made from the
+// handoff that leads a fresh session's first prompt is not the user's. The
+// client's own resume still gets the agent's note.
+func TestWhatTheAgentSaysOfTheSidecarsOwnCalls(t *testing.T) {
+	t.Parallel()
+	lp := startLadder(t, "-resume", "-resume-notes", "-info-updates")
+	hasNote := func(lines [][]byte) bool {
+		for _, l := range lines {
+			if u, ok := parseUpdate(l); ok && strings.Contains(u.text, "resumes on the default model") {
+				return true
+			}
+		}
+		return false
+	}
+	handoffTitle := func(lines [][]byte) bool {
+		for _, l := range lines {
+			if strings.Contains(string(l), `"session_info_update"`) && strings.Contains(string(l), `"title":"[acp-sidecar]`) {
+				return true
+			}
+		}
+		return false
+	}
+
+	from := len(lp.lines())
+	killAgent(t, lp.peer)
+	resp, _, _ := lp.prompt("after the crash")
+	mustSucceed(t, "prompt after the crash", resp)
+	if hasNote(lp.lines()[from:]) {
+		t.Error("the agent's note on the sidecar's own resume reached the client")
+	}
+
+	from = len(lp.lines())
+	resp, _, _ = lp.prompt("/rewind")
+	mustSucceed(t, "/rewind", resp)
+	resp, text, _ := lp.prompt("echo: after the rewind")
+	mustSucceed(t, "prompt after the rewind", resp)
+	r, ok := fakeagent.ParseReply(text)
+	if !ok || r.Blocks != 2 {
+		t.Fatalf("the prompt after /rewind = %+v (%v), want the handoff ahead of it", r, ok)
+	}
+	rewound := r.Session // the native session behind the client's now
+	lp.barrier()
+	if handoffTitle(lp.lines()[from:]) {
+		t.Error("the title the agent made from the handoff reached the client")
+	}
+	if !strings.Contains(string(bytes.Join(lp.lines()[from:], nil)), `"session_info_update"`) {
+		t.Error("no session_info_update reached the client at all; the check above proves nothing")
+	}
+
+	from = len(lp.lines())
+	_, resp = lp.request("session/resume", map[string]any{"sessionId": lp.sid, "cwd": t.TempDir(), "mcpServers": []any{}})
+	mustSucceed(t, "the client's own resume", resp)
+	lp.barrier()
+	if !hasNote(lp.lines()[from:]) {
+		t.Error("the agent's note on the client's own resume did not reach the client")
+	}
+	// The client's resume went to the native session its id maps to, and
+	// the session stays there, on its config.
+	resp, text, _ = lp.prompt("after the client's resume")
+	mustSucceed(t, "prompt after the client's resume", resp)
+	if r, ok := fakeagent.ParseReply(text); !ok || r.Session != rewound || r.Model != fakeagent.ModelDeep || r.Mode != "plan" {
+		t.Errorf("reply after the client's resume = %+v (%v), want native %s on deep-3 / plan", r, ok, rewound)
+	}
 }

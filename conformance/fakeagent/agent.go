@@ -357,16 +357,26 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 }
 
 // ResumeSession implements acp.Agent: like load, without the replay.
-func (a *agent) ResumeSession(_ context.Context, p acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
+func (a *agent) ResumeSession(ctx context.Context, p acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
 	if !a.cfg.Resume {
 		return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	s, err := a.session(p.SessionId)
 	if err != nil {
+		a.mu.Unlock()
 		return acp.ResumeSessionResponse{}, err
 	}
+	model := s.st.Model
+	a.mu.Unlock()
+	if a.cfg.ResumeNotes {
+		note := ResumeNote(model)
+		if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: acp.UpdateAgentMessageText(note)}); err != nil {
+			return acp.ResumeSessionResponse{}, fmt.Errorf("resume note %s: %w", p.SessionId, err)
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if !a.cfg.LoadKeepsConfig {
 		s.st = a.cat.fresh()
 	}

@@ -43,7 +43,9 @@
 // the response, as the agents that "follow up" do. session/load and
 // session/resume go back to the default config unless -load-keeps-config,
 // and their results leave out `modes` and `models` under
-// -reopen-drops-legacy (session/new still has them).
+// -reopen-drops-legacy (session/new still has them). With -resume-notes a
+// resume first sends an agent_message_chunk about the model (ResumeNote),
+// as codex-acp 2.6.0 warns that it resumes on another model.
 //
 // # Prompts
 //

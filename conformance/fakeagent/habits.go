@@ -56,13 +56,27 @@ func updatedAt(turns int) string {
 	return fakeEpoch.Add(time.Duration(turns) * time.Minute).Format(time.RFC3339)
 }
 
+// ResumeNote is the message -resume-notes sends before a resume's result:
+// codex-acp 2.6.0 says "This session was recorded with model X but is
+// resuming with Y" there.
+func ResumeNote(model string) string {
+	return "fake-agent: this session was recorded with model " + model + " but resumes on the default model\n"
+}
+
 // sessionTitle is a session's title: the first 40 bytes of its first
-// prompt's last text block, trimmed, or nil before the first prompt.
+// prompt's first text block, trimmed, or nil before the first prompt. Real
+// agents title a session from the prompt as sent, so a handoff that leads
+// a fresh session's first prompt becomes its title (claude-agent-acp
+// 0.101.0, codex-acp 2.6.0).
 func sessionTitle(history []turn) *string {
 	if len(history) == 0 {
 		return nil
 	}
-	t := strings.TrimSpace(lastText(history[0].user))
+	var first string
+	if texts := allTexts(history[0].user); len(texts) > 0 {
+		first = texts[0]
+	}
+	t := strings.TrimSpace(first)
 	if len(t) > 40 {
 		t = t[:40]
 	}

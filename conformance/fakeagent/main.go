@@ -71,6 +71,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.Fork, "fork", c.Fork, "advertise and answer session/fork")
 	fs.BoolVar(&c.Close, "close", c.Close, "advertise and answer session/close")
 	fs.BoolVar(&c.Delete, "delete", c.Delete, "advertise and answer session/delete: the session is forgotten (and removed from -state)")
+	fs.BoolVar(&c.ResumeNotes, "resume-notes", c.ResumeNotes, "send an agent_message_chunk about the model before the session/resume result, like codex-acp 2.6.0")
 	fs.BoolVar(&c.ReopenDropsLegacy, "reopen-drops-legacy", c.ReopenDropsLegacy, "leave modes and models out of session/load and session/resume results (session/new keeps them), like codex-acp 2.6.0's resume")
 	fs.BoolVar(&c.Commands, "commands", c.Commands, "send available_commands_update after session/new and session/load")
 	fs.BoolVar(&c.EarlyUpdates, "early-updates", c.EarlyUpdates, "send session/update for a new session before the session/new response")

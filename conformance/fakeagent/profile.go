@@ -19,6 +19,7 @@ type Features struct {
 	Close             bool // sessionCapabilities.close
 	Delete            bool // sessionCapabilities.delete; session/delete answers (else -32601)
 	ReopenDropsLegacy bool // session/load and session/resume results carry configOptions only, no modes or models
+	ResumeNotes       bool // an agent_message_chunk about the model before the session/resume result (like codex-acp 2.6.0)
 	Commands          bool // available_commands_update after session/new and session/load
 	EarlyUpdates      bool // session/update for a new session before the session/new response
 	BrokenSetConfig   bool // set_config_option succeeds but changes nothing

@@ -13,9 +13,11 @@ import (
 // by its byte span and replaced in place; nothing is decoded into Go values
 // and encoded again.
 
-// member is one member of a JSON object: its unescaped key and the span of its value.
+// member is one member of a JSON object: its unescaped key, where its key
+// starts, and the span of its value.
 type member struct {
 	key        string
+	keyAt      int
 	start, end int
 }
 
@@ -33,6 +35,10 @@ func members(raw []byte) (open, close int, ms []member, err error) {
 	}
 	open = int(dec.InputOffset()) - 1
 	for dec.More() {
+		keyAt := int(dec.InputOffset())
+		for keyAt < len(raw) && raw[keyAt] != '"' {
+			keyAt++ // white space, and the comma after the member before
+		}
 		tok, err := dec.Token()
 		if err != nil {
 			return 0, 0, nil, err
@@ -45,7 +51,7 @@ func members(raw []byte) (open, close int, ms []member, err error) {
 		}
 		end := int(dec.InputOffset())
 		start := valueStart(raw, after)
-		ms = append(ms, member{key: key, start: start, end: end})
+		ms = append(ms, member{key: key, keyAt: keyAt, start: start, end: end})
 	}
 	if _, err := dec.Token(); err != nil && !errors.Is(err, io.EOF) {
 		return 0, 0, nil, err
@@ -153,4 +159,38 @@ func InsertArray(raw []byte, front bool, elems [][]byte, path ...string) ([]byte
 		joined = append([]byte{','}, joined...)
 	}
 	return Splice(raw, end-1, end-1, joined), nil
+}
+
+// Delete takes out the member at path, with its comma; a member that is
+// not there leaves raw as it is. Every other byte stays.
+func Delete(raw []byte, path ...string) ([]byte, error) {
+	if len(path) == 0 {
+		return nil, errors.New("delete: empty path")
+	}
+	base, obj := 0, raw
+	if len(path) > 1 {
+		start, end, ok := Find(raw, path[:len(path)-1]...)
+		if !ok {
+			return raw, nil
+		}
+		base, obj = start, raw[start:end]
+	}
+	_, _, ms, err := members(obj)
+	if err != nil {
+		return nil, fmt.Errorf("delete %v: %w", path, err)
+	}
+	for i := len(ms) - 1; i >= 0; i-- {
+		if ms[i].key != path[len(path)-1] {
+			continue
+		}
+		from, to := ms[i].keyAt, ms[i].end
+		switch {
+		case i > 0:
+			from = ms[i-1].end // the comma before it goes with it
+		case len(ms) > 1:
+			to = ms[1].keyAt // the first member: the comma after it goes
+		}
+		return Splice(raw, base+from, base+to, nil), nil
+	}
+	return raw, nil
 }

@@ -33,3 +33,25 @@ func TestInsertArray(t *testing.T) {
 		t.Errorf("back: %s, %v; want %s", got, err, want)
 	}
 }
+
+func TestDelete(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{`{"a":1,"title":"x","b":2}`, `{"a":1,"b":2}`},
+		{`{"title":"x","b":2}`, `{"b":2}`},
+		{`{"a":1,"title":"x"}`, `{"a":1}`},
+		{`{"title":"x"}`, `{}`},
+		{`{ "a" : 1 , "title" : "x" , "b" : 2 }`, `{ "a" : 1 , "b" : 2 }`},
+		{`{"a":1}`, `{"a":1}`},
+		{`{"t\"itle":1,"title":{"n":[1,2]},"z":"\"}"}`, `{"t\"itle":1,"z":"\"}"}`},
+	} {
+		got, err := Delete([]byte(tt.in), "title")
+		if err != nil || string(got) != tt.want {
+			t.Errorf("Delete(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
+		}
+	}
+	nested := `{"params":{"update":{"sessionUpdate":"session_info_update","title":"[x]","updatedAt":"t"}}}`
+	got, err := Delete([]byte(nested), "params", "update", "title")
+	if want := `{"params":{"update":{"sessionUpdate":"session_info_update","updatedAt":"t"}}}`; err != nil || string(got) != want {
+		t.Errorf("nested Delete = %s, %v; want %s", got, err, want)
+	}
+}
