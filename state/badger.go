@@ -79,6 +79,10 @@ type badgerStore struct {
 	// only once no reader holds it, and DropAll is not safe against reads at
 	// all, so a delete runs alone: when it returns, the files are gone.
 	rw sync.RWMutex
+	// broken is set, under rw, when a rewrite emptied the store and could
+	// not load it back. It wraps errConn: the shared store then lets go of
+	// this handle and opens the store again, and the open loads the copy.
+	broken error
 
 	mu   sync.Mutex
 	live map[string]bool // sessions written through this handle
@@ -151,6 +155,12 @@ func openBadger(dir string, log *slog.Logger) (_ *badgerStore, err error) {
 		return nil, fmt.Errorf("open store %s: %w: %w", dir, ErrCorrupt, err)
 	}
 	b := &badgerStore{db: db, dir: dir, log: log, live: map[string]bool{}, stop: make(chan struct{})}
+	// An interrupted rewrite is finished before anything reads the store:
+	// until then it may be empty (rewrite.go).
+	if err := b.finishRewrite(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
 	if err := b.checkSchema(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
@@ -215,7 +225,9 @@ func (b *badgerStore) checkSchema() error {
 		if err != nil || len(v) != 4 {
 			return fmt.Errorf("%w: schema version %x: %v", ErrCorrupt, v, err)
 		}
-		if n := binary.BigEndian.Uint32(v); n > SchemaVersion {
+		if n := binary.BigEndian.Uint32(v); n == schemaRewriting {
+			return fmt.Errorf("%w: a rewrite of the store was interrupted and its copy (%s) is gone", ErrCorrupt, rewriteFile)
+		} else if n > SchemaVersion {
 			return fmt.Errorf("%w: schema %d, this version reads up to %d", ErrNewerSchema, n, SchemaVersion)
 		}
 		return nil
@@ -231,6 +243,17 @@ func getJSON(txn *badger.Txn, key []byte, v any) (bool, error) {
 		return false, err
 	}
 	return true, item.Value(func(b []byte) error { return json.Unmarshal(b, v) })
+}
+
+// use takes b.rw for reading, unless a rewrite that failed half way left the
+// store half loaded: then it fails, and the caller must not touch it.
+func (b *badgerStore) use() error {
+	b.rw.RLock()
+	if b.broken != nil {
+		b.rw.RUnlock()
+		return b.broken
+	}
+	return nil
 }
 
 // refuseDeleted fails a write for a session that has a tombstone.
@@ -285,7 +308,9 @@ func (b *badgerStore) claim(ids ...string) {
 // putSession writes s without claiming it: the server uses it for writes from
 // other processes, whose liveness it tracks per connection.
 func (b *badgerStore) putSession(s *Session) error {
-	b.rw.RLock()
+	if err := b.use(); err != nil {
+		return fmt.Errorf("put session %s: %w", s.ClientID, err)
+	}
 	defer b.rw.RUnlock()
 	err := b.db.Update(func(txn *badger.Txn) error {
 		if err := refuseDeleted(txn, s.ClientID); err != nil {
@@ -331,7 +356,9 @@ func (b *badgerStore) putSession(s *Session) error {
 }
 
 func (b *badgerStore) Session(ctx context.Context, id string) (*Session, error) {
-	b.rw.RLock()
+	if err := b.use(); err != nil {
+		return nil, fmt.Errorf("get session %s: %w", id, err)
+	}
 	defer b.rw.RUnlock()
 	var s Session
 	err := b.db.View(func(txn *badger.Txn) error {
@@ -355,7 +382,9 @@ func (b *badgerStore) Session(ctx context.Context, id string) (*Session, error) 
 }
 
 func (b *badgerStore) Sessions(ctx context.Context) ([]Summary, error) {
-	b.rw.RLock()
+	if err := b.use(); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
 	defer b.rw.RUnlock()
 	var out []Summary
 	err := b.db.View(func(txn *badger.Txn) error {
@@ -388,7 +417,9 @@ func (b *badgerStore) PutTurn(ctx context.Context, sessionID string, t *Turn) er
 	if err := checkTurn(sessionID, t); err != nil {
 		return err
 	}
-	b.rw.RLock()
+	if err := b.use(); err != nil {
+		return fmt.Errorf("put turn %s #%d: %w", sessionID, t.Index, err)
+	}
 	defer b.rw.RUnlock()
 	err := b.db.Update(func(txn *badger.Txn) error {
 		return b.putTurn(txn, sessionID, t)
@@ -433,7 +464,9 @@ func (b *badgerStore) putTurn(txn *badger.Txn, sessionID string, t *Turn) error 
 }
 
 func (b *badgerStore) Turns(ctx context.Context, sessionID string) ([]Turn, error) {
-	b.rw.RLock()
+	if err := b.use(); err != nil {
+		return nil, fmt.Errorf("list turns %s: %w", sessionID, err)
+	}
 	defer b.rw.RUnlock()
 	return b.turns(sessionID)
 }
@@ -467,7 +500,9 @@ func (b *badgerStore) turns(sessionID string) ([]Turn, error) {
 // large, and a transaction is limited to 15% of the memtable (ErrTxnTooBig).
 // Being interrupted halfway is fine; the call is idempotent.
 func (b *badgerStore) RollBack(ctx context.Context, sessionID string, keep int) error {
-	b.rw.RLock()
+	if err := b.use(); err != nil {
+		return fmt.Errorf("roll back %s: %w", sessionID, err)
+	}
 	defer b.rw.RUnlock()
 	turns, err := b.turns(sessionID)
 	if errors.Is(err, ErrDeleted) {
@@ -490,7 +525,9 @@ func (b *badgerStore) RollBack(ctx context.Context, sessionID string, keep int) 
 }
 
 func (b *badgerStore) ClientID(ctx context.Context, nativeID string) (string, error) {
-	b.rw.RLock()
+	if err := b.use(); err != nil {
+		return "", fmt.Errorf("client id for native session %s: %w", nativeID, err)
+	}
 	defer b.rw.RUnlock()
 	var id string
 	err := b.db.View(func(txn *badger.Txn) error {
@@ -515,7 +552,9 @@ func (b *badgerStore) PutAgent(ctx context.Context, a *AgentInfo) error {
 	if err := checkAgent(a); err != nil {
 		return err
 	}
-	b.rw.RLock()
+	if err := b.use(); err != nil {
+		return fmt.Errorf("put agent %s: %w", a.Name, err)
+	}
 	defer b.rw.RUnlock()
 	err := b.db.Update(func(txn *badger.Txn) error { return setJSON(txn, agentKey(a.Name), a) })
 	if err != nil {
@@ -525,7 +564,9 @@ func (b *badgerStore) PutAgent(ctx context.Context, a *AgentInfo) error {
 }
 
 func (b *badgerStore) Agent(ctx context.Context, name string) (*AgentInfo, error) {
-	b.rw.RLock()
+	if err := b.use(); err != nil {
+		return nil, fmt.Errorf("get agent %s: %w", name, err)
+	}
 	defer b.rw.RUnlock()
 	var a AgentInfo
 	err := b.db.View(func(txn *badger.Txn) error {

@@ -197,17 +197,18 @@ func pushDown(t *testing.T, b *badgerStore) {
 
 // TestDeleteLeavesNoTrace: after DeleteSession returns, no file of the state
 // directory holds any of the deleted session's text, whether it sat in a
-// memtable log or in tables at several levels; nor after the store is
-// closed and opened again. Everything else is still there.
+// memtable log, in tables at several levels or in the value log; nor after
+// the store is closed and opened again. Everything else is still there.
 func TestDeleteLeavesNoTrace(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		big  bool
 		via  string
 	}{
-		{"badger", false, "badger"},
-		{"shared owner", false, "owner"},
-		{"shared client", false, "client"},
+		{"small turns", false, "badger"},
+		{"a large turn", true, "badger"},
+		{"a large turn, shared owner", true, "owner"},
+		{"a large turn, shared client", true, "client"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -294,9 +295,10 @@ func TestDeleteLeavesNoTrace(t *testing.T) {
 }
 
 // BenchmarkDeleteSession measures a delete on a store of 200 sessions of
-// three turns each.
+// three turns each, with the deleted session's turns small (the tree alone)
+// or one of them large (in the value log, so the store is rewritten).
 func BenchmarkDeleteSession(b *testing.B) {
-	for _, big := range []bool{false} {
+	for _, big := range []bool{false, true} {
 		b.Run(fmt.Sprintf("large=%v", big), func(b *testing.B) {
 			dir := b.TempDir()
 			st, err := openBadger(dir, slog.New(slog.DiscardHandler))
@@ -334,10 +336,11 @@ func BenchmarkDeleteSession(b *testing.B) {
 	}
 }
 
-// TestDeleteKilled: a process killed at any step of a delete leaves a store that the next open finishes: the
+// TestDeleteKilled: a process killed at any step of a delete, a rewrite of
+// the store included, leaves a store that the next open finishes: the
 // session is gone from every file, and every other session is whole.
 func TestDeleteKilled(t *testing.T) {
-	for _, step := range []string{"delete-noted", "delete-dropped", "delete-purged"} {
+	for _, step := range []string{"delete-noted", "delete-dropped", "rewrite-saved", "rewrite-dropped", "rewrite-loaded", "delete-purged"} {
 		t.Run(step, func(t *testing.T) {
 			dir := t.TempDir()
 			h := startHelper(t, "delete", dir, "ACP_STATE_TEST_STEP="+step)

@@ -132,7 +132,7 @@ func (h *helper) kill() {
 //	durability: writes session "k" with ACP_STATE_TEST_N completed turns,
 //	            flushes, prints "ready" and waits to be killed.
 //	delete:     writes sessions early-0..39 and a marked session "secret"
-//	            (delete_test.go), then deletes it, and
+//	            with a large turn (delete_test.go), then deletes it, and
 //	            exits with status 3 at the delete's step
 //	            ACP_STATE_TEST_STEP (os.Exit, as good as a SIGKILL there);
 //	            prints "deleted" if it never got there.
@@ -173,7 +173,7 @@ func helperMain(role string) int {
 		if err := putOthers(ctx, s, "early", 0, 40); err != nil {
 			return fail(err)
 		}
-		if err := putSecret(ctx, s, "secret", false); err != nil {
+		if err := putSecret(ctx, s, "secret", true); err != nil {
 			return fail(err)
 		}
 		if err := s.Flush(ctx); err != nil {

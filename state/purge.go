@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -34,13 +37,16 @@ import (
 //  3. checks that no version of any dropped key is left in the tree (an
 //     iterator over all versions) and that no memtable log from before is
 //     left on disk, and drops again if something is;
-//  4. removes the note.
+//  4. searches the value log files for the dropped prefixes: the value log
+//     holds each key verbatim. Where one is found the value log must go as
+//     a whole, since badger rewrites no file on request: rewrite (rewrite.go)
+//     copies every key to a file, empties the store with DB.DropAll, which
+//     deletes every table, memtable log and value log file, and loads the
+//     copy back;
+//  5. removes the note.
 //
 // A process killed on the way finds the note at its next open and finishes
-// the delete (finishDeletes).
-//
-// The value log is not cleared yet: a value of 64 KiB or more stays in its
-// file until badger's garbage collection rewrites that file.
+// the delete (finishDeletes), or the copy, and loads it (finishRewrite).
 //
 // What stays: the tombstone holds the id; the note's old versions hold ids
 // and the other sessions' keys it put back, nothing of the deleted session
@@ -61,8 +67,8 @@ type kv struct {
 	V []byte `json:"v"`
 }
 
-// testHook, when set, is called at each named step of a delete; the tests
-// of a kill on the way exit there.
+// testHook, when set, is called at each named step of a delete and of a
+// rewrite; the tests of a kill on the way exit there.
 var testHook func(step string)
 
 func hook(step string) {
@@ -179,7 +185,8 @@ func longer(txn *badger.Txn, p []byte) ([]kv, error) {
 const purgeAttempts = 3
 
 // purge drops what d says, puts its kept keys back, checks that nothing of
-// it is left, and removes the note. It is safe to repeat: finishDeletes repeats it after a kill.
+// it is left, rewrites the value log when it holds any of it, and removes
+// the note. It is safe to repeat: finishDeletes repeats it after a kill.
 // b.rw is held for writing (or the store is still opening).
 func (b *badgerStore) purge(id string, d *deletion) error {
 	var left error
@@ -207,6 +214,15 @@ func (b *badgerStore) purge(id string, d *deletion) error {
 	}
 	if left != nil {
 		return left
+	}
+	found, err := vlogHolds(b.dir, d.Drop)
+	if err != nil {
+		return fmt.Errorf("search the value log: %w", err)
+	}
+	if found {
+		if err := b.rewrite(); err != nil {
+			return err
+		}
 	}
 	hook("delete-purged")
 	return b.db.Update(func(txn *badger.Txn) error { return txn.Delete(pendingKey(id)) })
@@ -284,6 +300,60 @@ func (b *badgerStore) leftOver(d *deletion, mems []string) error {
 	return nil
 }
 
+// vlogHolds says whether any value log file in dir holds one of the byte
+// strings pats. badger writes each entry's key verbatim into the value log
+// (there is no encryption or compression there), so a value stored under a
+// dropped prefix shows its key. Other bytes can match as well: that costs an
+// unneeded rewrite, never a value left behind.
+func vlogHolds(dir string, pats [][]byte) (bool, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.vlog"))
+	if err != nil {
+		return false, err
+	}
+	longest := 0
+	for _, p := range pats {
+		longest = max(longest, len(p))
+	}
+	buf := make([]byte, 1<<20+longest)
+	for _, f := range files {
+		found, err := fileHolds(f, pats, buf, longest)
+		if err != nil || found {
+			return found, err
+		}
+	}
+	return false, nil
+}
+
+// fileHolds searches one file in pieces of buf, each piece starting with the
+// last longest-1 bytes of the one before, so a match across two pieces is
+// seen.
+func fileHolds(path string, pats [][]byte, buf []byte, longest int) (bool, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil // rotated away meanwhile
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	carry := 0
+	for {
+		n, err := io.ReadFull(f, buf[carry:])
+		chunk := buf[:carry+n]
+		if slices.ContainsFunc(pats, func(p []byte) bool { return bytes.Contains(chunk, p) }) {
+			return true, nil
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		carry = min(longest-1, len(chunk))
+		copy(buf, chunk[len(chunk)-carry:])
+	}
+}
+
 // finishDeletes finishes every delete a killed process left noted. It runs
 // while the store opens, before anyone reads it. A delete it cannot finish
 // is logged and left noted for the next open: the store stays usable, and
@@ -309,6 +379,9 @@ func (b *badgerStore) finishDeletes() error {
 	for id, d := range notes {
 		b.log.Info("finishing the delete of a session that a killed process began", "session", id)
 		if err := b.purge(id, d); err != nil {
+			if b.broken != nil {
+				return err // a rewrite emptied the store: it cannot open
+			}
 			b.log.Error("cannot finish the delete of a session; the next open tries again", "session", id, "err", err)
 		}
 	}

@@ -92,14 +92,13 @@ type Store interface {
 	// deleted before fails with an error that is both ErrNotFound and
 	// ErrDeleted, so the caller can tell.
 	//
-	// On disk, DeleteSession returns once the session's keys and values have
-	// left badger's memtable logs and tables (badgerStore.DeleteSession says
-	// how); a value large enough for badger's value log stays there until
-	// badger collects that file. The
+	// On disk, DeleteSession returns once none of the deleted values is left
+	// in any file of the state directory: not in badger's memtable logs, its
+	// tables or its value log (badgerStore.DeleteSession says how). The
 	// shared store sends the delete to the owner after the writes queued
-	// before it and returns when the owner has done it; when ctx ends first
-	// the error says so, and the delete stays queued, in order, until a
-	// backend takes it.
+	// before it and returns when the owner has done it; when ctx ends
+	// first, the error says so and the delete stays queued, in order, until
+	// a backend takes it.
 	DeleteSession(ctx context.Context, id string) error
 	// PutAgent creates or replaces the record a.Name: the newest initialize
 	// result is the one that describes the agent now. An empty Name is an

@@ -49,6 +49,10 @@ type response struct {
 	Turns    []Turn     `json:"turns,omitempty"`
 	ClientID string     `json:"clientId,omitempty"`
 	Agent    *AgentInfo `json:"agent,omitempty"`
+
+	// hangUp: the store cannot serve the request (badgerStore.broken); the
+	// connection is closed instead of answered.
+	hangUp bool
 }
 
 type wireError struct {
@@ -204,6 +208,9 @@ func (srv *server) serveConn(c net.Conn) {
 		} else {
 			resp = srv.handle(ctx, c, &req)
 		}
+		if resp.hangUp {
+			return // the client finds the store another way, as after a kill
+		}
 		b, err := encode(&resp)
 		if err != nil {
 			b, _ = encode(&response{ID: req.ID, Err: toWire(err)})
@@ -283,6 +290,7 @@ func (srv *server) handle(ctx context.Context, c net.Conn, req *request) respons
 		err = fmt.Errorf("unknown op %q", req.Op)
 	}
 	resp.Err = toWire(err)
+	resp.hangUp = errors.Is(err, errConn)
 	return resp
 }
 
