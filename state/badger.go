@@ -28,9 +28,13 @@ import (
 //	l/<id>                       listing record (summary) JSON, kept current by every write
 //	n/<native id>                client id
 //	a/<agent name>               AgentInfo JSON
+//	d/<id>                       tombstone of a deleted session: empty, the key is all of it
+//	p/<id>                       a delete not yet finished: deletion JSON (purge.go)
 //
-// Every prefix is its own first byte and no two share one (m, s, l, n, a), so
-// no id or name can make a key of one kind read as another.
+// Every prefix is its own first byte and no two share one (m, s, l, n, a, d,
+// p), so no id or name can make a key of one kind read as another. d/ and p/
+// came later without a new SchemaVersion: an older version never reads
+// them, and everything it does read is laid out as before.
 var keySchema = []byte("meta/schema")
 
 func sessionKey(id, part string) []byte { return []byte("s/" + id + "\x00" + part) }
@@ -38,10 +42,15 @@ func turnPrefix(id string) []byte       { return sessionKey(id, "turn/") }
 func turnKey(id string, i int) []byte {
 	return binary.BigEndian.AppendUint32(turnPrefix(id), uint32(i))
 }
+func sessionPrefix(id string) []byte  { return sessionKey(id, "") }
 func listKey(id string) []byte        { return []byte("l/" + id) }
 func nativeKey(id string) []byte      { return []byte("n/" + id) }
 func agentKey(name string) []byte     { return []byte("a/" + name) }
+func deadKey(id string) []byte        { return []byte("d/" + id) }
+func pendingKey(id string) []byte     { return []byte("p/" + id) }
 func listPrefix() []byte              { return []byte("l/") }
+func nativePrefix() []byte            { return []byte("n/") }
+func pendingPrefix() []byte           { return []byte("p/") }
 func isLockErr(err error) bool        { return strings.Contains(err.Error(), "Cannot acquire directory lock") }
 func errorsIsNotFound(err error) bool { return errors.Is(err, badger.ErrKeyNotFound) }
 
@@ -63,6 +72,17 @@ var errLocked = errors.New("state dir locked by another process")
 type badgerStore struct {
 	db  *badger.DB
 	dir string
+	log *slog.Logger
+
+	// rw is held for reading by every call, and for writing by
+	// DeleteSession and Close. badger deletes a table or a memtable log
+	// only once no reader holds it, and DropAll is not safe against reads at
+	// all, so a delete runs alone: when it returns, the files are gone.
+	rw sync.RWMutex
+	// broken is set, under rw, when a rewrite emptied the store and could
+	// not load it back. It wraps errConn: the shared store then lets go of
+	// this handle and opens the store again, and the open loads the copy.
+	broken error
 
 	mu   sync.Mutex
 	live map[string]bool // sessions written through this handle
@@ -134,8 +154,18 @@ func openBadger(dir string, log *slog.Logger) (_ *badgerStore, err error) {
 		}
 		return nil, fmt.Errorf("open store %s: %w: %w", dir, ErrCorrupt, err)
 	}
-	b := &badgerStore{db: db, dir: dir, live: map[string]bool{}, stop: make(chan struct{})}
+	b := &badgerStore{db: db, dir: dir, log: log, live: map[string]bool{}, stop: make(chan struct{})}
+	// An interrupted rewrite is finished before anything reads the store:
+	// until then it may be empty (rewrite.go).
+	if err := b.finishRewrite(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
 	if err := b.checkSchema(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	if err := b.finishDeletes(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
@@ -195,7 +225,9 @@ func (b *badgerStore) checkSchema() error {
 		if err != nil || len(v) != 4 {
 			return fmt.Errorf("%w: schema version %x: %v", ErrCorrupt, v, err)
 		}
-		if n := binary.BigEndian.Uint32(v); n > SchemaVersion {
+		if n := binary.BigEndian.Uint32(v); n == schemaRewriting {
+			return fmt.Errorf("%w: a rewrite of the store was interrupted and its copy (%s) is gone", ErrCorrupt, rewriteFile)
+		} else if n > SchemaVersion {
 			return fmt.Errorf("%w: schema %d, this version reads up to %d", ErrNewerSchema, n, SchemaVersion)
 		}
 		return nil
@@ -211,6 +243,40 @@ func getJSON(txn *badger.Txn, key []byte, v any) (bool, error) {
 		return false, err
 	}
 	return true, item.Value(func(b []byte) error { return json.Unmarshal(b, v) })
+}
+
+// use takes b.rw for reading, unless a rewrite that failed half way left the
+// store half loaded: then it fails, and the caller must not touch it.
+func (b *badgerStore) use() error {
+	b.rw.RLock()
+	if b.broken != nil {
+		b.rw.RUnlock()
+		return b.broken
+	}
+	return nil
+}
+
+// refuseDeleted fails a write for a session that has a tombstone.
+func refuseDeleted(txn *badger.Txn, id string) error {
+	_, err := txn.Get(deadKey(id))
+	if errorsIsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return ErrDeleted
+}
+
+// missing is the error for a session with no record: gone when it has a
+// tombstone, else ErrNotFound.
+func missing(txn *badger.Txn, id string) error {
+	if err := refuseDeleted(txn, id); errors.Is(err, ErrDeleted) {
+		return errGone
+	} else if err != nil {
+		return err
+	}
+	return ErrNotFound
 }
 
 func setJSON(txn *badger.Txn, key []byte, v any) error {
@@ -242,7 +308,14 @@ func (b *badgerStore) claim(ids ...string) {
 // putSession writes s without claiming it: the server uses it for writes from
 // other processes, whose liveness it tracks per connection.
 func (b *badgerStore) putSession(s *Session) error {
+	if err := b.use(); err != nil {
+		return fmt.Errorf("put session %s: %w", s.ClientID, err)
+	}
+	defer b.rw.RUnlock()
 	err := b.db.Update(func(txn *badger.Txn) error {
+		if err := refuseDeleted(txn, s.ClientID); err != nil {
+			return err
+		}
 		if s.Original != nil {
 			var old Config
 			ok, err := getJSON(txn, sessionKey(s.ClientID, "original"), &old)
@@ -283,6 +356,10 @@ func (b *badgerStore) putSession(s *Session) error {
 }
 
 func (b *badgerStore) Session(ctx context.Context, id string) (*Session, error) {
+	if err := b.use(); err != nil {
+		return nil, fmt.Errorf("get session %s: %w", id, err)
+	}
+	defer b.rw.RUnlock()
 	var s Session
 	err := b.db.View(func(txn *badger.Txn) error {
 		ok, err := getJSON(txn, sessionKey(id, "session"), &s)
@@ -290,7 +367,7 @@ func (b *badgerStore) Session(ctx context.Context, id string) (*Session, error) 
 			return err
 		}
 		if !ok {
-			return ErrNotFound
+			return missing(txn, id)
 		}
 		var o Config
 		if ok, err = getJSON(txn, sessionKey(id, "original"), &o); ok {
@@ -305,6 +382,10 @@ func (b *badgerStore) Session(ctx context.Context, id string) (*Session, error) 
 }
 
 func (b *badgerStore) Sessions(ctx context.Context) ([]Summary, error) {
+	if err := b.use(); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	defer b.rw.RUnlock()
 	var out []Summary
 	err := b.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: listPrefix(), PrefetchValues: true, PrefetchSize: 64})
@@ -336,6 +417,10 @@ func (b *badgerStore) PutTurn(ctx context.Context, sessionID string, t *Turn) er
 	if err := checkTurn(sessionID, t); err != nil {
 		return err
 	}
+	if err := b.use(); err != nil {
+		return fmt.Errorf("put turn %s #%d: %w", sessionID, t.Index, err)
+	}
+	defer b.rw.RUnlock()
 	err := b.db.Update(func(txn *badger.Txn) error {
 		return b.putTurn(txn, sessionID, t)
 	})
@@ -348,6 +433,9 @@ func (b *badgerStore) PutTurn(ctx context.Context, sessionID string, t *Turn) er
 // putTurn writes t and keeps the listing's kept-turn count and last activity
 // current.
 func (b *badgerStore) putTurn(txn *badger.Txn, sessionID string, t *Turn) error {
+	if err := refuseDeleted(txn, sessionID); err != nil {
+		return err
+	}
 	var old Turn
 	had, err := getJSON(txn, turnKey(sessionID, t.Index), &old)
 	if err != nil {
@@ -376,6 +464,14 @@ func (b *badgerStore) putTurn(txn *badger.Txn, sessionID string, t *Turn) error 
 }
 
 func (b *badgerStore) Turns(ctx context.Context, sessionID string) ([]Turn, error) {
+	if err := b.use(); err != nil {
+		return nil, fmt.Errorf("list turns %s: %w", sessionID, err)
+	}
+	defer b.rw.RUnlock()
+	return b.turns(sessionID)
+}
+
+func (b *badgerStore) turns(sessionID string) ([]Turn, error) {
 	var out []Turn
 	err := b.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: turnPrefix(sessionID), PrefetchValues: true, PrefetchSize: 16})
@@ -386,6 +482,11 @@ func (b *badgerStore) Turns(ctx context.Context, sessionID string) ([]Turn, erro
 				return err
 			}
 			out = append(out, t)
+		}
+		if len(out) == 0 {
+			if err := missing(txn, sessionID); errors.Is(err, ErrDeleted) {
+				return err
+			}
 		}
 		return nil
 	})
@@ -399,7 +500,14 @@ func (b *badgerStore) Turns(ctx context.Context, sessionID string) ([]Turn, erro
 // large, and a transaction is limited to 15% of the memtable (ErrTxnTooBig).
 // Being interrupted halfway is fine; the call is idempotent.
 func (b *badgerStore) RollBack(ctx context.Context, sessionID string, keep int) error {
-	turns, err := b.Turns(ctx, sessionID)
+	if err := b.use(); err != nil {
+		return fmt.Errorf("roll back %s: %w", sessionID, err)
+	}
+	defer b.rw.RUnlock()
+	turns, err := b.turns(sessionID)
+	if errors.Is(err, ErrDeleted) {
+		err = ErrDeleted // a write: refused, not "not found"
+	}
 	if err != nil {
 		return fmt.Errorf("roll back %s: %w", sessionID, err)
 	}
@@ -417,6 +525,10 @@ func (b *badgerStore) RollBack(ctx context.Context, sessionID string, keep int) 
 }
 
 func (b *badgerStore) ClientID(ctx context.Context, nativeID string) (string, error) {
+	if err := b.use(); err != nil {
+		return "", fmt.Errorf("client id for native session %s: %w", nativeID, err)
+	}
+	defer b.rw.RUnlock()
 	var id string
 	err := b.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(nativeKey(nativeID))
@@ -440,6 +552,10 @@ func (b *badgerStore) PutAgent(ctx context.Context, a *AgentInfo) error {
 	if err := checkAgent(a); err != nil {
 		return err
 	}
+	if err := b.use(); err != nil {
+		return fmt.Errorf("put agent %s: %w", a.Name, err)
+	}
+	defer b.rw.RUnlock()
 	err := b.db.Update(func(txn *badger.Txn) error { return setJSON(txn, agentKey(a.Name), a) })
 	if err != nil {
 		return fmt.Errorf("put agent %s: %w", a.Name, err)
@@ -448,6 +564,10 @@ func (b *badgerStore) PutAgent(ctx context.Context, a *AgentInfo) error {
 }
 
 func (b *badgerStore) Agent(ctx context.Context, name string) (*AgentInfo, error) {
+	if err := b.use(); err != nil {
+		return nil, fmt.Errorf("get agent %s: %w", name, err)
+	}
+	defer b.rw.RUnlock()
 	var a AgentInfo
 	err := b.db.View(func(txn *badger.Txn) error {
 		ok, err := getJSON(txn, agentKey(name), &a)
@@ -468,6 +588,8 @@ func (b *badgerStore) Flush(ctx context.Context) error { return nil }
 func (b *badgerStore) Close() error {
 	close(b.stop)
 	b.wg.Wait()
+	b.rw.Lock() // a delete in progress finishes first
+	defer b.rw.Unlock()
 	err := b.db.Close()
 	if terr := tightenFiles(b.dir); err == nil && terr != nil && !errors.Is(terr, fs.ErrNotExist) {
 		err = terr

@@ -315,6 +315,114 @@ func TestContract(t *testing.T) {
 				}
 			}
 		}},
+		{"delete forgets the session", func(t *testing.T, ctx context.Context, s Store) {
+			mustPut(t, s, sampleSession("a"))
+			for i := 1; i <= 3; i++ {
+				mustTurn(t, s, "a", sampleTurn(i, TurnCompleted))
+			}
+			if err := s.RollBack(ctx, "a", 2); err != nil {
+				t.Fatal(err)
+			}
+			other := sampleSession("b")
+			mustPut(t, s, other)
+			mustTurn(t, s, "b", sampleTurn(1, TurnCompleted))
+			mustAgent(t, s, sampleAgent("claude"))
+			if err := s.DeleteSession(ctx, "a"); err != nil {
+				t.Fatalf("DeleteSession(a) = %v", err)
+			}
+			checkGone(t, s, "a", "n-a-1", "n-a-2")
+			// The other session, and the agents, are as they were.
+			got, err := s.Session(ctx, "b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(other, got); diff != "" {
+				t.Errorf("Session(b) after deleting a (-want +got):\n%s", diff)
+			}
+			if turns, err := s.Turns(ctx, "b"); err != nil || len(turns) != 1 {
+				t.Errorf("Turns(b) = %d turns, %v, want 1", len(turns), err)
+			}
+			for _, n := range []string{"n-b-1", "n-b-2"} {
+				if id, err := s.ClientID(ctx, n); err != nil || id != "b" {
+					t.Errorf("ClientID(%s) = %q, %v, want b", n, id, err)
+				}
+			}
+			if l := mustList(t, s); len(l) != 1 || l[0].ID != "b" || l[0].Turns != 1 {
+				t.Errorf("Sessions() = %+v, want b alone with 1 turn", l)
+			}
+			if _, err := s.Agent(ctx, "claude"); err != nil {
+				t.Errorf("Agent(claude) after a delete: %v", err)
+			}
+		}},
+		{"delete an unknown session", func(t *testing.T, ctx context.Context, s Store) {
+			mustPut(t, s, sampleSession("a"))
+			err := s.DeleteSession(ctx, "nope")
+			if !errors.Is(err, ErrNotFound) || errors.Is(err, ErrDeleted) {
+				t.Errorf("DeleteSession(nope) = %v, want ErrNotFound and not ErrDeleted", err)
+			}
+			if _, err := s.Session(ctx, "a"); err != nil {
+				t.Errorf("Session(a) after deleting another: %v", err)
+			}
+		}},
+		{"a deleted session is not written back", func(t *testing.T, ctx context.Context, s Store) {
+			mustPut(t, s, sampleSession("a"))
+			mustTurn(t, s, "a", sampleTurn(1, TurnCompleted))
+			if err := s.DeleteSession(ctx, "a"); err != nil {
+				t.Fatal(err)
+			}
+			// A shared store may refuse at once or when the write lands.
+			refused := func(what string, err error) {
+				t.Helper()
+				if err == nil {
+					err = s.Flush(ctx)
+				}
+				if !errors.Is(err, ErrDeleted) {
+					t.Errorf("%s after the delete = %v, want ErrDeleted", what, err)
+				}
+			}
+			refused("PutSession", s.PutSession(ctx, sampleSession("a")))
+			refused("PutTurn", s.PutTurn(ctx, "a", sampleTurn(2, TurnCompleted)))
+			refused("RollBack", s.RollBack(ctx, "a", 0))
+			checkGone(t, s, "a", "n-a-1", "n-a-2")
+			err := s.DeleteSession(ctx, "a")
+			if !errors.Is(err, ErrNotFound) || !errors.Is(err, ErrDeleted) {
+				t.Errorf("second DeleteSession(a) = %v, want ErrNotFound and ErrDeleted", err)
+			}
+		}},
+		{"delete keeps the ids it is a prefix of", func(t *testing.T, ctx context.Context, s Store) {
+			short, long := sampleSession("ab"), sampleSession("abc")
+			short.NativeID, short.NativeHistory = "nat", nil
+			long.NativeID, long.NativeHistory = "nat2", []string{"nat1"}
+			mustPut(t, s, short)
+			mustPut(t, s, long)
+			mustTurn(t, s, "ab", sampleTurn(1, TurnCompleted))
+			mustTurn(t, s, "abc", sampleTurn(1, TurnCompleted))
+			mustTurn(t, s, "abc", sampleTurn(2, TurnCompleted))
+			if err := s.DeleteSession(ctx, "ab"); err != nil {
+				t.Fatal(err)
+			}
+			checkGone(t, s, "ab", "nat")
+			for _, n := range []string{"nat1", "nat2"} {
+				if id, err := s.ClientID(ctx, n); err != nil || id != "abc" {
+					t.Errorf("ClientID(%s) = %q, %v, want abc", n, id, err)
+				}
+			}
+			if l := mustList(t, s); len(l) != 1 || l[0].ID != "abc" || l[0].Turns != 2 || l[0].Cwd != long.Cwd {
+				t.Errorf("Sessions() = %+v, want abc alone with 2 turns", l)
+			}
+			if turns, err := s.Turns(ctx, "abc"); err != nil || len(turns) != 2 {
+				t.Errorf("Turns(abc) = %d turns, %v, want 2", len(turns), err)
+			}
+		}},
+		{"delete a session that has turns only", func(t *testing.T, ctx context.Context, s Store) {
+			mustTurn(t, s, "orphan", sampleTurn(1, TurnCompleted))
+			if err := s.DeleteSession(ctx, "orphan"); err != nil {
+				t.Fatalf("DeleteSession(orphan) = %v", err)
+			}
+			if _, err := s.Turns(ctx, "orphan"); !errors.Is(err, ErrNotFound) {
+				t.Errorf("Turns(orphan) err = %v, want ErrNotFound", err)
+			}
+		}},
 		{"flush with nothing queued", func(t *testing.T, ctx context.Context, s Store) {
 			if err := s.Flush(ctx); err != nil {
 				t.Errorf("Flush() = %v", err)
@@ -333,6 +441,29 @@ func TestContract(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// checkGone asserts that session id, deleted, reads as not found everywhere:
+// its record, its turns, the listing and its native ids.
+func checkGone(t *testing.T, s Store, id string, natives ...string) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := s.Session(ctx, id); !errors.Is(err, ErrNotFound) || !errors.Is(err, ErrDeleted) {
+		t.Errorf("Session(%s) after delete: err = %v, want ErrNotFound and ErrDeleted", id, err)
+	}
+	if turns, err := s.Turns(ctx, id); !errors.Is(err, ErrNotFound) || len(turns) != 0 {
+		t.Errorf("Turns(%s) after delete = %d turns, %v, want ErrNotFound", id, len(turns), err)
+	}
+	for _, sum := range mustList(t, s) {
+		if sum.ID == id {
+			t.Errorf("Sessions() after delete lists %s: %+v", id, sum)
+		}
+	}
+	for _, n := range natives {
+		if got, err := s.ClientID(ctx, n); !errors.Is(err, ErrNotFound) {
+			t.Errorf("ClientID(%s) after delete = %q, %v, want ErrNotFound", n, got, err)
+		}
 	}
 }
 

@@ -131,6 +131,11 @@ func (h *helper) kill() {
 //
 //	durability: writes session "k" with ACP_STATE_TEST_N completed turns,
 //	            flushes, prints "ready" and waits to be killed.
+//	delete:     writes sessions early-0..39 and a marked session "secret"
+//	            with a large turn (delete_test.go), then deletes it, and
+//	            exits with status 3 at the delete's step
+//	            ACP_STATE_TEST_STEP (os.Exit, as good as a SIGKILL there);
+//	            prints "deleted" if it never got there.
 //	writer:     prints "ready owner=BOOL", then obeys stdin lines
 //	            "write PREFIX FROM TO" (sessions PREFIX-i with 3 turns each, then
 //	            Flush; prints "ok owner=BOOL") and "exit" (Close; prints "closed").
@@ -163,6 +168,27 @@ func helperMain(role string) int {
 		}
 		fmt.Println("ready")
 		io.Copy(io.Discard, os.Stdin) // until killed
+		return 0
+	case "delete":
+		if err := putOthers(ctx, s, "early", 0, 40); err != nil {
+			return fail(err)
+		}
+		if err := putSecret(ctx, s, "secret", true); err != nil {
+			return fail(err)
+		}
+		if err := s.Flush(ctx); err != nil {
+			return fail(err)
+		}
+		step := os.Getenv("ACP_STATE_TEST_STEP")
+		testHook = func(at string) {
+			if at == step {
+				os.Exit(3)
+			}
+		}
+		if err := s.DeleteSession(ctx, "secret"); err != nil {
+			return fail(err)
+		}
+		fmt.Println("deleted")
 		return 0
 	case "writer":
 		fmt.Printf("ready owner=%v\n", s.Owner())

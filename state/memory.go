@@ -14,6 +14,7 @@ type memStore struct {
 	sessions map[string]*memSession
 	native   map[string]string
 	agents   map[string]*AgentInfo
+	deleted  map[string]bool // tombstones: ids only
 }
 
 type memSession struct {
@@ -25,7 +26,7 @@ type memSession struct {
 // NewMemory returns an empty store that lives as long as the process. Every
 // session in it counts as live.
 func NewMemory() Store {
-	return &memStore{sessions: map[string]*memSession{}, native: map[string]string{}, agents: map[string]*AgentInfo{}}
+	return &memStore{sessions: map[string]*memSession{}, native: map[string]string{}, agents: map[string]*AgentInfo{}, deleted: map[string]bool{}}
 }
 
 func (m *memStore) get(id string) *memSession {
@@ -41,6 +42,9 @@ func (m *memStore) PutSession(ctx context.Context, s *Session) error {
 	s = clone(s)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.deleted[s.ClientID] {
+		return fmt.Errorf("put session %s: %w", s.ClientID, ErrDeleted)
+	}
 	ms := m.get(s.ClientID)
 	if s.Original != nil {
 		if ms.original != nil && !sameConfig(ms.original, s.Original) {
@@ -61,7 +65,7 @@ func (m *memStore) Session(ctx context.Context, id string) (*Session, error) {
 	defer m.mu.Unlock()
 	ms := m.sessions[id]
 	if ms == nil || ms.rec == nil {
-		return nil, fmt.Errorf("get session %s: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("get session %s: %w", id, m.missing(id))
 	}
 	s := clone(ms.rec)
 	s.Original = clone(ms.original)
@@ -97,6 +101,9 @@ func (m *memStore) PutTurn(ctx context.Context, sessionID string, t *Turn) error
 	t = clone(t)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.deleted[sessionID] {
+		return fmt.Errorf("put turn %s #%d: %w", sessionID, t.Index, ErrDeleted)
+	}
 	m.get(sessionID).turns[t.Index] = t
 	return nil
 }
@@ -106,6 +113,9 @@ func (m *memStore) Turns(ctx context.Context, sessionID string) ([]Turn, error) 
 	defer m.mu.Unlock()
 	ms := m.sessions[sessionID]
 	if ms == nil {
+		if m.deleted[sessionID] {
+			return nil, fmt.Errorf("list turns %s: %w", sessionID, errGone)
+		}
 		return nil, nil
 	}
 	out := make([]Turn, 0, len(ms.turns))
@@ -119,6 +129,9 @@ func (m *memStore) Turns(ctx context.Context, sessionID string) ([]Turn, error) 
 func (m *memStore) RollBack(ctx context.Context, sessionID string, keep int) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.deleted[sessionID] {
+		return fmt.Errorf("roll back %s: %w", sessionID, ErrDeleted)
+	}
 	if ms := m.sessions[sessionID]; ms != nil {
 		for i, t := range ms.turns {
 			if i > keep {
@@ -127,6 +140,33 @@ func (m *memStore) RollBack(ctx context.Context, sessionID string, keep int) err
 		}
 	}
 	return nil
+}
+
+// DeleteSession forgets the session and every native id that maps to it,
+// and keeps its id as a tombstone.
+func (m *memStore) DeleteSession(ctx context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sessions[id] == nil {
+		return fmt.Errorf("delete session %s: %w", id, m.missing(id))
+	}
+	delete(m.sessions, id)
+	for n, c := range m.native {
+		if c == id {
+			delete(m.native, n)
+		}
+	}
+	m.deleted[id] = true
+	return nil
+}
+
+// missing is the error for a session the store does not have: gone when it
+// was deleted. m.mu is held.
+func (m *memStore) missing(id string) error {
+	if m.deleted[id] {
+		return errGone
+	}
+	return ErrNotFound
 }
 
 func (m *memStore) ClientID(ctx context.Context, nativeID string) (string, error) {

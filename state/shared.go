@@ -37,6 +37,9 @@ type Options struct {
 // through an owner change, so a write is never lost to a busy or vanished
 // store while this process lives. Reads see this process's queued writes on top
 // of what the backend returns. Flush waits for the queue to land.
+//
+// A delete goes on the same queue, behind the writes before it, and
+// DeleteSession waits for it to land.
 type Shared struct {
 	dir, sock string
 	log       *slog.Logger
@@ -56,23 +59,37 @@ type Shared struct {
 	errs      []error          // write errors since the last Flush
 	originals map[string]*Config
 	claims    map[string]bool // sessions this process wrote: live
+	deleted   map[string]bool // sessions deleted (or being deleted) as far as this process knows
 	backend   Store           // nil while there is none
 	owner     bool
 	closing   bool
 	connWarn  string // last connection problem logged, to log each once
 }
 
-// op is one queued write. Its fields are private copies, never changed.
+// op is one queued write. Its fields are private copies, never changed, but
+// for del's bookkeeping, which only the worker touches.
 type op struct {
 	seq     uint64
 	sid     string     // "" for PutAgent
 	session *Session   // PutSession
 	turn    *Turn      // PutTurn
 	agent   *AgentInfo // PutAgent
+	del     *deletes   // DeleteSession
 	keep    int        // RollBack when none of the above is set
 }
 
-func (o *op) rollback() bool { return o.session == nil && o.turn == nil && o.agent == nil }
+// deletes is a queued DeleteSession's answer channel and retry mark.
+type deletes struct {
+	done chan error // capacity 1: the outcome, for DeleteSession
+	// resent is set once an attempt failed on a broken connection: the
+	// owner may have deleted before it broke, and then the next attempt
+	// finds the session gone.
+	resent bool
+}
+
+func (o *op) rollback() bool {
+	return o.session == nil && o.turn == nil && o.agent == nil && o.del == nil
+}
 
 // subject names what the write is about, for the log.
 func (o *op) subject() slog.Attr {
@@ -106,7 +123,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Shared, error) {
 	s := &Shared{
 		dir: dir, sock: sock, log: opts.Logger.With("component", "state", "dir", dir), opts: opts,
 		wake: make(chan struct{}, 1), pend: map[string][]*op{}, agents: map[string]*op{}, progress: make(chan struct{}),
-		originals: map[string]*Config{}, claims: map[string]bool{},
+		originals: map[string]*Config{}, claims: map[string]bool{}, deleted: map[string]bool{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	cctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
@@ -268,12 +285,22 @@ func (s *Shared) run() {
 			}
 		}
 		s.done = o.seq
-		if err != nil {
+		switch {
+		case o.del != nil:
+			// The outcome is DeleteSession's to report, not Flush's.
+			if err != nil && !errors.Is(err, ErrDeleted) {
+				delete(s.deleted, o.sid)
+			}
+			o.del.done <- err
+		case errors.Is(err, ErrDeleted):
+			s.deleted[o.sid] = true // by another process: refuse the next write at once
+			s.errs = append(s.errs, err)
+		case err != nil:
 			s.errs = append(s.errs, err)
 		}
 		s.signal()
 		s.mu.Unlock()
-		if err != nil {
+		if err != nil && (o.del == nil || !errors.Is(err, ErrNotFound)) {
 			s.log.Error("store write failed", o.subject(), "err", err)
 		}
 	}
@@ -309,6 +336,15 @@ func (s *Shared) apply(ctx context.Context, b Store, o *op) error {
 		return b.PutTurn(ctx, o.sid, o.turn)
 	case o.agent != nil:
 		return b.PutAgent(ctx, o.agent)
+	case o.del != nil:
+		err := b.DeleteSession(ctx, o.sid)
+		switch {
+		case errors.Is(err, errConn):
+			o.del.resent = true
+		case o.del.resent && errors.Is(err, ErrDeleted):
+			err = nil // the attempt that broke had deleted it
+		}
+		return err
 	default:
 		return b.RollBack(ctx, o.sid, o.keep)
 	}
@@ -344,6 +380,9 @@ func (s *Shared) PutSession(ctx context.Context, sess *Session) error {
 	defer s.mu.Unlock()
 	if s.closing {
 		return fmt.Errorf("put session %s: %w", id, errClosed)
+	}
+	if s.deleted[id] {
+		return fmt.Errorf("put session %s: %w", id, ErrDeleted)
 	}
 	if sess.Original != nil && s.originals[id] == nil {
 		s.originals[id] = sess.Original
@@ -384,6 +423,9 @@ func (s *Shared) PutTurn(ctx context.Context, sessionID string, t *Turn) error {
 	if s.closing {
 		return fmt.Errorf("put turn %s #%d: %w", sessionID, t.Index, errClosed)
 	}
+	if s.deleted[sessionID] {
+		return fmt.Errorf("put turn %s #%d: %w", sessionID, t.Index, ErrDeleted)
+	}
 	s.enqueue(&op{sid: sessionID, turn: t})
 	return nil
 }
@@ -394,8 +436,38 @@ func (s *Shared) RollBack(ctx context.Context, sessionID string, keep int) error
 	if s.closing {
 		return fmt.Errorf("roll back %s: %w", sessionID, errClosed)
 	}
+	if s.deleted[sessionID] {
+		return fmt.Errorf("roll back %s: %w", sessionID, ErrDeleted)
+	}
 	s.enqueue(&op{sid: sessionID, keep: keep})
 	return nil
+}
+
+// DeleteSession queues the delete behind every write queued before it, so
+// none of them can land after it and write the session back, and waits for
+// it to land: for the owner, done on its disk; for a client, done by the
+// owner. From the call on, this process refuses writes for id (ErrDeleted)
+// and reads it as gone. When ctx ends first the error says so; the delete
+// stays queued and lands when a backend takes it (Close tries for up to
+// CloseTimeout).
+func (s *Shared) DeleteSession(ctx context.Context, id string) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return fmt.Errorf("delete session %s: %w", id, errClosed)
+	}
+	o := &op{sid: id, del: &deletes{done: make(chan error, 1)}}
+	s.enqueue(o)
+	s.deleted[id] = true
+	delete(s.originals, id)
+	delete(s.claims, id)
+	s.mu.Unlock()
+	select {
+	case err := <-o.del.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("delete session %s: not confirmed yet, still queued: %w", id, ctx.Err())
+	}
 }
 
 // PutAgent queues the write like the others: an agent's initialize result
@@ -505,13 +577,16 @@ func (s *Shared) mergedSession(ctx context.Context, b Store, id string, ops []*o
 		err = s.readErr(b, err)
 	}
 	for _, o := range ops {
-		if o.session != nil {
+		switch {
+		case o.session != nil:
 			prev := got
 			got = clone(o.session)
 			if got.Original == nil && prev != nil {
 				got.Original = prev.Original
 			}
 			err = nil
+		case o.del != nil:
+			got, err = nil, fmt.Errorf("get session %s: %w", id, errGone)
 		}
 	}
 	if err != nil {
@@ -550,7 +625,15 @@ func (s *Shared) mergedTurns(ctx context.Context, b Store, id string, ops []*op)
 	if err != nil && len(ops) == 0 {
 		return nil, fmt.Errorf("list turns %s: %w", id, err)
 	}
+	if deletedBy(ops) {
+		return nil, fmt.Errorf("list turns %s: %w", id, errGone)
+	}
 	return replayTurns(got, ops), nil
+}
+
+// deletedBy says whether ops, one session's queued writes, delete it.
+func deletedBy(ops []*op) bool {
+	return slices.ContainsFunc(ops, func(o *op) bool { return o.del != nil })
 }
 
 // replayTurns applies queued turn writes and rollbacks to the backend's turns.
@@ -564,6 +647,8 @@ func replayTurns(base []Turn, ops []*op) []Turn {
 	}
 	for _, o := range ops {
 		switch {
+		case o.del != nil:
+			clear(m)
 		case o.turn != nil:
 			m[o.turn.Index] = *clone(o.turn)
 		case o.rollback():
@@ -604,7 +689,14 @@ func (s *Shared) Sessions(ctx context.Context) ([]Summary, error) {
 	for i, sum := range got {
 		byID[sum.ID] = i
 	}
+	var drop []int
 	for id, ops := range pend {
+		if deletedBy(ops) {
+			if i, ok := byID[id]; ok {
+				drop = append(drop, i)
+			}
+			continue
+		}
 		sess, err := s.mergedSession(ctx, b, id, ops)
 		if err != nil {
 			continue // turns only, no record yet: not listed
@@ -627,6 +719,10 @@ func (s *Shared) Sessions(ctx context.Context) ([]Summary, error) {
 			got = append(got, sum)
 		}
 	}
+	slices.Sort(drop)
+	for _, i := range slices.Backward(drop) {
+		got = slices.Delete(got, i, i+1)
+	}
 	sortSummaries(got)
 	return got, nil
 }
@@ -636,17 +732,32 @@ func (s *Shared) ClientID(ctx context.Context, nativeID string) (string, error) 
 	if err != nil {
 		return "", fmt.Errorf("client id for native session %s: %w", nativeID, err)
 	}
-	for _, l := range pend {
+	forgotten := false // by a queued delete
+	for sid, l := range pend {
+		mapped := false
 		for _, o := range l {
-			if o.session != nil && slices.Contains(nativeIDs(o.session), nativeID) {
-				return o.sid, nil
+			switch {
+			case o.del != nil:
+				forgotten = forgotten || mapped
+				mapped = false
+			case o.session != nil && slices.Contains(nativeIDs(o.session), nativeID):
+				mapped = true
 			}
 		}
+		if mapped {
+			return sid, nil
+		}
+	}
+	if forgotten {
+		return "", fmt.Errorf("client id for native session %s: %w", nativeID, ErrNotFound)
 	}
 	if b == nil {
 		return "", fmt.Errorf("client id for native session %s: %w", nativeID, ErrUnavailable)
 	}
 	id, err := b.ClientID(ctx, nativeID)
+	if err == nil && deletedBy(pend[id]) {
+		return "", fmt.Errorf("client id for native session %s: %w", nativeID, ErrNotFound)
+	}
 	return id, s.readErr(b, err)
 }
 
@@ -695,6 +806,11 @@ func (s *Shared) Close() error {
 	s.cancel()
 	s.mu.Lock()
 	b, lost := s.backend, len(s.queue)
+	for _, o := range s.queue {
+		if o.del != nil {
+			o.del.done <- fmt.Errorf("delete session %s: %w: no backend took it before close", o.sid, errClosed)
+		}
+	}
 	s.backend = nil
 	s.signal()
 	s.mu.Unlock()

@@ -312,3 +312,128 @@ func TestAgentQueuedWhileOwnerGone(t *testing.T) {
 		t.Errorf("Agent on disk mismatch (-want +got):\n%s", diff)
 	}
 }
+
+// A delete made while no backend can be reached waits in the queue, behind
+// the writes made before it: it is neither lost nor applied before them
+// (which would leave them to write the session back). Meanwhile the session
+// reads as gone and takes no writes.
+func TestDeleteQueuedWithoutBackend(t *testing.T) {
+	dir := t.TempDir()
+	squatter, err := openBadger(dir, testLogger(t)) // holds the lock, serves nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(t.Context(), dir, Options{Logger: testLogger(t), ConnectTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeOK(t, s) })
+	for _, id := range []string{"q", "kept"} {
+		if err := writeSample(t.Context(), s, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := s.DeleteSession(ctx, "q"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("DeleteSession with no backend and an ended ctx = %v, want context.Canceled", err)
+	}
+	if err := s.PutTurn(t.Context(), "q", sampleTurn(4, TurnCompleted)); !errors.Is(err, ErrDeleted) {
+		t.Errorf("PutTurn(q) with its delete queued = %v, want ErrDeleted", err)
+	}
+	checkGone(t, s, "q", "n-q-1", "n-q-2") // from the queue
+	if l := mustList(t, s); len(l) != 1 || l[0].ID != "kept" {
+		t.Errorf("Sessions() with the delete queued = %+v, want kept alone", l)
+	}
+
+	closeOK(t, squatter)
+	// A write of q landing after the delete would meet the tombstone, and
+	// Flush would report ErrDeleted: nil says they landed in order.
+	if err := s.Flush(t.Context()); err != nil {
+		t.Fatalf("Flush after the lock is free: %v", err)
+	}
+	if !s.Owner() {
+		t.Fatal("not owner after the lock is free")
+	}
+	checkGone(t, s, "q", "n-q-1", "n-q-2") // from the store
+	if turns, err := s.Turns(t.Context(), "kept"); err != nil || len(turns) != 3 {
+		t.Errorf("Turns(kept) = %d turns, %v, want 3", len(turns), err)
+	}
+	if err := s.DeleteSession(t.Context(), "q"); !errors.Is(err, ErrDeleted) {
+		t.Errorf("DeleteSession(q) again = %v, want the session gone", err)
+	}
+}
+
+// A session deleted by another process: this one's next write for it lands
+// on the tombstone and Flush reports ErrDeleted; the write after that is
+// refused at once.
+func TestDeletedByAnotherProcess(t *testing.T) {
+	dir := t.TempDir()
+	a := openShared(t, dir)
+	b := openShared(t, dir)
+	if err := writeSample(t.Context(), b, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.DeleteSession(t.Context(), "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutTurn(t.Context(), "x", sampleTurn(4, TurnCompleted)); err != nil {
+		t.Fatalf("PutTurn in the other process = %v, want it queued", err)
+	}
+	if err := b.Flush(t.Context()); !errors.Is(err, ErrDeleted) {
+		t.Errorf("Flush in the other process = %v, want ErrDeleted", err)
+	}
+	if err := b.PutSession(t.Context(), sampleSession("x")); !errors.Is(err, ErrDeleted) {
+		t.Errorf("the next PutSession = %v, want ErrDeleted at once", err)
+	}
+	checkGone(t, b, "x", "n-x-1", "n-x-2")
+}
+
+// flakyDelete deletes, then reports a broken connection, as when the owner
+// did the delete and the connection broke before its answer came.
+type flakyDelete struct {
+	Store
+	broke bool
+}
+
+func (f *flakyDelete) DeleteSession(ctx context.Context, id string) error {
+	err := f.Store.DeleteSession(ctx, id)
+	if !f.broke {
+		f.broke = true
+		return fmt.Errorf("delete: %w: reset by peer", errConn)
+	}
+	return err
+}
+
+// The worker sends a delete again after a broken connection; finding the
+// session gone then means the first attempt did it.
+func TestDeleteResentAfterBrokenConnection(t *testing.T) {
+	mem := NewMemory()
+	mustPut(t, mem, sampleSession("a"))
+	f := &flakyDelete{Store: mem}
+	o := &op{sid: "a", del: &deletes{done: make(chan error, 1)}}
+	var s Shared
+	if err := s.apply(t.Context(), f, o); !errors.Is(err, errConn) {
+		t.Fatalf("first attempt = %v, want errConn", err)
+	}
+	if err := s.apply(t.Context(), f, o); err != nil {
+		t.Errorf("second attempt = %v, want nil: the first one deleted", err)
+	}
+	fresh := &op{sid: "a", del: &deletes{done: make(chan error, 1)}}
+	if err := s.apply(t.Context(), mem, fresh); !errors.Is(err, ErrDeleted) {
+		t.Errorf("a new delete of it = %v, want it gone", err)
+	}
+}
+
+// An owner from before deletes existed lists no features in its hello: the
+// delete fails with a message that says why, and nothing is sent.
+func TestDeleteOlderOwner(t *testing.T) {
+	var r remote // no connection: sending would fail differently
+	err := r.DeleteSession(t.Context(), "a")
+	if !errors.Is(err, errOwnerCannotDelete) {
+		t.Errorf("DeleteSession through an older owner = %v, want errOwnerCannotDelete", err)
+	}
+}

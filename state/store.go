@@ -33,7 +33,21 @@ var (
 	// backend could be reached in time. Writes never fail this way: they wait
 	// in memory (see Shared).
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrDeleted: the session was deleted (DeleteSession). A write for it is
+	// refused, so that a process still holding the session in memory cannot
+	// write it back. A read of it, and a second delete, fail with an error
+	// that is both ErrNotFound and ErrDeleted.
+	ErrDeleted = errors.New("session deleted")
 )
+
+// errGone is what a read or a delete of a deleted session wraps: the session
+// is not found, and it was deleted.
+var errGone = gone{}
+
+type gone struct{}
+
+func (gone) Error() string   { return "not found: session deleted" }
+func (gone) Unwrap() []error { return []error{ErrNotFound, ErrDeleted} }
 
 // SchemaVersion is the layout version this code writes. A store with a higher
 // version is refused with ErrNewerSchema.
@@ -61,12 +75,31 @@ type Store interface {
 	PutTurn(ctx context.Context, sessionID string, t *Turn) error
 	// Turns lists the session's turns by index, rolled-back ones included.
 	Turns(ctx context.Context, sessionID string) ([]Turn, error)
-	// RollBack marks every turn after the first keep TurnRolledBack. Turns are
-	// never deleted: show and the trace keep them.
+	// RollBack marks every turn after the first keep TurnRolledBack. It
+	// deletes none: show and the trace keep them.
 	RollBack(ctx context.Context, sessionID string, keep int) error
 	// ClientID returns the client session id that nativeID belongs or belonged
 	// to, or ErrNotFound.
 	ClientID(ctx context.Context, nativeID string) (string, error)
+	// DeleteSession forgets session id (DESIGN.md "A session's whole life"):
+	// its record and original, every turn (rolled-back ones too), the
+	// handoff bookkeeping, the lineage, the listing entry and every native
+	// id that maps to it. Afterwards Session and Turns fail with ErrNotFound,
+	// Sessions leaves it out, and ClientID of any of its native ids fails
+	// with ErrNotFound. A tombstone that holds the id and nothing else
+	// stays, so that a later PutSession, PutTurn or RollBack for id fails
+	// with ErrDeleted. An id the store never had fails with ErrNotFound; one
+	// deleted before fails with an error that is both ErrNotFound and
+	// ErrDeleted, so the caller can tell.
+	//
+	// On disk, DeleteSession returns once none of the deleted values is left
+	// in any file of the state directory: not in badger's memtable logs, its
+	// tables or its value log (badgerStore.DeleteSession says how). The
+	// shared store sends the delete to the owner after the writes queued
+	// before it and returns when the owner has done it; when ctx ends
+	// first, the error says so and the delete stays queued, in order, until
+	// a backend takes it.
+	DeleteSession(ctx context.Context, id string) error
 	// PutAgent creates or replaces the record a.Name: the newest initialize
 	// result is the one that describes the agent now. An empty Name is an
 	// error, since the name is the key.
@@ -160,3 +193,11 @@ func later(a, b time.Time) time.Time {
 	}
 	return a
 }
+
+var (
+	_ Store = (*memStore)(nil)
+	_ Store = (*badgerStore)(nil)
+	_ Store = (*owned)(nil)
+	_ Store = (*remote)(nil)
+	_ Store = (*Shared)(nil)
+)

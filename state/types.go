@@ -150,8 +150,9 @@ type Legacy struct {
 // TurnStatus is where a turn ended up.
 type TurnStatus string
 
-// Turn statuses. A turn is never deleted: a rollback marks the turns after the
-// kept ones TurnRolledBack, and a turn that was running when its process died
+// Turn statuses. A rollback deletes no turn: it marks the turns after the
+// kept ones TurnRolledBack (only DeleteSession removes turns, with their
+// session), and a turn that was running when its process died
 // reads TurnRunning until someone marks it TurnInterrupted.
 const (
 	TurnRunning     TurnStatus = "running"

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,14 +37,22 @@ type request struct {
 }
 
 type response struct {
-	ID       uint64     `json:"id"`
-	Err      *wireError `json:"err,omitempty"`
-	Schema   int        `json:"schema,omitempty"`
+	ID     uint64     `json:"id"`
+	Err    *wireError `json:"err,omitempty"`
+	Schema int        `json:"schema,omitempty"`
+	// Features lists, in the answer to hello, the ops an owner has beyond
+	// the first version's: an older owner answers an op it lacks with
+	// "unknown op", which a client cannot tell from a failure of the op.
+	Features []string   `json:"features,omitempty"`
 	Session  *Session   `json:"session,omitempty"`
 	Sessions []Summary  `json:"sessions,omitempty"`
 	Turns    []Turn     `json:"turns,omitempty"`
 	ClientID string     `json:"clientId,omitempty"`
 	Agent    *AgentInfo `json:"agent,omitempty"`
+
+	// hangUp: the store cannot serve the request (badgerStore.broken); the
+	// connection is closed instead of answered.
+	hangUp bool
 }
 
 type wireError struct {
@@ -51,23 +60,43 @@ type wireError struct {
 	Msg  string `json:"msg"`
 }
 
-var wireCodes = map[string]error{
-	"not_found":       ErrNotFound,
-	"original_exists": ErrOriginalExists,
-	"newer_schema":    ErrNewerSchema,
-	"corrupt":         ErrCorrupt,
+// wireCodes name the sentinels an error may carry across, in the order
+// toWire tries them: "gone" (both ErrNotFound and ErrDeleted) before either.
+var wireCodes = []struct {
+	code     string
+	sentinel error
+}{
+	{"gone", errGone},
+	{"not_found", ErrNotFound},
+	{"deleted", ErrDeleted},
+	{"original_exists", ErrOriginalExists},
+	{"newer_schema", ErrNewerSchema},
+	{"corrupt", ErrCorrupt},
 }
+
+// featureDelete says an owner serves the "delete" op.
+const featureDelete = "delete"
 
 func toWire(err error) *wireError {
 	if err == nil {
 		return nil
 	}
-	for code, sentinel := range wireCodes {
-		if errors.Is(err, sentinel) {
-			return &wireError{Code: code, Msg: err.Error()}
+	for _, c := range wireCodes {
+		if errors.Is(err, c.sentinel) {
+			return &wireError{Code: c.code, Msg: err.Error()}
 		}
 	}
 	return &wireError{Code: "error", Msg: err.Error()}
+}
+
+// fromWire is the sentinel a wire error code stands for, nil for none.
+func fromWire(code string) error {
+	for _, c := range wireCodes {
+		if c.code == code {
+			return c.sentinel
+		}
+	}
+	return nil
 }
 
 // remoteError is an error the owner returned. It reads as the owner's message
@@ -179,6 +208,9 @@ func (srv *server) serveConn(c net.Conn) {
 		} else {
 			resp = srv.handle(ctx, c, &req)
 		}
+		if resp.hangUp {
+			return // the client finds the store another way, as after a kill
+		}
 		b, err := encode(&resp)
 		if err != nil {
 			b, _ = encode(&response{ID: req.ID, Err: toWire(err)})
@@ -202,6 +234,15 @@ func (srv *server) claim(c net.Conn, ids ...string) {
 	}
 }
 
+// unclaim stops listing a deleted session as live for any connection.
+func (srv *server) unclaim(id string) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	for _, m := range srv.conns {
+		delete(m, id)
+	}
+}
+
 func (srv *server) handle(ctx context.Context, c net.Conn, req *request) response {
 	resp := response{ID: req.ID}
 	var err error
@@ -209,6 +250,7 @@ func (srv *server) handle(ctx context.Context, c net.Conn, req *request) respons
 	case "hello":
 		srv.claim(c, req.Claims...)
 		resp.Schema = SchemaVersion
+		resp.Features = []string{featureDelete}
 	case "put_session":
 		if req.Session == nil {
 			err = errors.New("put session: no session")
@@ -240,10 +282,15 @@ func (srv *server) handle(ctx context.Context, c net.Conn, req *request) respons
 		err = srv.st.PutAgent(ctx, req.Agent)
 	case "agent":
 		resp.Agent, err = srv.st.Agent(ctx, req.Name)
+	case "delete":
+		if err = srv.st.DeleteSession(ctx, req.SID); err == nil {
+			srv.unclaim(req.SID)
+		}
 	default:
 		err = fmt.Errorf("unknown op %q", req.Op)
 	}
 	resp.Err = toWire(err)
+	resp.hangUp = errors.Is(err, errConn)
 	return resp
 }
 
@@ -278,8 +325,9 @@ func (o *owned) Close() error {
 
 // remote is a client connection to the owner. It implements Store.
 type remote struct {
-	c      net.Conn
-	broken atomic.Bool // set on any failure and by Close; the connection is then done
+	c        net.Conn
+	broken   atomic.Bool // set on any failure and by Close; the connection is then done
+	features []string    // the owner's, from hello
 
 	mu   sync.Mutex // one request in flight
 	r    *bufio.Reader
@@ -304,6 +352,7 @@ func dial(ctx context.Context, path string, claims []string) (*remote, error) {
 		c.Close()
 		return nil, fmt.Errorf("store owner speaks schema %d, this version up to %d: %w", resp.Schema, SchemaVersion, ErrNewerSchema)
 	}
+	r.features = resp.Features
 	return r, nil
 }
 
@@ -337,7 +386,7 @@ func (r *remote) call(ctx context.Context, req *request) (*response, error) {
 		return nil, fmt.Errorf("%s: %w: response %d to request %d", req.Op, errConn, resp.ID, req.ID)
 	}
 	if resp.Err != nil {
-		return nil, &remoteError{msg: resp.Err.Msg, sentinel: wireCodes[resp.Err.Code]}
+		return nil, &remoteError{msg: resp.Err.Msg, sentinel: fromWire(resp.Err.Code)}
 	}
 	return resp, nil
 }
@@ -415,6 +464,21 @@ func (r *remote) Agent(ctx context.Context, name string) (*AgentInfo, error) {
 		return nil, err
 	}
 	return resp.Agent, nil
+}
+
+// errOwnerCannotDelete: the owner is an older acp-sidecar without the delete
+// op. Nothing is sent; the delete fails rather than wait for an owner that
+// may never change.
+var errOwnerCannotDelete = errors.New("the process that owns the store is an older acp-sidecar that cannot delete sessions; stop it (or every sidecar on this state dir) and try again")
+
+// DeleteSession asks the owner to delete, and returns once it has: the owner
+// answers after the data left its disk.
+func (r *remote) DeleteSession(ctx context.Context, id string) error {
+	if !slices.Contains(r.features, featureDelete) {
+		return fmt.Errorf("delete session %s: %w", id, errOwnerCannotDelete)
+	}
+	_, err := r.call(ctx, &request{Op: "delete", SID: id})
+	return err
 }
 
 // Flush: the owner answers a write after badger took it, so there is nothing

@@ -90,6 +90,7 @@ func newApp(s stdio) *cli.App {
 			sessionsCommand(s),
 			showCommand(s),
 			handoffCommand(s),
+			deleteCommand(s),
 			{
 				Name:            "fakeagent",
 				Usage:           "run the built-in fake ACP agent on stdio (for tests and the demo; -h lists its flags)",
