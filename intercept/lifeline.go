@@ -52,6 +52,8 @@ type lifelineRecord interface {
 	// closeHere closes a session the agent cannot close: it lacks
 	// session/close, or the session's native session died with it.
 	closeHere(ctx context.Context, sid string) error
+	// deleteHere forgets a session for an agent without session/delete.
+	deleteHere(ctx context.Context, sid string) error
 	// forkHere forks a session for an agent without session/fork, and
 	// returns the fork's session/fork result.
 	forkHere(ctx context.Context, parent string) (child string, result []byte, err error)
@@ -179,6 +181,9 @@ func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdic
 	method := string(f.Env.Method)
 	if method == wire.SessionClose && f.Env.SessionID.Present() {
 		return ll.closing(f, wire.SessionIDOf(f)), nil
+	}
+	if method == wire.SessionDelete && f.Env.SessionID.Present() {
+		return ll.deleting(f, wire.SessionIDOf(f)), nil
 	}
 	if method == wire.SessionFork && f.Env.SessionID.Present() && !ll.rec.agentCaps().fork {
 		return ll.forking(f, wire.SessionIDOf(f)), nil
@@ -333,5 +338,26 @@ func (ll *lifeline) forking(f *proxy.Frame, parent string) proxy.Verdict {
 			return answerWith(proxy.ErrorResponse(q.id, errorCode(err), err.Error()))
 		}
 		return answerWith(append([][]byte{response(q.id, result)}, ll.t.ownCommands(ll.t.nativeOf(child), child)...)...)
+	})
+}
+
+// deleting decides a client's session/delete. It goes to the agent when the
+// agent can delete (the record forgets the session once the agent has),
+// else the sidecar forgets the session and answers. A session whose native
+// session died with the agent is not rebuilt for it: real agents keep
+// sessions on disk, so the delete still goes to the agent under the native
+// id the session last had.
+func (ll *lifeline) deleting(f *proxy.Frame, sid string) proxy.Verdict {
+	if ll.rec.agentCaps().delete && !ll.mustWait(sid) {
+		return proxy.Verdict{}
+	}
+	return ll.hold(f, sid, func(ctx context.Context, q waited) proxy.Decision {
+		if ll.rec.agentCaps().delete {
+			return ll.rest(ctx, proxy.ClientToAgent, q.raw)
+		}
+		if err := ll.rec.deleteHere(ctx, sid); err != nil {
+			return answerWith(proxy.ErrorResponse(q.id, errorCode(err), err.Error()))
+		}
+		return answerWith(response(q.id, []byte("{}")))
 	})
 }

@@ -31,7 +31,7 @@ var _ Sidecar = (*proxy.Relay)(nil)
 var recorded = map[string]bool{
 	wire.Initialize: true, wire.Authenticate: true, wire.SessionNew: true, wire.SessionLoad: true, wire.SessionResume: true, wire.SessionFork: true,
 	wire.SetMode: true, wire.SetConfigOption: true, wire.SetModel: true, wire.Prompt: true,
-	wire.SessionClose: true,
+	wire.SessionClose: true, wire.SessionDelete: true,
 }
 
 // RecorderConfig wires a Recorder.
@@ -334,6 +334,8 @@ func (r *Recorder) holds(method string) bool {
 	switch method {
 	case wire.SetMode, wire.SetConfigOption, wire.SetModel, wire.Prompt:
 		return true
+	case wire.SessionDelete:
+		return true // the client hears of the delete once the record is gone
 	case wire.SessionNew, wire.SessionLoad, wire.SessionResume, wire.SessionFork:
 		return true // the sidecar's command list follows the response (open.go)
 	}
@@ -518,6 +520,14 @@ func (r *Recorder) response(ctx context.Context, ev event) {
 	case wire.SessionClose:
 		if !failed {
 			r.markClosed(ctx, req.sid)
+		}
+	case wire.SessionDelete:
+		if !failed {
+			if err := r.forget(ctx, req.sid); err != nil {
+				// The agent deleted it; the record could not follow. Say so
+				// in the log, where the user looks when `show` still has it.
+				r.log.Error("the agent deleted the session, the record did not", "session", req.sid, "err", err)
+			}
 		}
 	}
 	if ev.release != nil {
@@ -805,9 +815,25 @@ func (r *Recorder) putSession(ctx context.Context, s *session) {
 	if s.started && s.rec.Original != nil {
 		rec.Original = s.rec.Original
 	}
-	if err := r.cfg.Store.PutSession(ctx, &rec); err != nil && !errors.Is(err, state.ErrOriginalExists) {
+	err := r.cfg.Store.PutSession(ctx, &rec)
+	switch {
+	case errors.Is(err, state.ErrDeleted):
+		r.deletedElsewhere(s.rec.ClientID)
+	case err != nil && !errors.Is(err, state.ErrOriginalExists):
 		r.log.Warn("record session", "session", s.rec.ClientID, "err", err)
 	}
+}
+
+// deletedElsewhere lets go of a session that was deleted while this process
+// held it (`acp-sidecar delete` from the shell, another sidecar): the
+// store refuses its writes, and nothing here writes it back.
+func (r *Recorder) deletedElsewhere(sid string) {
+	if _, held := r.sessions[sid]; !held {
+		return
+	}
+	delete(r.sessions, sid)
+	r.t.forget(sid)
+	r.log.Info("session was deleted elsewhere; no longer recorded", "session", sid)
 }
 
 func (r *Recorder) putTurn(ctx context.Context, s *session, t *state.Turn) {

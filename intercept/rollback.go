@@ -137,14 +137,7 @@ func (r *Recorder) arm(s *session) {
 
 // conversation is what a fresh native session must be told for s.
 func (r *Recorder) conversation(s *session) []state.Turn {
-	ctx := r.ctx
-	return replay.Conversation(&s.rec, r.fullTurns(ctx, s), func(id string) (*state.Session, []state.Turn, bool) {
-		p := r.sessions[id]
-		if p == nil {
-			return nil, nil, false
-		}
-		return &p.rec, r.fullTurns(ctx, p), true
-	})
+	return replay.Conversation(&s.rec, r.fullTurns(r.ctx, s), r.lookup(r.ctx))
 }
 
 // Fork starts a new client session from a parent's conversation up to its

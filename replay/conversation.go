@@ -30,8 +30,13 @@ const maxLineage = 16
 // inherited turns first (the parent's own inheritance before them, so a fork
 // of a fork carries the whole chain), then the session's own visible turns.
 func Conversation(s *state.Session, turns []state.Turn, parent Lookup) []state.Turn {
-	out := inherited(s.Lineage, parent, maxLineage)
-	return append(out, Visible(s, turns)...)
+	return append(Inherited(s, parent), Visible(s, turns)...)
+}
+
+// Inherited is the part of a fork's conversation that comes from its
+// parents: what a fork must keep when its parent is deleted.
+func Inherited(s *state.Session, parent Lookup) []state.Turn {
+	return inherited(s.Lineage, parent, maxLineage)
 }
 
 func inherited(l *state.Lineage, parent Lookup, depth int) []state.Turn {

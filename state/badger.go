@@ -346,6 +346,7 @@ func (b *badgerStore) putSession(s *Session) error {
 			return err
 		}
 		l.ID, l.Agent, l.AgentName, l.Cwd, l.HasSession = s.ClientID, s.Agent, s.AgentName, s.Cwd, true
+		l.Closed = s.Closed != nil
 		l.LastActivity = later(l.LastActivity, s.Updated)
 		return setJSON(txn, listKey(s.ClientID), &l)
 	})
@@ -406,7 +407,7 @@ func (b *badgerStore) Sessions(ctx context.Context) ([]Summary, error) {
 	}
 	b.mu.Lock()
 	for i := range out {
-		out[i].Live = b.live[out[i].ID]
+		out[i].Live = b.live[out[i].ID] && !out[i].Closed
 	}
 	b.mu.Unlock()
 	sortSummaries(out)

@@ -80,8 +80,8 @@ func (m *memStore) Sessions(ctx context.Context) ([]Summary, error) {
 		if ms.rec == nil {
 			continue
 		}
-		sum := Summary{ID: id, Agent: append([]string(nil), ms.rec.Agent...), AgentName: ms.rec.AgentName,
-			Cwd: ms.rec.Cwd, LastActivity: ms.rec.Updated, Live: true}
+		sum := Summary{ID: id, Agent: append([]string(nil), ms.rec.Agent...), AgentName: ms.rec.AgentName, Closed: ms.rec.Closed != nil,
+			Cwd: ms.rec.Cwd, LastActivity: ms.rec.Updated, Live: ms.rec.Closed == nil}
 		for _, t := range ms.turns {
 			if t.Status != TurnRolledBack {
 				sum.Turns++

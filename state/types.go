@@ -209,8 +209,11 @@ type Summary struct {
 	Turns        int       `json:"turns"`
 	LastActivity time.Time `json:"lastActivity"`
 	// Live says a running sidecar process has written this session since it
-	// connected to the store, i.e. some editor has it open now.
+	// connected to the store, i.e. some editor has it open now. A closed
+	// session is never live.
 	Live bool `json:"live,omitempty"`
+	// Closed says the client closed the session (Session.Closed).
+	Closed bool `json:"closed,omitempty"`
 }
 
 // AgentInfo is what the sidecar learned about a named agent when it first

@@ -49,8 +49,11 @@ type sessionJSON struct {
 	// LastActivity is the latest of the record's update and its turns' times.
 	LastActivity time.Time `json:"lastActivity"`
 	// Live says a running sidecar has written the session since it joined the
-	// store: some editor has it open now.
+	// store: some editor has it open now. A closed session is not live.
 	Live bool `json:"live"`
+	// Closed says the editor closed the session (session/close); its own
+	// load or resume reopens it.
+	Closed bool `json:"closed"`
 }
 
 // showJSON is the `show SESSION --json` object.
@@ -392,7 +395,7 @@ func sessionsJSON(list []state.Summary) []sessionJSON {
 	for _, s := range list {
 		out = append(out, sessionJSON{
 			SessionID: s.ID, Agent: nonNil(s.Agent), AgentName: s.AgentName, Cwd: s.Cwd,
-			Turns: s.Turns, LastActivity: s.LastActivity, Live: s.Live,
+			Turns: s.Turns, LastActivity: s.LastActivity, Live: s.Live, Closed: s.Closed,
 		})
 	}
 	return out
@@ -403,7 +406,10 @@ func writeSessions(w io.Writer, list []state.Summary) error {
 	fmt.Fprintln(tw, "SESSION\tAGENT\tCWD\tTURNS\tLAST ACTIVITY\tLIVE")
 	for _, s := range list {
 		live := ""
-		if s.Live {
+		switch {
+		case s.Closed:
+			live = "closed"
+		case s.Live:
 			live = "live"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n",

@@ -348,8 +348,8 @@ func TestSessionsJSONLive(t *testing.T) {
 		t.Fatalf("not a JSON array: %v\n%s", err, out)
 	}
 	want := jsonRound(t, `[
-		{"sessionId":"s-orig","agent":["/opt/bin/fake-agent","--fast"],"cwd":"/home/me/project","turns":2,"lastActivity":"2025-03-01T12:04:10Z","live":true},
-		{"sessionId":"s-none","agent":["other-agent"],"cwd":"/tmp/elsewhere","turns":0,"lastActivity":"2025-03-01T11:00:00Z","live":true}]`)
+		{"sessionId":"s-orig","agent":["/opt/bin/fake-agent","--fast"],"cwd":"/home/me/project","turns":2,"lastActivity":"2025-03-01T12:04:10Z","live":true,"closed":false},
+		{"sessionId":"s-none","agent":["other-agent"],"cwd":"/tmp/elsewhere","turns":0,"lastActivity":"2025-03-01T11:00:00Z","live":true,"closed":false}]`)
 	gotAny := jsonRound(t, out)
 	if !reflect.DeepEqual(gotAny, want) {
 		t.Errorf("sessions --json = %s", out)
