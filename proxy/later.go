@@ -46,10 +46,11 @@ func (r *Relay) later(ctx context.Context, f *Frame, v Verdict) {
 			d = r.answerOnce(dir, id, method, d)
 		}
 		release(d.Forward...)
-		for _, l := range d.Answer {
-			if err := r.Send(dir.Reverse(), l); err != nil {
-				r.log.Debug("answer a held frame", "dir", dir.Reverse().String(), "err", err)
-			}
+		if len(d.Answer) > 0 {
+			// The answer's lines go out as one run: a response and what
+			// follows it (a command list after an open) must not have the
+			// peer's next exchange between them.
+			r.Hold(dir.Reverse())(d.Answer...)
 		}
 	}()
 }

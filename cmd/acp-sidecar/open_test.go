@@ -122,7 +122,7 @@ func checkReopened(t *testing.T, lp *ladderPeer) {
 		mustSucceed(t, method, resp)
 		lp.barrier()
 		if sidecar, _ := commandsFor(lp.lines()[from:], lp.sid); !sidecar {
-			t.Errorf("after %s: no command list with the sidecar's /reset reached the client", method)
+			t.Errorf("after %s: no command list with the sidecar's /reset reached the client; the client got:\n%s", method, lastLines(lp.lines()[from:], 20))
 		}
 		var res struct {
 			Result struct {
