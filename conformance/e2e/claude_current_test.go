@@ -26,3 +26,6 @@ func TestClaudeCurrentLifecycle(t *testing.T) { runLifecycle(t, claudeNow) }
 
 // TestClaudeCurrentCommandsAfterResume: see runCommandsAfterResume.
 func TestClaudeCurrentCommandsAfterResume(t *testing.T) { runCommandsAfterResume(t, claudeNow) }
+
+// TestClaudeCurrentCloseDelete: see runCloseDelete.
+func TestClaudeCurrentCloseDelete(t *testing.T) { runCloseDelete(t, claudeNow) }

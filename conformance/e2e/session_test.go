@@ -252,9 +252,24 @@ func (l *showLayer) value(id string) string {
 // order docs/record.md gives, and decodes its output.
 func (s *sidecarSession) show() showRecord {
 	s.t.Helper()
+	out, errOut, err := s.cli("show", s.sid, "--json")
+	if err != nil {
+		s.t.Fatalf("acp-sidecar show %s --json: %v\nstderr: %s\nstdout: %s", s.sid, err, errOut, out)
+	}
+	s.t.Logf("show --json: %s", out)
+	var rec showRecord
+	if err := json.Unmarshal([]byte(out), &rec); err != nil {
+		s.t.Fatalf("decode show --json output: %v\n%s", err, out)
+	}
+	return rec
+}
+
+// cli runs an acp-sidecar command on the session's state dir, as a user in
+// a shell does, and returns its stdout, stderr and exit error.
+func (s *sidecarSession) cli(args ...string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(s.t.Context(), stepTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, sidecarBinary(s.t), "show", s.sid, "--json", "--state-dir", s.state)
+	cmd := exec.CommandContext(ctx, sidecarBinary(s.t), append(args, "--state-dir", s.state)...)
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "ACP_SIDECAR_") {
@@ -264,15 +279,8 @@ func (s *sidecarSession) show() showRecord {
 	cmd.Env = env
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		s.t.Fatalf("acp-sidecar show %s --json: %v\nstderr: %s\nstdout: %s", s.sid, err, errOut.String(), out.String())
-	}
-	s.t.Logf("show --json: %s", out.String())
-	var rec showRecord
-	if err := json.Unmarshal(out.Bytes(), &rec); err != nil {
-		s.t.Fatalf("decode show --json output: %v\n%s", err, out.String())
-	}
-	return rec
+	err = cmd.Run()
+	return out.String(), errOut.String(), err
 }
 
 // checkSessionIDs asserts that every sessionId in what the client received
