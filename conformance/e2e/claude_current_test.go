@@ -29,3 +29,6 @@ func TestClaudeCurrentCommandsAfterResume(t *testing.T) { runCommandsAfterResume
 
 // TestClaudeCurrentCloseDelete: see runCloseDelete.
 func TestClaudeCurrentCloseDelete(t *testing.T) { runCloseDelete(t, claudeNow) }
+
+// TestClaudeCurrentNativeFork: see runNativeFork.
+func TestClaudeCurrentNativeFork(t *testing.T) { runNativeFork(t, claudeNow) }

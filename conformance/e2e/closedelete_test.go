@@ -105,3 +105,28 @@ func holding(t *testing.T, dir, mark string) []string {
 	}
 	return found
 }
+
+// runNativeFork: a fork of the whole conversation on an agent with
+// session/fork is the agent's own (DESIGN.md "A session's whole life"): the
+// fork's turn carries the parent's turns natively, with no handoff, on the
+// parent's model, mode and effort.
+func runNativeFork(t *testing.T, la liveAgent) {
+	const (
+		p1 = "The first turn names a heron."
+		p2 = "The second turn names a pike."
+		p3 = "On the fork, which birds?"
+	)
+	s := la.start(t)
+	s.prompt(p1)
+	s.prompt(p2)
+	res := step(t, s.a, "_sidecar/fork", map[string]any{"sessionId": s.sid, "atTurn": 0})
+	var fork struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.Unmarshal(res.Result, &fork); err != nil || fork.SessionID == "" {
+		t.Fatalf("_sidecar/fork result %s: %v", res.Result, err)
+	}
+	s.sid = fork.SessionID
+	s.prompt(p3)
+	s.checkTurn(la, "on the agent's fork", p3, []string{p1, p2, p3}, nil, 0)
+}

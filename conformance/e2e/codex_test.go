@@ -28,3 +28,6 @@ func TestCodexLifecycle(t *testing.T) { runLifecycle(t, codexNow) }
 
 // TestCodexCommandsAfterResume: see runCommandsAfterResume.
 func TestCodexCommandsAfterResume(t *testing.T) { runCommandsAfterResume(t, codexNow) }
+
+// TestCodexNativeFork: see runNativeFork.
+func TestCodexNativeFork(t *testing.T) { runNativeFork(t, codexNow) }
