@@ -167,7 +167,7 @@ func TestClaudeAgentThroughSidecar(t *testing.T) {
 	// point (NOTES.md: in one run just before the first set_config_option
 	// response), is taken out of the sequence and compared on its own, as a
 	// multiset; everything else must be equal, in order.
-	viaFrames, adds := sidecarAdditions(t, via.frames)
+	viaFrames, adds := sidecarAdditions(t, via.frames, sessionCapsOf(direct.frames))
 	for _, a := range adds {
 		t.Logf("sidecar addition: %s", a)
 	}
@@ -269,6 +269,9 @@ var sidecarCommands = []string{"rewind", "reset", "restore-original", "accept-co
 // frames as the agent sent them, with a description of each addition:
 //   - agentCapabilities._meta["acp-sidecar"] in the initialize result
 //     ("Surfaces": the `_sidecar/*` methods are advertised there);
+//   - the sessionCapabilities the sidecar answers for where the agent
+//     lacks them (resume, list, fork, close, delete: "A session's whole
+//     life"), each `{}`; agentCaps are the agent's own, from the direct run;
 //   - the sidecar's slash commands in an available_commands_update (merged
 //     into the agent's list);
 //   - an available_commands_update that holds nothing but the sidecar's
@@ -280,7 +283,7 @@ var sidecarCommands = []string{"rewind", "reset", "restore-original", "accept-co
 // The removal cuts the added member's bytes, with one adjacent comma, out of
 // the line and touches nothing else, so a sidecar that re-encoded, reordered
 // or respaced the agent's bytes while adding still fails the comparison.
-func sidecarAdditions(t *testing.T, frames []frame) ([]frame, []string) {
+func sidecarAdditions(t *testing.T, frames []frame, agentCaps map[string]bool) ([]frame, []string) {
 	t.Helper()
 	var out []frame
 	var adds []string
@@ -298,6 +301,12 @@ func sidecarAdditions(t *testing.T, frames []frame) ([]frame, []string) {
 				if adv, ok := r.AgentCapabilities.Meta["acp-sidecar"]; ok {
 					raw = cutMember(t, raw, `"acp-sidecar":`+string(adv))
 					adds = append(adds, "initialize agentCapabilities._meta[acp-sidecar] = "+string(adv))
+				}
+			}
+			for k := range sessionCapsOf([]frame{f}) {
+				if !agentCaps[k] {
+					raw = cutMember(t, raw, `"`+k+`":{}`)
+					adds = append(adds, "initialize sessionCapabilities."+k)
 				}
 			}
 		case isCommandsUpdate(f):
@@ -346,6 +355,28 @@ func sidecarAdditions(t *testing.T, frames []frame) ([]frame, []string) {
 		t.Errorf("the sidecar's own command list (frame #%d) came after the agent's (frame #%d): the client's list now lacks the agent's commands", own, merged)
 	}
 	return out, adds
+}
+
+// sessionCapsOf is the sessionCapabilities of the initialize result among
+// frames.
+func sessionCapsOf(frames []frame) map[string]bool {
+	caps := map[string]bool{}
+	for _, f := range frames {
+		if f.Method != "" || f.Result == nil || string(f.ID) != "1" {
+			continue
+		}
+		var r struct {
+			AgentCapabilities struct {
+				SessionCapabilities map[string]json.RawMessage `json:"sessionCapabilities"`
+			} `json:"agentCapabilities"`
+		}
+		if json.Unmarshal(f.Result, &r) == nil {
+			for k := range r.AgentCapabilities.SessionCapabilities {
+				caps[k] = true
+			}
+		}
+	}
+	return caps
 }
 
 // cutMember removes member (an object member or array element, exactly as
@@ -663,7 +694,7 @@ func TestSidecarAdditions(t *testing.T) {
 		// Re-encoded by a sidecar: the same value, other bytes.
 		`{"jsonrpc":"2.0","id":1,"result":{"agentCapabilities":{"loadSession":true,"_meta":{"claudeCode":{"x":true},"acp-sidecar":{}}}}}`,
 	)
-	got, adds := sidecarAdditions(t, via)
+	got, adds := sidecarAdditions(t, via, nil)
 	if len(got) != 3 || len(adds) != 4 {
 		t.Fatalf("got %d frames and additions %q, want 3 frames and 4 additions", len(got), adds)
 	}
