@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept"
+	"github.com/acp-sidecar/acp-sidecar/intercept/switchboard"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -39,13 +40,13 @@ func runMulti(ctx context.Context, o runOptions, s stdio) error {
 		return &exitError{code: 2, err: err}
 	}
 	defs := map[string]agentDef{}
-	var refs []intercept.AgentRef
+	var refs []switchboard.AgentRef
 	for _, d := range o.agents.defs {
 		defs[d.Name] = d
-		refs = append(refs, intercept.AgentRef{Name: d.Name, Command: d.Argv})
+		refs = append(refs, switchboard.AgentRef{Name: d.Name, Command: d.Argv})
 	}
 	stacks := &stackSet{}
-	start := func(ctx context.Context, name string) (*intercept.Backend, error) {
+	start := func(ctx context.Context, name string) (*switchboard.Backend, error) {
 		d := defs[name]
 		own, err := parseSettings(d.Sets)
 		if err != nil {
@@ -53,7 +54,7 @@ func runMulti(ctx context.Context, o runOptions, s stdio) error {
 		}
 		return stacks.start(ctx, o, env, s, d, append(append([]intercept.Setting(nil), global...), own...))
 	}
-	sw := intercept.NewSwitchboard(intercept.SwitchboardConfig{
+	sw := switchboard.New(switchboard.Config{
 		Agents: refs, Default: o.agents.defaultName, Start: start, Store: env.store,
 		Idle: o.agents.idle, CallTimeout: o.callTimeout, MaxFrame: o.maxFrame, Log: log,
 	})
@@ -146,7 +147,7 @@ type stackSet struct {
 
 // start runs one agent behind a relay and a recorder of its own; the
 // switchboard is its client, through a pair of pipes.
-func (ss *stackSet) start(ctx context.Context, o runOptions, env *runEnv, s stdio, d agentDef, settings []intercept.Setting) (*intercept.Backend, error) {
+func (ss *stackSet) start(ctx context.Context, o runOptions, env *runEnv, s stdio, d agentDef, settings []intercept.Setting) (*switchboard.Backend, error) {
 	log := env.log.With("agent", d.Name)
 	spec := proxy.AgentSpec{Argv: d.Argv, Stderr: s.err, Grace: o.grace, Log: log}
 	if len(d.Env) > 0 {
@@ -216,7 +217,7 @@ func (ss *stackSet) start(ctx context.Context, o runOptions, env *runEnv, s stdi
 		ss.mu.Unlock()
 		clientOut.Close()
 	}()
-	return &intercept.Backend{
+	return &switchboard.Backend{
 		Rec: rec, In: toRelay, Out: fromRelay,
 		// Stopping is the client's EOF: the relay closes the agent's
 		// stdin, and the shutdown above takes it from there.

@@ -1,4 +1,4 @@
-package intercept
+package switchboard
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
@@ -45,7 +46,7 @@ const (
 
 // Backend is one running agent behind the switchboard.
 type Backend struct {
-	Rec *Recorder
+	Rec Recorder
 	// In is the backend relay's client input; Out is what that relay
 	// writes to its client, and ends when the relay has ended.
 	In  io.WriteCloser
@@ -61,8 +62,8 @@ type AgentRef struct {
 	Command []string
 }
 
-// SwitchboardConfig wires a Switchboard.
-type SwitchboardConfig struct {
+// Config wires a Switchboard.
+type Config struct {
 	// Agents in the order the selector lists them.
 	Agents  []AgentRef
 	Default string
@@ -74,7 +75,7 @@ type SwitchboardConfig struct {
 	// Idle stops an agent no session uses after this long; 0 never does.
 	Idle time.Duration
 	// CallTimeout bounds the switchboard's own requests (an initialize);
-	// 0 means DefaultCallTimeout.
+	// 0 means intercept.DefaultCallTimeout.
 	CallTimeout time.Duration
 	MaxFrame    int
 	Log         *slog.Logger
@@ -82,7 +83,7 @@ type SwitchboardConfig struct {
 
 // Switchboard puts several agents behind one client.
 type Switchboard struct {
-	cfg SwitchboardConfig
+	cfg Config
 	log *slog.Logger
 	ctx context.Context
 	wg  sync.WaitGroup // the agents' readers and the moves in progress
@@ -135,8 +136,8 @@ type agentAsk struct {
 	id    []byte
 }
 
-// NewSwitchboard builds a switchboard; Run starts it.
-func NewSwitchboard(cfg SwitchboardConfig) *Switchboard {
+// New builds a switchboard; Run starts it.
+func New(cfg Config) *Switchboard {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
@@ -144,7 +145,7 @@ func NewSwitchboard(cfg SwitchboardConfig) *Switchboard {
 		cfg.MaxFrame = proxy.DefaultMaxFrame
 	}
 	if cfg.CallTimeout <= 0 {
-		cfg.CallTimeout = DefaultCallTimeout
+		cfg.CallTimeout = intercept.DefaultCallTimeout
 	}
 	sw := &Switchboard{
 		cfg: cfg, log: cfg.Log, slots: map[string]*slot{}, bound: map[string]string{}, moves: map[string]*pendingMove{},
@@ -519,7 +520,7 @@ func (sw *Switchboard) call(ctx context.Context, b *Backend, method string, para
 		delete(sw.calls, id)
 		sw.mu.Unlock()
 	}()
-	req, _ := marshalNoEscape(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": method, "params": json.RawMessage(params)})
+	req, _ := wire.MarshalNoEscape(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": method, "params": json.RawMessage(params)})
 	if err := writeLine(b.In, req); err != nil {
 		return nil, err
 	}
@@ -639,7 +640,7 @@ func (sw *Switchboard) agentFrame(ctx context.Context, sl *slot, line []byte) []
 func (sw *Switchboard) answered(ctx context.Context, sl *slot, req pendingReq, line []byte) []byte {
 	switch req.method {
 	case wire.Initialize:
-		sw.learned(ctx, sl, mustFind(line, "result"))
+		sw.learned(ctx, sl, wire.Member(line, "result"))
 		return sw.intersect(ctx, line)
 	case wire.SessionNew, wire.SessionFork, wire.ExtFork:
 		var res struct {
@@ -681,7 +682,7 @@ func (sw *Switchboard) selectorJSON(current string) []byte {
 	for _, a := range sw.cfg.Agents {
 		opts = append(opts, map[string]any{"value": a.Name, "name": a.Name, "description": strings.Join(a.Command, " ")})
 	}
-	b, _ := marshalNoEscape(map[string]any{
+	b, _ := wire.MarshalNoEscape(map[string]any{
 		"id": SelectorID, "name": "Agent", "description": "acp-sidecar: the agent this session runs on; switching keeps the conversation",
 		"category": selectorCategory, "type": "select", "currentValue": current, "options": opts,
 	})
@@ -705,7 +706,7 @@ func (sw *Switchboard) withSelector(line []byte, current string, path ...string)
 
 // agentCommandJSON is the /agent entry of a command list.
 func agentCommandJSON(names []string) []byte {
-	b, _ := marshalNoEscape(map[string]any{
+	b, _ := wire.MarshalNoEscape(map[string]any{
 		"name":        "agent",
 		"description": "acp-sidecar: move this session to another agent (" + strings.Join(names, ", ") + "); the kept turns go with it",
 		"input":       map[string]any{"hint": "NAME"},
@@ -724,18 +725,5 @@ func selectorChoice(line []byte) (id, value string, ok bool) {
 	if json.Unmarshal(line, &p) != nil {
 		return "", "", false
 	}
-	return p.Params.ConfigID, unquote(p.Params.Value), true
-}
-
-// agentSlash finds "/agent NAME" in a prompt of one text block.
-func agentSlash(line []byte) (string, bool) {
-	text, ok := onlyText(line)
-	if !ok {
-		return "", false
-	}
-	text = strings.TrimSpace(text)
-	if text != "/agent" && !strings.HasPrefix(text, "/agent ") {
-		return "", false
-	}
-	return strings.TrimSpace(strings.TrimPrefix(text, "/agent")), true
+	return p.Params.ConfigID, wire.Unquote(p.Params.Value), true
 }

@@ -1,4 +1,4 @@
-package intercept
+package switchboard
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
@@ -26,12 +27,12 @@ func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name strin
 			if update != nil {
 				sw.send(update)
 			}
-			sw.send(sessionUpdate(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}}))
-			sw.send(response(id, []byte(`{"stopReason":"end_turn"}`)))
+			sw.send(wire.SessionUpdate(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}}))
+			sw.send(wire.Response(id, []byte(`{"stopReason":"end_turn"}`)))
 		case err != nil:
 			sw.send(proxy.ErrorResponse(id, errorCode(err), "acp-sidecar: "+err.Error()))
 		default:
-			sw.send(response(id, result))
+			sw.send(wire.Response(id, result))
 		}
 	}
 	if slash && name == "" {
@@ -74,15 +75,15 @@ func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name strin
 			reply("", nil, err)
 			return
 		}
-		text := rep.text(from)
+		text := rep.Text(from)
 		if from == name {
 			text = "acp-sidecar: this session already runs on " + name + "."
 		}
-		opts := sw.optionsWithSelector(rep.options, name)
-		result, _ := marshalNoEscape(map[string]any{"configOptions": opts, "_meta": map[string]any{"acp-sidecar": rep}})
+		opts := sw.optionsWithSelector(rep.Options, name)
+		result, _ := wire.MarshalNoEscape(map[string]any{"configOptions": opts, "_meta": map[string]any{"acp-sidecar": rep}})
 		// A set_config_option answer carries the new list; a slash
 		// command's answer cannot, so the list goes out as an update.
-		update = sessionUpdate(sid, map[string]any{"sessionUpdate": "config_option_update", "configOptions": opts})
+		update = wire.SessionUpdate(sid, map[string]any{"sessionUpdate": "config_option_update", "configOptions": opts})
 		reply(text, result, nil)
 	}()
 }
@@ -91,7 +92,7 @@ func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name strin
 // must be, the source lends the session, the target adopts it, and only
 // then does the session's traffic go to the target. A failure leaves the
 // session where it was.
-func (sw *Switchboard) move(ctx context.Context, sid, from, to string) (switchReport, error) {
+func (sw *Switchboard) move(ctx context.Context, sid, from, to string) (intercept.SwitchReport, error) {
 	// Both agents' idle clocks start again once the move is over.
 	defer func() {
 		sw.mu.Lock()
@@ -100,14 +101,14 @@ func (sw *Switchboard) move(ctx context.Context, sid, from, to string) (switchRe
 	}()
 	target, err := sw.ensure(ctx, to)
 	if err != nil {
-		return switchReport{}, err
+		return intercept.SwitchReport{}, err
 	}
 	if from == to {
 		opts, err := target.Rec.ConfigOptions(ctx, sid)
-		return switchReport{SessionID: sid, Agent: to, options: opts}, err
+		return intercept.SwitchReport{SessionID: sid, Agent: to, Options: opts}, err
 	}
 	if err := sw.mcpFits(ctx, sid, to); err != nil {
-		return switchReport{}, err
+		return intercept.SwitchReport{}, err
 	}
 	done := func(bool) {}
 	sw.mu.Lock()
@@ -115,13 +116,13 @@ func (sw *Switchboard) move(ctx context.Context, sid, from, to string) (switchRe
 	sw.mu.Unlock()
 	if source != nil {
 		if done, err = source.Rec.Lend(ctx, sid); err != nil {
-			return switchReport{}, err
+			return intercept.SwitchReport{}, err
 		}
 	}
 	rep, err := target.Rec.Adopt(ctx, sid)
 	done(err == nil)
 	if err != nil {
-		return switchReport{}, err
+		return intercept.SwitchReport{}, err
 	}
 	sw.mu.Lock()
 	sw.bound[sid] = to
@@ -160,7 +161,7 @@ func (sw *Switchboard) optionsWithSelector(opts json.RawMessage, current string)
 	var list []json.RawMessage
 	json.Unmarshal(opts, &list)
 	list = append(list, sw.selectorJSON(current))
-	b, _ := marshalNoEscape(list)
+	b, _ := wire.MarshalNoEscape(list)
 	return b
 }
 
@@ -244,7 +245,7 @@ func (sw *Switchboard) intersect(ctx context.Context, line []byte) []byte {
 			all.mcp[k] = all.mcp[k] && p.mcp[k]
 		}
 	}
-	mine := promisedBy(mustFind(line, "result"))
+	mine := promisedBy(wire.Member(line, "result"))
 	out := line
 	for _, k := range promptKinds {
 		if mine.prompt[k] && !all.prompt[k] {
@@ -256,12 +257,12 @@ func (sw *Switchboard) intersect(ctx context.Context, line []byte) []byte {
 			out = setOr(out, []byte("false"), "result", "agentCapabilities", "mcpCapabilities", k)
 		}
 	}
-	names, _ := marshalNoEscape(sw.names())
+	names, _ := wire.MarshalNoEscape(sw.names())
 	out = setOr(out, names, "result", "agentCapabilities", "_meta", "acp-sidecar", "agents")
 	if more, err := wire.InsertArray(out, false, [][]byte{[]byte(`"` + wire.ExtAgent + `"`)}, "result", "agentCapabilities", "_meta", "acp-sidecar", "methods"); err == nil {
 		out = more
 	}
-	def, _ := marshalNoEscape(sw.cfg.Default)
+	def, _ := wire.MarshalNoEscape(sw.cfg.Default)
 	return setOr(out, def, "result", "agentCapabilities", "_meta", "acp-sidecar", "defaultAgent")
 }
 
