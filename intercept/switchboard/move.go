@@ -125,7 +125,7 @@ func (sw *Switchboard) move(ctx context.Context, sid, from, to string) (intercep
 		return intercept.SwitchReport{}, err
 	}
 	sw.mu.Lock()
-	sw.bound[sid] = to
+	sw.setBound(sid, to)
 	sw.mu.Unlock()
 	sw.log.Info("session moved", "session", sid, "from", from, "to", to)
 	return rep, nil
@@ -142,6 +142,8 @@ func (sw *Switchboard) settleMove(ctx context.Context, sid string) {
 	target := sw.bound[sid]
 	sw.mu.Unlock()
 	for _, line := range queued {
+		// Scanned once on its way in; the copy that waited is scanned
+		// again, as the envelope pointed into the port's buffer.
 		env, err := proxy.Scan(line)
 		if err != nil {
 			continue
@@ -150,7 +152,7 @@ func (sw *Switchboard) settleMove(ctx context.Context, sid string) {
 		if env.Kind == proxy.KindRequest {
 			req = &pendingReq{agent: target, method: string(env.Method), sid: sid}
 		}
-		sw.toAgent(ctx, target, line, req)
+		sw.toAgent(ctx, target, &proxy.Frame{Dir: proxy.ClientToAgent, Raw: line, Env: env}, req)
 	}
 }
 

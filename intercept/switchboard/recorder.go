@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
@@ -43,31 +42,4 @@ func errorCode(err error) int {
 		return e.Code
 	}
 	return proxy.CodeInternalError
-}
-
-// maxSlashFrame bounds the prompts read for "/agent": a slash command is
-// short, and a long prompt is not decoded on its way.
-const maxSlashFrame = 16 << 10
-
-// agentSlash finds "/agent NAME" in a prompt of one text block.
-func agentSlash(line []byte) (string, bool) {
-	if len(line) > maxSlashFrame {
-		return "", false
-	}
-	var msg struct {
-		Params struct {
-			Prompt []struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			} `json:"prompt"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(line, &msg) != nil || len(msg.Params.Prompt) != 1 || msg.Params.Prompt[0].Type != "text" {
-		return "", false
-	}
-	text := strings.TrimSpace(msg.Params.Prompt[0].Text)
-	if text != "/agent" && !strings.HasPrefix(text, "/agent ") {
-		return "", false
-	}
-	return strings.TrimSpace(strings.TrimPrefix(text, "/agent")), true
 }
