@@ -276,7 +276,7 @@ func (r *Relay) filtered() bool { return r.egress != nil || r.asking.Load() }
 // toClient is what the client gets of a frame written to it: nothing when
 // it answers a CallAsClient or Egress drops it, else the bytes Egress
 // gives. Call it when filtered.
-func (r *Relay) toClient(f *Frame) ([]byte, bool) {
+func (r *Relay) toClient(ctx context.Context, f *Frame) ([]byte, bool) {
 	if f.Env.Kind == KindResponse && r.asking.Load() && isAskID(f.Env.ID) {
 		r.deliverAsk(f.Raw)
 		return nil, false
@@ -284,7 +284,7 @@ func (r *Relay) toClient(f *Frame) ([]byte, bool) {
 	if r.egress == nil {
 		return f.Raw, true
 	}
-	out := r.egress.Egress(r.runCtx(), f)
+	out := r.egress.Egress(ctx, f)
 	return out, out != nil
 }
 
@@ -295,7 +295,7 @@ func (r *Relay) toClientLine(line []byte) ([]byte, bool) {
 	if err != nil {
 		return line, true // the sidecar's own frames are valid; this one passes as it is
 	}
-	return r.toClient(&Frame{Dir: AgentToClient, Raw: line, Env: env})
+	return r.toClient(r.runCtx(), &Frame{Dir: AgentToClient, Raw: line, Env: env})
 }
 
 // runCtx is Run's context, or Background before Run.
@@ -600,7 +600,7 @@ func (r *Relay) frame(ctx context.Context, f *Frame, lr *LineReader) (flush bool
 		if dir == AgentToClient && r.filtered() {
 			// f is still the frame as read: the Hook must not change it.
 			var keep bool
-			if line, keep = r.toClient(f); !keep {
+			if line, keep = r.toClient(ctx, f); !keep {
 				if flush {
 					r.flushOrLog(out, dir)
 				}
