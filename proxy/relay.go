@@ -87,11 +87,13 @@ type Decision struct {
 // A Hook decides what happens to each valid frame.
 type Hook interface {
 	// Frame is called once per valid frame, in arrival order, on the goroutine
-	// of the frame's direction, before anything of it is written. It must not
-	// block: the relay waits for it, so slow work (decoding, storage) takes a
-	// copy to a goroutine the hook owns. Frames sent by the sidecar itself and
-	// responses to the sidecar's own calls never reach it. f is reused for
-	// the next frame: keep neither it nor f.Raw after the call.
+	// of the frame's direction (for client frames handed in with Feed, the
+	// caller's, one frame at a time), before anything of it is written. It
+	// must not block: the relay waits for it, so slow work (decoding,
+	// storage) takes a copy to a goroutine the hook owns. Frames sent by the
+	// sidecar itself and responses to the sidecar's own calls never reach it
+	// (CallAsClient's do: they travel as the client's). f is reused for the
+	// next frame: keep neither it nor f.Raw after the call.
 	Frame(ctx context.Context, f *Frame) Verdict
 }
 
