@@ -161,13 +161,14 @@ func (sw *Switchboard) settleMove(ctx context.Context, sid string) {
 // client that asked uses config options.
 func (sw *Switchboard) optionsWithSelector(opts json.RawMessage, current string) json.RawMessage {
 	var list []json.RawMessage
-	json.Unmarshal(opts, &list)
+	// A list that is not one (or none) leaves the selector alone.
+	_ = json.Unmarshal(opts, &list)
 	list = append(list, sw.selectorJSON(current))
 	b, _ := wire.MarshalNoEscape(list)
 	return b
 }
 
-// capsOf reads what an initialize result promises about prompt content and
+// promised is what an initialize result promises about prompt content and
 // MCP transports.
 type promised struct {
 	prompt map[string]bool // image, audio, embeddedContext
@@ -181,7 +182,8 @@ func promisedBy(init json.RawMessage) promised {
 			McpCapabilities    map[string]json.RawMessage `json:"mcpCapabilities"`
 		} `json:"agentCapabilities"`
 	}
-	json.Unmarshal(init, &r)
+	// What cannot be read is not promised: the client is promised less.
+	_ = json.Unmarshal(init, &r)
 	p := promised{prompt: map[string]bool{}, mcp: map[string]bool{}}
 	for k, v := range r.AgentCapabilities.PromptCapabilities {
 		p.prompt[k] = string(v) == "true"
@@ -293,7 +295,8 @@ func (sw *Switchboard) checkContent(agent string, line []byte) error {
 			} `json:"prompt"`
 		} `json:"params"`
 	}
-	json.Unmarshal(line, &p)
+	// A prompt whose blocks cannot be read goes on; its agent answers it.
+	_ = json.Unmarshal(line, &p)
 	for _, b := range p.Params.Prompt {
 		need := map[string]string{"image": "image", "audio": "audio", "resource": "embeddedContext"}[b.Type]
 		if need != "" && !caps.prompt[need] {
@@ -313,7 +316,8 @@ func (sw *Switchboard) mcpFits(ctx context.Context, sid, agent string) error {
 	var servers []struct {
 		Type string `json:"type"`
 	}
-	json.Unmarshal(rec.McpServers, &servers)
+	// Servers that cannot be read are none the move must check.
+	_ = json.Unmarshal(rec.McpServers, &servers)
 	init, err := sw.initOf(ctx, agent)
 	if err != nil {
 		return err
