@@ -586,13 +586,19 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 // handed in (Feed), which is flushed at once: the next one may go to
 // another relay.
 func (r *Relay) frame(ctx context.Context, f *Frame, lr *LineReader) (flush bool) {
-	dir, line, env := f.Dir, f.Raw, f.Env
+	dir, line := f.Dir, f.Raw
+	// A client request is written on its own, so a failed write tells
+	// which request the agent never received (UnsentHook). Only its
+	// envelope is kept aside, for a rewrite: the agent's frames, the
+	// commonest by far, are not copied once more.
+	request := dir == ClientToAgent && f.Env.Kind == KindRequest
+	var env Envelope
+	if request {
+		env = f.Env
+	}
 	out := r.out[dir]
 	v := r.hook.Frame(ctx, f)
 	flush = lr == nil || lr.Buffered() == 0
-	// A client request is written on its own, so a failed write tells
-	// which request the agent never received (UnsentHook).
-	request := dir == ClientToAgent && env.Kind == KindRequest
 	switch v.Do {
 	case Pass:
 		if request {
