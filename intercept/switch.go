@@ -19,9 +19,9 @@ import (
 // a live session. These are the recorder's two halves of a move: Lend on
 // the agent it leaves, Adopt on the agent it joins.
 
-// switchReport says what a move did, for the slash command's message and
+// SwitchReport says what a move did, for the slash command's message and
 // the set_config_option answer alike.
-type switchReport struct {
+type SwitchReport struct {
 	SessionID       string            `json:"sessionId"`
 	Agent           string            `json:"agent"`
 	NativeSessionID string            `json:"nativeSessionId"`
@@ -29,12 +29,14 @@ type switchReport struct {
 	NotCarried      []string          `json:"notCarried"`
 	KeptTurns       int               `json:"keptTurns"`
 	Config          map[string]string `json:"config"`
-	// options is the target's configOptions list after the move, for the
+	// Options is the target's configOptions list after the move, for the
 	// answer the client sees; nil when the agent has none.
-	options json.RawMessage
+	Options json.RawMessage `json:"-"`
 }
 
-func (s switchReport) text(from string) string {
+// Text is the report in words, for the slash command's message; from is the
+// agent the session left.
+func (s SwitchReport) Text(from string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "acp-sidecar: this session now runs on %s", s.Agent)
 	if from != "" {
@@ -99,18 +101,18 @@ func (r *Recorder) Lend(ctx context.Context, sid string) (done func(moved bool),
 // handoff of every kept turn, whichever agent ran it, armed for the next
 // prompt. What did not carry is reported, not blocking: the user chose the
 // move, and the agent's own values are a sound place to start.
-func (r *Recorder) Adopt(ctx context.Context, sid string) (switchReport, error) {
+func (r *Recorder) Adopt(ctx context.Context, sid string) (SwitchReport, error) {
 	if what, ok := r.t.begin(sid, "switch"); !ok {
-		return switchReport{}, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
+		return SwitchReport{}, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
 	}
 	defer r.t.end(sid)
 	old, err := r.cfg.Store.Session(ctx, sid)
 	if err != nil {
-		return switchReport{}, fmt.Errorf("adopt %s: read the record: %w", sid, err)
+		return SwitchReport{}, fmt.Errorf("adopt %s: read the record: %w", sid, err)
 	}
 	turns, err := r.cfg.Store.Turns(ctx, sid)
 	if err != nil {
-		return switchReport{}, fmt.Errorf("adopt %s: read the turns: %w", sid, err)
+		return SwitchReport{}, fmt.Errorf("adopt %s: read the turns: %w", sid, err)
 	}
 	r.do(ctx, func(context.Context) {
 		s := &session{rec: *old, turns: turns, started: true}
@@ -121,7 +123,7 @@ func (r *Recorder) Adopt(ctx context.Context, sid string) (switchReport, error) 
 		r.sessions[sid] = s
 	})
 	snap := snapshot{cwd: old.Cwd, mcp: old.McpServers, dirs: old.AdditionalDirectories}
-	var rep switchReport
+	var rep SwitchReport
 	// The target may die under the move: the move starts again on the
 	// restarted target, from the same record (rebuilding).
 	err = r.eng.rebuilding(ctx, sid, nil, func(ctx context.Context, gen uint64) (bool, error) {
@@ -130,7 +132,7 @@ func (r *Recorder) Adopt(ctx context.Context, sid string) (switchReport, error) 
 			return agentLost(err), fmt.Errorf("adopt %s: %w", sid, err)
 		}
 		target, setErrs := settingsTarget(catalog, r.cfg.Settings)
-		rep = switchReport{SessionID: sid, Agent: r.cfg.Name, NativeSessionID: native}
+		rep = SwitchReport{SessionID: sid, Agent: r.cfg.Name, NativeSessionID: native}
 		rep.Carried, rep.NotCarried = carry(old.Live, target, r.cfg.Name)
 		out := r.eng.restore(ctx, native, target, catalog)
 		if r.eng.lostSince(gen, out) {
@@ -153,9 +155,9 @@ func (r *Recorder) Adopt(ctx context.Context, sid string) (switchReport, error) 
 		})
 		r.eng.settled(sid, gen)
 		rep.Config = res.Config
-		rep.options = out.optionsRaw
-		if rep.options == nil {
-			rep.options = optionsOf(out.catalog)
+		rep.Options = out.optionsRaw
+		if rep.Options == nil {
+			rep.Options = optionsOf(out.catalog)
 		}
 		r.log.Info("session moved to this agent", "session", sid, "agent", r.cfg.Name, "native", native)
 		return false, nil
@@ -163,7 +165,7 @@ func (r *Recorder) Adopt(ctx context.Context, sid string) (switchReport, error) 
 	if err != nil {
 		r.do(context.WithoutCancel(ctx), func(context.Context) { delete(r.sessions, sid) })
 		r.t.forget(sid)
-		return switchReport{}, err
+		return SwitchReport{}, err
 	}
 	return rep, nil
 }

@@ -24,6 +24,16 @@ var ownIDToken = []byte(`"` + OwnIDPrefix)
 
 func isOwnID(id []byte) bool { return bytes.HasPrefix(id, ownIDToken) }
 
+// AskIDPrefix starts the id of every request the sidecar sends as if the
+// client had (CallAsClient). Unlike OwnIDPrefix's, these travel the
+// client's whole way, the Hook included, both there and back, and their
+// responses are taken out only on their way to the client.
+const AskIDPrefix = "acp-sidecar-ask:"
+
+var askIDToken = []byte(`"` + AskIDPrefix)
+
+func isAskID(id []byte) bool { return bytes.HasPrefix(id, askIDToken) }
+
 // ErrorResponse builds a JSON-RPC error response. id is the raw id token to
 // echo (nil for null), so the sender gets back exactly the token it sent.
 func ErrorResponse(id []byte, code int, msg string) []byte {
@@ -42,24 +52,56 @@ func ErrorResponse(id []byte, code int, msg string) []byte {
 	return b
 }
 
-// ownCalls is the jsonrpc2 object stream behind the sidecar's own requests to
-// the agent: objects go out through the relay's agent writer, and responses
-// come in from the agent pump, which diverts every frame with an own id here.
+// ownCalls is the jsonrpc2 object stream behind the sidecar's own requests:
+// objects go out through send, and responses come in from wherever the
+// relay diverts the frames with the stream's ids (deliver).
 type ownCalls struct {
-	r    *Relay
-	in   chan []byte
-	done chan struct{}
-	once sync.Once
-	seq  atomic.Uint64
-	conn *jsonrpc2.Conn
+	prefix string
+	send   func(line []byte) error
+	in     chan []byte
+	done   chan struct{}
+	once   sync.Once
+	seq    atomic.Uint64
+	conn   *jsonrpc2.Conn
 }
 
-// newOwnCalls starts the jsonrpc2 connection; its reader goroutine exits when
-// close is called, which Relay.Run does on its way out.
-func newOwnCalls(r *Relay) *ownCalls {
-	o := &ownCalls{r: r, in: make(chan []byte, 16), done: make(chan struct{})}
+// newOwnCalls starts the jsonrpc2 connection of requests whose ids start
+// with prefix; its reader goroutine exits when close is called, which
+// Relay.Run does on its way out.
+func newOwnCalls(prefix string, send func(line []byte) error) *ownCalls {
+	o := &ownCalls{prefix: prefix, send: send, in: make(chan []byte, 16), done: make(chan struct{})}
 	o.conn = jsonrpc2.NewConn(context.Background(), o, jsonrpc2.HandlerWithError(refuse))
 	return o
+}
+
+// sendOwn writes one of the sidecar's own requests straight to the agent,
+// ahead of what waits for it (output.writeNow).
+func (r *Relay) sendOwn(b []byte) error {
+	r.trace.record(ClientToAgent, true, b, nil)
+	r.trace.Flush()
+	if err := r.out[ClientToAgent].writeNow(b); err != nil {
+		if errors.Is(err, ErrAgentGone) {
+			return fmt.Errorf("send own request: %w", err)
+		}
+		// An agent whose stdin fails is gone, whatever the error says.
+		return fmt.Errorf("send own request: %w: %w", ErrAgentGone, err)
+	}
+	return nil
+}
+
+// sendAsk hands one of CallAsClient's requests to the relay as a client
+// frame.
+func (r *Relay) sendAsk(b []byte) error {
+	env, err := Scan(b)
+	if err != nil {
+		return fmt.Errorf("send a request as the client's: %w", err)
+	}
+	r.trace.record(ClientToAgent, true, b, nil)
+	r.trace.Flush()
+	if err := r.Feed(r.ctx, &Frame{Dir: ClientToAgent, Raw: b, Env: env}); err != nil {
+		return fmt.Errorf("send a request as the client's: %w: %w", ErrAgentGone, err)
+	}
+	return nil
 }
 
 // WriteObject implements jsonrpc2.ObjectStream.
@@ -68,16 +110,7 @@ func (o *ownCalls) WriteObject(obj any) error {
 	if err != nil {
 		return fmt.Errorf("encode own request: %w", err)
 	}
-	o.r.trace.record(ClientToAgent, true, b, nil)
-	o.r.trace.Flush()
-	if err := o.r.out[ClientToAgent].writeNow(b); err != nil {
-		if errors.Is(err, ErrAgentGone) {
-			return fmt.Errorf("send own request: %w", err)
-		}
-		// An agent whose stdin fails is gone, whatever the error says.
-		return fmt.Errorf("send own request: %w: %w", ErrAgentGone, err)
-	}
-	return nil
+	return o.send(b)
 }
 
 // ReadObject implements jsonrpc2.ObjectStream.
@@ -120,8 +153,11 @@ func refuse(ctx context.Context, c *jsonrpc2.Conn, req *jsonrpc2.Request) (any, 
 // ended or its input fails: the caller learns that the agent died under
 // the call, not which library noticed.
 func (r *Relay) Call(ctx context.Context, method string, params, result any) error {
-	o := r.own.Load()
-	id := jsonrpc2.ID{Str: OwnIDPrefix + strconv.FormatUint(o.seq.Add(1), 10), IsString: true}
+	return r.own.Load().call(ctx, method, params, result)
+}
+
+func (o *ownCalls) call(ctx context.Context, method string, params, result any) error {
+	id := jsonrpc2.ID{Str: o.prefix + strconv.FormatUint(o.seq.Add(1), 10), IsString: true}
 	if err := o.conn.Call(ctx, method, params, result, jsonrpc2.PickID(id)); err != nil {
 		if errors.Is(err, jsonrpc2.ErrClosed) {
 			return fmt.Errorf("call %s: %w", method, ErrAgentGone)
@@ -129,4 +165,49 @@ func (r *Relay) Call(ctx context.Context, method string, params, result any) err
 		return fmt.Errorf("call %s: %w", method, err)
 	}
 	return nil
+}
+
+// CallAsClient is Call for a request that must travel as the client's
+// would, for a relay with Client set: it is handed in as Feed hands a
+// client frame, so the Hook sees it and its response as the client's (a
+// recorder keeps it, to replay it to a restarted agent), and only on its
+// way to the client is the response taken out. Its id starts with
+// AskIDPrefix. Calls fail with ErrAgentGone once the relay has stopped.
+func (r *Relay) CallAsClient(ctx context.Context, method string, params, result any) error {
+	select {
+	case <-r.started:
+	case <-ctx.Done():
+		return fmt.Errorf("call %s: %w", method, ctx.Err())
+	}
+	r.asksMu.Lock()
+	if r.asks == nil {
+		r.asks = newOwnCalls(AskIDPrefix, r.sendAsk)
+		if r.asksClosed {
+			r.asks.close()
+		}
+	}
+	o := r.asks
+	r.asksMu.Unlock()
+	r.asking.Store(true)
+	return o.call(ctx, method, params, result)
+}
+
+// deliverAsk hands a response to the CallAsClient waiting for it.
+func (r *Relay) deliverAsk(line []byte) {
+	r.asksMu.Lock()
+	o := r.asks
+	r.asksMu.Unlock()
+	if o != nil {
+		o.deliver(line)
+	}
+}
+
+// closeAsks ends CallAsClient's connection, at Run's end.
+func (r *Relay) closeAsks() {
+	r.asksMu.Lock()
+	defer r.asksMu.Unlock()
+	r.asksClosed = true
+	if r.asks != nil {
+		r.asks.close()
+	}
 }

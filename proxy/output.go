@@ -11,13 +11,10 @@ import (
 // the relay has stopped.
 var ErrClosed = errors.New("relay output closed")
 
-// output is one writer with one lock: frames from the relay goroutine and the
-// sidecar's own frames interleave only at line boundaries.
-//
-// An output can hold a place in its stream (see Relay.Hold). While any place
-// is held, later frames wait behind it in a backlog, in order, and are written
-// when every place before them has been released. With nothing held, frames
-// go straight to the writer and cost no copy.
+// sink is one writer with one lock: whatever writes to it, frames
+// interleave only at line boundaries. Several outputs may share a sink (the
+// client's stdout behind several relays, ClientPort); each keeps its own
+// order and its own held places, and none waits behind another's.
 //
 // A long frame whose buffer the relay hands over (writeOwned) is written by a
 // goroutine of its own while the relay reads the next one: reading and
@@ -25,18 +22,27 @@ var ErrClosed = errors.New("relay output closed")
 // would run at half the speed of a byte copy (DESIGN.md, "Speed"). One such
 // write is in flight at a time, and everything else written waits for it, so
 // order holds and memory stays bounded by two frames.
-type output struct {
-	mu      sync.Mutex
-	w       *bufio.Writer
-	err     error
-	closer  io.Closer
-	backlog []*entry // nil when nothing is held
+type sink struct {
+	mu     sync.Mutex
+	w      *bufio.Writer
+	err    error
+	closer io.Closer
 
 	busy  bool       // an owned frame is being written
 	idle  *sync.Cond // on mu: broadcast when busy ends
 	spare []byte     // the buffer of the last owned write, done with
 
-	sink *countingWriter // under w: the bytes the current writer took
+	count *countingWriter // under w: the bytes the current writer took
+}
+
+// output is one ordered stream of frames into a sink. It can hold a place
+// in its stream (see Relay.Hold). While any place is held, later frames
+// wait behind it in a backlog, in order, and are written when every place
+// before them has been released. With nothing held, frames go straight to
+// the writer and cost no copy.
+type output struct {
+	s       *sink
+	backlog []*entry // under s.mu; nil when nothing is held
 }
 
 // countingWriter counts the bytes its writer took, so the relay can tell
@@ -58,31 +64,38 @@ type entry struct {
 	held  bool
 }
 
-func newOutput(w io.Writer) *output {
-	o := &output{sink: &countingWriter{w: w}}
-	o.w = bufio.NewWriterSize(o.sink, 64<<10)
-	o.idle = sync.NewCond(&o.mu)
+func newSink(w io.Writer) *sink {
+	s := &sink{count: &countingWriter{w: w}}
+	s.w = bufio.NewWriterSize(s.count, 64<<10)
+	s.idle = sync.NewCond(&s.mu)
 	if c, ok := w.(io.Closer); ok {
-		o.closer = c
+		s.closer = c
 	}
-	return o
+	return s
 }
 
+// newOutput is the one output of a writer of its own.
+func newOutput(w io.Writer) *output { return newSink(w).output() }
+
+// output opens another ordered stream into s.
+func (s *sink) output() *output { return &output{s: s} }
+
 func (o *output) write(line []byte, flush bool) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.err != nil {
-		return o.err
+	s := o.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
 	}
 	if o.backlog != nil {
 		o.backlog = append(o.backlog, &entry{lines: [][]byte{append([]byte(nil), line...)}})
 		return nil
 	}
-	if err := o.writeLocked(line); err != nil {
+	if err := s.writeLocked(line); err != nil {
 		return err
 	}
 	if flush {
-		return o.flushLocked()
+		return s.flushLocked()
 	}
 	return nil
 }
@@ -91,55 +104,59 @@ func (o *output) write(line []byte, flush bool) error {
 // bytes the current writer took; -1 when it waits behind a held place, and
 // so is not written yet.
 func (o *output) writeFlushed(line []byte) (end int64, err error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.err != nil {
-		return -1, o.err
+	s := o.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return -1, s.err
 	}
 	if o.backlog != nil {
 		o.backlog = append(o.backlog, &entry{lines: [][]byte{append([]byte(nil), line...)}})
 		return -1, nil
 	}
-	if err := o.writeLocked(line); err != nil {
+	if err := s.writeLocked(line); err != nil {
 		return -1, err
 	}
-	if err := o.flushLocked(); err != nil {
+	if err := s.flushLocked(); err != nil {
 		return -1, err
 	}
-	return o.sink.n, nil
+	return s.count.n, nil
 }
 
 // taken is how many bytes the current writer took.
 func (o *output) taken() int64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.waitIdleLocked()
-	return o.sink.n
+	s := o.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waitIdleLocked()
+	return s.count.n
 }
 
 // writeNow writes and flushes a line ahead of anything waiting behind a
 // held place: the sidecar's own requests must reach an agent whose other
 // input is held until they are answered.
 func (o *output) writeNow(line []byte) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.err != nil {
-		return o.err
+	s := o.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
 	}
-	if err := o.writeLocked(line); err != nil {
+	if err := s.writeLocked(line); err != nil {
 		return err
 	}
-	return o.flushLocked()
+	return s.flushLocked()
 }
 
 // fail makes every later write fail with err until swap: the agent behind
 // this output is gone, and a line written into its pipe while its process
 // finishes dying would be lost without an error.
 func (o *output) fail(err error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.err == nil {
-		o.err = err
+	s := o.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = err
 	}
 }
 
@@ -147,19 +164,20 @@ func (o *output) fail(err error) {
 // the old writer failed on is forgotten; what waits behind a held place
 // stays and goes to the new one.
 func (o *output) swap(w io.Writer) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.waitIdleLocked()
-	if errors.Is(o.err, ErrClosed) {
+	s := o.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waitIdleLocked()
+	if errors.Is(s.err, ErrClosed) {
 		return
 	}
-	if o.closer != nil {
-		o.closer.Close()
+	if s.closer != nil {
+		s.closer.Close()
 	}
-	o.sink = &countingWriter{w: w}
-	o.w = bufio.NewWriterSize(o.sink, 64<<10)
-	o.closer, _ = w.(io.Closer)
-	o.err = nil
+	s.count = &countingWriter{w: w}
+	s.w = bufio.NewWriterSize(s.count, 64<<10)
+	s.closer, _ = w.(io.Closer)
+	s.err = nil
 }
 
 // writeOwned writes buf, one frame with its '\n', which the output may keep
@@ -167,71 +185,72 @@ func (o *output) swap(w io.Writer) {
 // owned write if that one is done, for the caller to reuse. Like write, it
 // queues behind a held place; there the frame waits in buf, uncopied.
 func (o *output) writeOwned(buf []byte) (spare []byte, err error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.waitIdleLocked()
-	if o.err != nil {
-		return buf, o.err
+	s := o.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waitIdleLocked()
+	if s.err != nil {
+		return buf, s.err
 	}
 	if o.backlog != nil {
 		o.backlog = append(o.backlog, &entry{lines: [][]byte{buf[:len(buf)-1]}})
 		return nil, nil
 	}
-	if err := o.flushLocked(); err != nil {
+	if err := s.flushLocked(); err != nil {
 		return buf, err
 	}
-	spare, o.spare = o.spare, nil
-	o.busy = true
-	go o.writeAsync(o.w, buf)
+	spare, s.spare = s.spare, nil
+	s.busy = true
+	go s.writeAsync(s.w, buf)
 	return spare, nil
 }
 
 // writeAsync is the goroutine of one owned write. It ends when the write
-// does; whatever waits for the output (flush, close, the next frame) waits
+// does; whatever waits for the sink (flush, close, the next frame) waits
 // for it, so it never outlives the relay.
-func (o *output) writeAsync(w *bufio.Writer, buf []byte) {
+func (s *sink) writeAsync(w *bufio.Writer, buf []byte) {
 	// The writer's buffer is empty and buf is longer than it, so this is
 	// one write to the stream, with no copy.
 	_, err := w.Write(buf)
 	if err == nil {
 		err = w.Flush()
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if err != nil && o.err == nil && o.w == w { // not an agent swapped out meanwhile
-		o.err = err
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil && s.err == nil && s.w == w { // not an agent swapped out meanwhile
+		s.err = err
 	}
-	o.busy = false
-	o.spare = buf[:0]
-	o.idle.Broadcast()
+	s.busy = false
+	s.spare = buf[:0]
+	s.idle.Broadcast()
 }
 
-// waitIdleLocked waits, with o.mu held, until no owned write is in flight.
-func (o *output) waitIdleLocked() {
-	for o.busy {
-		o.idle.Wait()
+// waitIdleLocked waits, with s.mu held, until no owned write is in flight.
+func (s *sink) waitIdleLocked() {
+	for s.busy {
+		s.idle.Wait()
 	}
 }
 
-func (o *output) writeLocked(line []byte) error {
-	o.waitIdleLocked()
-	if _, err := o.w.Write(line); err != nil {
-		o.err = err
+func (s *sink) writeLocked(line []byte) error {
+	s.waitIdleLocked()
+	if _, err := s.w.Write(line); err != nil {
+		s.err = err
 		return err
 	}
-	if err := o.w.WriteByte('\n'); err != nil {
-		o.err = err
+	if err := s.w.WriteByte('\n'); err != nil {
+		s.err = err
 		return err
 	}
 	return nil
 }
 
-func (o *output) flushLocked() error {
-	o.waitIdleLocked()
-	if err := o.w.Flush(); err != nil {
-		o.err = err
+func (s *sink) flushLocked() error {
+	s.waitIdleLocked()
+	if err := s.w.Flush(); err != nil {
+		s.err = err
 	}
-	return o.err
+	return s.err
 }
 
 // hold reserves the current place in the stream and returns the function
@@ -239,8 +258,9 @@ func (o *output) flushLocked() error {
 // behind the place up to the next place still held. Release runs once; later
 // calls do nothing.
 func (o *output) hold() func(lines ...[]byte) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+	s := o.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	e := &entry{held: true}
 	if o.backlog == nil {
 		o.backlog = []*entry{}
@@ -249,8 +269,8 @@ func (o *output) hold() func(lines ...[]byte) {
 	var once sync.Once
 	return func(lines ...[]byte) {
 		once.Do(func() {
-			o.mu.Lock()
-			defer o.mu.Unlock()
+			s.mu.Lock()
+			defer s.mu.Unlock()
 			for _, l := range lines {
 				e.lines = append(e.lines, append([]byte(nil), l...))
 			}
@@ -261,15 +281,17 @@ func (o *output) hold() func(lines ...[]byte) {
 }
 
 // drainLocked writes the backlog from its head up to the first held place.
-// No owned write starts while anything is held, so once the one in flight
-// (if any) is done, the loop below never waits.
+// No owned write starts in this output while anything is held, and another
+// output of the sink cannot start one while the sink is locked, so once the
+// one in flight (if any) is done, the loop below never waits.
 func (o *output) drainLocked() {
-	o.waitIdleLocked()
+	s := o.s
+	s.waitIdleLocked()
 	i := 0
 	for ; i < len(o.backlog) && !o.backlog[i].held; i++ {
 		for _, l := range o.backlog[i].lines {
-			if o.err == nil {
-				o.writeLocked(l)
+			if s.err == nil {
+				s.writeLocked(l)
 			}
 		}
 	}
@@ -277,42 +299,46 @@ func (o *output) drainLocked() {
 	if len(o.backlog) == 0 {
 		o.backlog = nil
 	}
-	if o.err == nil {
-		o.flushLocked()
+	if s.err == nil {
+		s.flushLocked()
 	}
 }
 
 func (o *output) flush() error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.waitIdleLocked()
-	if o.err != nil {
-		return o.err
+	s := o.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waitIdleLocked()
+	if s.err != nil {
+		return s.err
 	}
-	return o.flushLocked()
+	return s.flushLocked()
 }
 
 // close flushes and closes the underlying writer; later writes fail with
 // ErrClosed. Frames still waiting behind a held place are written first.
+// Only the one output of a writer of its own is closed: a shared sink stays
+// open for its other outputs.
 func (o *output) close() error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.waitIdleLocked()
+	s := o.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waitIdleLocked()
 	for _, e := range o.backlog {
 		e.held = false
 	}
 	o.drainLocked()
-	if o.err == nil {
-		o.err = o.w.Flush()
+	if s.err == nil {
+		s.err = s.w.Flush()
 	}
-	if errors.Is(o.err, ErrClosed) {
+	if errors.Is(s.err, ErrClosed) {
 		return nil
 	}
 	var cerr error
-	if o.closer != nil {
-		cerr = o.closer.Close()
+	if s.closer != nil {
+		cerr = s.closer.Close()
 	}
-	err := errors.Join(o.err, cerr)
-	o.err = ErrClosed
+	err := errors.Join(s.err, cerr)
+	s.err = ErrClosed
 	return err
 }

@@ -87,11 +87,13 @@ type Decision struct {
 // A Hook decides what happens to each valid frame.
 type Hook interface {
 	// Frame is called once per valid frame, in arrival order, on the goroutine
-	// of the frame's direction, before anything of it is written. It must not
-	// block: the relay waits for it, so slow work (decoding, storage) takes a
-	// copy to a goroutine the hook owns. Frames sent by the sidecar itself and
-	// responses to the sidecar's own calls never reach it. f is reused for
-	// the next frame: keep neither it nor f.Raw after the call.
+	// of the frame's direction (for client frames handed in with Feed, the
+	// caller's, one frame at a time), before anything of it is written. It
+	// must not block: the relay waits for it, so slow work (decoding,
+	// storage) takes a copy to a goroutine the hook owns. Frames sent by the
+	// sidecar itself and responses to the sidecar's own calls never reach it
+	// (CallAsClient's do: they travel as the client's). f is reused for the
+	// next frame: keep neither it nor f.Raw after the call.
 	Frame(ctx context.Context, f *Frame) Verdict
 }
 
@@ -107,6 +109,31 @@ type UnsentHook interface {
 	Unsent(ctx context.Context, f *Frame) Verdict
 }
 
+// An Egress has the last word on each frame a relay writes to its client:
+// the agent's frames after the Hook, the answers the Hook gives, held frames
+// as they are released, and the sidecar's own. It is for an owner that puts
+// several relays behind one client (ClientPort) and must make each one's
+// frames fit the client's single view: give requests ids of their own,
+// drop what the client must not see.
+type Egress interface {
+	// Egress is called once per frame, on the goroutine writing it (the
+	// agent's, a held frame's, a caller of Send), right before the frame
+	// takes its place in the relay's stream to the client; frames of one
+	// goroutine come in their order. It returns the bytes to write: f.Raw
+	// for the frame unchanged, other bytes (one frame without '\n') for a
+	// rewrite, nil for nothing. It must not keep f or f.Raw after the call,
+	// and it should not block: the agent's frames wait for it.
+	Egress(ctx context.Context, f *Frame) []byte
+}
+
+// EgressFunc adapts a function to Egress.
+type EgressFunc func(ctx context.Context, f *Frame) []byte
+
+// Egress calls e.
+func (e EgressFunc) Egress(ctx context.Context, f *Frame) []byte { return e(ctx, f) }
+
+var _ Egress = EgressFunc(nil)
+
 // HookFunc adapts a function to Hook.
 type HookFunc func(ctx context.Context, f *Frame) Verdict
 
@@ -115,12 +142,23 @@ func (h HookFunc) Frame(ctx context.Context, f *Frame) Verdict { return h(ctx, f
 
 var _ Hook = HookFunc(nil)
 
-// Config wires a Relay. Only the four streams are required.
+// Config wires a Relay. Only the four streams are required, or Client and
+// the agent's two.
 type Config struct {
 	ClientIn  io.Reader // the editor's frames (our stdin)
 	ClientOut io.Writer // to the editor (our stdout): nothing but ACP is ever written here
 	AgentIn   io.Writer // the agent's stdin
 	AgentOut  io.Reader // the agent's stdout
+
+	// Client, when set, is the client's side that this relay shares with
+	// others, and ClientIn and ClientOut are not used: the owner reads the
+	// client's frames (ClientPort.Run) and hands this relay its own with
+	// Feed, and the relay writes to the client through the port, in an
+	// order of its own.
+	Client *ClientPort
+	// Egress sees every frame the relay writes to the client; nil writes
+	// them as they are.
+	Egress Egress
 
 	// MaxFrame limits one line; 0 means DefaultMaxFrame.
 	MaxFrame int
@@ -131,9 +169,9 @@ type Config struct {
 	Trace *Trace
 	// Log receives the relay's diagnostics; nil discards them.
 	Log *slog.Logger
-	// OnClientEOF runs once when the editor closes our stdin, after the
-	// agent's stdin has been closed. The owner starts the agent's shutdown
-	// there. Nil does nothing.
+	// OnClientEOF runs once when the editor closes our stdin (with Client:
+	// when the owner calls CloseClient), after the agent's stdin has been
+	// closed. The owner starts the agent's shutdown there. Nil does nothing.
 	OnClientEOF func()
 	// OnAgentExit runs when the agent's output ends while the client is
 	// still there. It may start a new agent and return its stdin and
@@ -147,12 +185,26 @@ type Config struct {
 // direction; each direction runs on its own goroutine, so neither ever waits
 // for the other.
 type Relay struct {
-	cfg   Config
-	log   *slog.Logger
-	hook  Hook
-	out   [2]*output               // indexed by Direction: where frames travelling that way are written
-	own   atomic.Pointer[ownCalls] // the current agent's; replaced when a new agent starts
-	trace *Trace
+	cfg    Config
+	log    *slog.Logger
+	hook   Hook
+	egress Egress
+	out    [2]*output               // indexed by Direction: where frames travelling that way are written
+	own    atomic.Pointer[ownCalls] // the current agent's; replaced when a new agent starts
+	trace  *Trace
+
+	// ctx is Run's, for frames that Feed hands in; set before started is
+	// closed.
+	ctx     context.Context
+	started chan struct{}
+	// asks are the calls that travel as the client's (CallAsClient); nil
+	// until the first. asking says one may be waiting for its response.
+	asksMu     sync.Mutex
+	asks       *ownCalls
+	asksClosed bool
+	asking     atomic.Bool
+	endOnce    sync.Once // ends the client's side: its EOF, or Run's end with Client
+	fedDone    bool      // under inFrame: Feed takes no more frames
 
 	clientEOF  chan struct{} // closed when the client's input has ended
 	agentEnded atomic.Bool   // Run is done with every agent
@@ -175,7 +227,7 @@ type Relay struct {
 
 // NewRelay builds a relay. Call Run to start it.
 func NewRelay(cfg Config) *Relay {
-	r := &Relay{cfg: cfg, log: cfg.Log, hook: cfg.Hook, trace: cfg.Trace, clientEOF: make(chan struct{})}
+	r := &Relay{cfg: cfg, log: cfg.Log, hook: cfg.Hook, egress: cfg.Egress, trace: cfg.Trace, clientEOF: make(chan struct{}), started: make(chan struct{})}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -184,8 +236,12 @@ func NewRelay(cfg Config) *Relay {
 	}
 	r.out[ClientToAgent] = newOutput(cfg.AgentIn)
 	r.agentIn.Store(writerBox{cfg.AgentIn})
-	r.out[AgentToClient] = newOutput(cfg.ClientOut)
-	r.own.Store(newOwnCalls(r))
+	if cfg.Client != nil {
+		r.out[AgentToClient] = cfg.Client.out.output()
+	} else {
+		r.out[AgentToClient] = newOutput(cfg.ClientOut)
+	}
+	r.own.Store(newOwnCalls(OwnIDPrefix, r.sendOwn))
 	return r
 }
 
@@ -194,10 +250,64 @@ func NewRelay(cfg Config) *Relay {
 func (r *Relay) Send(dir Direction, line []byte) error {
 	r.trace.record(dir, true, line, nil)
 	r.trace.Flush() // the sidecar's own frames are rare; a kill must not lose them from the trace
-	if err := r.out[dir].write(line, true); err != nil {
+	if err := r.write(dir, line, true); err != nil {
 		return fmt.Errorf("send %s: %w", dir, err)
 	}
 	return nil
+}
+
+// write writes a frame that travels in dir; one for the client goes
+// through toClient first.
+func (r *Relay) write(dir Direction, line []byte, flush bool) error {
+	if dir == AgentToClient && r.filtered() {
+		var keep bool
+		if line, keep = r.toClientLine(line); !keep {
+			if flush {
+				return r.out[dir].flush()
+			}
+			return nil
+		}
+	}
+	return r.out[dir].write(line, flush)
+}
+
+// filtered says whether frames for the client need toClient: with an
+// Egress, or while a CallAsClient may wait for its response.
+func (r *Relay) filtered() bool { return r.egress != nil || r.asking.Load() }
+
+// toClient is what the client gets of a frame written to it: nothing when
+// it answers a CallAsClient or Egress drops it, else the bytes Egress
+// gives. Call it when filtered.
+func (r *Relay) toClient(ctx context.Context, f *Frame) ([]byte, bool) {
+	if f.Env.Kind == KindResponse && r.asking.Load() && isAskID(f.Env.ID) {
+		r.deliverAsk(f.Raw)
+		return nil, false
+	}
+	if r.egress == nil {
+		return f.Raw, true
+	}
+	out := r.egress.Egress(ctx, f)
+	return out, out != nil
+}
+
+// toClientLine is toClient for a frame not scanned yet: the sidecar's own,
+// a rewrite, a held frame released.
+func (r *Relay) toClientLine(line []byte) ([]byte, bool) {
+	env, err := Scan(line)
+	if err != nil {
+		return line, true // the sidecar's own frames are valid; this one passes as it is
+	}
+	return r.toClient(r.runCtx(), &Frame{Dir: AgentToClient, Raw: line, Env: env})
+}
+
+// runCtx is Run's context, or Background before Run.
+func (r *Relay) runCtx() context.Context {
+	select {
+	case <-r.started:
+		return r.ctx
+	default:
+		return context.Background()
+	}
 }
 
 // Hold reserves the current place in the stream of frames travelling in dir
@@ -214,6 +324,15 @@ func (r *Relay) Hold(dir Direction) (release func(lines ...[]byte)) {
 			r.trace.record(dir, true, l, nil) // a released frame is written by the sidecar
 		}
 		r.trace.Flush()
+		if dir == AgentToClient && r.filtered() {
+			kept := make([][]byte, 0, len(lines))
+			for _, l := range lines {
+				if out, keep := r.toClientLine(l); keep {
+					kept = append(kept, out)
+				}
+			}
+			lines = kept
+		}
 		rel(lines...)
 	}
 }
@@ -222,11 +341,20 @@ func (r *Relay) Hold(dir Direction) (release func(lines ...[]byte)) {
 // (when it can be closed) and returns once both directions have stopped. When
 // the client's input ends first, the agent's input is closed and OnClientEOF
 // runs, and the agent's remaining output is still relayed.
+//
+// With Client, nothing reads the client: the owner feeds the relay, and Run
+// returns without waiting for it once the agent is gone for good (after
+// CloseClient when OnAgentExit is set, as for the client's EOF); Feed then
+// fails with ErrClosed.
 func (r *Relay) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	r.ctx = ctx
+	close(r.started)
 	clientDone := make(chan error, 1)
-	go func() { clientDone <- r.clientToAgent(ctx) }()
+	if r.cfg.Client == nil {
+		go func() { clientDone <- r.clientToAgent(ctx) }()
+	}
 
 	agentErr := r.agentToClient(ctx)
 	r.agentEnded.Store(true)
@@ -240,6 +368,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 	}
 	r.own.Load().close()
+	r.closeAsks()
 	cancel()
 	// Held and deferred frames end with ctx; what they answer is still
 	// written, before the last flush.
@@ -247,15 +376,20 @@ func (r *Relay) Run(ctx context.Context) error {
 	r.latersDone = true
 	r.latersMu.Unlock()
 	r.laters.Wait()
-	if c, ok := r.cfg.ClientIn.(io.Closer); ok {
-		c.Close()
-	}
 	var clientErr error
-	select {
-	case clientErr = <-clientDone:
-	case <-ctx.Done():
-		// The client's input cannot be closed (a plain os.Stdin). Its reader
-		// is parked in a read that ends with the process; nothing else waits.
+	if r.cfg.Client != nil {
+		r.endClient()
+	} else {
+		if c, ok := r.cfg.ClientIn.(io.Closer); ok {
+			c.Close()
+		}
+		select {
+		case clientErr = <-clientDone:
+		case <-ctx.Done():
+			// The client's input cannot be closed (a plain os.Stdin). Its
+			// reader is parked in a read that ends with the process;
+			// nothing else waits.
+		}
 	}
 	if err := r.out[AgentToClient].flush(); err != nil && !errors.Is(err, ErrClosed) {
 		agentErr = errors.Join(agentErr, fmt.Errorf("flush to client: %w", err))
@@ -265,7 +399,19 @@ func (r *Relay) Run(ctx context.Context) error {
 
 // clientToAgent is the editor's half of the relay.
 func (r *Relay) clientToAgent(ctx context.Context) error {
-	defer func() {
+	defer r.endClient()
+	return r.pump(ctx, ClientToAgent, NewLineReader(r.cfg.ClientIn, r.cfg.MaxFrame))
+}
+
+// endClient ends the client's side once: the agent's stdin is closed and,
+// if it was the client's own end, OnClientEOF runs.
+func (r *Relay) endClient() {
+	r.endOnce.Do(func() {
+		if r.cfg.Client != nil {
+			r.inFrame.Lock()
+			r.fedDone = true
+			r.inFrame.Unlock()
+		}
 		close(r.clientEOF)
 		if err := r.out[ClientToAgent].close(); err != nil {
 			r.log.Debug("close agent stdin", "err", err)
@@ -275,9 +421,41 @@ func (r *Relay) clientToAgent(ctx context.Context) error {
 		if r.cfg.OnClientEOF != nil && !r.agentEnded.Load() {
 			r.cfg.OnClientEOF()
 		}
-	}()
-	return r.pump(ctx, ClientToAgent, NewLineReader(r.cfg.ClientIn, r.cfg.MaxFrame))
+	})
 }
+
+// Feed hands the relay one frame of its client, with Client set: the frame
+// goes the way a frame read from ClientIn would, through the Hook and to the
+// agent, before Feed returns. Frames are taken one at a time, in the order
+// of the calls. f and f.Raw belong to the caller again once Feed returns.
+// Feed waits for Run to start, and fails with ErrClosed once the client's
+// side has ended (CloseClient, or Run's end).
+func (r *Relay) Feed(ctx context.Context, f *Frame) error {
+	select {
+	case <-r.started:
+	case <-ctx.Done():
+		return fmt.Errorf("feed the relay: %w", ctx.Err())
+	}
+	r.inFrame.Lock()
+	defer r.inFrame.Unlock()
+	if r.cfg.Client == nil || r.fedDone {
+		return ErrClosed
+	}
+	if f.Env.Kind != KindOther && f.Env.ID != nil && isOwnID(f.Env.ID) {
+		if r.ownID(ClientToAgent, f.Raw, &f.Env) {
+			return nil
+		}
+	}
+	fr := *f
+	fr.Dir = ClientToAgent
+	r.frame(r.ctx, &fr, nil)
+	return nil
+}
+
+// CloseClient ends the client's side of a relay with Client set, as the
+// client's EOF ends it: the agent's stdin is closed and OnClientEOF runs.
+// The agent's remaining output is still relayed.
+func (r *Relay) CloseClient() { r.endClient() }
 
 // agentToClient is the agent's half of the relay. It carries on with each
 // agent OnAgentExit starts, until there is none.
@@ -296,7 +474,7 @@ func (r *Relay) agentToClient(ctx context.Context) error {
 		r.out[ClientToAgent].fail(ErrAgentGone)
 		r.awaitFrameInHand()
 		r.handBackUnread(ctx)
-		old := r.own.Swap(newOwnCalls(r))
+		old := r.own.Swap(newOwnCalls(OwnIDPrefix, r.sendOwn))
 		old.close()
 		// Frames for the agent wait while it restarts; the sidecar's own
 		// calls (a replayed initialize) go straight to the new one.
@@ -357,7 +535,6 @@ func (r *Relay) clientGone() bool {
 // a failed output is logged, and the pump keeps reading so the peer is never
 // blocked on a full pipe.
 func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
-	out, back := r.out[dir], r.out[dir.Reverse()]
 	// One Frame per pump, reused: a fresh one handed to the hook (an
 	// interface call) would be a heap allocation per frame, and GC work the
 	// byte copy never does (DESIGN.md, "Speed").
@@ -394,49 +571,7 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 			r.inFrame.Lock()
 		}
 		*f = Frame{Dir: dir, Raw: line, Env: env}
-		v := r.hook.Frame(ctx, f)
-		flush := lr.Buffered() == 0
-		// A client request is written on its own, so a failed write tells
-		// which request the agent never received (UnsentHook).
-		request := dir == ClientToAgent && env.Kind == KindRequest
-		switch v.Do {
-		case Pass:
-			if request {
-				r.writeRequest(ctx, out, line, f)
-				break
-			}
-			if buf := lr.takeLong(); buf != nil {
-				// Written while the next frame is read (output.writeOwned).
-				spare, err := out.writeOwned(buf)
-				lr.giveLong(spare)
-				r.logWrite(dir, err)
-				break
-			}
-			r.writeOrLog(out, dir, line, flush)
-		case Rewrite:
-			r.trace.record(dir, true, v.Line, nil)
-			if request {
-				*f = Frame{Dir: dir, Raw: line, Env: env} // the original, as the client sent it
-				r.writeRequest(ctx, out, v.Line, f)
-				break
-			}
-			r.writeOrLog(out, dir, v.Line, flush)
-		case Answer:
-			r.trace.record(dir.Reverse(), true, v.Line, nil)
-			r.writeOrLog(back, dir.Reverse(), v.Line, true)
-			if flush {
-				r.flushOrLog(out, dir)
-			}
-		case Drop:
-			if flush {
-				r.flushOrLog(out, dir)
-			}
-		case Hold, Defer:
-			r.later(ctx, f, v)
-			if flush {
-				r.flushOrLog(out, dir)
-			}
-		}
+		flush := r.frame(ctx, f, lr)
 		if dir == ClientToAgent {
 			r.inFrame.Unlock()
 		}
@@ -444,6 +579,77 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 			r.trace.Flush()
 		}
 	}
+}
+
+// frame decides one valid frame and writes what it decides, and reports
+// whether it flushed. lr is the reader the frame came from; nil for a frame
+// handed in (Feed), which is flushed at once: the next one may go to
+// another relay.
+func (r *Relay) frame(ctx context.Context, f *Frame, lr *LineReader) (flush bool) {
+	dir, line := f.Dir, f.Raw
+	// A client request is written on its own, so a failed write tells
+	// which request the agent never received (UnsentHook). Only its
+	// envelope is kept aside, for a rewrite: the agent's frames, the
+	// commonest by far, are not copied once more.
+	request := dir == ClientToAgent && f.Env.Kind == KindRequest
+	var env Envelope
+	if request {
+		env = f.Env
+	}
+	out := r.out[dir]
+	v := r.hook.Frame(ctx, f)
+	flush = lr == nil || lr.Buffered() == 0
+	switch v.Do {
+	case Pass:
+		if request {
+			r.writeRequest(ctx, out, line, f)
+			break
+		}
+		if dir == AgentToClient && r.filtered() {
+			// f is still the frame as read: the Hook must not change it.
+			var keep bool
+			if line, keep = r.toClient(ctx, f); !keep {
+				if flush {
+					r.flushOrLog(out, dir)
+				}
+				break
+			}
+		}
+		if lr != nil && len(line) > 0 && len(line) == len(f.Raw) && &line[0] == &f.Raw[0] {
+			if buf := lr.takeLong(); buf != nil {
+				// Written while the next frame is read (output.writeOwned).
+				spare, err := out.writeOwned(buf)
+				lr.giveLong(spare)
+				r.logWrite(dir, err)
+				break
+			}
+		}
+		r.writeOrLog(out, dir, line, flush)
+	case Rewrite:
+		r.trace.record(dir, true, v.Line, nil)
+		if request {
+			*f = Frame{Dir: dir, Raw: line, Env: env} // the original, as the client sent it
+			r.writeRequest(ctx, out, v.Line, f)
+			break
+		}
+		r.logWrite(dir, r.write(dir, v.Line, flush))
+	case Answer:
+		r.trace.record(dir.Reverse(), true, v.Line, nil)
+		r.logWrite(dir.Reverse(), r.write(dir.Reverse(), v.Line, true))
+		if flush {
+			r.flushOrLog(out, dir)
+		}
+	case Drop:
+		if flush {
+			r.flushOrLog(out, dir)
+		}
+	case Hold, Defer:
+		r.later(ctx, f, v)
+		if flush {
+			r.flushOrLog(out, dir)
+		}
+	}
+	return flush
 }
 
 // writeRequest writes and flushes a client request. When the write fails
@@ -587,5 +793,5 @@ func (r *Relay) reply(dir Direction, id []byte, code int, msg string) {
 	line := ErrorResponse(id, code, msg)
 	back := dir.Reverse()
 	r.trace.record(back, true, line, nil)
-	r.writeOrLog(r.out[back], back, line, true)
+	r.logWrite(back, r.write(back, line, true))
 }

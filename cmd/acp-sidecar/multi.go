@@ -10,9 +10,9 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept"
+	"github.com/acp-sidecar/acp-sidecar/intercept/switchboard"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -39,26 +39,31 @@ func runMulti(ctx context.Context, o runOptions, s stdio) error {
 		return &exitError{code: 2, err: err}
 	}
 	defs := map[string]agentDef{}
-	var refs []intercept.AgentRef
+	var refs []switchboard.AgentRef
 	for _, d := range o.agents.defs {
 		defs[d.Name] = d
-		refs = append(refs, intercept.AgentRef{Name: d.Name, Command: d.Argv})
+		refs = append(refs, switchboard.AgentRef{Name: d.Name, Command: d.Argv})
 	}
+	in := pollable(s.in)
+	port := proxy.NewClientPort(proxy.PortConfig{In: in, Out: s.out, MaxFrame: o.maxFrame, Trace: env.trace, Log: log})
 	stacks := &stackSet{}
-	start := func(ctx context.Context, name string) (*intercept.Backend, error) {
+	start := func(ctx context.Context, name string, out proxy.Egress) (*switchboard.Backend, error) {
 		d := defs[name]
 		own, err := parseSettings(d.Sets)
 		if err != nil {
 			return nil, err
 		}
-		return stacks.start(ctx, o, env, s, d, append(append([]intercept.Setting(nil), global...), own...))
+		sp := stackSpec{
+			name: d.Name, argv: d.Argv, env: d.Env, settings: append(append([]intercept.Setting(nil), global...), own...),
+			record: true, restart: o.restart, port: port, egress: out,
+		}
+		return stacks.start(ctx, o, env, s, sp)
 	}
-	sw := intercept.NewSwitchboard(intercept.SwitchboardConfig{
-		Agents: refs, Default: o.agents.defaultName, Start: start, Store: env.store,
-		Idle: o.agents.idle, CallTimeout: o.callTimeout, MaxFrame: o.maxFrame, Log: log,
+	sw := switchboard.New(switchboard.Config{
+		Agents: refs, Default: o.agents.defaultName, Port: port, Start: start, Store: env.store,
+		Idle: o.agents.idle, CallTimeout: o.callTimeout, Log: log,
 	})
 
-	in := pollable(s.in)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -77,7 +82,7 @@ func runMulti(ctx context.Context, o runOptions, s stdio) error {
 		case <-done:
 		}
 	}()
-	err = sw.Run(ctx, in, s.out)
+	err = sw.Run(ctx)
 	stacks.wait()
 	if err != nil && !errors.Is(err, os.ErrClosed) {
 		log.Error("switchboard ended with an error", "err", err)
@@ -136,92 +141,40 @@ func prepare(ctx context.Context, o *runOptions, s stdio) (*runEnv, error) {
 	return env, nil
 }
 
-// stackSet owns the agents a switchboard started: each one's relay,
-// recorder and supervisor, until they have ended.
+// stackSet owns the agents a switchboard started: each one's stack, until
+// it has ended.
 type stackSet struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
-	running map[*supervisor]bool
+	running map[*stack]bool
 }
 
-// start runs one agent behind a relay and a recorder of its own; the
-// switchboard is its client, through a pair of pipes.
-func (ss *stackSet) start(ctx context.Context, o runOptions, env *runEnv, s stdio, d agentDef, settings []intercept.Setting) (*intercept.Backend, error) {
-	log := env.log.With("agent", d.Name)
-	spec := proxy.AgentSpec{Argv: d.Argv, Stderr: s.err, Grace: o.grace, Log: log}
-	if len(d.Env) > 0 {
-		spec.Env = append(os.Environ(), d.Env...)
-	}
-	agent, err := proxy.StartAgent(spec)
+// start runs one agent's stack on the switchboard's port.
+func (ss *stackSet) start(ctx context.Context, o runOptions, env *runEnv, s stdio, sp stackSpec) (*switchboard.Backend, error) {
+	st, err := startStack(ctx, o, env, s, sp)
 	if err != nil {
 		return nil, err
 	}
-	log.Info("agent started", "argv0", d.Argv[0], "agentPid", agent.Pid())
-	rec := intercept.NewRecorder(intercept.RecorderConfig{
-		Store: env.store, Log: log, Agent: d.Argv, Name: d.Name, Settings: settings, Version: version,
-		HandoffBudget: o.budget, CallTimeout: o.callTimeout, HoldTimeout: o.holdTimeout,
-	})
-	sup := &supervisor{log: log, rec: rec, cur: agent, restart: o.restart, sup: &proxy.Supervisor{Spec: spec, Policy: o.policy}}
-	sup.stopCtx, sup.stop = context.WithCancel(context.WithoutCancel(ctx))
-	clientIn, toRelay := io.Pipe()
-	fromRelay, clientOut := io.Pipe()
-	// The owner of the agent's shutdown, as in run: it starts when the
-	// switchboard closes the relay's input (its client's EOF).
-	eof, relayDone, stopped := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		select {
-		case <-eof:
-			sup.shutdown(context.WithoutCancel(ctx), nil)
-		case <-relayDone:
-		}
-	}()
-	cfg := proxy.Config{
-		ClientIn: clientIn, ClientOut: clientOut, AgentIn: agent.Stdin, AgentOut: agent.Stdout,
-		MaxFrame: o.maxFrame, Hook: buildChain(ctx, log, rec, true), Trace: env.trace, Log: log,
-		OnClientEOF: func() { close(eof) },
-	}
-	if sup.restart {
-		cfg.OnAgentExit = sup.onExit
-	}
-	relay := proxy.NewRelay(cfg)
-	rec.Bind(relay)
-	rec.Start(ctx)
 	ss.mu.Lock()
 	if ss.running == nil {
-		ss.running = map[*supervisor]bool{}
+		ss.running = map[*stack]bool{}
 	}
-	ss.running[sup] = true
+	ss.running[st] = true
 	ss.mu.Unlock()
 	ended := make(chan struct{})
-	ss.wg.Add(1)
-	go func() {
-		defer ss.wg.Done()
+	ss.wg.Go(func() {
 		defer close(ended)
-		if err := relay.Run(ctx); err != nil {
-			log.Error("relay ended with an error", "err", err)
-		}
-		close(relayDone)
-		<-stopped
-		sup.wait()
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		if err := rec.Close(closeCtx); err != nil {
-			log.Error("recorder did not finish", "err", err)
-		}
-		cancel()
-		code, byUs := sup.finish()
-		log.Info("agent ended", "status", code, "stoppedBySidecar", byUs)
+		st.run(ctx)
 		ss.mu.Lock()
-		delete(ss.running, sup)
+		delete(ss.running, st)
 		ss.mu.Unlock()
-		clientOut.Close()
-	}()
-	return &intercept.Backend{
-		Rec: rec, In: toRelay, Out: fromRelay,
+	})
+	return &switchboard.Backend{
+		Rec: st.rec, Relay: st.relay, Done: ended,
 		// Stopping is the client's EOF: the relay closes the agent's
-		// stdin, and the shutdown above takes it from there.
+		// stdin, and the stack's shutdown owner takes it from there.
 		Stop: func() {
-			toRelay.Close()
+			st.relay.CloseClient()
 			<-ended
 		},
 	}, nil
@@ -231,8 +184,8 @@ func (ss *stackSet) start(ctx context.Context, o runOptions, env *runEnv, s stdi
 func (ss *stackSet) signal(ctx context.Context, sig os.Signal) {
 	ss.mu.Lock()
 	var sups []*supervisor
-	for s := range ss.running {
-		sups = append(sups, s)
+	for st := range ss.running {
+		sups = append(sups, st.sup)
 	}
 	ss.mu.Unlock()
 	var wg sync.WaitGroup

@@ -53,100 +53,26 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 		return err
 	}
 	defer env.close()
-	log, trace, store := env.log, env.trace, env.store
 
 	settings, err := parseSettings(o.sets)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	spec := proxy.AgentSpec{Argv: o.argv, Stderr: s.err, Grace: o.grace, Log: log, Orphans: true}
-	if defs := o.agents.defs; len(defs) == 1 && len(defs[0].Env) > 0 {
-		spec.Env = append(os.Environ(), defs[0].Env...)
-	}
-	agent, err := proxy.StartAgent(spec)
-	if err != nil {
-		return &exitError{code: 127, err: err}
-	}
-	log.Info("agent started", "argv0", o.argv[0], "agentPid", agent.Pid())
-
-	recorder := intercept.NewRecorder(intercept.RecorderConfig{
-		Store: store, Log: log, Agent: o.argv, Settings: settings, Version: version, HandoffBudget: o.budget,
-		CallTimeout: o.callTimeout, HoldTimeout: o.holdTimeout,
-	})
-	sup := &supervisor{
-		log: log, rec: recorder, cur: agent, restart: o.restart && o.record,
-		sup: &proxy.Supervisor{Spec: spec, Policy: o.policy},
-	}
-	sup.stopCtx, sup.stop = context.WithCancel(context.WithoutCancel(ctx))
-
-	// The owner of the agent's shutdown: it starts on client EOF or on a
-	// signal, whichever comes first.
-	shutdown := make(chan os.Signal, 1)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	relayDone := make(chan struct{})
-	stopped := make(chan struct{})
-	relayCtx, cancelRelay := context.WithCancel(ctx)
-	defer cancelRelay()
-	go func() {
-		defer close(stopped)
-		var sig os.Signal
-		select {
-		case sig = <-sigs:
-			log.Info("signal received; stopping the agent", "signal", sig.String())
-		case sig = <-shutdown:
-			log.Info("client closed its input; stopping the agent")
-		case <-relayDone:
-			return
-		}
-		sup.shutdown(context.WithoutCancel(ctx), sig)
-		if sig != nil {
-			// A signal ends the run even though the editor keeps its end
-			// of stdin open: the relay stops waiting for it.
-			cancelRelay()
-		}
-	}()
-
-	cfg := proxy.Config{
-		ClientIn:    pollable(s.in),
-		ClientOut:   s.out,
-		AgentIn:     agent.Stdin,
-		AgentOut:    agent.Stdout,
-		MaxFrame:    o.maxFrame,
-		Hook:        buildChain(ctx, log, recorder, o.record),
-		Trace:       trace,
-		Log:         log,
-		OnClientEOF: func() { shutdown <- nil },
+	sp := stackSpec{
+		argv: o.argv, settings: settings, record: o.record, restart: o.restart && o.record, orphans: true,
+		clientIn: pollable(s.in), clientOut: s.out, signals: sigs,
 	}
-	if sup.restart {
-		cfg.OnAgentExit = sup.onExit
+	if defs := o.agents.defs; len(defs) == 1 {
+		sp.env = defs[0].Env
 	}
-	relay := proxy.NewRelay(cfg)
-	recorder.Bind(relay)
-	recorder.Start(ctx)
-	relayErr := relay.Run(relayCtx)
-	close(relayDone)
-	<-stopped
-	sup.wait()
-	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	if err := recorder.Close(closeCtx); err != nil {
-		log.Error("recorder did not finish", "err", err)
+	st, err := startStack(ctx, o, env, s, sp)
+	if err != nil {
+		return &exitError{code: 127, err: err}
 	}
-	cancel()
-	code, byUs := sup.finish()
-	if relayErr != nil {
-		log.Error("relay ended with an error", "err", relayErr)
-	}
-	if byUs {
-		log.Info("agent stopped", "status", code)
-		return nil
-	}
-	log.Info("agent exited", "status", code)
-	if code != 0 {
-		return &exitError{code: code}
-	}
-	return nil
+	return st.run(ctx).err()
 }
 
 // parseSettings reads --set values (and an agent's own set list).

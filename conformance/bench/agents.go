@@ -41,15 +41,22 @@ func genMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func gen(stdin io.Reader, stdout io.Writer, n, size int, kind string) error {
+// genBlock is what the generator writes over and over, the last time cut
+// short: count frames of the kind, so a write(2) takes about genBlockBytes.
+func genBlock(kind string, n, size int) ([]byte, error) {
 	count := 1
 	if kind == kindChunk {
 		count = max(1, min(n, genBlockBytes/(size+1)))
 	}
-	block, err := frameBlock(kind, size, count)
+	return frameBlock(kind, size, count)
+}
+
+func gen(stdin io.Reader, stdout io.Writer, n, size int, kind string) error {
+	block, err := genBlock(kind, n, size)
 	if err != nil {
 		return err
 	}
+	count := len(block) / (size + 1)
 	if _, err := io.WriteString(stdout, readyLine+"\n"); err != nil {
 		return fmt.Errorf("write ready line: %w", err)
 	}

@@ -24,7 +24,10 @@
 //     store, < 64 MiB;
 //   - recovery: the agent SIGKILLed between turns and a prompt sent at once;
 //     the time from the kill to its answer, against the agent's own start,
-//     initialize, session/new and prompt run directly, adds <= 50 ms.
+//     initialize, session/new and prompt run directly, adds <= 50 ms;
+//   - several agents: small and multi-MiB frames through a sidecar with two
+//     named agents (the switchboard), against the byte copy around one,
+//     ≥ 0.5× each; both streams are checked byte for byte (several.go).
 package bench
 
 import (
@@ -78,9 +81,10 @@ const (
 	wRecording = "recording" // recording_throughput
 	wTurns     = "turns"     // peak_rss_N_turns
 	wRecovery  = "recovery"  // recovery
+	wSeveral   = "several"   // several_agents_small, several_agents_large
 )
 
-var allWorkloads = []string{wSmall, wLarge, wRT, wRecording, wTurns, wRecovery}
+var allWorkloads = []string{wSmall, wLarge, wRT, wRecording, wTurns, wRecovery, wSeveral}
 
 // workloads is the set -only names; a nil set is every workload.
 type workloads map[string]bool
@@ -284,6 +288,21 @@ func measure(ctx context.Context, r *runner, o options, progress io.Writer) (*re
 				return nil, fmt.Errorf("round %d: %w", round+1, err)
 			}
 		}
+		var several [2][2]tputResult // [small, large][relay]
+		for i, w := range []struct {
+			kind    string
+			n, size int
+		}{{kindChunk, o.small, o.smallSize}, {kindImage, o.large, o.largeSize}} {
+			for _, k := range order {
+				if !o.only.has(wSeveral) {
+					break
+				}
+				var err error
+				if several[i][k], err = r.several(ctx, k, w.kind, w.n, w.size); err != nil {
+					return nil, fmt.Errorf("round %d: several agents, %s frames: %w", round+1, w.kind, err)
+				}
+			}
+		}
 		var rc recoveryResult
 		if o.only.has(wRecovery) {
 			var err error
@@ -294,6 +313,7 @@ func measure(ctx context.Context, r *runner, o options, progress io.Writer) (*re
 		res.add(small, large, rts)
 		res.rounds[len(res.rounds)-1].rec = rec
 		res.rounds[len(res.rounds)-1].recovery = rc
+		res.rounds[len(res.rounds)-1].several = several
 		fmt.Fprintf(progress, "bench: round %d/%d: %s\n", round+1, o.rounds, res.roundSummary(round))
 	}
 	if o.turns > 0 && o.only.has(wTurns) {

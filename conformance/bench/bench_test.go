@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -197,6 +199,71 @@ func TestOnlyPicksWorkloads(t *testing.T) {
 		t.Errorf("metrics %s, want recording_throughput alone", got)
 	}
 	if s := r.roundSummary(0); s != "recording 1.00x" {
+		t.Errorf("round summary %q", s)
+	}
+}
+
+func TestStreamCheckFindsLossAndDisorder(t *testing.T) {
+	const n, size = 2500, 229
+	block, err := genBlock(kindChunk, n, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stream bytes.Buffer
+	gen(strings.NewReader(startLine+"\n"), &stream, n, size, kindChunk)
+	good := bytes.TrimPrefix(stream.Bytes(), []byte(readyLine+"\n"))
+	if len(good) != n*(size+1) {
+		t.Fatalf("the generator wrote %d bytes, want %d", len(good), n*(size+1))
+	}
+	frames := bytes.SplitAfter(good, []byte("\n"))
+	swapped := slices.Concat(frames[:5], [][]byte{frames[6], frames[5]}, frames[7:])
+	for _, tt := range []struct {
+		name    string
+		stream  []byte
+		wantErr bool
+	}{
+		{"as written, in odd pieces", good, false},
+		{"a frame lost", bytes.Join(slices.Delete(slices.Clone(frames), 1200, 1201), nil), true},
+		{"two frames swapped", bytes.Join(swapped, nil), true},
+		{"frames interleaved mid-line", slices.Concat(good[:100], frames[3], good[100:]), true},
+	} {
+		c := &streamCheck{block: block}
+		var err error
+		for p := tt.stream; len(p) > 0 && err == nil; {
+			m := min(len(p), 777)
+			err = c.check(p[:m])
+			p = p[m:]
+		}
+		if (err != nil) != tt.wantErr {
+			t.Errorf("%s: check = %v, want an error: %v", tt.name, err, tt.wantErr)
+		}
+	}
+}
+
+func TestSeveralAgentsWorkload(t *testing.T) {
+	o, err := parseOptions([]string{"-only", "several"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{exe: "/bin/acp-sidecar", dir: "/tmp/b"}
+	argv := strings.Join(r.severalArgv([]string{"/bin/acp-sidecar", "bench", "gen", "-n", "5"}), " ")
+	if want := `--agent a='/bin/acp-sidecar' 'bench' 'gen' '-n' '5' --agent b='/bin/acp-sidecar' 'bench' 'gen' '-n' '5' --default-agent a`; !strings.HasSuffix(argv, want) {
+		t.Errorf("sidecar command line %s, want it to end in %s", argv, want)
+	}
+	res := newResults(o)
+	res.add([2]tputResult{}, [2]tputResult{}, [2][]time.Duration{})
+	half := func(d time.Duration) [2]tputResult {
+		return [2]tputResult{byteCopyRelay: {elapsed: time.Second, frames: 100, bytes: 1 << 20}, sidecarRelay: {elapsed: d, frames: 100, bytes: 1 << 20}}
+	}
+	res.rounds[0].several = [2][2]tputResult{half(2 * time.Second), half(time.Second)}
+	var names []string
+	for _, m := range res.metrics() {
+		names = append(names, fmt.Sprintf("%s %.2f", m.Name, m.Ratio))
+	}
+	if got, want := strings.Join(names, ", "), "several_agents_small 0.50, several_agents_large 1.00"; got != want {
+		t.Errorf("metrics %s, want %s", got, want)
+	}
+	if s := res.roundSummary(0); s != "several agents small 0.50x, large 1.00x" {
 		t.Errorf("round summary %q", s)
 	}
 }

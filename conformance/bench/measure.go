@@ -70,8 +70,12 @@ type relayProc struct {
 }
 
 func (r *runner) start(ctx context.Context, k relayKind, agent []string, flags ...string) (*relayProc, error) {
+	return r.startArgv(ctx, k, r.argv(k, agent, flags...))
+}
+
+// startArgv starts a relay of kind k with its whole command line.
+func (r *runner) startArgv(ctx context.Context, k relayKind, argv []string) (*relayProc, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	argv := r.argv(k, agent, flags...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.WaitDelay = 5 * time.Second
 	p := &relayProc{kind: k, cmd: cmd, cancel: cancel, stderr: &acpclient.Buffer{Max: 4 << 10}}

@@ -31,6 +31,9 @@ type roundValues struct {
 	rec [2]tputResult
 	// recovery is the recovery workload's round (recovery.go).
 	recovery recoveryResult
+	// several is the several-agents workload's round (several.go): small
+	// frames, then large ones.
+	several [2][2]tputResult
 }
 
 // results collects the rounds and turns them into metrics.
@@ -196,6 +199,20 @@ func (r *results) metrics() []Metric {
 		rc.Pass = verdict(rc.Added <= targetRecovery)
 		ms = append(ms, rc)
 	}
+	if len(r.rounds) > 0 && r.rounds[0].several[0][sidecarRelay].frames > 0 {
+		for i, name := range []string{"several_agents_small", "several_agents_large"} {
+			unit, per := "frames/s", func(t tputResult) float64 { return float64(t.frames) }
+			if i == 1 {
+				unit, per = "MiB/s", func(t tputResult) float64 { return float64(t.bytes) / (1 << 20) }
+			}
+			m := r.metric(name, unit, false, func(v roundValues, k relayKind) float64 {
+				return perSecond(per(v.several[i][k]), v.several[i][k].elapsed)
+			})
+			m.Target = fmt.Sprintf(">= %.2fx bytecopy", targetTputRatio)
+			m.Pass = verdict(m.Ratio >= targetTputRatio)
+			ms = append(ms, m)
+		}
+	}
 	if t := r.turns; t != nil && t.hwm > 0 {
 		m := Metric{Name: fmt.Sprintf("peak_rss_%d_turns", t.turns), Unit: "MiB", Sidecar: float64(t.hwm) / (1 << 20),
 			Target: fmt.Sprintf("< %d MiB", targetRSSTurns>>20)}
@@ -237,6 +254,9 @@ func (r *results) roundSummary(round int) string {
 		// Recording off over on: the throughput ratio.
 		parts = append(parts, fmt.Sprintf("recording %.2fx", ratio(v.rec)))
 	}
+	if v.several[0][sidecarRelay].elapsed > 0 {
+		parts = append(parts, fmt.Sprintf("several agents small %.2fx, large %.2fx", ratio(v.several[0]), ratio(v.several[1])))
+	}
 	if rc := v.recovery; rc.viaSidecar > 0 {
 		parts = append(parts, fmt.Sprintf("recovery %s vs the agent alone %s", rc.viaSidecar.Round(100*time.Microsecond), rc.agentAlone.Round(100*time.Microsecond)))
 	}
@@ -262,6 +282,9 @@ func (r *results) writeTable(w io.Writer) error {
 	fmt.Fprintln(tw, r.header())
 	fmt.Fprintln(tw, "RATIO is sidecar / bytecopy; each value is the median over rounds (peak RSS: the maximum)")
 	fmt.Fprintln(tw, "recording_*: SIDECAR records (the default), BYTECOPY is the same sidecar with --record=false")
+	if r.o.only.has(wSeveral) {
+		fmt.Fprintln(tw, "several_agents_*: SIDECAR runs two named agents, the default one streaming, BYTECOPY the same agent alone; both checked byte for byte")
+	}
 	if r.o.only.has(wRecovery) {
 		fmt.Fprintln(tw, "recovery: SIDECAR is the agent's SIGKILL to the answer of a prompt sent at once, BYTECOPY the agent alone: start, initialize, session/new, the prompt")
 	}

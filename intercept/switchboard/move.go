@@ -1,4 +1,4 @@
-package intercept
+package switchboard
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
@@ -26,12 +27,12 @@ func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name strin
 			if update != nil {
 				sw.send(update)
 			}
-			sw.send(sessionUpdate(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}}))
-			sw.send(response(id, []byte(`{"stopReason":"end_turn"}`)))
+			sw.send(wire.SessionUpdate(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}}))
+			sw.send(wire.Response(id, []byte(`{"stopReason":"end_turn"}`)))
 		case err != nil:
 			sw.send(proxy.ErrorResponse(id, errorCode(err), "acp-sidecar: "+err.Error()))
 		default:
-			sw.send(response(id, result))
+			sw.send(wire.Response(id, result))
 		}
 	}
 	if slash && name == "" {
@@ -74,15 +75,15 @@ func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name strin
 			reply("", nil, err)
 			return
 		}
-		text := rep.text(from)
+		text := rep.Text(from)
 		if from == name {
 			text = "acp-sidecar: this session already runs on " + name + "."
 		}
-		opts := sw.optionsWithSelector(rep.options, name)
-		result, _ := marshalNoEscape(map[string]any{"configOptions": opts, "_meta": map[string]any{"acp-sidecar": rep}})
+		opts := sw.optionsWithSelector(rep.Options, name)
+		result, _ := wire.MarshalNoEscape(map[string]any{"configOptions": opts, "_meta": map[string]any{"acp-sidecar": rep}})
 		// A set_config_option answer carries the new list; a slash
 		// command's answer cannot, so the list goes out as an update.
-		update = sessionUpdate(sid, map[string]any{"sessionUpdate": "config_option_update", "configOptions": opts})
+		update = wire.SessionUpdate(sid, map[string]any{"sessionUpdate": "config_option_update", "configOptions": opts})
 		reply(text, result, nil)
 	}()
 }
@@ -91,7 +92,7 @@ func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name strin
 // must be, the source lends the session, the target adopts it, and only
 // then does the session's traffic go to the target. A failure leaves the
 // session where it was.
-func (sw *Switchboard) move(ctx context.Context, sid, from, to string) (switchReport, error) {
+func (sw *Switchboard) move(ctx context.Context, sid, from, to string) (intercept.SwitchReport, error) {
 	// Both agents' idle clocks start again once the move is over.
 	defer func() {
 		sw.mu.Lock()
@@ -100,14 +101,14 @@ func (sw *Switchboard) move(ctx context.Context, sid, from, to string) (switchRe
 	}()
 	target, err := sw.ensure(ctx, to)
 	if err != nil {
-		return switchReport{}, err
+		return intercept.SwitchReport{}, err
 	}
 	if from == to {
 		opts, err := target.Rec.ConfigOptions(ctx, sid)
-		return switchReport{SessionID: sid, Agent: to, options: opts}, err
+		return intercept.SwitchReport{SessionID: sid, Agent: to, Options: opts}, err
 	}
 	if err := sw.mcpFits(ctx, sid, to); err != nil {
-		return switchReport{}, err
+		return intercept.SwitchReport{}, err
 	}
 	done := func(bool) {}
 	sw.mu.Lock()
@@ -115,16 +116,16 @@ func (sw *Switchboard) move(ctx context.Context, sid, from, to string) (switchRe
 	sw.mu.Unlock()
 	if source != nil {
 		if done, err = source.Rec.Lend(ctx, sid); err != nil {
-			return switchReport{}, err
+			return intercept.SwitchReport{}, err
 		}
 	}
 	rep, err := target.Rec.Adopt(ctx, sid)
 	done(err == nil)
 	if err != nil {
-		return switchReport{}, err
+		return intercept.SwitchReport{}, err
 	}
 	sw.mu.Lock()
-	sw.bound[sid] = to
+	sw.setBound(sid, to)
 	sw.mu.Unlock()
 	sw.log.Info("session moved", "session", sid, "from", from, "to", to)
 	return rep, nil
@@ -141,6 +142,8 @@ func (sw *Switchboard) settleMove(ctx context.Context, sid string) {
 	target := sw.bound[sid]
 	sw.mu.Unlock()
 	for _, line := range queued {
+		// Scanned once on its way in; the copy that waited is scanned
+		// again, as the envelope pointed into the port's buffer.
 		env, err := proxy.Scan(line)
 		if err != nil {
 			continue
@@ -149,7 +152,7 @@ func (sw *Switchboard) settleMove(ctx context.Context, sid string) {
 		if env.Kind == proxy.KindRequest {
 			req = &pendingReq{agent: target, method: string(env.Method), sid: sid}
 		}
-		sw.toAgent(ctx, target, line, req)
+		sw.toAgent(ctx, target, &proxy.Frame{Dir: proxy.ClientToAgent, Raw: line, Env: env}, req)
 	}
 }
 
@@ -158,13 +161,14 @@ func (sw *Switchboard) settleMove(ctx context.Context, sid string) {
 // client that asked uses config options.
 func (sw *Switchboard) optionsWithSelector(opts json.RawMessage, current string) json.RawMessage {
 	var list []json.RawMessage
-	json.Unmarshal(opts, &list)
+	// A list that is not one (or none) leaves the selector alone.
+	_ = json.Unmarshal(opts, &list)
 	list = append(list, sw.selectorJSON(current))
-	b, _ := marshalNoEscape(list)
+	b, _ := wire.MarshalNoEscape(list)
 	return b
 }
 
-// capsOf reads what an initialize result promises about prompt content and
+// promised is what an initialize result promises about prompt content and
 // MCP transports.
 type promised struct {
 	prompt map[string]bool // image, audio, embeddedContext
@@ -178,7 +182,8 @@ func promisedBy(init json.RawMessage) promised {
 			McpCapabilities    map[string]json.RawMessage `json:"mcpCapabilities"`
 		} `json:"agentCapabilities"`
 	}
-	json.Unmarshal(init, &r)
+	// What cannot be read is not promised: the client is promised less.
+	_ = json.Unmarshal(init, &r)
 	p := promised{prompt: map[string]bool{}, mcp: map[string]bool{}}
 	for k, v := range r.AgentCapabilities.PromptCapabilities {
 		p.prompt[k] = string(v) == "true"
@@ -244,7 +249,7 @@ func (sw *Switchboard) intersect(ctx context.Context, line []byte) []byte {
 			all.mcp[k] = all.mcp[k] && p.mcp[k]
 		}
 	}
-	mine := promisedBy(mustFind(line, "result"))
+	mine := promisedBy(wire.Member(line, "result"))
 	out := line
 	for _, k := range promptKinds {
 		if mine.prompt[k] && !all.prompt[k] {
@@ -256,12 +261,12 @@ func (sw *Switchboard) intersect(ctx context.Context, line []byte) []byte {
 			out = setOr(out, []byte("false"), "result", "agentCapabilities", "mcpCapabilities", k)
 		}
 	}
-	names, _ := marshalNoEscape(sw.names())
+	names, _ := wire.MarshalNoEscape(sw.names())
 	out = setOr(out, names, "result", "agentCapabilities", "_meta", "acp-sidecar", "agents")
 	if more, err := wire.InsertArray(out, false, [][]byte{[]byte(`"` + wire.ExtAgent + `"`)}, "result", "agentCapabilities", "_meta", "acp-sidecar", "methods"); err == nil {
 		out = more
 	}
-	def, _ := marshalNoEscape(sw.cfg.Default)
+	def, _ := wire.MarshalNoEscape(sw.cfg.Default)
 	return setOr(out, def, "result", "agentCapabilities", "_meta", "acp-sidecar", "defaultAgent")
 }
 
@@ -290,7 +295,8 @@ func (sw *Switchboard) checkContent(agent string, line []byte) error {
 			} `json:"prompt"`
 		} `json:"params"`
 	}
-	json.Unmarshal(line, &p)
+	// A prompt whose blocks cannot be read goes on; its agent answers it.
+	_ = json.Unmarshal(line, &p)
 	for _, b := range p.Params.Prompt {
 		need := map[string]string{"image": "image", "audio": "audio", "resource": "embeddedContext"}[b.Type]
 		if need != "" && !caps.prompt[need] {
@@ -310,7 +316,8 @@ func (sw *Switchboard) mcpFits(ctx context.Context, sid, agent string) error {
 	var servers []struct {
 		Type string `json:"type"`
 	}
-	json.Unmarshal(rec.McpServers, &servers)
+	// Servers that cannot be read are none the move must check.
+	_ = json.Unmarshal(rec.McpServers, &servers)
 	init, err := sw.initOf(ctx, agent)
 	if err != nil {
 		return err

@@ -1,0 +1,45 @@
+package switchboard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/acp-sidecar/acp-sidecar/intercept"
+	"github.com/acp-sidecar/acp-sidecar/proxy"
+)
+
+// Recorder is what the switchboard needs of an agent's recorder: its two
+// halves of a move, a session brought back after the agent restarted, and
+// a session's config options for a move that goes nowhere.
+type Recorder interface {
+	// Lend readies a session to leave the agent; done says how the move
+	// ended.
+	Lend(ctx context.Context, sid string) (done func(moved bool), err error)
+	// Adopt takes over a session another agent ran, from the record.
+	Adopt(ctx context.Context, sid string) (intercept.SwitchReport, error)
+	// Revive brings back a session the agent ran before it was started
+	// again.
+	Revive(ctx context.Context, sid string) error
+	// ConfigOptions is the session's configOptions list as the agent last
+	// reported it.
+	ConfigOptions(ctx context.Context, sid string) (json.RawMessage, error)
+}
+
+var _ Recorder = (*intercept.Recorder)(nil)
+
+// refuse is an error the client reads, under its JSON-RPC code; the
+// recorder's refusals are of the same type.
+func refuse(code int, format string, args ...any) error {
+	return &intercept.Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// errorCode is the JSON-RPC code that answers err.
+func errorCode(err error) int {
+	var e *intercept.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return proxy.CodeInternalError
+}
