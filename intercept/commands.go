@@ -165,7 +165,7 @@ func (c *commands) advertise(raw []byte) (proxy.Verdict, error) {
 	}
 	// The agent's own capabilities decide how sessions are rebuilt; what
 	// the client is promised below includes what the sidecar emulates.
-	caps := parseCaps(mustFind(raw, "result"))
+	caps := parseCaps(wire.Member(raw, "result"))
 	c.ops.learnCaps(caps)
 	meta := wire.Encode(map[string]any{"version": c.version, "methods": extMethods})
 	line, err := wire.SetPath(raw, meta, "result", "agentCapabilities", "_meta", "acp-sidecar")
@@ -190,14 +190,6 @@ func (c *commands) advertise(raw []byte) (proxy.Verdict, error) {
 		}
 	}
 	return proxy.Verdict{Do: proxy.Rewrite, Line: line}, nil
-}
-
-func mustFind(raw []byte, path ...string) []byte {
-	start, end, ok := wire.Find(raw, path...)
-	if !ok {
-		return nil
-	}
-	return raw[start:end]
 }
 
 // mergeCommands adds the sidecar's commands to the agent's list.
@@ -359,8 +351,8 @@ func (c *commands) slash(ctx context.Context, id []byte, sid, name, args string)
 	if err != nil {
 		text = "acp-sidecar: /" + name + " failed: " + err.Error()
 	}
-	chunk := sessionUpdate(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}})
-	return [][]byte{chunk, response(id, []byte(`{"stopReason":"end_turn"}`))}
+	chunk := wire.SessionUpdate(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}})
+	return [][]byte{chunk, wire.Response(id, []byte(`{"stopReason":"end_turn"}`))}
 }
 
 // extension answers a `_sidecar/*` request.
@@ -384,7 +376,7 @@ func (c *commands) extension(ctx context.Context, id []byte, method string, raw 
 			if err != nil {
 				return answerWith(proxy.ErrorResponse(id, proxy.CodeInternalError, "Internal error: encode the result: "+err.Error()))
 			}
-			return answerWith(response(id, b))
+			return answerWith(wire.Response(id, b))
 		}}, nil
 	}
 	switch method {

@@ -81,13 +81,13 @@ func (r *Recorder) translate(ctx context.Context, ev event) bool {
 			// the agent accepted.
 			r.configAccepted(ctx, &request{method: method, sid: req.sid, params: wire.Encode(params)}, res)
 			if method == wire.SetConfigOption {
-				answer = response(id, []byte("{}"))
+				answer = wire.Response(id, []byte("{}"))
 				var pl wire.ConfigPayload
 				if json.Unmarshal(res, &pl) == nil && pl.ConfigOptions != nil {
-					notes = append(notes, sessionUpdate(req.sid, map[string]any{"sessionUpdate": "config_option_update", "configOptions": pl.ConfigOptions}))
+					notes = append(notes, wire.SessionUpdate(req.sid, map[string]any{"sessionUpdate": "config_option_update", "configOptions": pl.ConfigOptions}))
 				}
 			} else {
-				answer = response(id, optionsResult(r.sessions[req.sid].rec.Live))
+				answer = wire.Response(id, optionsResult(r.sessions[req.sid].rec.Live))
 			}
 			r.flush(ctx)
 		})

@@ -324,7 +324,7 @@ func (ll *lifeline) closing(f *proxy.Frame, sid string) proxy.Verdict {
 		if err := ll.rec.closeHere(ctx, sid); err != nil {
 			return answerWith(proxy.ErrorResponse(q.id, errorCode(err), err.Error()))
 		}
-		return answerWith(response(q.id, []byte("{}")))
+		return answerWith(wire.Response(q.id, []byte("{}")))
 	})
 }
 
@@ -337,7 +337,7 @@ func (ll *lifeline) forking(f *proxy.Frame, parent string) proxy.Verdict {
 		if err != nil {
 			return answerWith(proxy.ErrorResponse(q.id, errorCode(err), err.Error()))
 		}
-		return answerWith(append([][]byte{response(q.id, result)}, ll.t.ownCommands(ll.t.nativeOf(child), child)...)...)
+		return answerWith(append([][]byte{wire.Response(q.id, result)}, ll.t.ownCommands(ll.t.nativeOf(child), child)...)...)
 	})
 }
 
@@ -358,6 +358,6 @@ func (ll *lifeline) deleting(f *proxy.Frame, sid string) proxy.Verdict {
 		if err := ll.rec.deleteHere(ctx, sid); err != nil {
 			return answerWith(proxy.ErrorResponse(q.id, errorCode(err), err.Error()))
 		}
-		return answerWith(response(q.id, []byte("{}")))
+		return answerWith(wire.Response(q.id, []byte("{}")))
 	})
 }

@@ -91,7 +91,7 @@ func configMap(c *state.Config) map[string]string {
 		return out
 	}
 	for _, o := range c.Options {
-		out[o.ID] = unquote(o.Current)
+		out[o.ID] = wire.Unquote(o.Current)
 	}
 	if c.Model != nil && c.ByCategory("model") == nil {
 		out["model"] = c.Model.Current

@@ -216,15 +216,8 @@ func (ll *lifeline) emulate(ctx context.Context, q waited) proxy.Decision {
 	default:
 		// The sidecar's commands follow, as after every open the client
 		// makes, unless the agent sent its list during the reopen.
-		return answerWith(append([][]byte{response(q.id, line)}, ll.t.ownCommands(ll.t.nativeOf(q.sid), q.sid)...)...)
+		return answerWith(append([][]byte{wire.Response(q.id, line)}, ll.t.ownCommands(ll.t.nativeOf(q.sid), q.sid)...)...)
 	}
-}
-
-func response(id, result []byte) []byte {
-	out := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
-	out = append(out, `,"result":`...)
-	out = append(out, result...)
-	return append(out, '}')
 }
 
 // reopen brings back a session the record knows for a client's load or
@@ -316,12 +309,12 @@ func historyUpdates(sid string, turns []state.Turn) [][]byte {
 		if t.Status == state.TurnCancelled && t.Answer == "" {
 			continue
 		}
-		out = append(out, sessionUpdate(sid, map[string]any{"sessionUpdate": "user_message_chunk", "content": map[string]any{"type": "text", "text": t.PromptText}}))
+		out = append(out, wire.SessionUpdate(sid, map[string]any{"sessionUpdate": "user_message_chunk", "content": map[string]any{"type": "text", "text": t.PromptText}}))
 		for _, tc := range t.ToolCalls {
-			out = append(out, sessionUpdate(sid, map[string]any{"sessionUpdate": "tool_call", "toolCallId": tc.ID, "title": tc.Title, "status": tc.Status}))
+			out = append(out, wire.SessionUpdate(sid, map[string]any{"sessionUpdate": "tool_call", "toolCallId": tc.ID, "title": tc.Title, "status": tc.Status}))
 		}
 		if t.Answer != "" {
-			out = append(out, sessionUpdate(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": t.Answer}}))
+			out = append(out, wire.SessionUpdate(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": t.Answer}}))
 		}
 	}
 	return out
@@ -382,5 +375,5 @@ func (r *Recorder) listSessions(ctx context.Context, id, raw []byte) []byte {
 		res["nextCursor"] = "acp-sidecar:" + strconv.Itoa(start+page)
 	}
 	b := wire.Encode(res)
-	return response(id, b)
+	return wire.Response(id, b)
 }

@@ -134,19 +134,10 @@ func (e *engine) runStep(ctx context.Context, nativeID string, step replay.Step,
 func (o outcome) notifications(clientID string) [][]byte {
 	var lines [][]byte
 	if o.optionsRaw != nil {
-		lines = append(lines, sessionUpdate(clientID, map[string]any{"sessionUpdate": "config_option_update", "configOptions": o.optionsRaw}))
+		lines = append(lines, wire.SessionUpdate(clientID, map[string]any{"sessionUpdate": "config_option_update", "configOptions": o.optionsRaw}))
 	}
 	if o.modeSet && o.catalog.Mode != nil && o.catalog.Mode.Current != "" {
-		lines = append(lines, sessionUpdate(clientID, map[string]any{"sessionUpdate": "current_mode_update", "currentModeId": o.catalog.Mode.Current}))
+		lines = append(lines, wire.SessionUpdate(clientID, map[string]any{"sessionUpdate": "current_mode_update", "currentModeId": o.catalog.Mode.Current}))
 	}
 	return lines
-}
-
-// sessionUpdate builds a session/update notification of the sidecar's own.
-func sessionUpdate(sessionID string, update map[string]any) []byte {
-	b := wire.Encode(map[string]any{
-		"jsonrpc": "2.0", "method": wire.Update,
-		"params": map[string]any{"sessionId": sessionID, "update": update},
-	})
-	return b
 }

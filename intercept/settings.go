@@ -78,7 +78,7 @@ func (r *Recorder) applySettings(ctx context.Context, s *session, ev event) {
 		r.enqueue(event{fn: func(ctx context.Context) {
 			s.rec.Live = out.catalog
 			for _, f := range out.failed {
-				s.rec.SetErrors = append(s.rec.SetErrors, state.SetError{OptionID: f.Field, Value: unquote(f.Want), Err: f.Reason})
+				s.rec.SetErrors = append(s.rec.SetErrors, state.SetError{OptionID: f.Field, Value: wire.Unquote(f.Want), Err: f.Reason})
 			}
 			s.rec.SetErrors = append(s.rec.SetErrors, setErrs...)
 			for _, e := range s.rec.SetErrors {
@@ -91,14 +91,3 @@ func (r *Recorder) applySettings(ctx context.Context, s *session, ev event) {
 		}, release: ev.release, raw: ev.raw})
 	}()
 }
-
-func unquote(v json.RawMessage) string {
-	var s string
-	if json.Unmarshal(v, &s) == nil {
-		return s
-	}
-	return string(v)
-}
-
-// marshalNoEscape is wire.Marshal, for the switchboard's files.
-func marshalNoEscape(v any) ([]byte, error) { return wire.Marshal(v) }

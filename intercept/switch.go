@@ -140,7 +140,7 @@ func (r *Recorder) Adopt(ctx context.Context, sid string) (SwitchReport, error) 
 		}
 		// A value this agent did not take is a note, not a block (see above).
 		for _, f := range out.failed {
-			rep.NotCarried = append(rep.NotCarried, fmt.Sprintf("%s=%s: %s", f.Field, unquote(f.Want), f.Reason))
+			rep.NotCarried = append(rep.NotCarried, fmt.Sprintf("%s=%s: %s", f.Field, wire.Unquote(f.Want), f.Reason))
 		}
 		for _, e := range setErrs {
 			rep.NotCarried = append(rep.NotCarried, fmt.Sprintf("%s=%s (start-up setting): %s", e.OptionID, e.Value, e.Err))
@@ -190,14 +190,14 @@ func carry(from, target *state.Config, agent string) (carried, not []string) {
 		if o.Category == replay.FieldModel || o.Category == replay.FieldMode {
 			continue
 		}
-		not = append(not, fmt.Sprintf("%s=%s: options stay with the agent that offers them", o.ID, unquote(o.Current)))
+		not = append(not, fmt.Sprintf("%s=%s: options stay with the agent that offers them", o.ID, wire.Unquote(o.Current)))
 	}
 	return carried, not
 }
 
 func modelOf(c *state.Config) string {
 	if o := c.ByCategory(replay.FieldModel); o != nil {
-		return unquote(o.Current)
+		return wire.Unquote(o.Current)
 	}
 	if c.Model != nil {
 		return c.Model.Current
@@ -207,7 +207,7 @@ func modelOf(c *state.Config) string {
 
 func modeOf(c *state.Config) string {
 	if o := c.ByCategory(replay.FieldMode); o != nil {
-		return unquote(o.Current)
+		return wire.Unquote(o.Current)
 	}
 	if c.Mode != nil {
 		return c.Mode.Current
@@ -221,7 +221,7 @@ func setMode(target *state.Config, mode string) bool {
 	val, _ := json.Marshal(mode)
 	if o := target.ByCategory(replay.FieldMode); o != nil {
 		for _, v := range o.Values {
-			if unquote(v.Value) == mode {
+			if wire.Unquote(v.Value) == mode {
 				o.Current = val
 				return true
 			}

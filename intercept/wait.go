@@ -234,7 +234,7 @@ func (ll *lifeline) holdAfter(f *proxy.Frame, sid string, decide decider, minGen
 		ll.room.leave(w)
 		switch {
 		case errors.Is(err, errCancelled):
-			return answerWith(response(id, []byte(`{"stopReason":"cancelled"}`)))
+			return answerWith(wire.Response(id, []byte(`{"stopReason":"cancelled"}`)))
 		case err != nil:
 			return answerWith(proxy.ErrorResponse(id, errorCode(err), err.Error()))
 		case decide != nil:

@@ -146,7 +146,7 @@ func (sw *Switchboard) selectorJSON(current string) []byte {
 	for _, a := range sw.cfg.Agents {
 		opts = append(opts, map[string]any{"value": a.Name, "name": a.Name, "description": strings.Join(a.Command, " ")})
 	}
-	b, _ := wire.MarshalNoEscape(map[string]any{
+	b := wire.Encode(map[string]any{
 		"id": SelectorID, "name": "Agent", "description": "acp-sidecar: the agent this session runs on; switching keeps the conversation",
 		"category": selectorCategory, "type": "select", "currentValue": current, "options": opts,
 	})
@@ -170,7 +170,7 @@ func (sw *Switchboard) withSelector(line []byte, current string, path ...string)
 
 // agentCommandJSON is the /agent entry of a command list.
 func agentCommandJSON(names []string) []byte {
-	b, _ := wire.MarshalNoEscape(map[string]any{
+	b := wire.Encode(map[string]any{
 		"name":        "agent",
 		"description": "acp-sidecar: move this session to another agent (" + strings.Join(names, ", ") + "); the kept turns go with it",
 		"input":       map[string]any{"hint": "NAME"},

@@ -80,7 +80,7 @@ func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name strin
 			text = "acp-sidecar: this session already runs on " + name + "."
 		}
 		opts := sw.optionsWithSelector(rep.Options, name)
-		result, _ := wire.MarshalNoEscape(map[string]any{"configOptions": opts, "_meta": map[string]any{"acp-sidecar": rep}})
+		result := wire.Encode(map[string]any{"configOptions": opts, "_meta": map[string]any{"acp-sidecar": rep}})
 		// A set_config_option answer carries the new list; a slash
 		// command's answer cannot, so the list goes out as an update.
 		update = wire.SessionUpdate(sid, map[string]any{"sessionUpdate": "config_option_update", "configOptions": opts})
@@ -164,7 +164,7 @@ func (sw *Switchboard) optionsWithSelector(opts json.RawMessage, current string)
 	// A list that is not one (or none) leaves the selector alone.
 	_ = json.Unmarshal(opts, &list)
 	list = append(list, sw.selectorJSON(current))
-	b, _ := wire.MarshalNoEscape(list)
+	b := wire.Encode(list)
 	return b
 }
 
@@ -261,12 +261,12 @@ func (sw *Switchboard) intersect(ctx context.Context, line []byte) []byte {
 			out = setOr(out, []byte("false"), "result", "agentCapabilities", "mcpCapabilities", k)
 		}
 	}
-	names, _ := wire.MarshalNoEscape(sw.names())
+	names := wire.Encode(sw.names())
 	out = setOr(out, names, "result", "agentCapabilities", "_meta", "acp-sidecar", "agents")
 	if more, err := wire.InsertArray(out, false, [][]byte{[]byte(`"` + wire.ExtAgent + `"`)}, "result", "agentCapabilities", "_meta", "acp-sidecar", "methods"); err == nil {
 		out = more
 	}
-	def, _ := wire.MarshalNoEscape(sw.cfg.Default)
+	def := wire.Encode(sw.cfg.Default)
 	return setOr(out, def, "result", "agentCapabilities", "_meta", "acp-sidecar", "defaultAgent")
 }
 

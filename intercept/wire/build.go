@@ -1,24 +1,11 @@
 package wire
 
 import (
-	"bytes"
 	"encoding/json"
 )
 
 // The frames the sidecar writes of its own, and small readers of the ones
 // it decodes.
-
-// MarshalNoEscape encodes like json.Marshal without turning <>& into \u
-// escapes, so the sidecar's frames read like the agent's.
-func MarshalNoEscape(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
-}
 
 // Response is a JSON-RPC result response under the raw id token.
 func Response(id, result []byte) []byte {
@@ -30,11 +17,10 @@ func Response(id, result []byte) []byte {
 
 // SessionUpdate is a session/update notification of the sidecar's own.
 func SessionUpdate(sessionID string, update map[string]any) []byte {
-	b, _ := MarshalNoEscape(map[string]any{
+	return Encode(map[string]any{
 		"jsonrpc": "2.0", "method": Update,
 		"params": map[string]any{"sessionId": sessionID, "update": update},
 	})
-	return b
 }
 
 // Unquote is a JSON string's value, or the raw JSON when it is no string.
