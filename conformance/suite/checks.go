@@ -70,7 +70,7 @@ func probe(ctx context.Context, r *checkRun) (probeResult, error) {
 	if len(ir.AgentInfo) > 0 {
 		_ = json.Unmarshal(ir.AgentInfo, &pr.info)
 	}
-	sid, err := newSession(ctx, ru.c, r.cwd)
+	sid, err := newSession(ctx, ru.c, ru.cwd)
 	if err != nil {
 		return pr, err
 	}
@@ -725,7 +725,8 @@ func checkLoad(ctx context.Context, r *checkRun, pr probeResult) error {
 	case <-ctx.Done():
 		return errors.New("the killed sidecar's output did not end")
 	}
-	ru2, err := r.sidecar(ctx)
+	// The same user restarts the editor: the agent keeps its home and cwd.
+	ru2, err := r.sidecarIn(ctx, ru.world)
 	if err != nil {
 		return err
 	}
@@ -734,7 +735,7 @@ func checkLoad(ctx context.Context, r *checkRun, pr probeResult) error {
 		return err
 	}
 	mark := c2.mark()
-	if _, err := c2.call(ctx, "session/load", map[string]any{"sessionId": sid, "cwd": r.cwd, "mcpServers": []any{}}); err != nil {
+	if _, err := c2.call(ctx, "session/load", map[string]any{"sessionId": sid, "cwd": ru2.cwd, "mcpServers": []any{}}); err != nil {
 		return fmt.Errorf("session/load of %s after the sidecar restarted: %w", sid, err)
 	}
 	replay := c2.since(mark)

@@ -31,21 +31,22 @@ func (s skipError) Error() string { return s.reason }
 func skipf(format string, args ...any) error { return skipError{fmt.Sprintf(format, args...)} }
 
 // run is one started peer of a check: the agent directly or the sidecar in
-// front of it.
+// front of it, in its own world.
 type run struct {
 	name  string
 	c     *conn
+	cwd   string // the world's cwd: the peer's working dir and every session's
+	world *world
 	trace string // the sidecar's --trace file, "" for a direct run
 	errs  *acpclient.Buffer
 }
 
-// checkRun is the context of one check: its own directory, cwd and state
+// checkRun is the context of one check: its own directory and sidecar state
 // dir, and every peer it started.
 type checkRun struct {
 	cfg   *config
 	id    string
 	dir   string
-	cwd   string
 	state string
 	runs  []*run
 	notes []string
@@ -55,38 +56,61 @@ func (r *checkRun) note(format string, args ...any) {
 	r.notes = append(r.notes, fmt.Sprintf(format, args...))
 }
 
-func (r *checkRun) start(ctx context.Context, name string, argv []string, trace string) (*run, error) {
+// runName is the next name for a run of kind ("direct", "sidecar"):
+// "direct", "direct-2", …; "sidecar-1", "sidecar-2", ….
+func (r *checkRun) runName(kind string) string {
+	n := 1
+	for _, ru := range r.runs {
+		if ru.name == kind || strings.HasPrefix(ru.name, kind+"-") {
+			n++
+		}
+	}
+	if kind == "direct" && n == 1 {
+		return kind
+	}
+	return fmt.Sprintf("%s-%d", kind, n)
+}
+
+// start starts argv in w, or in a fresh world of its own when w is nil.
+func (r *checkRun) start(ctx context.Context, name string, argv []string, trace string, w *world) (*run, error) {
+	if w == nil {
+		var err error
+		if w, err = newWorld(r.cfg, filepath.Join(r.dir, name)); err != nil {
+			return nil, err
+		}
+	}
 	errs := &acpclient.Buffer{Max: 16 << 10}
 	rc, err := acpclient.StartRaw(ctx, argv, acpclient.Options{
-		Stderr: errs, Env: r.cfg.env, Dir: r.cwd, CloseTimeout: closeTimeout,
+		Stderr: errs, Env: w.env, Dir: w.cwd, CloseTimeout: closeTimeout,
 	})
 	if err != nil {
 		return nil, err
 	}
-	ru := &run{name: name, c: newConn(name, rc, errs), trace: trace, errs: errs}
+	ru := &run{name: name, c: newConn(name, rc, errs), cwd: w.cwd, world: w, trace: trace, errs: errs}
 	r.runs = append(r.runs, ru)
 	return ru, nil
 }
 
 // direct starts the agent with no sidecar.
 func (r *checkRun) direct(ctx context.Context) (*run, error) {
-	return r.start(ctx, "direct", r.cfg.agent, "")
+	return r.start(ctx, r.runName("direct"), r.cfg.agent, "", nil)
 }
 
 // sidecar starts `exe --state-dir … --trace … [flags] -- AGENT…` on the
-// check's state dir.
+// check's state dir, in a fresh world.
 func (r *checkRun) sidecar(ctx context.Context, flags ...string) (*run, error) {
-	n := 1
-	for _, ru := range r.runs {
-		if ru.trace != "" {
-			n++
-		}
-	}
-	name := fmt.Sprintf("sidecar-%d", n)
+	return r.sidecarIn(ctx, nil, flags...)
+}
+
+// sidecarIn starts a sidecar in w (nil: a fresh world). A check that
+// restarts the sidecar passes the first one's world: the same user
+// restarting the editor, whose agent keeps its home and cwd.
+func (r *checkRun) sidecarIn(ctx context.Context, w *world, flags ...string) (*run, error) {
+	name := r.runName("sidecar")
 	trace := filepath.Join(r.dir, name+".trace.jsonl")
 	argv := []string{r.cfg.exe, "--state-dir", r.state, "--log-file", filepath.Join(r.dir, name+".log"), "--trace", trace}
 	argv = append(append(append(argv, flags...), "--"), r.cfg.agent...)
-	return r.start(ctx, name, argv, trace)
+	return r.start(ctx, name, argv, trace, w)
 }
 
 func (r *checkRun) closeAll() {
@@ -126,7 +150,7 @@ func (r *checkRun) openSidecar(ctx context.Context, flags ...string) (*run, stri
 	if _, err := initialize(ctx, ru.c); err != nil {
 		return nil, "", err
 	}
-	sid, err := newSession(ctx, ru.c, r.cwd)
+	sid, err := newSession(ctx, ru.c, ru.cwd)
 	return ru, sid, err
 }
 

@@ -26,24 +26,40 @@ const (
 
 // config is what one run of the suite needs.
 type config struct {
-	exe         string   // the acp-sidecar binary
-	agent       []string // the agent command
-	env         []string // the agents' and sidecars' environment
-	only        *regexp.Regexp
-	timeout     time.Duration
-	jsonPath    string
-	transcripts string
-	progress    io.Writer // nil: no progress lines
+	exe          string   // the acp-sidecar binary
+	agent        []string // the agent command
+	env          []string // the user's environment minus the isolated variables (isolate.go)
+	keepEnv      []string // isolated variables kept from the user's environment
+	homeTemplate string   // copied into every run's fresh home
+	only         *regexp.Regexp
+	timeout      time.Duration
+	jsonPath     string
+	transcripts  string
+	progress     io.Writer // nil: no progress lines
 }
 
-const usage = `usage: acp-sidecar conformance [--json FILE] [--only PATTERN] [--timeout D] -- AGENT [ARGS...]
+const usage = `usage: acp-sidecar conformance [flags] -- AGENT [ARGS...]
 
 Runs each check against a fresh AGENT (and a fresh sidecar with its own state
-dir) and prints a table: check, verdict (pass, fail, skip with the reason),
+dir), each run in its own home, XDG dirs, temp dir and cwd, and prints a table: check, verdict (pass, fail, skip with the reason),
 time and detail. The exit status is 1 if any check fails, 2 on a usage error.
 
 Flags:
 `
+
+// listFlag is a repeatable flag whose values may also be comma separated.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
 
 // Main runs `acp-sidecar conformance`. exe is the acp-sidecar binary that
 // is started as the sidecar (and for `show`). It returns the exit status.
@@ -52,6 +68,9 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 	fs.SetOutput(stderr)
 	jsonPath := fs.String("json", "", "write the report as JSON to `FILE`, and the transcripts to FILE's name without .json plus .transcripts/")
 	only := fs.String("only", "", "run only the checks whose id matches the regular expression `PATTERN`")
+	var keep listFlag
+	fs.Var(&keep, "keep-env", "keep the user's `VAR` instead of a fresh one per run (one of "+strings.Join(isolatedVars, ", ")+"; repeatable)")
+	homeTemplate := fs.String("home-template", "", "copy `DIR` into every run's fresh home (an agent's config file: API base URL, provider)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "bound each check to `D`")
 	transcripts := fs.String("transcripts", "", "write each check's transcript to `DIR` (default: next to --json, else a temporary dir)")
 	fs.Usage = func() {
@@ -68,10 +87,29 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 		}
 		return 2
 	}
-	cfg := &config{exe: exe, agent: fs.Args(), env: os.Environ(), timeout: *timeout, jsonPath: *jsonPath, transcripts: *transcripts}
+	cfg := &config{exe: exe, agent: fs.Args(), keepEnv: keep, timeout: *timeout, jsonPath: *jsonPath, transcripts: *transcripts}
+	cfg.env = baseEnv(os.Environ(), cfg.keepEnv)
 	if len(cfg.agent) == 0 {
 		fmt.Fprintln(stderr, "conformance: missing agent command: acp-sidecar conformance [flags] -- AGENT [ARGS...]")
 		return 2
+	}
+	if strings.ContainsRune(cfg.agent[0], filepath.Separator) {
+		// Every run starts in a cwd of its own.
+		if abs, err := filepath.Abs(cfg.agent[0]); err == nil {
+			cfg.agent[0] = abs
+		}
+	}
+	if err := checkKeepEnv(keep); err != nil {
+		fmt.Fprintf(stderr, "conformance: %v\n", err)
+		return 2
+	}
+	if *homeTemplate != "" {
+		abs, err := filepath.Abs(*homeTemplate)
+		if fi, serr := os.Stat(abs); err != nil || serr != nil || !fi.IsDir() {
+			fmt.Fprintf(stderr, "conformance: --home-template %s: not a directory\n", *homeTemplate)
+			return 2
+		}
+		cfg.homeTemplate = abs
 	}
 	if *only != "" {
 		re, err := regexp.Compile(*only)
@@ -191,8 +229,8 @@ func runSuite(ctx context.Context, cfg *config) (*Report, error) {
 
 func newCheckRun(cfg *config, root, id string) (*checkRun, error) {
 	dir := filepath.Join(root, id)
-	r := &checkRun{cfg: cfg, id: id, dir: dir, cwd: filepath.Join(dir, "cwd"), state: filepath.Join(dir, "state")}
-	if err := os.MkdirAll(r.cwd, 0o700); err != nil {
+	r := &checkRun{cfg: cfg, id: id, dir: dir, state: filepath.Join(dir, "state")}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -251,9 +251,12 @@ func TestSchemaValidatorRejects(t *testing.T) {
 	}
 }
 
-// TestUsage: no agent, a bad pattern and a bad timeout are usage errors.
+// TestUsage: no agent, a bad pattern, a bad timeout, a --keep-env that
+// keeps nothing and a --home-template that is no directory are usage
+// errors.
 func TestUsage(t *testing.T) {
-	for _, args := range [][]string{{}, {"--only", "(", "--", "x"}, {"--timeout", "0s", "--", "x"}, {"--nope"}} {
+	for _, args := range [][]string{{}, {"--only", "(", "--", "x"}, {"--timeout", "0s", "--", "x"}, {"--nope"},
+		{"--keep-env", "PATH", "--", "x"}, {"--home-template", "/nonexistent/acp-conformance", "--", "x"}} {
 		var out, errb bytes.Buffer
 		if code := Main(t.Context(), "acp-sidecar", args, &out, &errb); code != 2 || out.Len() != 0 {
 			t.Errorf("%q: status %d, stdout %q, want 2 and nothing", args, code, out.String())
@@ -302,7 +305,7 @@ func TestClaudeAgent(t *testing.T) {
 		t.Fatalf("start mock LLM: %v", err)
 	}
 	t.Cleanup(func() { mock.Close() })
-	env := claudeEnv(os.Environ(), t.TempDir(), url)
+	env := claudeEnv(os.Environ(), url)
 	dir := t.TempDir()
 	cfg := &config{exe: bin, agent: []string{node, entry}, env: env, timeout: claudeCheckTimeout,
 		jsonPath: filepath.Join(dir, "report.json"), transcripts: filepath.Join(dir, "transcripts")}
@@ -330,21 +333,22 @@ const claudeCheckTimeout = 2 * time.Minute
 
 // claudeEnv is environ minus whatever could point claude-agent-acp at a
 // real API, account or proxy, plus what runs it offline against a mock
-// LLM at url (conformance/mockllm), with home as a fresh HOME: the
-// environment conformance/e2e uses.
-func claudeEnv(environ []string, home, url string) []string {
+// LLM at url (conformance/mockllm): the environment conformance/e2e uses.
+// Each run gets a fresh HOME of its own from the suite (isolate.go).
+func claudeEnv(environ []string, url string) []string {
 	var env []string
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
 		switch u := strings.ToUpper(k); {
 		case strings.HasPrefix(u, "ANTHROPIC_"), strings.HasPrefix(u, "CLAUDE_"),
 			u == "HTTP_PROXY", u == "HTTPS_PROXY", u == "ALL_PROXY", u == "NO_PROXY",
-			u == "HOME", u == "XDG_CONFIG_HOME", u == "IS_SANDBOX":
+			u == "IS_SANDBOX":
 			continue
 		}
 		env = append(env, kv)
 	}
-	env = append(env, "HOME="+home, "ANTHROPIC_BASE_URL="+url, "ANTHROPIC_API_KEY=test",
+	env = baseEnv(env, nil)
+	env = append(env, "ANTHROPIC_BASE_URL="+url, "ANTHROPIC_API_KEY=test",
 		"DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1", "DISABLE_AUTOUPDATER=1",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "NO_PROXY=127.0.0.1,localhost")
 	if os.Geteuid() == 0 {

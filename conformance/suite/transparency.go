@@ -112,7 +112,7 @@ func checkTransparency(ctx context.Context, r *checkRun, pr probeResult) error {
 	if err != nil {
 		return err
 	}
-	dx, err := script(ctx, d, r.cwd)
+	dx, err := script(ctx, d, d.cwd)
 	if err != nil {
 		return fmt.Errorf("direct: %w", err)
 	}
@@ -121,7 +121,7 @@ func checkTransparency(ctx context.Context, r *checkRun, pr probeResult) error {
 	if err != nil {
 		return err
 	}
-	vx, err := script(ctx, v, r.cwd)
+	vx, err := script(ctx, v, v.cwd)
 	if err != nil {
 		return fmt.Errorf("through the sidecar: %w", err)
 	}
