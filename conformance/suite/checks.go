@@ -10,27 +10,6 @@ import (
 	"time"
 )
 
-// check is one conformance check. run returns nil for pass, a skipError
-// for skip (with the reason), anything else for fail (with the detail).
-type check struct {
-	id    string
-	title string
-	run   func(ctx context.Context, r *checkRun, pr probeResult) error
-}
-
-func checks() []check {
-	return []check{
-		{"transparency", "the same exchange directly and through the sidecar gives the same frames", checkTransparency},
-		{"record", "after each change, `show --json` live matches what the agent reported", checkRecord},
-		{"reset", "every option set to a non-default value survives /reset", checkReset},
-		{"restore-order", "a restore calls model, then mode, then options by id, re-reading the catalog after the model", checkRestoreOrder},
-		{"fail-closed", "a start-up --set value the agent does not offer is reported and never sent", checkFailClosed},
-		{"rollback", "/rewind: a fresh native session, the config held, the kept turns handed over once", checkRollback},
-		{"crash", "the agent killed between turns: the next prompt works on the same config", checkCrash},
-		{"load", "session/load after a sidecar restart replays the turns and answers", checkLoad},
-	}
-}
-
 // probeResult is what a fresh agent says about itself, asked directly.
 type probeResult struct {
 	info struct {
@@ -78,7 +57,7 @@ func probe(ctx context.Context, r *checkRun) (probeResult, error) {
 	return pr, nil
 }
 
-var errNoConfig = skipError{"agent has no config options (no configOptions, modes or models)"}
+var errNoConfig = skipError{noConfig}
 
 // ---- record
 

@@ -9,7 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -17,11 +17,13 @@ import (
 	"unsafe"
 )
 
-// Verdicts.
+// Verdicts. Warn is an advisory check's failure: reported, never failing
+// the run.
 const (
 	Pass = "pass"
 	Fail = "fail"
 	Skip = "skip"
+	Warn = "warn"
 )
 
 // config is what one run of the suite needs.
@@ -31,7 +33,7 @@ type config struct {
 	env          []string // the user's environment minus the isolated variables (isolate.go)
 	keepEnv      []string // isolated variables kept from the user's environment
 	homeTemplate string   // copied into every run's fresh home
-	only         *regexp.Regexp
+	only         []string // check ids; nil: all
 	timeout      time.Duration
 	jsonPath     string
 	transcripts  string
@@ -41,8 +43,10 @@ type config struct {
 const usage = `usage: acp-sidecar conformance [flags] -- AGENT [ARGS...]
 
 Runs each check against a fresh AGENT (and a fresh sidecar with its own state
-dir), each run in its own home, XDG dirs, temp dir and cwd, and prints a table: check, verdict (pass, fail, skip with the reason),
-time and detail. The exit status is 1 if any check fails, 2 on a usage error.
+dir), each run in its own home, XDG dirs, temp dir and cwd, and prints a
+table: check, tier, verdict (pass, fail, skip with the reason, warn for an
+advisory check), time and detail. The exit status is 1 if a mandatory or
+capability check fails, 2 on a usage error.
 
 Flags:
 `
@@ -67,8 +71,8 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	jsonPath := fs.String("json", "", "write the report as JSON to `FILE`, and the transcripts to FILE's name without .json plus .transcripts/")
-	only := fs.String("only", "", "run only the checks whose id matches the regular expression `PATTERN`")
-	var keep listFlag
+	var only, keep listFlag
+	fs.Var(&only, "only", "run only the checks named (`CHECK,...`; repeatable)")
 	fs.Var(&keep, "keep-env", "keep the user's `VAR` instead of a fresh one per run (one of "+strings.Join(isolatedVars, ", ")+"; repeatable)")
 	homeTemplate := fs.String("home-template", "", "copy `DIR` into every run's fresh home (an agent's config file: API base URL, provider)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "bound each check to `D`")
@@ -78,7 +82,7 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 		fs.PrintDefaults()
 		fmt.Fprintf(stderr, "\nChecks:\n")
 		for _, c := range checks() {
-			fmt.Fprintf(stderr, "  %-14s %s\n", c.id, c.title)
+			fmt.Fprintf(stderr, "  %-18s %-10s %s\n", c.id, c.tier, c.title)
 		}
 	}
 	if err := fs.Parse(args); err != nil {
@@ -99,6 +103,13 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 			cfg.agent[0] = abs
 		}
 	}
+	for _, id := range only {
+		if !slices.ContainsFunc(checks(), func(c check) bool { return c.id == id }) {
+			fmt.Fprintf(stderr, "conformance: --only: no check %q (acp-sidecar conformance -h lists them)\n", id)
+			return 2
+		}
+	}
+	cfg.only = only
 	if err := checkKeepEnv(keep); err != nil {
 		fmt.Fprintf(stderr, "conformance: %v\n", err)
 		return 2
@@ -110,14 +121,6 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 			return 2
 		}
 		cfg.homeTemplate = abs
-	}
-	if *only != "" {
-		re, err := regexp.Compile(*only)
-		if err != nil {
-			fmt.Fprintf(stderr, "conformance: --only: %v\n", err)
-			return 2
-		}
-		cfg.only = re
 	}
 	if *timeout <= 0 {
 		fmt.Fprintln(stderr, "conformance: --timeout must be positive")
@@ -179,7 +182,7 @@ func runSuite(ctx context.Context, cfg *config) (*Report, error) {
 
 	start := time.Now()
 	rep := &Report{
-		SchemaVersion: 1, Started: start.UTC().Format(time.RFC3339), Sidecar: cfg.exe,
+		SchemaVersion: SchemaVersion, Started: start.UTC().Format(time.RFC3339), Sidecar: cfg.exe,
 		Agent: AgentInfo{Command: cfg.agent}, Transcripts: cfg.transcripts, Checks: []CheckResult{},
 	}
 	var pr probeResult
@@ -203,7 +206,7 @@ func runSuite(ctx context.Context, cfg *config) (*Report, error) {
 	rep.Config = describeConfig(pr.cfg)
 
 	for _, ch := range checks() {
-		if cfg.only != nil && !cfg.only.MatchString(ch.id) {
+		if cfg.only != nil && !slices.Contains(cfg.only, ch.id) {
 			continue
 		}
 		if cfg.progress != nil {
@@ -221,6 +224,8 @@ func runSuite(ctx context.Context, cfg *config) (*Report, error) {
 			rep.Summary.Fail++
 		case Skip:
 			rep.Summary.Skip++
+		case Warn:
+			rep.Summary.Warn++
 		}
 	}
 	rep.DurationMs = time.Since(start).Milliseconds()
@@ -238,8 +243,14 @@ func newCheckRun(cfg *config, root, id string) (*checkRun, error) {
 
 func runCheck(ctx context.Context, cfg *config, root string, ch check, pr probeResult) (res CheckResult) {
 	start := time.Now()
-	res = CheckResult{ID: ch.id, Title: ch.title}
+	res = CheckResult{ID: ch.id, Title: ch.title, Tier: string(ch.tier)}
 	defer func() { res.DurationMs = time.Since(start).Milliseconds() }()
+	if ch.needs != nil {
+		if reason := ch.needs(pr); reason != "" {
+			res.Verdict, res.Detail = Skip, reason
+			return res
+		}
+	}
 	r, err := newCheckRun(cfg, root, ch.id)
 	if err != nil {
 		res.Verdict, res.Detail = Fail, err.Error()
@@ -262,6 +273,8 @@ func runCheck(ctx context.Context, cfg *config, root string, ch check, pr probeR
 		res.Verdict, res.Detail = Pass, strings.Join(r.notes, "; ")
 	case errors.As(err, &se):
 		res.Verdict, res.Detail = Skip, se.reason
+	case ch.tier == Advisory:
+		res.Verdict, res.Detail = Warn, err.Error()
 	default:
 		res.Verdict, res.Detail = Fail, err.Error()
 	}
@@ -318,13 +331,17 @@ func printTable(w io.Writer, rep *Report) {
 	}
 	fmt.Fprintf(w, "agent: %s %s (protocol %d)\n", name, rep.Agent.Version, rep.Agent.ProtocolVersion)
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "CHECK\tVERDICT\tTIME\tDETAIL")
+	fmt.Fprintln(tw, "CHECK\tTIER\tVERDICT\tTIME\tDETAIL")
 	for _, c := range rep.Checks {
-		fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%s\n", c.ID, c.Verdict, float64(c.DurationMs)/1000, oneLine(c.Detail, 400))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fs\t%s\n", c.ID, c.Tier, c.Verdict, float64(c.DurationMs)/1000, oneLine(c.Detail, 400))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "%d passed, %d failed, %d skipped in %.1fs; transcripts in %s\n",
-		rep.Summary.Pass, rep.Summary.Fail, rep.Summary.Skip, float64(rep.DurationMs)/1000, rep.Transcripts)
+	warned := ""
+	if rep.Summary.Warn > 0 {
+		warned = fmt.Sprintf(", %d warned", rep.Summary.Warn)
+	}
+	fmt.Fprintf(w, "%d passed, %d failed, %d skipped%s in %.1fs; transcripts in %s\n",
+		rep.Summary.Pass, rep.Summary.Fail, rep.Summary.Skip, warned, float64(rep.DurationMs)/1000, rep.Transcripts)
 }
 
 func writeJSON(path string, rep *Report) error {
