@@ -19,6 +19,7 @@ type probeResult struct {
 	}
 	protocolVersion int
 	caps            json.RawMessage
+	can             agentCaps // caps, decoded
 	init            json.RawMessage
 	cfg             *sessionConfig
 }
@@ -45,6 +46,9 @@ func probe(ctx context.Context, r *checkRun) (probeResult, error) {
 	pr.protocolVersion, pr.caps = ir.ProtocolVersion, ir.AgentCapabilities
 	if len(pr.caps) == 0 {
 		pr.caps = json.RawMessage("{}")
+	}
+	if err := json.Unmarshal(pr.caps, &pr.can); err != nil {
+		return pr, fmt.Errorf("initialize result: agentCapabilities: %w", err)
 	}
 	if len(ir.AgentInfo) > 0 {
 		_ = json.Unmarshal(ir.AgentInfo, &pr.info)

@@ -50,6 +50,7 @@ type checkRun struct {
 	state string
 	runs  []*run
 	notes []string
+	sides *Sides // set by the checks run both ways
 }
 
 func (r *checkRun) note(format string, args ...any) {
@@ -139,6 +140,26 @@ func newSession(ctx context.Context, c *conn, cwd string) (string, error) {
 		return "", fmt.Errorf("%s: session/new result has no sessionId: %s", c.name, oneLine(string(res), 200))
 	}
 	return r.SessionID, nil
+}
+
+// reopenParams are the params of a session/load, resume or fork of sid.
+func reopenParams(sid, cwd string) map[string]any {
+	return map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}}
+}
+
+// forkSession forks sid and returns the fork's id.
+func forkSession(ctx context.Context, c *conn, sid, cwd string) (string, error) {
+	res, err := c.call(ctx, "session/fork", reopenParams(sid, cwd))
+	if err != nil {
+		return "", err
+	}
+	var f struct {
+		SessionID string `json:"sessionId"`
+	}
+	if json.Unmarshal(res, &f) != nil || f.SessionID == "" {
+		return "", fmt.Errorf("the session/fork result has no sessionId: %s", oneLine(string(res), 200))
+	}
+	return f.SessionID, nil
 }
 
 // openSidecar starts a sidecar, initializes it and opens a session.

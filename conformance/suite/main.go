@@ -267,6 +267,7 @@ func runCheck(ctx context.Context, cfg *config, root string, ch check, pr probeR
 	}()
 	cancel()
 	r.closeAll()
+	res.Sides = r.sides
 	var se skipError
 	switch {
 	case err == nil:

@@ -1,6 +1,9 @@
 package suite
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+)
 
 // Tier says what a check's failure means, as the official ACP test kit has
 // it.
@@ -33,6 +36,22 @@ type check struct {
 
 func checks() []check {
 	return []check{
+		// What the agent must do by the spec, judged directly and through
+		// the sidecar alike (spec.go): the sidecar must never turn a
+		// passing agent check into a failing one.
+		{"initialize", "initialize answers protocol version 1 and well-formed capabilities", Mandatory, nil, bothWays(specInitialize)},
+		{"session-new", "session/new answers a session id and a well-formed config", Mandatory, nil, bothWays(specSessionNew)},
+		{"session-load", "session/load of a session with a turn replays its prompt and answers", Capability, needLoad, bothWays(specSessionLoad)},
+		{"load-replay", "session/load replays the agent's reply too, the whole conversation", Advisory, needLoad, bothWays(specLoadReplay)},
+		{"session-resume", "session/resume of a session answers, and a prompt follows", Capability, needSession("resume"), bothWays(specSessionResume)},
+		{"session-list", "session/list lists the session just used, with its cwd", Capability, needSession("list"), bothWays(specSessionList)},
+		{"session-close", "session/close answers success", Capability, needSession("close"), bothWays(specSessionClose)},
+		{"session-fork", "session/fork answers a new session that takes a prompt", Capability, needSession("fork"), bothWays(specSessionFork)},
+		{"cancel", "session/cancel during a prompt ends it with stopReason cancelled", Mandatory, nil, bothWays(specCancel)},
+		{"set-config-option", "session/set_config_option answers the complete option list", Capability, needOptions, bothWays(specSetConfigOption)},
+		{"jsonrpc", "unknown method -32601, bad params -32602, and ids of every type come back as sent", Mandatory, nil, bothWays(specJSONRPC)},
+		{"eof", "the agent exits when its stdin closes", Advisory, nil, checkEOF},
+		// What the sidecar promises (checks.go).
 		{"transparency", "the same exchange directly and through the sidecar gives the same frames", Mandatory, nil, checkTransparency},
 		{"record", "after each change, `show --json` live matches what the agent reported", Capability, needConfig, checkRecord},
 		{"reset", "every option set to a non-default value survives /reset", Capability, needConfig, checkReset},
@@ -44,6 +63,18 @@ func checks() []check {
 	}
 }
 
+// agentCaps is the part of agentCapabilities the checks branch on.
+type agentCaps struct {
+	LoadSession         bool                       `json:"loadSession"`
+	SessionCapabilities map[string]json.RawMessage `json:"sessionCapabilities"`
+}
+
+// session reports whether sessionCapabilities advertises name.
+func (c agentCaps) session(name string) bool {
+	v, ok := c.SessionCapabilities[name]
+	return ok && string(v) != "null"
+}
+
 const noConfig = "agent has no config options (no configOptions, modes or models)"
 
 func needConfig(pr probeResult) string {
@@ -51,4 +82,27 @@ func needConfig(pr probeResult) string {
 		return noConfig
 	}
 	return ""
+}
+
+func needOptions(pr probeResult) string {
+	if pr.cfg == nil || len(pr.cfg.Options) == 0 {
+		return "the agent's session/new result has no configOptions"
+	}
+	return ""
+}
+
+func needLoad(pr probeResult) string {
+	if !pr.can.LoadSession {
+		return "the agent does not advertise loadSession"
+	}
+	return ""
+}
+
+func needSession(name string) func(probeResult) string {
+	return func(pr probeResult) string {
+		if !pr.can.session(name) {
+			return "the agent does not advertise sessionCapabilities." + name
+		}
+		return ""
+	}
 }

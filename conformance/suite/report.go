@@ -62,6 +62,20 @@ type CheckResult struct {
 	Detail     string `json:"detail"`
 	DurationMs int64  `json:"durationMs"`
 	Transcript string `json:"transcript"`
+	Sides      *Sides `json:"sides,omitempty"` // the checks run directly and through the sidecar
+}
+
+// Sides are the verdicts of a spec-level check run directly and through
+// the sidecar; the check passes only when both pass.
+type Sides struct {
+	Direct  Side `json:"direct"`
+	Sidecar Side `json:"sidecar"`
+}
+
+// Side is one way's verdict (pass, fail or skip) and what was seen.
+type Side struct {
+	Verdict string `json:"verdict"`
+	Detail  string `json:"detail"`
 }
 
 func describeConfig(s *sessionConfig) ConfigSummary {
