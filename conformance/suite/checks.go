@@ -291,16 +291,9 @@ func describeCalls(calls []ownCall) string {
 // judges their order and values against the catalog the agent reported at
 // each point.
 func restoreCalls(entries []traceEntry, resetID string) ([]ownCall, *sessionConfig, []string, error) {
-	type frame struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
-		Result json.RawMessage `json:"result"`
-		Error  json.RawMessage `json:"error"`
-	}
 	start := -1
 	for i, e := range entries {
-		var f frame
+		var f traceFrame
 		if e.Dir == "client->agent" && e.From == "peer" && json.Unmarshal(e.Frame, &f) == nil && string(f.ID) == resetID && f.Method == "session/prompt" {
 			start = i
 			break
@@ -317,7 +310,7 @@ func restoreCalls(entries []traceEntry, resetID string) ([]ownCall, *sessionConf
 	modeBy := map[string]bool{}
 	ended := false
 	for _, e := range entries[start+1:] {
-		var f frame
+		var f traceFrame
 		if json.Unmarshal(e.Frame, &f) != nil {
 			continue
 		}
@@ -627,35 +620,18 @@ func promptTexts(entries []traceEntry, id string) []string {
 // ---- crash
 
 func checkCrash(ctx context.Context, r *checkRun, pr probeResult) error {
-	ru, sid, err := r.openSidecar(ctx)
+	t, err := r.turnedSession(ctx)
 	if err != nil {
 		return err
 	}
-	c := ru.c
-	if _, err := changeAll(ctx, c, sid, false, nil); err != nil {
-		return err
-	}
-	want := c.config(sid)
-	if _, err := promptOK(ctx, c, sid, "Say OK. (conformance-turn-1)"); err != nil {
-		return err
-	}
+	ru, c, sid, want := t.ru, t.c, t.sid, t.want
 	st0, err := sidecarStatus(ctx, c, sid)
 	if err != nil {
 		return err
 	}
-	kids := childrenOf(ru.c.rc.Pid())
-	if len(kids) == 0 {
-		return fmt.Errorf("the sidecar (pid %d) has no child process to kill", ru.c.rc.Pid())
-	}
-	for _, pid := range kids {
-		if err := kill(pid); err != nil {
-			return fmt.Errorf("kill the agent (pid %d): %w", pid, err)
-		}
-	}
-	if !waitUntil(ctx, 10*time.Second, func() bool {
-		return !slices.ContainsFunc(kids, func(pid int) bool { return !reaped(pid) })
-	}) {
-		return fmt.Errorf("the agent (pids %v) is not reaped 10s after SIGKILL", kids)
+	kids, err := killAgent(ctx, ru)
+	if err != nil {
+		return err
 	}
 	r.note("killed the agent (pid %v)", kids)
 	// The prompt goes at once: the sidecar holds it while the agent
@@ -687,19 +663,12 @@ func checkCrash(ctx context.Context, r *checkRun, pr probeResult) error {
 // ---- load
 
 func checkLoad(ctx context.Context, r *checkRun, pr probeResult) error {
-	ru, sid, err := r.openSidecar(ctx)
+	t, err := r.turnedSession(ctx)
 	if err != nil {
 		return err
 	}
-	c := ru.c
-	if _, err := changeAll(ctx, c, sid, false, nil); err != nil {
-		return err
-	}
-	want := c.config(sid)
-	answer1, err := promptOK(ctx, c, sid, "Say OK. (conformance-turn-1)")
-	if err != nil {
-		return err
-	}
+	ru, c, sid, want := t.ru, t.c, t.sid, t.want
+	answer1 := t.answer
 	if err := c.rc.Kill(); err != nil {
 		return fmt.Errorf("kill the sidecar: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -175,6 +176,32 @@ func (r *checkRun) openSidecar(ctx context.Context, flags ...string) (*run, stri
 	return ru, sid, err
 }
 
+// turned is a session through the sidecar with every option changed and a
+// first turn run: the start of the checks that take a session through a
+// crash, a restart or a close.
+type turned struct {
+	ru     *run
+	c      *conn
+	sid    string
+	want   *sessionConfig // the config the session must keep
+	answer string         // the agent's text of the first turn
+}
+
+func (r *checkRun) turnedSession(ctx context.Context) (turned, error) {
+	ru, sid, err := r.openSidecar(ctx)
+	if err != nil {
+		return turned{}, err
+	}
+	if _, err := changeAll(ctx, ru.c, sid, false, nil); err != nil {
+		return turned{}, err
+	}
+	t := turned{ru: ru, c: ru.c, sid: sid, want: ru.c.config(sid)}
+	if t.answer, err = promptOK(ctx, ru.c, sid, "Say OK. (conformance-turn-1)"); err != nil {
+		return turned{}, err
+	}
+	return t, nil
+}
+
 // prompt sends one text block and returns the stop reason and the agent's
 // text of the turn.
 func prompt(ctx context.Context, c *conn, sid, text string) (string, string, error) {
@@ -321,23 +348,53 @@ func (s shown) liveView() map[string]string {
 	return out
 }
 
-// show runs `exe show SESSION --json --state-dir DIR`.
-func (r *checkRun) show(ctx context.Context, sid string) (shown, error) {
-	var s shown
+// cli runs `exe ARGS... --state-dir DIR` on the check's state dir and
+// returns its stdout; an error carries the tail of its stderr.
+func (r *checkRun) cli(ctx context.Context, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, r.cfg.exe, "show", sid, "--json", "--state-dir", r.state)
+	cmd := exec.CommandContext(ctx, r.cfg.exe, append(args, "--state-dir", r.state)...)
 	cmd.Env = r.cfg.env
 	var errb strings.Builder
 	cmd.Stderr = &errb
 	out, err := cmd.Output()
 	if err != nil {
-		return s, fmt.Errorf("acp-sidecar show %s --json: %w: %s", sid, err, oneLine(errb.String(), 300))
+		return out, fmt.Errorf("acp-sidecar %s: %w: %s", strings.Join(args, " "), err, oneLine(errb.String(), 300))
+	}
+	return out, nil
+}
+
+// show runs `exe show SESSION --json`.
+func (r *checkRun) show(ctx context.Context, sid string) (shown, error) {
+	var s shown
+	out, err := r.cli(ctx, "show", sid, "--json")
+	if err != nil {
+		return s, err
 	}
 	if err := json.Unmarshal(out, &s); err != nil {
 		return s, fmt.Errorf("acp-sidecar show %s --json: %w", sid, err)
 	}
 	return s, nil
+}
+
+// listed runs `exe sessions --json` and returns the entry of sid (nil when
+// it is not listed) and how many sessions it lists.
+func (r *checkRun) listed(ctx context.Context, sid string) (map[string]json.RawMessage, int, error) {
+	out, err := r.cli(ctx, "sessions", "--json")
+	if err != nil {
+		return nil, 0, err
+	}
+	var list []map[string]json.RawMessage
+	if err := json.Unmarshal(out, &list); err != nil {
+		return nil, 0, fmt.Errorf("acp-sidecar sessions --json: %w", err)
+	}
+	for _, e := range list {
+		var id string
+		if json.Unmarshal(e["sessionId"], &id) == nil && id == sid {
+			return e, len(list), nil
+		}
+	}
+	return nil, len(list), nil
 }
 
 // changeAll sets every advertised config field to a non-current offered
@@ -486,6 +543,27 @@ func childrenOf(pid int) []int {
 		}
 	}
 	return out
+}
+
+// killAgent SIGKILLs the sidecar's agent (its child processes) and waits
+// until they are reaped. It returns their pids.
+func killAgent(ctx context.Context, ru *run) ([]int, error) {
+	sc := ru.c.rc.Pid()
+	kids := childrenOf(sc)
+	if len(kids) == 0 {
+		return nil, fmt.Errorf("the sidecar (pid %d) has no child process to kill", sc)
+	}
+	for _, pid := range kids {
+		if err := kill(pid); err != nil {
+			return nil, fmt.Errorf("kill the agent (pid %d): %w", pid, err)
+		}
+	}
+	if !waitUntil(ctx, 10*time.Second, func() bool {
+		return !slices.ContainsFunc(kids, func(pid int) bool { return !reaped(pid) })
+	}) {
+		return nil, fmt.Errorf("the agent (pids %v) is not reaped 10s after SIGKILL", kids)
+	}
+	return kids, nil
 }
 
 // reaped reports whether pid is gone from /proc. A zombie is not enough

@@ -51,7 +51,7 @@ func checks() []check {
 		{"set-config-option", "session/set_config_option answers the complete option list", Capability, needOptions, bothWays(specSetConfigOption)},
 		{"jsonrpc", "unknown method -32601, bad params -32602, and ids of every type come back as sent", Mandatory, nil, bothWays(specJSONRPC)},
 		{"eof", "the agent exits when its stdin closes", Advisory, nil, checkEOF},
-		// What the sidecar promises (checks.go).
+		// What the sidecar promises (checks.go, promises.go).
 		{"transparency", "the same exchange directly and through the sidecar gives the same frames", Mandatory, nil, checkTransparency},
 		{"record", "after each change, `show --json` live matches what the agent reported", Capability, needConfig, checkRecord},
 		{"reset", "every option set to a non-default value survives /reset", Capability, needConfig, checkReset},
@@ -59,7 +59,13 @@ func checks() []check {
 		{"fail-closed", "a start-up --set value the agent does not offer is reported and never sent", Capability, needConfig, checkFailClosed},
 		{"rollback", "/rewind: a fresh native session, the config held, the kept turns handed over once without the rewound turn", Mandatory, nil, checkRollback},
 		{"crash", "the agent killed between turns: the prompt sent right after ends end_turn on the recorded config, with no retry", Mandatory, nil, checkCrash},
+		{"reset-kill", "the agent killed during /reset: no prompt runs on a partial config", Capability, needConfig, checkResetKill},
 		{"load", "session/load after a sidecar restart replays the turns and answers", Mandatory, nil, checkLoad},
+		{"reopen-config", "the config is kept after the agent's own session/load and session/resume", Capability, needReopen, checkReopenConfig},
+		{"close", "session/close: never rebuilt behind the client's back, reopened from the record", Mandatory, nil, checkClose},
+		{"delete", "session/delete: the record gone, an unknown session deleted too", Mandatory, nil, checkDelete},
+		{"commands", "the sidecar's commands reach the client after session/new, load, resume and fork", Mandatory, nil, checkCommands},
+		{"hostile", "not JSON, invalid UTF-8, 100k nesting, a frame over --max-frame: an error with the right id, never the agent's", Mandatory, nil, checkHostile},
 	}
 }
 
@@ -105,4 +111,16 @@ func needSession(name string) func(probeResult) string {
 		}
 		return ""
 	}
+}
+
+// needReopen: the agent's own load or resume, whose config the sidecar
+// puts back.
+func needReopen(pr probeResult) string {
+	if pr.cfg.empty() {
+		return noConfig
+	}
+	if !pr.can.LoadSession && !pr.can.session("resume") {
+		return "the agent advertises neither loadSession nor sessionCapabilities.resume"
+	}
+	return ""
 }
