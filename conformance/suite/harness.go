@@ -110,7 +110,8 @@ func (r *checkRun) sidecar(ctx context.Context, flags ...string) (*run, error) {
 func (r *checkRun) sidecarIn(ctx context.Context, w *world, flags ...string) (*run, error) {
 	name := r.runName("sidecar")
 	trace := filepath.Join(r.dir, name+".trace.jsonl")
-	argv := []string{r.cfg.exe, "--state-dir", r.state, "--log-file", filepath.Join(r.dir, name+".log"), "--trace", trace}
+	argv := append([]string{r.cfg.exe}, r.cfg.sidecarArgs...)
+	argv = append(argv, "--state-dir", r.state, "--log-file", filepath.Join(r.dir, name+".log"), "--trace", trace)
 	argv = append(append(append(argv, flags...), "--"), r.cfg.agent...)
 	return r.start(ctx, name, argv, trace, w)
 }
@@ -545,10 +546,15 @@ func childrenOf(pid int) []int {
 	return out
 }
 
+// sidecarProcess is the pid of the sidecar itself among the processes a
+// sidecar run started: the run's own pid. The tests replace it when they
+// put a double in front of the sidecar.
+var sidecarProcess = func(pid int) int { return pid }
+
 // killAgent SIGKILLs the sidecar's agent (its child processes) and waits
 // until they are reaped. It returns their pids.
 func killAgent(ctx context.Context, ru *run) ([]int, error) {
-	sc := ru.c.rc.Pid()
+	sc := sidecarProcess(ru.c.rc.Pid())
 	kids := childrenOf(sc)
 	if len(kids) == 0 {
 		return nil, fmt.Errorf("the sidecar (pid %d) has no child process to kill", sc)

@@ -38,6 +38,10 @@ type config struct {
 	jsonPath     string
 	transcripts  string
 	progress     io.Writer // nil: no progress lines
+	// sidecarArgs go first on every sidecar's command line. No flag sets
+	// them: the tests use them to start a sidecar that breaks a promise
+	// (--restart=false, --store memory).
+	sidecarArgs []string
 }
 
 const usage = `usage: acp-sidecar conformance [flags] -- AGENT [ARGS...]

@@ -1,6 +1,8 @@
 package suite
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -61,5 +63,28 @@ func TestPairing(t *testing.T) {
 		if err := compareSeq("frames", want, norm(stream(fresh, tmpl...))); err == nil {
 			t.Errorf("%s: compares equal to the direct run", name)
 		}
+	}
+}
+
+// TestTransparencyFreshIDs runs the transparency check against an agent
+// that makes up ids and figures as the current agents do (the fresh-ids
+// double in front of the fake agent): a fresh messageId on every chunk,
+// usage and cost after every turn, a title and an updatedAt. The sidecar
+// changes none of it, and the check must pass.
+func TestTransparencyFreshIDs(t *testing.T) {
+	bin := sidecarBinary(t)
+	agent, err := doubleAgent("fresh-ids", bin, "fakeagent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := &config{exe: bin, agent: agent, env: baseEnv(os.Environ(), nil), only: []string{"transparency"},
+		timeout: failCheckTimeout, transcripts: filepath.Join(dir, "transcripts")}
+	rep, err := runSuite(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := rep.Checks[0]; c.Verdict != Pass {
+		t.Errorf("transparency against an agent that makes up ids: %s: %s", c.Verdict, c.Detail)
 	}
 }
