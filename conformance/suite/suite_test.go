@@ -30,12 +30,14 @@ var knownGaps = map[string]string{
 	// session/delete is being built (store and intercept); today the
 	// sidecar advertises it and passes it to an agent that has none.
 	"delete": "session/delete: JSON-RPC error -32601",
-	// After the agent's own load or resume, the config reports the agent
-	// sent while the sidecar restored the session reach the client after
-	// the reopened result, so the client is left with an interim config
-	// (the agent's effort after the model change, its mode before the
-	// mode change). Seen on the fake agent's profiles whose model change
-	// changes effort, not on claude-agent-acp 0.23.1.
+	// After the agent's own load or resume, a config report the agent
+	// sent while the sidecar restored the session (the config_option_update
+	// that follows its model change) can reach the client after the
+	// reopened result, so the client is left with an interim config (the
+	// effort after the model change, the mode before the mode change). It
+	// is a race in the sidecar: about 3 runs in 10 of the fake agent's
+	// profiles whose model change changes effort; not seen on
+	// claude-agent-acp 0.23.1.
 	"reopen-config": "the config the client sees differs from the recorded one",
 }
 
