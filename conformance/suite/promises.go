@@ -319,10 +319,17 @@ func checkDelete(ctx context.Context, r *checkRun, pr probeResult) error {
 	if err := r.handledAsAdvertised(entries, pr, "delete", "deleted"); err != nil {
 		return err
 	}
-	if _, err := r.cli(ctx, "show", sid, "--json"); err == nil {
+	// Not found: show fails on it as on a session that never was.
+	_, gone := r.cli(ctx, "show", sid, "--json")
+	if gone == nil {
 		return fmt.Errorf("`acp-sidecar show %s` still finds the deleted session", sid)
-	} else if !strings.Contains(strings.ToLower(err.Error()), "not found") {
-		return fmt.Errorf("`acp-sidecar show` of the deleted session failed, but not with not found: %w", err)
+	}
+	_, never := r.cli(ctx, "show", unknownSession, "--json")
+	if never == nil {
+		return fmt.Errorf("`acp-sidecar show %s` finds a session nobody made", unknownSession)
+	}
+	if a, b := strings.ReplaceAll(gone.Error(), sid, "SESSION"), strings.ReplaceAll(never.Error(), unknownSession, "SESSION"); a != b {
+		return fmt.Errorf("`acp-sidecar show` of the deleted session fails otherwise than for a session that never was: %q, not %q", a, b)
 	}
 	if e, n, err := r.listed(ctx, sid); err != nil {
 		return err
