@@ -204,20 +204,33 @@ func checkReopenConfig(ctx context.Context, r *checkRun, pr probeResult) error {
 
 // ---- close
 
-// handledAsAdvertised checks that the client's session/NAME reached the
-// agent exactly when the agent advertises NAME, and notes who did it.
-func (r *checkRun) handledAsAdvertised(entries []traceEntry, pr probeResult, name, done string) error {
+// endSession sends session/NAME for sid, which must answer an object and
+// reach the agent exactly when the agent advertises NAME; it notes who did
+// it and returns the trace up to the answer.
+func (r *checkRun) endSession(ctx context.Context, ru *run, pr probeResult, sid, name, done string) ([]traceEntry, error) {
+	res, err := ru.c.call(ctx, "session/"+name, map[string]any{"sessionId": sid})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := object("the session/"+name+" result", res); err != nil {
+		return nil, err
+	}
+	nudgeTrace(ctx, ru.c)
+	entries, err := readTrace(ru.trace)
+	if err != nil {
+		return nil, err
+	}
 	switch forwarded := agentAnswered(entries, "session/"+name); {
 	case pr.can.session(name) && !forwarded:
-		return fmt.Errorf("the agent advertises session/%s, but the client's %s never reached it", name, name)
+		return nil, fmt.Errorf("the agent advertises session/%s, but the client's %s never reached it", name, name)
 	case !pr.can.session(name) && forwarded:
-		return fmt.Errorf("the agent does not advertise session/%s, but the sidecar passed the client's %s to it", name, name)
+		return nil, fmt.Errorf("the agent does not advertise session/%s, but the sidecar passed the client's %s to it", name, name)
 	case forwarded:
 		r.note("%s by the agent", done)
 	default:
 		r.note("%s by the sidecar (the agent has no %s)", done, name)
 	}
-	return nil
+	return entries, nil
 }
 
 // checkClose closes a session, then kills the agent: the sidecar must not
@@ -230,19 +243,8 @@ func checkClose(ctx context.Context, r *checkRun, pr probeResult) error {
 		return err
 	}
 	ru, c, sid, want := t.ru, t.c, t.sid, t.want
-	res, err := c.call(ctx, "session/close", map[string]any{"sessionId": sid})
+	entries, err := r.endSession(ctx, ru, pr, sid, "close", "closed")
 	if err != nil {
-		return err
-	}
-	if _, err := object("the session/close result", res); err != nil {
-		return err
-	}
-	nudgeTrace(ctx, c)
-	entries, err := readTrace(ru.trace)
-	if err != nil {
-		return err
-	}
-	if err := r.handledAsAdvertised(entries, pr, "close", "closed"); err != nil {
 		return err
 	}
 	if e, _, err := r.listed(ctx, sid); err != nil {
@@ -304,19 +306,7 @@ func checkDelete(ctx context.Context, r *checkRun, pr probeResult) error {
 	if _, err := promptOK(ctx, c, sid, "Say OK. (conformance-turn-1)"); err != nil {
 		return err
 	}
-	res, err := c.call(ctx, "session/delete", map[string]any{"sessionId": sid})
-	if err != nil {
-		return err
-	}
-	if _, err := object("the session/delete result", res); err != nil {
-		return err
-	}
-	nudgeTrace(ctx, c)
-	entries, err := readTrace(ru.trace)
-	if err != nil {
-		return err
-	}
-	if err := r.handledAsAdvertised(entries, pr, "delete", "deleted"); err != nil {
+	if _, err := r.endSession(ctx, ru, pr, sid, "delete", "deleted"); err != nil {
 		return err
 	}
 	// Not found: show fails on it as on a session that never was.
