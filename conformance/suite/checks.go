@@ -10,27 +10,6 @@ import (
 	"time"
 )
 
-// check is one conformance check. run returns nil for pass, a skipError
-// for skip (with the reason), anything else for fail (with the detail).
-type check struct {
-	id    string
-	title string
-	run   func(ctx context.Context, r *checkRun, pr probeResult) error
-}
-
-func checks() []check {
-	return []check{
-		{"transparency", "the same exchange directly and through the sidecar gives the same frames", checkTransparency},
-		{"record", "after each change, `show --json` live matches what the agent reported", checkRecord},
-		{"reset", "every option set to a non-default value survives /reset", checkReset},
-		{"restore-order", "a restore calls model, then mode, then options by id, re-reading the catalog after the model", checkRestoreOrder},
-		{"fail-closed", "a start-up --set value the agent does not offer is reported and never sent", checkFailClosed},
-		{"rollback", "/rewind: a fresh native session, the config held, the kept turns handed over once", checkRollback},
-		{"crash", "the agent killed between turns: the next prompt works on the same config", checkCrash},
-		{"load", "session/load after a sidecar restart replays the turns and answers", checkLoad},
-	}
-}
-
 // probeResult is what a fresh agent says about itself, asked directly.
 type probeResult struct {
 	info struct {
@@ -40,6 +19,7 @@ type probeResult struct {
 	}
 	protocolVersion int
 	caps            json.RawMessage
+	can             agentCaps // caps, decoded
 	init            json.RawMessage
 	cfg             *sessionConfig
 }
@@ -67,10 +47,13 @@ func probe(ctx context.Context, r *checkRun) (probeResult, error) {
 	if len(pr.caps) == 0 {
 		pr.caps = json.RawMessage("{}")
 	}
+	if err := json.Unmarshal(pr.caps, &pr.can); err != nil {
+		return pr, fmt.Errorf("initialize result: agentCapabilities: %w", err)
+	}
 	if len(ir.AgentInfo) > 0 {
 		_ = json.Unmarshal(ir.AgentInfo, &pr.info)
 	}
-	sid, err := newSession(ctx, ru.c, r.cwd)
+	sid, err := newSession(ctx, ru.c, ru.cwd)
 	if err != nil {
 		return pr, err
 	}
@@ -78,7 +61,7 @@ func probe(ctx context.Context, r *checkRun) (probeResult, error) {
 	return pr, nil
 }
 
-var errNoConfig = skipError{"agent has no config options (no configOptions, modes or models)"}
+var errNoConfig = skipError{noConfig}
 
 // ---- record
 
@@ -308,16 +291,9 @@ func describeCalls(calls []ownCall) string {
 // judges their order and values against the catalog the agent reported at
 // each point.
 func restoreCalls(entries []traceEntry, resetID string) ([]ownCall, *sessionConfig, []string, error) {
-	type frame struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
-		Result json.RawMessage `json:"result"`
-		Error  json.RawMessage `json:"error"`
-	}
 	start := -1
 	for i, e := range entries {
-		var f frame
+		var f traceFrame
 		if e.Dir == "client->agent" && e.From == "peer" && json.Unmarshal(e.Frame, &f) == nil && string(f.ID) == resetID && f.Method == "session/prompt" {
 			start = i
 			break
@@ -334,7 +310,7 @@ func restoreCalls(entries []traceEntry, resetID string) ([]ownCall, *sessionConf
 	modeBy := map[string]bool{}
 	ended := false
 	for _, e := range entries[start+1:] {
-		var f frame
+		var f traceFrame
 		if json.Unmarshal(e.Frame, &f) != nil {
 			continue
 		}
@@ -644,35 +620,18 @@ func promptTexts(entries []traceEntry, id string) []string {
 // ---- crash
 
 func checkCrash(ctx context.Context, r *checkRun, pr probeResult) error {
-	ru, sid, err := r.openSidecar(ctx)
+	t, err := r.turnedSession(ctx)
 	if err != nil {
 		return err
 	}
-	c := ru.c
-	if _, err := changeAll(ctx, c, sid, false, nil); err != nil {
-		return err
-	}
-	want := c.config(sid)
-	if _, err := promptOK(ctx, c, sid, "Say OK. (conformance-turn-1)"); err != nil {
-		return err
-	}
+	ru, c, sid, want := t.ru, t.c, t.sid, t.want
 	st0, err := sidecarStatus(ctx, c, sid)
 	if err != nil {
 		return err
 	}
-	kids := childrenOf(ru.c.rc.Pid())
-	if len(kids) == 0 {
-		return fmt.Errorf("the sidecar (pid %d) has no child process to kill", ru.c.rc.Pid())
-	}
-	for _, pid := range kids {
-		if err := kill(pid); err != nil {
-			return fmt.Errorf("kill the agent (pid %d): %w", pid, err)
-		}
-	}
-	if !waitUntil(ctx, 10*time.Second, func() bool {
-		return !slices.ContainsFunc(kids, func(pid int) bool { return !reaped(pid) })
-	}) {
-		return fmt.Errorf("the agent (pids %v) is not reaped 10s after SIGKILL", kids)
+	kids, err := killAgent(ctx, ru)
+	if err != nil {
+		return err
 	}
 	r.note("killed the agent (pid %v)", kids)
 	// The prompt goes at once: the sidecar holds it while the agent
@@ -704,19 +663,12 @@ func checkCrash(ctx context.Context, r *checkRun, pr probeResult) error {
 // ---- load
 
 func checkLoad(ctx context.Context, r *checkRun, pr probeResult) error {
-	ru, sid, err := r.openSidecar(ctx)
+	t, err := r.turnedSession(ctx)
 	if err != nil {
 		return err
 	}
-	c := ru.c
-	if _, err := changeAll(ctx, c, sid, false, nil); err != nil {
-		return err
-	}
-	want := c.config(sid)
-	answer1, err := promptOK(ctx, c, sid, "Say OK. (conformance-turn-1)")
-	if err != nil {
-		return err
-	}
+	ru, c, sid, want := t.ru, t.c, t.sid, t.want
+	answer1 := t.answer
 	if err := c.rc.Kill(); err != nil {
 		return fmt.Errorf("kill the sidecar: %w", err)
 	}
@@ -725,7 +677,8 @@ func checkLoad(ctx context.Context, r *checkRun, pr probeResult) error {
 	case <-ctx.Done():
 		return errors.New("the killed sidecar's output did not end")
 	}
-	ru2, err := r.sidecar(ctx)
+	// The same user restarts the editor: the agent keeps its home and cwd.
+	ru2, err := r.sidecarIn(ctx, ru.world)
 	if err != nil {
 		return err
 	}
@@ -734,7 +687,7 @@ func checkLoad(ctx context.Context, r *checkRun, pr probeResult) error {
 		return err
 	}
 	mark := c2.mark()
-	if _, err := c2.call(ctx, "session/load", map[string]any{"sessionId": sid, "cwd": r.cwd, "mcpServers": []any{}}); err != nil {
+	if _, err := c2.call(ctx, "session/load", map[string]any{"sessionId": sid, "cwd": ru2.cwd, "mcpServers": []any{}}); err != nil {
 		return fmt.Errorf("session/load of %s after the sidecar restarted: %w", sid, err)
 	}
 	replay := c2.since(mark)

@@ -201,22 +201,34 @@ func (c *conn) call(ctx context.Context, method string, params any) (json.RawMes
 }
 
 func (c *conn) callLine(ctx context.Context, method, id string, line []byte) (json.RawMessage, error) {
+	wait, err := c.send(method, id, line)
+	if err != nil {
+		return nil, err
+	}
+	return wait(ctx)
+}
+
+// send writes a request and returns the wait for its response, for a
+// caller that must act between the two (cancel the prompt it sent).
+func (c *conn) send(method, id string, line []byte) (func(context.Context) (json.RawMessage, error), error) {
 	ch := make(chan envelope, 1)
 	c.update(func() { c.pending[id] = &pendingCall{method: method, line: line, ch: ch} })
 	if err := c.write(line); err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", c.name, method, err)
 	}
-	select {
-	case e := <-ch:
-		if e.Error != nil {
-			return nil, fmt.Errorf("%s: %s: %w", c.name, method, e.Error)
+	return func(ctx context.Context) (json.RawMessage, error) {
+		select {
+		case e := <-ch:
+			if e.Error != nil {
+				return nil, fmt.Errorf("%s: %s: %w", c.name, method, e.Error)
+			}
+			return e.Result, nil
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s: %s: no response: %w%s", c.name, method, context.Cause(ctx), c.stderrHint())
+		case <-c.done:
+			return nil, fmt.Errorf("%s: %s: the peer's output ended before the response%s", c.name, method, c.stderrHint())
 		}
-		return e.Result, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%s: %s: no response: %w%s", c.name, method, context.Cause(ctx), c.stderrHint())
-	case <-c.done:
-		return nil, fmt.Errorf("%s: %s: the peer's output ended before the response%s", c.name, method, c.stderrHint())
-	}
+	}, nil
 }
 
 func (c *conn) stderrHint() string {
@@ -273,6 +285,34 @@ func (c *conn) settle(ctx context.Context, quiet, max time.Duration) {
 	}
 }
 
+// await waits until a line received from mark on satisfies pred and
+// returns the first such line. It ends early when the peer's output ends or
+// ctx does; what names the awaited line in the error.
+func (c *conn) await(ctx context.Context, mark int, what string, pred func(envelope) bool) (envelope, error) {
+	for {
+		c.mu.Lock()
+		for _, e := range c.recv[mark:] {
+			if pred(e) {
+				c.mu.Unlock()
+				return e, nil
+			}
+		}
+		ch, ended := c.changed, c.ended
+		c.mu.Unlock()
+		if ended {
+			return envelope{}, fmt.Errorf("%s: the peer's output ended before %s%s", c.name, what, c.stderrHint())
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return envelope{}, fmt.Errorf("%s: no %s: %w%s", c.name, what, context.Cause(ctx), c.stderrHint())
+		}
+	}
+}
+
+// isResponse reports whether e answers a request (a result or an error).
+func isResponse(e envelope) bool { return e.Method == "" && (e.Result != nil || e.Error != nil) }
+
 // transcript returns the run's events.
 func (c *conn) transcript() []event {
 	c.mu.Lock()
@@ -284,6 +324,13 @@ func (c *conn) transcript() []event {
 // the close timeout.
 func (c *conn) close() {
 	_, _ = c.rc.Close()
+	<-c.done
+}
+
+// kill ends the peer at once: its process group is killed, for a run
+// whose end nothing is judged on.
+func (c *conn) kill() {
+	_ = c.rc.Kill()
 	<-c.done
 }
 

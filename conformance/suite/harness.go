@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,62 +32,88 @@ func (s skipError) Error() string { return s.reason }
 func skipf(format string, args ...any) error { return skipError{fmt.Sprintf(format, args...)} }
 
 // run is one started peer of a check: the agent directly or the sidecar in
-// front of it.
+// front of it, in its own world.
 type run struct {
 	name  string
 	c     *conn
+	cwd   string // the world's cwd: the peer's working dir and every session's
+	world *world
 	trace string // the sidecar's --trace file, "" for a direct run
 	errs  *acpclient.Buffer
 }
 
-// checkRun is the context of one check: its own directory, cwd and state
+// checkRun is the context of one check: its own directory and sidecar state
 // dir, and every peer it started.
 type checkRun struct {
 	cfg   *config
 	id    string
 	dir   string
-	cwd   string
 	state string
 	runs  []*run
 	notes []string
+	sides *Sides // set by the checks run both ways
 }
 
 func (r *checkRun) note(format string, args ...any) {
 	r.notes = append(r.notes, fmt.Sprintf(format, args...))
 }
 
-func (r *checkRun) start(ctx context.Context, name string, argv []string, trace string) (*run, error) {
+// runName is the next name for a run of kind ("direct", "sidecar"):
+// "direct", "direct-2", …; "sidecar-1", "sidecar-2", ….
+func (r *checkRun) runName(kind string) string {
+	n := 1
+	for _, ru := range r.runs {
+		if ru.name == kind || strings.HasPrefix(ru.name, kind+"-") {
+			n++
+		}
+	}
+	if kind == "direct" && n == 1 {
+		return kind
+	}
+	return fmt.Sprintf("%s-%d", kind, n)
+}
+
+// start starts argv in w, or in a fresh world of its own when w is nil.
+func (r *checkRun) start(ctx context.Context, name string, argv []string, trace string, w *world) (*run, error) {
+	if w == nil {
+		var err error
+		if w, err = newWorld(r.cfg, filepath.Join(r.dir, name)); err != nil {
+			return nil, err
+		}
+	}
 	errs := &acpclient.Buffer{Max: 16 << 10}
 	rc, err := acpclient.StartRaw(ctx, argv, acpclient.Options{
-		Stderr: errs, Env: r.cfg.env, Dir: r.cwd, CloseTimeout: closeTimeout,
+		Stderr: errs, Env: w.env, Dir: w.cwd, CloseTimeout: closeTimeout,
 	})
 	if err != nil {
 		return nil, err
 	}
-	ru := &run{name: name, c: newConn(name, rc, errs), trace: trace, errs: errs}
+	ru := &run{name: name, c: newConn(name, rc, errs), cwd: w.cwd, world: w, trace: trace, errs: errs}
 	r.runs = append(r.runs, ru)
 	return ru, nil
 }
 
 // direct starts the agent with no sidecar.
 func (r *checkRun) direct(ctx context.Context) (*run, error) {
-	return r.start(ctx, "direct", r.cfg.agent, "")
+	return r.start(ctx, r.runName("direct"), r.cfg.agent, "", nil)
 }
 
 // sidecar starts `exe --state-dir … --trace … [flags] -- AGENT…` on the
-// check's state dir.
+// check's state dir, in a fresh world.
 func (r *checkRun) sidecar(ctx context.Context, flags ...string) (*run, error) {
-	n := 1
-	for _, ru := range r.runs {
-		if ru.trace != "" {
-			n++
-		}
-	}
-	name := fmt.Sprintf("sidecar-%d", n)
+	return r.sidecarIn(ctx, nil, flags...)
+}
+
+// sidecarIn starts a sidecar in w (nil: a fresh world). A check that
+// restarts the sidecar passes the first one's world: the same user
+// restarting the editor, whose agent keeps its home and cwd.
+func (r *checkRun) sidecarIn(ctx context.Context, w *world, flags ...string) (*run, error) {
+	name := r.runName("sidecar")
 	trace := filepath.Join(r.dir, name+".trace.jsonl")
-	argv := []string{r.cfg.exe, "--state-dir", r.state, "--log-file", filepath.Join(r.dir, name+".log"), "--trace", trace}
+	argv := append([]string{r.cfg.exe}, r.cfg.sidecarArgs...)
+	argv = append(argv, "--state-dir", r.state, "--log-file", filepath.Join(r.dir, name+".log"), "--trace", trace)
 	argv = append(append(append(argv, flags...), "--"), r.cfg.agent...)
-	return r.start(ctx, name, argv, trace)
+	return r.start(ctx, name, argv, trace, w)
 }
 
 func (r *checkRun) closeAll() {
@@ -117,6 +144,26 @@ func newSession(ctx context.Context, c *conn, cwd string) (string, error) {
 	return r.SessionID, nil
 }
 
+// reopenParams are the params of a session/load, resume or fork of sid.
+func reopenParams(sid, cwd string) map[string]any {
+	return map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}}
+}
+
+// forkSession forks sid and returns the fork's id.
+func forkSession(ctx context.Context, c *conn, sid, cwd string) (string, error) {
+	res, err := c.call(ctx, "session/fork", reopenParams(sid, cwd))
+	if err != nil {
+		return "", err
+	}
+	var f struct {
+		SessionID string `json:"sessionId"`
+	}
+	if json.Unmarshal(res, &f) != nil || f.SessionID == "" {
+		return "", fmt.Errorf("the session/fork result has no sessionId: %s", oneLine(string(res), 200))
+	}
+	return f.SessionID, nil
+}
+
 // openSidecar starts a sidecar, initializes it and opens a session.
 func (r *checkRun) openSidecar(ctx context.Context, flags ...string) (*run, string, error) {
 	ru, err := r.sidecar(ctx, flags...)
@@ -126,8 +173,34 @@ func (r *checkRun) openSidecar(ctx context.Context, flags ...string) (*run, stri
 	if _, err := initialize(ctx, ru.c); err != nil {
 		return nil, "", err
 	}
-	sid, err := newSession(ctx, ru.c, r.cwd)
+	sid, err := newSession(ctx, ru.c, ru.cwd)
 	return ru, sid, err
+}
+
+// turned is a session through the sidecar with every option changed and a
+// first turn run: the start of the checks that take a session through a
+// crash, a restart or a close.
+type turned struct {
+	ru     *run
+	c      *conn
+	sid    string
+	want   *sessionConfig // the config the session must keep
+	answer string         // the agent's text of the first turn
+}
+
+func (r *checkRun) turnedSession(ctx context.Context) (turned, error) {
+	ru, sid, err := r.openSidecar(ctx)
+	if err != nil {
+		return turned{}, err
+	}
+	if _, err := changeAll(ctx, ru.c, sid, false, nil); err != nil {
+		return turned{}, err
+	}
+	t := turned{ru: ru, c: ru.c, sid: sid, want: ru.c.config(sid)}
+	if t.answer, err = promptOK(ctx, ru.c, sid, "Say OK. (conformance-turn-1)"); err != nil {
+		return turned{}, err
+	}
+	return t, nil
 }
 
 // prompt sends one text block and returns the stop reason and the agent's
@@ -276,23 +349,53 @@ func (s shown) liveView() map[string]string {
 	return out
 }
 
-// show runs `exe show SESSION --json --state-dir DIR`.
-func (r *checkRun) show(ctx context.Context, sid string) (shown, error) {
-	var s shown
+// cli runs `exe ARGS... --state-dir DIR` on the check's state dir and
+// returns its stdout; an error carries the tail of its stderr.
+func (r *checkRun) cli(ctx context.Context, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, r.cfg.exe, "show", sid, "--json", "--state-dir", r.state)
+	cmd := exec.CommandContext(ctx, r.cfg.exe, append(args, "--state-dir", r.state)...)
 	cmd.Env = r.cfg.env
 	var errb strings.Builder
 	cmd.Stderr = &errb
 	out, err := cmd.Output()
 	if err != nil {
-		return s, fmt.Errorf("acp-sidecar show %s --json: %w: %s", sid, err, oneLine(errb.String(), 300))
+		return out, fmt.Errorf("acp-sidecar %s: %w: %s", strings.Join(args, " "), err, oneLine(errb.String(), 300))
+	}
+	return out, nil
+}
+
+// show runs `exe show SESSION --json`.
+func (r *checkRun) show(ctx context.Context, sid string) (shown, error) {
+	var s shown
+	out, err := r.cli(ctx, "show", sid, "--json")
+	if err != nil {
+		return s, err
 	}
 	if err := json.Unmarshal(out, &s); err != nil {
 		return s, fmt.Errorf("acp-sidecar show %s --json: %w", sid, err)
 	}
 	return s, nil
+}
+
+// listed runs `exe sessions --json` and returns the entry of sid (nil when
+// it is not listed) and how many sessions it lists.
+func (r *checkRun) listed(ctx context.Context, sid string) (map[string]json.RawMessage, int, error) {
+	out, err := r.cli(ctx, "sessions", "--json")
+	if err != nil {
+		return nil, 0, err
+	}
+	var list []map[string]json.RawMessage
+	if err := json.Unmarshal(out, &list); err != nil {
+		return nil, 0, fmt.Errorf("acp-sidecar sessions --json: %w", err)
+	}
+	for _, e := range list {
+		var id string
+		if json.Unmarshal(e["sessionId"], &id) == nil && id == sid {
+			return e, len(list), nil
+		}
+	}
+	return nil, len(list), nil
 }
 
 // changeAll sets every advertised config field to a non-current offered
@@ -441,6 +544,32 @@ func childrenOf(pid int) []int {
 		}
 	}
 	return out
+}
+
+// sidecarProcess is the pid of the sidecar itself among the processes a
+// sidecar run started: the run's own pid. The tests replace it when they
+// put a double in front of the sidecar.
+var sidecarProcess = func(pid int) int { return pid }
+
+// killAgent SIGKILLs the sidecar's agent (its child processes) and waits
+// until they are reaped. It returns their pids.
+func killAgent(ctx context.Context, ru *run) ([]int, error) {
+	sc := sidecarProcess(ru.c.rc.Pid())
+	kids := childrenOf(sc)
+	if len(kids) == 0 {
+		return nil, fmt.Errorf("the sidecar (pid %d) has no child process to kill", sc)
+	}
+	for _, pid := range kids {
+		if err := kill(pid); err != nil {
+			return nil, fmt.Errorf("kill the agent (pid %d): %w", pid, err)
+		}
+	}
+	if !waitUntil(ctx, 10*time.Second, func() bool {
+		return !slices.ContainsFunc(kids, func(pid int) bool { return !reaped(pid) })
+	}) {
+		return nil, fmt.Errorf("the agent (pids %v) is not reaped 10s after SIGKILL", kids)
+	}
+	return kids, nil
 }
 
 // reaped reports whether pid is gone from /proc. A zombie is not enough

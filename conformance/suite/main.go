@@ -9,7 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -17,33 +17,57 @@ import (
 	"unsafe"
 )
 
-// Verdicts.
+// Verdicts. Warn is an advisory check's failure: reported, never failing
+// the run.
 const (
 	Pass = "pass"
 	Fail = "fail"
 	Skip = "skip"
+	Warn = "warn"
 )
 
 // config is what one run of the suite needs.
 type config struct {
-	exe         string   // the acp-sidecar binary
-	agent       []string // the agent command
-	env         []string // the agents' and sidecars' environment
-	only        *regexp.Regexp
-	timeout     time.Duration
-	jsonPath    string
-	transcripts string
-	progress    io.Writer // nil: no progress lines
+	exe          string   // the acp-sidecar binary
+	agent        []string // the agent command
+	env          []string // the user's environment minus the isolated variables (isolate.go)
+	keepEnv      []string // isolated variables kept from the user's environment
+	homeTemplate string   // copied into every run's fresh home
+	only         []string // check ids; nil: all
+	timeout      time.Duration
+	jsonPath     string
+	transcripts  string
+	progress     io.Writer // nil: no progress lines
+	// sidecarArgs go first on every sidecar's command line. No flag sets
+	// them: the tests use them to start a sidecar that breaks a promise
+	// (--restart=false, --store memory).
+	sidecarArgs []string
 }
 
-const usage = `usage: acp-sidecar conformance [--json FILE] [--only PATTERN] [--timeout D] -- AGENT [ARGS...]
+const usage = `usage: acp-sidecar conformance [flags] -- AGENT [ARGS...]
 
 Runs each check against a fresh AGENT (and a fresh sidecar with its own state
-dir) and prints a table: check, verdict (pass, fail, skip with the reason),
-time and detail. The exit status is 1 if any check fails, 2 on a usage error.
+dir), each run in its own home, XDG dirs, temp dir and cwd, and prints a
+table: check, tier, verdict (pass, fail, skip with the reason, warn for an
+advisory check), time and detail. The exit status is 1 if a mandatory or
+capability check fails, 2 on a usage error.
 
 Flags:
 `
+
+// listFlag is a repeatable flag whose values may also be comma separated.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
 
 // Main runs `acp-sidecar conformance`. exe is the acp-sidecar binary that
 // is started as the sidecar (and for `show`). It returns the exit status.
@@ -51,7 +75,10 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	jsonPath := fs.String("json", "", "write the report as JSON to `FILE`, and the transcripts to FILE's name without .json plus .transcripts/")
-	only := fs.String("only", "", "run only the checks whose id matches the regular expression `PATTERN`")
+	var only, keep listFlag
+	fs.Var(&only, "only", "run only the checks named (`CHECK,...`; repeatable)")
+	fs.Var(&keep, "keep-env", "keep the user's `VAR` instead of a fresh one per run (one of "+strings.Join(isolatedVars, ", ")+"; repeatable)")
+	homeTemplate := fs.String("home-template", "", "copy `DIR` into every run's fresh home (an agent's config file: API base URL, provider)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "bound each check to `D`")
 	transcripts := fs.String("transcripts", "", "write each check's transcript to `DIR` (default: next to --json, else a temporary dir)")
 	fs.Usage = func() {
@@ -59,7 +86,7 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 		fs.PrintDefaults()
 		fmt.Fprintf(stderr, "\nChecks:\n")
 		for _, c := range checks() {
-			fmt.Fprintf(stderr, "  %-14s %s\n", c.id, c.title)
+			fmt.Fprintf(stderr, "  %-18s %-10s %s\n", c.id, c.tier, c.title)
 		}
 	}
 	if err := fs.Parse(args); err != nil {
@@ -68,18 +95,36 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 		}
 		return 2
 	}
-	cfg := &config{exe: exe, agent: fs.Args(), env: os.Environ(), timeout: *timeout, jsonPath: *jsonPath, transcripts: *transcripts}
+	cfg := &config{exe: exe, agent: fs.Args(), keepEnv: keep, timeout: *timeout, jsonPath: *jsonPath, transcripts: *transcripts}
+	cfg.env = baseEnv(os.Environ(), cfg.keepEnv)
 	if len(cfg.agent) == 0 {
 		fmt.Fprintln(stderr, "conformance: missing agent command: acp-sidecar conformance [flags] -- AGENT [ARGS...]")
 		return 2
 	}
-	if *only != "" {
-		re, err := regexp.Compile(*only)
-		if err != nil {
-			fmt.Fprintf(stderr, "conformance: --only: %v\n", err)
+	if strings.ContainsRune(cfg.agent[0], filepath.Separator) {
+		// Every run starts in a cwd of its own.
+		if abs, err := filepath.Abs(cfg.agent[0]); err == nil {
+			cfg.agent[0] = abs
+		}
+	}
+	for _, id := range only {
+		if !slices.ContainsFunc(checks(), func(c check) bool { return c.id == id }) {
+			fmt.Fprintf(stderr, "conformance: --only: no check %q (acp-sidecar conformance -h lists them)\n", id)
 			return 2
 		}
-		cfg.only = re
+	}
+	cfg.only = only
+	if err := checkKeepEnv(keep); err != nil {
+		fmt.Fprintf(stderr, "conformance: %v\n", err)
+		return 2
+	}
+	if *homeTemplate != "" {
+		abs, err := filepath.Abs(*homeTemplate)
+		if fi, serr := os.Stat(abs); err != nil || serr != nil || !fi.IsDir() {
+			fmt.Fprintf(stderr, "conformance: --home-template %s: not a directory\n", *homeTemplate)
+			return 2
+		}
+		cfg.homeTemplate = abs
 	}
 	if *timeout <= 0 {
 		fmt.Fprintln(stderr, "conformance: --timeout must be positive")
@@ -141,7 +186,7 @@ func runSuite(ctx context.Context, cfg *config) (*Report, error) {
 
 	start := time.Now()
 	rep := &Report{
-		SchemaVersion: 1, Started: start.UTC().Format(time.RFC3339), Sidecar: cfg.exe,
+		SchemaVersion: SchemaVersion, Started: start.UTC().Format(time.RFC3339), Sidecar: cfg.exe,
 		Agent: AgentInfo{Command: cfg.agent}, Transcripts: cfg.transcripts, Checks: []CheckResult{},
 	}
 	var pr probeResult
@@ -165,7 +210,7 @@ func runSuite(ctx context.Context, cfg *config) (*Report, error) {
 	rep.Config = describeConfig(pr.cfg)
 
 	for _, ch := range checks() {
-		if cfg.only != nil && !cfg.only.MatchString(ch.id) {
+		if cfg.only != nil && !slices.Contains(cfg.only, ch.id) {
 			continue
 		}
 		if cfg.progress != nil {
@@ -183,6 +228,8 @@ func runSuite(ctx context.Context, cfg *config) (*Report, error) {
 			rep.Summary.Fail++
 		case Skip:
 			rep.Summary.Skip++
+		case Warn:
+			rep.Summary.Warn++
 		}
 	}
 	rep.DurationMs = time.Since(start).Milliseconds()
@@ -191,8 +238,8 @@ func runSuite(ctx context.Context, cfg *config) (*Report, error) {
 
 func newCheckRun(cfg *config, root, id string) (*checkRun, error) {
 	dir := filepath.Join(root, id)
-	r := &checkRun{cfg: cfg, id: id, dir: dir, cwd: filepath.Join(dir, "cwd"), state: filepath.Join(dir, "state")}
-	if err := os.MkdirAll(r.cwd, 0o700); err != nil {
+	r := &checkRun{cfg: cfg, id: id, dir: dir, state: filepath.Join(dir, "state")}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -200,8 +247,14 @@ func newCheckRun(cfg *config, root, id string) (*checkRun, error) {
 
 func runCheck(ctx context.Context, cfg *config, root string, ch check, pr probeResult) (res CheckResult) {
 	start := time.Now()
-	res = CheckResult{ID: ch.id, Title: ch.title}
+	res = CheckResult{ID: ch.id, Title: ch.title, Tier: string(ch.tier)}
 	defer func() { res.DurationMs = time.Since(start).Milliseconds() }()
+	if ch.needs != nil {
+		if reason := ch.needs(pr); reason != "" {
+			res.Verdict, res.Detail = Skip, reason
+			return res
+		}
+	}
 	r, err := newCheckRun(cfg, root, ch.id)
 	if err != nil {
 		res.Verdict, res.Detail = Fail, err.Error()
@@ -218,12 +271,15 @@ func runCheck(ctx context.Context, cfg *config, root string, ch check, pr probeR
 	}()
 	cancel()
 	r.closeAll()
+	res.Sides = r.sides
 	var se skipError
 	switch {
 	case err == nil:
 		res.Verdict, res.Detail = Pass, strings.Join(r.notes, "; ")
 	case errors.As(err, &se):
 		res.Verdict, res.Detail = Skip, se.reason
+	case ch.tier == Advisory:
+		res.Verdict, res.Detail = Warn, err.Error()
 	default:
 		res.Verdict, res.Detail = Fail, err.Error()
 	}
@@ -280,13 +336,17 @@ func printTable(w io.Writer, rep *Report) {
 	}
 	fmt.Fprintf(w, "agent: %s %s (protocol %d)\n", name, rep.Agent.Version, rep.Agent.ProtocolVersion)
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "CHECK\tVERDICT\tTIME\tDETAIL")
+	fmt.Fprintln(tw, "CHECK\tTIER\tVERDICT\tTIME\tDETAIL")
 	for _, c := range rep.Checks {
-		fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%s\n", c.ID, c.Verdict, float64(c.DurationMs)/1000, oneLine(c.Detail, 400))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fs\t%s\n", c.ID, c.Tier, c.Verdict, float64(c.DurationMs)/1000, oneLine(c.Detail, 400))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "%d passed, %d failed, %d skipped in %.1fs; transcripts in %s\n",
-		rep.Summary.Pass, rep.Summary.Fail, rep.Summary.Skip, float64(rep.DurationMs)/1000, rep.Transcripts)
+	warned := ""
+	if rep.Summary.Warn > 0 {
+		warned = fmt.Sprintf(", %d warned", rep.Summary.Warn)
+	}
+	fmt.Fprintf(w, "%d passed, %d failed, %d skipped%s in %.1fs; transcripts in %s\n",
+		rep.Summary.Pass, rep.Summary.Fail, rep.Summary.Skip, warned, float64(rep.DurationMs)/1000, rep.Transcripts)
 }
 
 func writeJSON(path string, rep *Report) error {

@@ -12,6 +12,10 @@ import (
 var sidecar *testbin.Bin
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == doubleFlag {
+		os.Exit(runDouble(os.Args[2:])) // this binary started as a double (double_test.go)
+	}
+	sidecarProcess = throughDoubles
 	sidecar = testbin.Build("acp-sidecar-suite-bin-")
 	code := m.Run()
 	sidecar.Close()

@@ -2,6 +2,10 @@ package suite
 
 import "encoding/json"
 
+// SchemaVersion is the report's schemaVersion. 2 added each check's tier
+// and sides, the warn verdict and summary.warn.
+const SchemaVersion = 2
+
 // Report is the --json report; report.schema.json describes it. Fields may
 // be added; none is renamed or removed.
 type Report struct {
@@ -46,16 +50,32 @@ type Summary struct {
 	Pass int `json:"pass"`
 	Fail int `json:"fail"`
 	Skip int `json:"skip"`
+	Warn int `json:"warn"` // advisory checks that failed
 }
 
 // CheckResult is one check's outcome.
 type CheckResult struct {
 	ID         string `json:"id"`
 	Title      string `json:"title"`
+	Tier       string `json:"tier"` // mandatory, capability or advisory
 	Verdict    string `json:"verdict"`
 	Detail     string `json:"detail"`
 	DurationMs int64  `json:"durationMs"`
 	Transcript string `json:"transcript"`
+	Sides      *Sides `json:"sides,omitempty"` // the checks run directly and through the sidecar
+}
+
+// Sides are the verdicts of a spec-level check run directly and through
+// the sidecar; the check passes only when both pass.
+type Sides struct {
+	Direct  Side `json:"direct"`
+	Sidecar Side `json:"sidecar"`
+}
+
+// Side is one way's verdict (pass, fail or skip) and what was seen.
+type Side struct {
+	Verdict string `json:"verdict"`
+	Detail  string `json:"detail"`
 }
 
 func describeConfig(s *sessionConfig) ConfigSummary {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -112,7 +111,7 @@ func checkTransparency(ctx context.Context, r *checkRun, pr probeResult) error {
 	if err != nil {
 		return err
 	}
-	dx, err := script(ctx, d, r.cwd)
+	dx, err := script(ctx, d, d.cwd)
 	if err != nil {
 		return fmt.Errorf("direct: %w", err)
 	}
@@ -121,21 +120,21 @@ func checkTransparency(ctx context.Context, r *checkRun, pr probeResult) error {
 	if err != nil {
 		return err
 	}
-	vx, err := script(ctx, v, r.cwd)
+	vx, err := script(ctx, v, v.cwd)
 	if err != nil {
 		return fmt.Errorf("through the sidecar: %w", err)
 	}
 
 	var dInit map[string]any
 	for _, l := range d.c.rawLines() {
-		if m := decodeNorm(l, nil); m != nil && fmt.Sprint(m["id"]) == "1" {
+		if m := decodeFrame(l); m != nil && fmt.Sprint(m["id"]) == "1" {
 			if res, ok := m["result"].(map[string]any); ok {
 				dInit, _ = res["agentCapabilities"].(map[string]any)
 			}
 		}
 	}
-	nd := &normalizer{sid: dx.sid}
-	nv := &normalizer{sid: vx.sid, sidecar: true, directCaps: dInit, own: map[string]bool{}, agentFirst: map[string]bool{}}
+	nd := newNormalizer(d.world.root, false, nil)
+	nv := newNormalizer(v.world.root, true, dInit)
 	dSeq, dCmds := nd.split(d.c.rawLines())
 	vSeq, vCmds := nv.split(v.c.rawLines())
 	if len(nv.problems) > 0 {
@@ -189,171 +188,6 @@ func checkTransparency(ctx context.Context, r *checkRun, pr probeResult) error {
 	r.note("%d frames and %d command lists equal after normalization; _x/probe answered %s both ways; initialize and the prompt with _meta and session/cancel reached the agent byte for byte; sidecar additions taken out: %s",
 		len(dSeq), len(dCmds), vx.probeRepl, strings.Join(nv.adds, ", "))
 	return nil
-}
-
-var (
-	uuidRE  = regexp.MustCompile(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`)
-	timeRE  = regexp.MustCompile(`\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?`)
-	usageRE = regexp.MustCompile(`"(used|amount|inputTokens|outputTokens|cachedReadTokens|cachedWriteTokens|thoughtTokens|totalTokens)":-?[0-9][0-9.eE+-]*`)
-)
-
-// normalizer rewrites what legitimately differs between two runs: the
-// session id (<session>), other UUIDs, timestamps and usage numbers; and
-// for the sidecar's run it takes out what the sidecar documents it adds:
-// agentCapabilities._meta["acp-sidecar"], loadSession and
-// sessionCapabilities.resume/list/fork/close/delete where the agent lacks them, its slash
-// commands in available_commands_update, and its own command list after
-// an open (session/new, load, resume, fork). Frames are then compared as canonical JSON (keys sorted,
-// numbers as written).
-type normalizer struct {
-	sid        string
-	sidecar    bool
-	directCaps map[string]any
-	own        map[string]bool
-	agentFirst map[string]bool // sessions whose first command list was the agent's
-	adds       []string
-	problems   []string
-}
-
-func decodeNorm(raw []byte, n *normalizer) map[string]any {
-	s := string(raw)
-	if n != nil {
-		if n.sid != "" {
-			s = strings.ReplaceAll(s, n.sid, "<session>")
-		}
-		s = uuidRE.ReplaceAllString(s, "<uuid>")
-		s = timeRE.ReplaceAllString(s, "<time>")
-		s = usageRE.ReplaceAllString(s, `"$1":0`)
-	}
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	var m map[string]any
-	if dec.Decode(&m) != nil {
-		return nil
-	}
-	return m
-}
-
-// split normalizes lines and separates the available_commands_update
-// notifications, which agents send at no fixed point.
-func (n *normalizer) split(lines [][]byte) (seq, cmds []string) {
-	for _, l := range lines {
-		m := decodeNorm(l, n)
-		if m == nil {
-			seq = append(seq, "unparsable: "+string(l))
-			continue
-		}
-		isCmds := false
-		if up := updateOf(m); up != nil && up["sessionUpdate"] == "available_commands_update" {
-			isCmds = true
-			if n.sidecar && !n.stripCommands(m, up) {
-				continue
-			}
-		}
-		if n.sidecar && fmt.Sprint(m["id"]) == "1" && m["method"] == nil {
-			n.stripInit(m)
-		}
-		b, _ := json.Marshal(m)
-		if isCmds {
-			cmds = append(cmds, string(b))
-		} else {
-			seq = append(seq, string(b))
-		}
-	}
-	return seq, cmds
-}
-
-func updateOf(m map[string]any) map[string]any {
-	if m["method"] != "session/update" {
-		return nil
-	}
-	p, _ := m["params"].(map[string]any)
-	u, _ := p["update"].(map[string]any)
-	return u
-}
-
-// stripCommands takes the sidecar's commands out of a command list and
-// reports whether the frame stays (false: it was the sidecar's own list).
-func (n *normalizer) stripCommands(m, up map[string]any) bool {
-	list, _ := up["availableCommands"].([]any)
-	var kept []any
-	removed := 0
-	for _, c := range list {
-		cm, _ := c.(map[string]any)
-		if name, _ := cm["name"].(string); slices.Contains(sidecarCommands, name) {
-			removed++
-			continue
-		}
-		kept = append(kept, c)
-	}
-	if kept == nil {
-		kept = []any{}
-	}
-	up["availableCommands"] = kept
-	sid := fmt.Sprint(m["params"].(map[string]any)["sessionId"])
-	// Each list replaces the one before: the sidecar's own list may come
-	// first and the agent's (with the sidecar's merged in) after it, or
-	// the agent's alone, but never the sidecar's own after the agent's.
-	if removed > 0 && len(kept) == 0 && !n.own[sid] {
-		n.own[sid] = true
-		if n.agentFirst[sid] {
-			n.problems = append(n.problems, "the sidecar's own command list came after the agent's and replaced it")
-		}
-		n.adds = append(n.adds, "its own command list after session/new")
-		return false
-	}
-	if removed > 0 {
-		if removed != len(sidecarCommands) {
-			n.problems = append(n.problems, fmt.Sprintf("an available_commands_update holds %d of the sidecar's %d commands", removed, len(sidecarCommands)))
-		}
-		if !n.own[sid] {
-			n.agentFirst[sid] = true
-		}
-		n.adds = append(n.adds, "its commands merged into the agent's list")
-	}
-	return true
-}
-
-func (n *normalizer) stripInit(m map[string]any) {
-	res, _ := m["result"].(map[string]any)
-	caps, _ := res["agentCapabilities"].(map[string]any)
-	if caps == nil {
-		return
-	}
-	dcaps := n.directCaps
-	if dcaps == nil {
-		dcaps = map[string]any{}
-	}
-	if meta, ok := caps["_meta"].(map[string]any); ok {
-		if _, ok := meta["acp-sidecar"]; ok {
-			delete(meta, "acp-sidecar")
-			n.adds = append(n.adds, `_meta["acp-sidecar"]`)
-		}
-		if _, had := dcaps["_meta"]; len(meta) == 0 && !had {
-			delete(caps, "_meta")
-		}
-	}
-	if dcaps["loadSession"] != true && caps["loadSession"] == true {
-		n.adds = append(n.adds, "loadSession")
-		if d, ok := dcaps["loadSession"]; ok {
-			caps["loadSession"] = d
-		} else {
-			delete(caps, "loadSession")
-		}
-	}
-	sc, _ := caps["sessionCapabilities"].(map[string]any)
-	dsc, _ := dcaps["sessionCapabilities"].(map[string]any)
-	for _, k := range []string{"resume", "list", "fork", "close", "delete"} {
-		if _, had := dsc[k]; !had && sc != nil {
-			if _, ok := sc[k]; ok {
-				delete(sc, k)
-				n.adds = append(n.adds, "sessionCapabilities."+k)
-			}
-		}
-	}
-	if _, had := dcaps["sessionCapabilities"]; sc != nil && len(sc) == 0 && !had {
-		delete(caps, "sessionCapabilities")
-	}
 }
 
 // compareSeq reports the first difference between two normalized

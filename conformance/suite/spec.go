@@ -1,0 +1,695 @@
+package suite
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
+)
+
+// The spec-level checks judge what the protocol asks of every agent. Each
+// runs twice, on a fresh agent directly and on a fresh sidecar in front of
+// one, and the verdicts must agree: the sidecar never turns a passing agent
+// check into a failing one (issue 16).
+
+// specFunc runs one spec-level check on a started peer, directly or through
+// the sidecar alike, and returns what it saw.
+type specFunc func(ctx context.Context, r *checkRun, ru *run, pr probeResult) (string, error)
+
+// bothWays makes a check of spec: run directly, then through the sidecar;
+// pass when both pass, skip when both skip, fail otherwise, saying which
+// way failed. The report keeps both verdicts (Sides).
+func bothWays(spec specFunc) func(context.Context, *checkRun, probeResult) error {
+	return func(ctx context.Context, r *checkRun, pr probeResult) error {
+		side := func(start func(context.Context) (*run, error)) Side {
+			ru, err := start(ctx)
+			if err != nil {
+				return sideOf("", err)
+			}
+			note, err := spec(ctx, r, ru, pr)
+			ru.c.kill() // nothing is judged on its end, and claude ignores EOF
+			return sideOf(note, err)
+		}
+		d := side(r.direct)
+		v := side(func(ctx context.Context) (*run, error) { return r.sidecar(ctx) })
+		r.sides = &Sides{Direct: d, Sidecar: v}
+		switch {
+		case d.Verdict == Pass && v.Verdict == Pass:
+			if d.Detail == v.Detail {
+				r.note("both ways: %s", d.Detail)
+			} else {
+				r.note("directly: %s; through the sidecar: %s", d.Detail, v.Detail)
+			}
+			return nil
+		case d.Verdict == Skip && v.Verdict == Skip:
+			return skipf("%s", d.Detail)
+		case d.Verdict == Pass:
+			return fmt.Errorf("passes directly, but through the sidecar it is %s: %s", v.Verdict, v.Detail)
+		case v.Verdict == Pass:
+			return fmt.Errorf("the agent fails it directly (%s), but through the sidecar it passes: the verdicts must agree", d.Detail)
+		default:
+			return fmt.Errorf("the agent fails it directly and through the sidecar: directly %s: %s; through the sidecar %s: %s", d.Verdict, d.Detail, v.Verdict, v.Detail)
+		}
+	}
+}
+
+func sideOf(note string, err error) Side {
+	var se skipError
+	switch {
+	case err == nil:
+		return Side{Verdict: Pass, Detail: note}
+	case errors.As(err, &se):
+		return Side{Verdict: Skip, Detail: se.reason}
+	}
+	return Side{Verdict: Fail, Detail: err.Error()}
+}
+
+// readyWithTurn is ready, then a first turn on the session.
+func readyWithTurn(ctx context.Context, ru *run) (string, error) {
+	sid, err := ready(ctx, ru)
+	if err != nil {
+		return "", err
+	}
+	if _, err := promptOK(ctx, ru.c, sid, specTurn); err != nil {
+		return "", err
+	}
+	return sid, nil
+}
+
+// ready initializes ru and opens a session in its cwd.
+func ready(ctx context.Context, ru *run) (string, error) {
+	if _, err := initialize(ctx, ru.c); err != nil {
+		return "", err
+	}
+	return newSession(ctx, ru.c, ru.cwd)
+}
+
+// object decodes raw as a JSON object, or says what it is instead.
+func object(what string, raw json.RawMessage) (map[string]json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return nil, fmt.Errorf("%s is not an object: %s", what, oneLine(string(raw), 200))
+	}
+	return m, nil
+}
+
+// jsonType names the JSON type of raw: object, array, string, number,
+// boolean or null.
+func jsonType(raw json.RawMessage) string {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 {
+		return "nothing"
+	}
+	switch t[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
+// wantTypes checks that each field of m that is present has the type named.
+func wantTypes(what string, m map[string]json.RawMessage, types map[string]string) error {
+	keys := make([]string, 0, len(types))
+	for k := range types {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if v, ok := m[k]; ok && jsonType(v) != types[k] {
+			return fmt.Errorf("%s.%s is a %s, want a %s: %s", what, k, jsonType(v), types[k], oneLine(string(v), 120))
+		}
+	}
+	return nil
+}
+
+// ---- initialize
+
+func specInitialize(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (string, error) {
+	res, err := initialize(ctx, ru.c)
+	if err != nil {
+		return "", err
+	}
+	m, err := object("the initialize result", res)
+	if err != nil {
+		return "", err
+	}
+	if v := m["protocolVersion"]; string(v) != "1" {
+		return "", fmt.Errorf("the initialize result's protocolVersion is %s, want 1 (the client asked for 1, which a version-1 agent must answer as it is)", orMissing(v))
+	}
+	if err := wantTypes("the initialize result", m, map[string]string{"agentCapabilities": "object", "authMethods": "array", "agentInfo": "object"}); err != nil {
+		return "", err
+	}
+	if caps, ok := m["agentCapabilities"]; ok {
+		c, _ := object("agentCapabilities", caps)
+		if err := wantTypes("agentCapabilities", c, map[string]string{"loadSession": "boolean", "promptCapabilities": "object", "mcpCapabilities": "object", "sessionCapabilities": "object"}); err != nil {
+			return "", err
+		}
+		if sc, ok := c["sessionCapabilities"]; ok {
+			s, _ := object("sessionCapabilities", sc)
+			for k, v := range s {
+				if t := jsonType(v); t != "object" && t != "null" {
+					return "", fmt.Errorf("agentCapabilities.sessionCapabilities.%s is a %s, want an object", k, t)
+				}
+			}
+		}
+	}
+	var auth []map[string]json.RawMessage
+	if a, ok := m["authMethods"]; ok && json.Unmarshal(a, &auth) != nil {
+		return "", fmt.Errorf("authMethods holds something other than objects: %s", oneLine(string(a), 200))
+	}
+	for i, a := range auth {
+		if jsonType(a["id"]) != "string" {
+			return "", fmt.Errorf("authMethods[%d] has no string id: %s", i, oneLine(string(m["authMethods"]), 200))
+		}
+	}
+	if info, ok := m["agentInfo"]; ok {
+		in, _ := object("agentInfo", info)
+		if err := wantTypes("agentInfo", in, map[string]string{"name": "string", "version": "string", "title": "string"}); err != nil {
+			return "", err
+		}
+	}
+	return "protocol version 1, capabilities well formed", nil
+}
+
+func orMissing(v json.RawMessage) string {
+	if v == nil {
+		return "missing"
+	}
+	return oneLine(string(v), 60)
+}
+
+// ---- session/new
+
+func specSessionNew(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (string, error) {
+	if _, err := initialize(ctx, ru.c); err != nil {
+		return "", err
+	}
+	res, err := ru.c.call(ctx, "session/new", map[string]any{"cwd": ru.cwd, "mcpServers": []any{}})
+	if err != nil {
+		return "", err
+	}
+	m, err := object("the session/new result", res)
+	if err != nil {
+		return "", err
+	}
+	var sid string
+	if json.Unmarshal(m["sessionId"], &sid) != nil || sid == "" {
+		return "", fmt.Errorf("the session/new result has no sessionId string: %s", oneLine(string(res), 200))
+	}
+	n, err := checkConfigShape(res)
+	if err != nil {
+		return "", err
+	}
+	sid2, err := newSession(ctx, ru.c, ru.cwd)
+	if err != nil {
+		return "", fmt.Errorf("a second session/new: %w", err)
+	}
+	if sid2 == sid {
+		return "", fmt.Errorf("two session/new calls answered the same sessionId %s", sid)
+	}
+	return fmt.Sprintf("a session id each, the config well formed (%s)", n), nil
+}
+
+// checkConfigShape checks the config part of a session result: each
+// configOptions entry has an id, a name and a type, a select's current
+// value is one it offers, and the legacy modes and models name a current
+// one they list. It says what it found.
+func checkConfigShape(res json.RawMessage) (string, error) {
+	var w wireConfig
+	if err := json.Unmarshal(res, &w); err != nil {
+		return "", fmt.Errorf("the session result's config: %w", err)
+	}
+	var found []string
+	if len(w.ConfigOptions) > 0 && string(w.ConfigOptions) != "null" {
+		opts, err := checkOptions(w.ConfigOptions)
+		if err != nil {
+			return "", err
+		}
+		found = append(found, fmt.Sprintf("%d options", len(opts)))
+	}
+	cfg := parseConfig(res)
+	if cfg.Modes != nil {
+		if !slices.Contains(cfg.Modes.Values, cfg.Modes.Current) {
+			return "", fmt.Errorf("modes.currentModeId %q is not one of availableModes %q", cfg.Modes.Current, cfg.Modes.Values)
+		}
+		found = append(found, "modes")
+	}
+	if cfg.Models != nil {
+		if !slices.Contains(cfg.Models.Values, cfg.Models.Current) {
+			return "", fmt.Errorf("models.currentModelId %q is not one of availableModels %q", cfg.Models.Current, cfg.Models.Values)
+		}
+		found = append(found, "models")
+	}
+	if len(found) == 0 {
+		return "no config", nil
+	}
+	return strings.Join(found, ", "), nil
+}
+
+// checkOptions checks a configOptions list's shape and returns it parsed.
+func checkOptions(raw json.RawMessage) ([]option, error) {
+	var list []map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf("configOptions is not a list of objects: %s", oneLine(string(raw), 200))
+	}
+	opts, _ := parseOptions(raw)
+	for i, o := range list {
+		for _, k := range []string{"id", "name", "type"} {
+			if jsonType(o[k]) != "string" {
+				return nil, fmt.Errorf("configOptions[%d] has no string %s: %s", i, k, oneLine(string(raw), 200))
+			}
+		}
+		if _, ok := o["currentValue"]; !ok {
+			return nil, fmt.Errorf("configOptions[%d] (%s) has no currentValue", i, opts[i].ID)
+		}
+		if opts[i].Type == "select" && !slices.Contains(opts[i].Values, unquote(opts[i].Current)) {
+			return nil, fmt.Errorf("configOptions[%d] (%s): currentValue %s is not one of its options %q", i, opts[i].ID, opts[i].Current, opts[i].Values)
+		}
+	}
+	return opts, nil
+}
+
+// ---- session/load, resume, list, close, fork
+
+const specTurn = "Say OK. (conformance-spec-turn)"
+
+// loadAfterTurn opens a session, runs a turn on it and loads it again on
+// the same connection. It returns the session and what came between the
+// load request and its answer.
+func loadAfterTurn(ctx context.Context, ru *run) (string, []envelope, error) {
+	c := ru.c
+	sid, err := readyWithTurn(ctx, ru)
+	if err != nil {
+		return "", nil, err
+	}
+	mark := c.mark()
+	res, err := c.call(ctx, "session/load", reopenParams(sid, ru.cwd))
+	if err != nil {
+		return "", nil, err
+	}
+	if _, err := object("the session/load result", res); err != nil {
+		return "", nil, err
+	}
+	return sid, c.since(mark), nil
+}
+
+func specSessionLoad(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (string, error) {
+	sid, replay, err := loadAfterTurn(ctx, ru)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range replay {
+		var u update
+		if e.Method == "session/update" && json.Unmarshal(e.Params, &u) == nil && u.SessionID != sid {
+			return "", fmt.Errorf("the replay of %s carried an update for session %s", sid, u.SessionID)
+		}
+	}
+	if user := chunkText(replay, sid, "user_message_chunk"); !strings.Contains(user, "conformance-spec-turn") {
+		return "", fmt.Errorf("session/load replayed no user message with the earlier prompt (user text %q)", oneLine(user, 200))
+	}
+	if _, err := promptOK(ctx, ru.c, sid, "Say OK."); err != nil {
+		return "", fmt.Errorf("the prompt after session/load: %w", err)
+	}
+	return "replayed the prompt before answering, then took a prompt", nil
+}
+
+// specLoadReplay wants the agent's reply in the replay too: the protocol
+// asks for the whole conversation. claude-agent-acp 0.23.1 replays the
+// user's side alone when the load follows the turn at once.
+func specLoadReplay(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (string, error) {
+	sid, replay, err := loadAfterTurn(ctx, ru)
+	if err != nil {
+		return "", err
+	}
+	if strings.TrimSpace(agentText(replay, sid)) == "" {
+		return "", errors.New("session/load replayed no agent message: the agent's side of the conversation is missing")
+	}
+	return "replayed the agent's reply too", nil
+}
+
+func specSessionResume(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (string, error) {
+	c := ru.c
+	sid, err := readyWithTurn(ctx, ru)
+	if err != nil {
+		return "", err
+	}
+	res, err := c.call(ctx, "session/resume", reopenParams(sid, ru.cwd))
+	if err != nil {
+		return "", err
+	}
+	if _, err := object("the session/resume result", res); err != nil {
+		return "", err
+	}
+	if _, err := promptOK(ctx, c, sid, "Say OK."); err != nil {
+		return "", fmt.Errorf("the prompt after session/resume: %w", err)
+	}
+	return "resumed, then took a prompt", nil
+}
+
+func specSessionList(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (string, error) {
+	c := ru.c
+	// Some agents list a session only once it has a turn on disk.
+	sid, err := readyWithTurn(ctx, ru)
+	if err != nil {
+		return "", err
+	}
+	params := map[string]any{"cwd": ru.cwd}
+	seen := 0
+	for page := 0; page < 20; page++ {
+		res, err := c.call(ctx, "session/list", params)
+		if err != nil {
+			return "", err
+		}
+		var l struct {
+			Sessions []struct {
+				SessionID *string `json:"sessionId"`
+				Cwd       *string `json:"cwd"`
+			} `json:"sessions"`
+			NextCursor *string `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(res, &l); err != nil || l.Sessions == nil {
+			return "", fmt.Errorf("the session/list result has no sessions list: %s", oneLine(string(res), 200))
+		}
+		for i, s := range l.Sessions {
+			if s.SessionID == nil || *s.SessionID == "" || s.Cwd == nil {
+				return "", fmt.Errorf("sessions[%d] lacks a sessionId or a cwd: %s", i, oneLine(string(res), 200))
+			}
+			seen++
+			if *s.SessionID == sid {
+				if !samePath(*s.Cwd, ru.cwd) {
+					return "", fmt.Errorf("session/list shows %s with cwd %s, want %s", sid, *s.Cwd, ru.cwd)
+				}
+				return fmt.Sprintf("the session is listed with its cwd (%d listed)", seen), nil
+			}
+		}
+		if l.NextCursor == nil || *l.NextCursor == "" {
+			break
+		}
+		params["cursor"] = *l.NextCursor
+	}
+	return "", fmt.Errorf("session/list for cwd %s does not list the session %s just used (%d listed)", ru.cwd, sid, seen)
+}
+
+func samePath(a, b string) bool {
+	ea, err1 := filepath.EvalSymlinks(a)
+	eb, err2 := filepath.EvalSymlinks(b)
+	if err1 != nil || err2 != nil {
+		return filepath.Clean(a) == filepath.Clean(b)
+	}
+	return ea == eb
+}
+
+func specSessionClose(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (string, error) {
+	sid, err := ready(ctx, ru)
+	if err != nil {
+		return "", err
+	}
+	res, err := ru.c.call(ctx, "session/close", map[string]any{"sessionId": sid})
+	if err != nil {
+		return "", err
+	}
+	if _, err := object("the session/close result", res); err != nil {
+		return "", err
+	}
+	return "closed", nil
+}
+
+func specSessionFork(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (string, error) {
+	c := ru.c
+	sid, err := readyWithTurn(ctx, ru)
+	if err != nil {
+		return "", err
+	}
+	fork, err := forkSession(ctx, c, sid, ru.cwd)
+	if err != nil {
+		return "", err
+	}
+	if fork == sid {
+		return "", fmt.Errorf("session/fork answered the parent's own id %s", sid)
+	}
+	if _, err := promptOK(ctx, c, fork, "Say OK."); err != nil {
+		return "", fmt.Errorf("the prompt on the fork: %w", err)
+	}
+	return "a new session that took a prompt", nil
+}
+
+// ---- cancel
+
+// cancelPrompt is the prompt the cancel check cancels. The built-in fake
+// agent waits for session/cancel on it; an agent that calls an LLM may
+// finish first, which the protocol allows.
+const cancelPrompt = "hang"
+
+// turnUpdates are the session/update kinds an agent sends while it works
+// on a turn.
+var turnUpdates = map[string]bool{"agent_message_chunk": true, "agent_thought_chunk": true, "tool_call": true, "tool_call_update": true, "plan": true}
+
+func specCancel(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (string, error) {
+	c := ru.c
+	sid, err := ready(ctx, ru)
+	if err != nil {
+		return "", err
+	}
+	id, line, err := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": []any{map[string]string{"type": "text", "text": cancelPrompt}}})
+	if err != nil {
+		return "", err
+	}
+	mark := c.mark()
+	wait, err := c.send("session/prompt", id, line)
+	if err != nil {
+		return "", err
+	}
+	// Cancel once the agent is at work on the turn: its first update of
+	// the turn, or its answer if it has none.
+	if _, err := c.await(ctx, mark, "update or answer to the prompt", func(e envelope) bool {
+		if isResponse(e) {
+			return string(e.ID) == id
+		}
+		var u update
+		return e.Method == "session/update" && json.Unmarshal(e.Params, &u) == nil && u.SessionID == sid && turnUpdates[u.Update.Kind]
+	}); err != nil {
+		return "", err
+	}
+	cancel := `{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":` + strconv.Quote(sid) + `}}`
+	if err := c.write([]byte(cancel)); err != nil {
+		return "", err
+	}
+	res, err := wait(ctx)
+	if err != nil {
+		return "", fmt.Errorf("the cancelled prompt: %w", err)
+	}
+	var p struct {
+		StopReason string `json:"stopReason"`
+	}
+	_ = json.Unmarshal(res, &p) // no stopReason is judged below
+	note := "the prompt ended cancelled"
+	switch p.StopReason {
+	case "cancelled":
+	case "end_turn":
+		note = "the prompt ended end_turn: the turn was over before the cancel reached the agent"
+	default:
+		return "", fmt.Errorf("the cancelled prompt ended with stopReason %q, want cancelled", p.StopReason)
+	}
+	if _, err := promptOK(ctx, c, sid, "Say OK."); err != nil {
+		return "", fmt.Errorf("the prompt after the cancel: %w", err)
+	}
+	return note + ", and the session took the next prompt", nil
+}
+
+// ---- set_config_option
+
+// dependsOnModel are the option categories a model change may take away.
+var dependsOnModel = []string{"thought_level", "model_config"}
+
+func specSetConfigOption(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (string, error) {
+	c := ru.c
+	sid, err := ready(ctx, ru)
+	if err != nil {
+		return "", err
+	}
+	var did []string
+	set := func(id string) error {
+		before := c.config(sid)
+		o := before.byID(id)
+		if o == nil || (o.Type != "" && o.Type != "select") {
+			return nil
+		}
+		v, ok := nextValue(o.Values, unquote(o.Current))
+		if !ok {
+			return nil
+		}
+		res, err := c.call(ctx, "session/set_config_option", map[string]any{"sessionId": sid, "configId": id, "value": v})
+		if err != nil {
+			return err
+		}
+		var r struct {
+			ConfigOptions json.RawMessage `json:"configOptions"`
+		}
+		if json.Unmarshal(res, &r) != nil || len(r.ConfigOptions) == 0 || string(r.ConfigOptions) == "null" {
+			return fmt.Errorf("session/set_config_option %s=%s answered no configOptions: %s", id, v, oneLine(string(res), 200))
+		}
+		opts, err := checkOptions(r.ConfigOptions)
+		if err != nil {
+			return fmt.Errorf("session/set_config_option %s=%s: %w", id, v, err)
+		}
+		after := &sessionConfig{Options: opts}
+		if got := after.byID(id); got == nil || unquote(got.Current) != v {
+			return fmt.Errorf("session/set_config_option %s=%s answered a list where %s is %s", id, v, id, describeOption(got))
+		}
+		var lacks []string
+		for _, b := range before.Options {
+			if after.byID(b.ID) == nil && !(o.Category == "model" && slices.Contains(dependsOnModel, b.Category)) {
+				lacks = append(lacks, b.ID)
+			}
+		}
+		if len(lacks) > 0 {
+			return fmt.Errorf("session/set_config_option %s=%s answered %d options, not the complete list: it lacks %s", id, v, len(opts), strings.Join(lacks, ", "))
+		}
+		did = append(did, id+"="+v)
+		return nil
+	}
+	cfg := c.config(sid)
+	var order []string
+	for _, cat := range []string{"model", "mode"} {
+		if o := cfg.byCategory(cat); o != nil {
+			order = append(order, o.ID)
+		}
+	}
+	var rest []string
+	for _, o := range cfg.Options {
+		if !slices.Contains(order, o.ID) {
+			rest = append(rest, o.ID)
+		}
+	}
+	slices.Sort(rest)
+	for _, id := range append(order, rest...) {
+		if err := set(id); err != nil {
+			return "", err
+		}
+	}
+	if len(did) == 0 {
+		return "", skipf("the agent offers no second value for any option")
+	}
+	return fmt.Sprintf("each of %s answered the complete list", strings.Join(did, ", ")), nil
+}
+
+func describeOption(o *option) string {
+	if o == nil {
+		return "missing"
+	}
+	return unquote(o.Current)
+}
+
+// ---- JSON-RPC hygiene
+
+// rpcIDs are the request ids the hygiene check sends, each of which must
+// come back as sent: zero, a negative number, the largest integer a double
+// holds exactly, strings that look like numbers or are empty, and a string
+// with a quote and a non-ASCII letter.
+var rpcIDs = []string{`0`, `-7`, `9007199254740991`, `"s-1"`, `"42"`, `""`, `"\u00fc \"q\""`}
+
+func specJSONRPC(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (string, error) {
+	c := ru.c
+	// initialize itself with a string id.
+	initID := `"acp-conformance-init"`
+	e, err := roundTrip(ctx, c, initID, "initialize", string(initParams))
+	if err != nil {
+		return "", err
+	}
+	if e.Error != nil {
+		return "", fmt.Errorf("initialize with id %s: %w", initID, e.Error)
+	}
+	for _, id := range rpcIDs {
+		e, err := roundTrip(ctx, c, id, "acp-conformance/unknown", `{}`)
+		if err != nil {
+			return "", err
+		}
+		if e.Error == nil || e.Error.Code != -32601 {
+			return "", fmt.Errorf("the unknown method acp-conformance/unknown (id %s) was answered %s, want error -32601", id, describeAnswer(e))
+		}
+	}
+	// Bad params: the wrong types for session/new's fields.
+	e, err = roundTrip(ctx, c, `77`, "session/new", `{"cwd":42,"mcpServers":"none"}`)
+	if err != nil {
+		return "", err
+	}
+	if e.Error == nil || e.Error.Code != -32602 {
+		return "", fmt.Errorf("session/new with cwd 42 and mcpServers \"none\" was answered %s, want error -32602", describeAnswer(e))
+	}
+	return fmt.Sprintf("-32601 for an unknown method, -32602 for bad params; ids %s and %s came back as sent", initID, strings.Join(rpcIDs, " ")), nil
+}
+
+// roundTrip writes one request with the raw id and params, and returns the
+// next response; its id must be the one sent.
+func roundTrip(ctx context.Context, c *conn, id, method, params string) (envelope, error) {
+	mark := c.mark()
+	line := `{"jsonrpc":"2.0","id":` + id + `,"method":` + strconv.Quote(method) + `,"params":` + params + `}`
+	if err := c.write([]byte(line)); err != nil {
+		return envelope{}, err
+	}
+	e, err := c.await(ctx, mark, "answer to "+method+" id "+id, isResponse)
+	if err != nil {
+		return e, err
+	}
+	if !sameID(json.RawMessage(id), e.ID) {
+		return e, fmt.Errorf("%s with id %s was answered with id %s", method, id, orMissing(e.ID))
+	}
+	return e, nil
+}
+
+// sameID compares two ids as JSON-RPC does: strings by value, numbers by
+// their text (9007199254740991 must not come back as 9.007199254740991e15).
+func sameID(sent, got json.RawMessage) bool {
+	var a, b any
+	if jsonType(sent) == "string" {
+		return json.Unmarshal(sent, &a) == nil && json.Unmarshal(got, &b) == nil && a == b
+	}
+	return bytes.Equal(bytes.TrimSpace(sent), bytes.TrimSpace(got))
+}
+
+func describeAnswer(e envelope) string {
+	if e.Error != nil {
+		return fmt.Sprintf("error %d %q", e.Error.Code, e.Error.Message)
+	}
+	return "with a result " + oneLine(string(e.Result), 100)
+}
+
+// ---- eof
+
+// checkEOF closes a fresh agent's stdin after initialize and waits
+// closeTimeout for it to exit. claude-agent-acp and codex-acp do not
+// (agents.md); an editor that only closes stdin leaves them running, which
+// is why the sidecar stops the agent's whole tree itself.
+func checkEOF(ctx context.Context, r *checkRun, _ probeResult) error {
+	ru, err := r.direct(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := initialize(ctx, ru.c); err != nil {
+		return err
+	}
+	code, err := ru.c.rc.Close()
+	if errors.Is(err, acpclient.ErrKilled) {
+		return fmt.Errorf("the agent kept running %s after its stdin closed and was killed: a client that only closes stdin leaves it behind", closeTimeout)
+	}
+	if err != nil {
+		return err
+	}
+	r.note("exited with status %d after its stdin closed", code)
+	return nil
+}
