@@ -101,7 +101,22 @@ type hush int
 const (
 	hushAll      hush = iota + 1 // a load's replay: the client has the history
 	hushMessages                 // message and thought chunks: the agent's notes on a resume
+	hushConfig                   // config reports: a restore under a held response reports its end itself
 )
+
+// hushes says whether h keeps the agent's update f from the client.
+func (h hush) hushes(f *proxy.Frame) bool {
+	switch h {
+	case hushAll:
+		return true
+	case hushMessages:
+		return isChunk(f.Dir, &f.Env)
+	case hushConfig:
+		u := string(f.Env.Update)
+		return u == "config_option_update" || u == "current_mode_update"
+	}
+	return false
+}
 
 // hush keeps h of native's updates from the client until done is called.
 func (l *life) hush(native string, h hush) (done func()) {
@@ -169,7 +184,7 @@ func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdic
 		sid := wire.SessionIDOf(f)
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		if h := l.suppressing[sid]; f.Env.MethodIs(wire.Update) && (h == hushAll || h == hushMessages && isChunk(f.Dir, &f.Env)) {
+		if h := l.suppressing[sid]; f.Env.MethodIs(wire.Update) && h.hushes(f) {
 			return proxy.Verdict{Do: proxy.Drop}, nil // the client has this history, or it is about a resume it did not ask for
 		}
 		return proxy.Verdict{}, nil

@@ -236,6 +236,10 @@ func (r *Recorder) reopen(ctx context.Context, sid, method string) ([]byte, erro
 		return nil, err
 	}
 	if live {
+		caps := r.eng.agentCaps()
+		if method == wire.SessionResume && !caps.resume || method == wire.SessionLoad && !caps.load {
+			return r.reopenLive(ctx, sid, method)
+		}
 		return nil, nil
 	}
 	if !r.t.isStale(sid) {
@@ -376,4 +380,30 @@ func (r *Recorder) listSessions(ctx context.Context, id, raw []byte) []byte {
 	}
 	b := wire.Encode(res)
 	return wire.Response(id, b)
+}
+
+// reopenLive answers a load or resume of a session this process holds live
+// on an agent that cannot do it itself, as the sidecar promised in
+// initialize: the session is already where the client wants it, so a resume
+// is its config, and a load is the recorded history, then its config.
+func (r *Recorder) reopenLive(ctx context.Context, sid, method string) ([]byte, error) {
+	var history [][]byte
+	snap, err := r.snapshot(ctx, sid)
+	if err != nil {
+		return nil, err
+	}
+	r.t.opening(snap.native) // an open, though the agent hears of none: the sidecar's commands follow it
+	if method == wire.SessionLoad {
+		if err := r.onSession(ctx, sid, func(ctx context.Context, s *session) {
+			history = historyUpdates(sid, replay.Visible(&s.rec, r.fullTurns(ctx, s)))
+		}); err != nil {
+			return nil, err
+		}
+	}
+	for _, line := range history {
+		r.send(proxy.AgentToClient, line)
+	}
+	// The config as the record has it now: the options with their current
+	// values, the pickers on theirs (withPickers builds them all).
+	return withPickers([]byte("{}"), nil, snap.live), nil
 }

@@ -74,7 +74,9 @@ func (r *Recorder) applySettings(ctx context.Context, s *session, ev event) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		hushed := r.life.hush(native, hushConfig) // as in restoreAfterOpen
 		out := r.eng.restore(ctx, native, target, catalog)
+		hushed()
 		r.enqueue(event{fn: func(ctx context.Context) {
 			s.rec.Live = out.catalog
 			for _, f := range out.failed {
@@ -86,8 +88,8 @@ func (r *Recorder) applySettings(ctx context.Context, s *session, ev event) {
 			}
 			r.putSession(ctx, s)
 			r.flush(ctx)
-			lines := append(append([][]byte{ev.raw}, r.t.ownCommands(native, client)...), out.notifications(client)...)
-			ev.release(lines...)
+			ev.release(append([][]byte{ev.raw}, r.t.ownCommands(native, client)...)...)
+			r.settledReports(client, out)
 		}, release: ev.release, raw: ev.raw})
 	}()
 }

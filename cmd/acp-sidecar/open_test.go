@@ -295,3 +295,40 @@ func TestWhatTheAgentSaysOfTheSidecarsOwnCalls(t *testing.T) {
 		t.Errorf("reply after the client's resume = %+v (%v), want native %s on deep-3 / plan", r, ok, rewound)
 	}
 }
+
+// TestReopenWhereTheAgentCannot: the sidecar promises resume and load in
+// initialize whatever the agent has. A session it holds live is resumed
+// (its config) and loaded (its recorded history, then its config) by the
+// sidecar when the agent has no resume or no load.
+func TestReopenWhereTheAgentCannot(t *testing.T) {
+	t.Parallel()
+	lp := startLadder(t, "-load=false")
+	for _, method := range []string{"session/resume", "session/load"} {
+		from := len(lp.lines())
+		_, resp := lp.request(method, map[string]any{"sessionId": lp.sid, "cwd": t.TempDir(), "mcpServers": []any{}})
+		mustSucceed(t, method+" on an agent without it", resp)
+		if !strings.Contains(string(resp), `"currentModeId":"plan"`) {
+			t.Errorf("%s result = %s, want the session's mode plan", method, clip(resp))
+		}
+		lp.barrier()
+		if sidecar, _ := commandsFor(lp.lines()[from:], lp.sid); !sidecar {
+			t.Errorf("after %s: no command list with the sidecar's commands", method)
+		}
+		if method == "session/load" {
+			replayed := false
+			for _, l := range lp.lines()[from:] {
+				if u, ok := parseUpdate(l); ok && u.sessionID == lp.sid && u.kind == "user_message_chunk" && strings.Contains(u.text, "alpha kept turn") {
+					replayed = true
+				}
+			}
+			if !replayed {
+				t.Error("session/load on an agent without it did not replay the recorded history")
+			}
+		}
+	}
+	presp, text, _ := lp.prompt("after the reopens")
+	mustSucceed(t, "prompt after the reopens", presp)
+	if r, ok := fakeagent.ParseReply(text); !ok || r.Model != fakeagent.ModelDeep || r.Mode != "plan" {
+		t.Errorf("reply = %+v (%v), want deep-3 / plan", r, ok)
+	}
+}
