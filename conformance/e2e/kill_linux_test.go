@@ -19,7 +19,7 @@ import (
 // sidecar, the parent, may not have reaped it yet.
 func killAndWait(t testing.TB, bound time.Duration, pids ...int) {
 	t.Helper()
-	var fds []int
+	var fds, alive []int
 	defer func() {
 		for _, fd := range fds {
 			unix.Close(fd)
@@ -27,11 +27,15 @@ func killAndWait(t testing.TB, bound time.Duration, pids ...int) {
 	}()
 	for _, pid := range pids {
 		fd, err := unix.PidfdOpen(pid, 0)
+		if errors.Is(err, unix.ESRCH) {
+			continue // it exited since it was listed (codex starts short-lived helpers): nothing to kill
+		}
 		if err != nil {
 			t.Fatalf("pidfd_open %d: %v", pid, err)
 		}
-		fds = append(fds, fd)
+		fds, alive = append(fds, fd), append(alive, pid)
 	}
+	pids = alive
 	for _, pid := range pids {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 			t.Fatalf("kill -9 %d: %v", pid, err)
