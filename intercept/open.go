@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
-	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
@@ -51,8 +50,11 @@ func (r *Recorder) restoreAfterOpen(ctx context.Context, s *session, ev event, r
 	go func() {
 		defer r.wg.Done()
 		// The agent's reports of the restore's calls would reach the client
-		// after the held response, the interim ones last but one: the
-		// restore's end is reported instead (settledReports).
+		// after the held response, which carries the settled config, and
+		// name interim values (the config_option_update that follows a
+		// model change names the effort and mode before their calls). They
+		// are kept from the client; the response is followed by the
+		// restore's own report of where it settled.
 		hushed := r.life.hush(native, hushConfig)
 		out := r.eng.restore(ctx, native, target, catalog)
 		hushed()
@@ -83,8 +85,8 @@ func (r *Recorder) restoreAfterOpen(ctx context.Context, s *session, ev event, r
 				}
 			}
 			lines := [][]byte{withResult(ev.raw, withPickers(res, before, out.catalog))}
-			ev.release(append(lines, r.t.ownCommands(native, client)...)...)
-			r.settledReports(client, out)
+			lines = append(lines, r.t.ownCommands(native, client)...)
+			ev.release(append(lines, out.notifications(client)...)...)
 		}, release: ev.release, raw: ev.raw})
 	}()
 }
@@ -96,17 +98,4 @@ func withResult(line []byte, result json.RawMessage) []byte {
 		return line // not an object: it goes as it came
 	}
 	return out
-}
-
-// settledReports tells the client the config a restore under a held
-// response settled on. The agent's own reports of the restore's calls are
-// kept from the client while it runs (hushConfig): they would wait behind
-// the held response and reach the client after it, and the interim ones
-// name values the restore had not set yet (the config_option_update that
-// follows a model change names the effort and mode before their calls).
-// These go at the stream's tail, after anything the agent sent late.
-func (r *Recorder) settledReports(client string, out outcome) {
-	for _, line := range out.notifications(client) {
-		r.send(proxy.AgentToClient, line)
-	}
 }

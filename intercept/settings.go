@@ -88,8 +88,8 @@ func (r *Recorder) applySettings(ctx context.Context, s *session, ev event) {
 			}
 			r.putSession(ctx, s)
 			r.flush(ctx)
-			ev.release(append([][]byte{ev.raw}, r.t.ownCommands(native, client)...)...)
-			r.settledReports(client, out)
+			lines := append([][]byte{ev.raw}, r.t.ownCommands(native, client)...)
+			ev.release(append(lines, out.notifications(client)...)...)
 		}, release: ev.release, raw: ev.raw})
 	}()
 }
