@@ -265,38 +265,13 @@ func errorWithData(id []byte, code int, msg string, data []byte) []byte {
 	return out
 }
 
-// maxSlashFrame bounds the prompts read for a slash command: a command is a
-// line of text, and a multi-megabyte prompt (an image) is not decoded on
-// the relay's path to find out.
-const maxSlashFrame = 16 << 10
-
 // slashOf finds one of the sidecar's commands in a prompt of one text block.
 func slashOf(raw []byte) (name, args string, ok bool) {
-	text, ok := onlyText(raw)
+	text, ok := wire.OnlyText(raw)
 	if !ok {
 		return "", "", false
 	}
 	return parseSlash(text)
-}
-
-// onlyText is the text of a prompt made of one text block, the only shape
-// a slash command comes in.
-func onlyText(raw []byte) (string, bool) {
-	if len(raw) > maxSlashFrame {
-		return "", false
-	}
-	var msg struct {
-		Params struct {
-			Prompt []struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			} `json:"prompt"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(raw, &msg) != nil || len(msg.Params.Prompt) != 1 || msg.Params.Prompt[0].Type != "text" {
-		return "", false
-	}
-	return msg.Params.Prompt[0].Text, true
 }
 
 // parseSlash reads "/name args" when name is one of the sidecar's commands.

@@ -131,20 +131,9 @@ func (p *ClientPort) malformed(line []byte, err error) {
 // client for its request, the agent that asked for a response (through
 // route, which knows which agent that is).
 func (p *ClientPort) oversized(ctx context.Context, e *TooLargeError, route Route) {
-	env := ScanPrefix(e.Head)
-	if env.ID == nil {
-		if id := TailID(e.Tail); id != nil {
-			env.ID = id
-			if env.Kind == KindOther {
-				env.Kind = KindResponse
-			} else if env.Kind == KindNotification {
-				env.Kind = KindRequest
-			}
-		}
-	}
+	env, msg := e.envelope()
 	p.log.Warn("frame over the size limit; dropped", "dir", ClientToAgent.String(), "size", e.Size, "limit", e.Limit, "kind", env.Kind.String())
 	p.trace.record(ClientToAgent, false, nil, e)
-	msg := fmt.Sprintf("frame of %d bytes exceeds the sidecar's limit of %d bytes (--max-frame)", e.Size, e.Limit)
 	switch {
 	case env.Kind == KindRequest:
 		p.reply(env.ID, CodeInvalidRequest, "Invalid request: "+msg)

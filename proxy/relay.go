@@ -745,10 +745,9 @@ func (r *Relay) malformed(dir Direction, line []byte, err error) {
 	}
 }
 
-// oversized answers a frame over the limit where someone waits for it: the
-// sender of a request gets an error, and so does the client whose request the
-// lost response would have answered.
-func (r *Relay) oversized(dir Direction, e *TooLargeError) {
+// envelope is what can be read of a frame over the limit, from its head
+// and, for an id written last, its tail; and the message its answer says.
+func (e *TooLargeError) envelope() (Envelope, string) {
 	env := ScanPrefix(e.Head)
 	if env.ID == nil {
 		if id := TailID(e.Tail); id != nil {
@@ -760,9 +759,16 @@ func (r *Relay) oversized(dir Direction, e *TooLargeError) {
 			}
 		}
 	}
+	return env, fmt.Sprintf("frame of %d bytes exceeds the sidecar's limit of %d bytes (--max-frame)", e.Size, e.Limit)
+}
+
+// oversized answers a frame over the limit where someone waits for it: the
+// sender of a request gets an error, and so does the client whose request the
+// lost response would have answered.
+func (r *Relay) oversized(dir Direction, e *TooLargeError) {
+	env, msg := e.envelope()
 	r.log.Warn("frame over the size limit; dropped", "dir", dir.String(), "size", e.Size, "limit", e.Limit, "kind", env.Kind.String())
 	r.trace.record(dir, false, nil, e)
-	msg := fmt.Sprintf("frame of %d bytes exceeds the sidecar's limit of %d bytes (--max-frame)", e.Size, e.Limit)
 	switch {
 	case env.Kind == KindRequest:
 		r.reply(dir, env.ID, CodeInvalidRequest, "Invalid request: "+msg)

@@ -216,27 +216,13 @@ func selectorChoice(line []byte) (id, value string, ok bool) {
 	return p.Params.ConfigID, wire.Unquote(p.Params.Value), true
 }
 
-// maxSlashFrame bounds the prompts read for "/agent": a slash command is
-// short, and a long prompt is not decoded on its way.
-const maxSlashFrame = 16 << 10
-
 // agentSlash finds "/agent NAME" in a prompt of one text block.
 func agentSlash(line []byte) (string, bool) {
-	if len(line) > maxSlashFrame {
+	text, ok := wire.OnlyText(line)
+	if !ok {
 		return "", false
 	}
-	var msg struct {
-		Params struct {
-			Prompt []struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			} `json:"prompt"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(line, &msg) != nil || len(msg.Params.Prompt) != 1 || msg.Params.Prompt[0].Type != "text" {
-		return "", false
-	}
-	text := strings.TrimSpace(msg.Params.Prompt[0].Text)
+	text = strings.TrimSpace(text)
 	if text != "/agent" && !strings.HasPrefix(text, "/agent ") {
 		return "", false
 	}

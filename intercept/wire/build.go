@@ -40,3 +40,28 @@ func Member(raw []byte, path ...string) []byte {
 	}
 	return raw[start:end]
 }
+
+// MaxSlashFrame bounds the prompts read for a slash command: a command is
+// short, and a long prompt is not decoded on its way.
+const MaxSlashFrame = 16 << 10
+
+// OnlyText is the text of a prompt request made of one text block, the
+// only shape a slash command comes in; ok is false for any other prompt,
+// and for one over MaxSlashFrame, which is not decoded.
+func OnlyText(raw []byte) (text string, ok bool) {
+	if len(raw) > MaxSlashFrame {
+		return "", false
+	}
+	var msg struct {
+		Params struct {
+			Prompt []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			} `json:"prompt"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(raw, &msg) != nil || len(msg.Params.Prompt) != 1 || msg.Params.Prompt[0].Type != "text" {
+		return "", false
+	}
+	return msg.Params.Prompt[0].Text, true
+}
