@@ -178,6 +178,7 @@ func BenchmarkScan(b *testing.B) {
 		frames[1] = []byte(strings.Replace(benchChunk, "The relay reads", "A relay answers", 1))
 		dst := make([]byte, len(benchChunk))
 		var ss streamScanner
+		var env Envelope
 		var base, via time.Duration
 		for b.Loop() {
 			start := time.Now()
@@ -187,7 +188,7 @@ func BenchmarkScan(b *testing.B) {
 			base += time.Since(start)
 			start = time.Now()
 			for i := range 1000 {
-				if _, err := ss.scan(frames[i&1]); err != nil {
+				if err := ss.scan(frames[i&1], &env); err != nil {
 					b.Fatal(err)
 				}
 			}

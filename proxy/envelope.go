@@ -88,7 +88,9 @@ func Scan(frame []byte) (Envelope, error) {
 	if s.err != nil {
 		return Envelope{}, s.err
 	}
-	return s.st.envelope(frame, false), nil
+	var env Envelope
+	s.st.envelope(frame, false, &env)
+	return env, nil
 }
 
 // ScanPrefix peeks what it can of a frame that was cut short, such as the head
@@ -101,7 +103,9 @@ func ScanPrefix(head []byte) Envelope {
 	}
 	var s scanner
 	s.run(head, false)
-	return s.st.envelope(head, true)
+	var env Envelope
+	s.st.envelope(head, true, &env)
+	return env
 }
 
 // Salvage peeks what it can of a malformed frame, to answer it under its id:
@@ -149,24 +153,29 @@ type streamScanner struct {
 	next scanState // the snapshot of the frame being scanned
 }
 
-// scan is Scan, from the snapshot where the frame allows it.
-func (ss *streamScanner) scan(frame []byte) (Envelope, error) {
+// scan is Scan into env, from the snapshot where the frame allows it. env
+// is written in place: the relay's frames are reused, and an Envelope
+// returned by value would be copied twice more on its way there.
+func (ss *streamScanner) scan(frame []byte, env *Envelope) error {
 	var s scanner
 	resume := ss.have && len(frame) > len(ss.prev) && string(frame[:len(ss.prev)]) == string(ss.prev)
 	if resume {
 		s.st = ss.snap
+		s.resumedAt = ss.snap.i
 	}
 	ss.next.i = 0
 	s.snap = &ss.next
 	s.run(frame, resume)
 	if s.err != nil {
-		return Envelope{}, s.err
+		*env = Envelope{}
+		return s.err
 	}
-	if ss.next.i > 0 && (!resume || ss.next.i != len(ss.prev)) {
+	if ss.next.i > 0 {
 		ss.snap, ss.have = ss.next, true
 		ss.prev = append(ss.prev[:0], frame[:ss.next.i]...)
 	}
-	return s.st.envelope(frame, false), nil
+	s.st.envelope(frame, false, env)
+	return nil
 }
 
 // role is what an object on the envelope's path is: the top-level object,
@@ -222,10 +231,10 @@ type scanState struct {
 	isErr, hasMethod, isObject    bool
 }
 
-// envelope builds the Envelope of frame from the state at its end. A prefix
-// (a cut frame) is taken to be an object.
-func (st *scanState) envelope(frame []byte, prefix bool) Envelope {
-	var env Envelope
+// envelope builds, in env, the Envelope of frame from the state at its
+// end. A prefix (a cut frame) is taken to be an object.
+func (st *scanState) envelope(frame []byte, prefix bool, env *Envelope) {
+	*env = Envelope{}
 	if st.id.Present() {
 		env.ID = frame[st.id.Start:st.id.End]
 	}
@@ -245,7 +254,6 @@ func (st *scanState) envelope(frame []byte, prefix bool) Envelope {
 	case env.ID != nil && (st.isObject || prefix):
 		env.Kind = KindResponse
 	}
-	return env
 }
 
 // scanner validates a frame in one loop with an explicit stack, so nesting
@@ -255,6 +263,9 @@ type scanner struct {
 	err    error
 	memEsc bool       // the last string value held an escape
 	snap   *scanState // where to keep snapshots; nil for none
+	// resumedAt is where a resumed scan began: the snapshot there is the
+	// one it resumed from, so it is not taken again. 0 for none.
+	resumedAt int
 }
 
 func (s *scanner) fail(i int, msg string) {
@@ -349,7 +360,7 @@ func (s *scanner) run(b []byte, resume bool) {
 				s.fail(j, msg)
 				return
 			}
-			if s.snap != nil && j-i >= snapMin && depth <= snapDepth && depth > 0 {
+			if s.snap != nil && j-i >= snapMin && depth <= snapDepth && depth > 0 && i != s.resumedAt {
 				// The state here is the state before this value.
 				st.i, st.depth = i, depth
 				copy(st.stack[:], stack)

@@ -192,8 +192,9 @@ func FuzzStreamScan(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		var ss streamScanner
-		ss.scan(a)
-		got, gerr := ss.scan(b)
+		var got Envelope
+		ss.scan(a, &got)
+		gerr := ss.scan(b, &got)
 		want, werr := Scan(b)
 		if (gerr == nil) != (werr == nil) {
 			t.Fatalf("after %q: stream scan error %v, Scan error %v, for %q", a, gerr, werr, b)
@@ -209,20 +210,21 @@ func FuzzStreamScan(f *testing.F) {
 func TestStreamScanResumesAtTheText(t *testing.T) {
 	var ss streamScanner
 	first := []byte(benchChunk)
-	if _, err := ss.scan(first); err != nil {
+	var got Envelope
+	if err := ss.scan(first, &got); err != nil {
 		t.Fatal(err)
 	}
 	if want := bytes.LastIndex(first, []byte(`"The relay`)); !ss.have || len(ss.prev) != want {
 		t.Fatalf("snapshot at %d (have %v), want at the text, %d", len(ss.prev), ss.have, want)
 	}
 	next := []byte(strings.Replace(benchChunk, "The relay", "Then \\u00e9", 1))
-	got, err := ss.scan(next)
+	err := ss.scan(next, &got)
 	want, werr := Scan(next)
 	if err != nil || werr != nil || got.Kind != want.Kind || string(got.Method) != string(want.Method) ||
 		got.SessionID != want.SessionID || string(got.Update) != string(want.Update) {
 		t.Errorf("resumed scan %+v (%v), Scan %+v (%v)", got, err, want, werr)
 	}
-	if _, err := ss.scan(next[:len(next)-1]); err == nil {
+	if err := ss.scan(next[:len(next)-1], &got); err == nil {
 		t.Error("a resumed scan accepted a truncated frame")
 	}
 }

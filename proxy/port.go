@@ -80,14 +80,13 @@ func (p *ClientPort) Run(ctx context.Context, route Route) error {
 			}
 			return fmt.Errorf("read %s: %w", ClientToAgent, err)
 		}
-		env, serr := scan.scan(line)
-		if serr != nil {
+		if serr := scan.scan(line, &f.Env); serr != nil {
 			p.trace.record(ClientToAgent, false, line, serr)
 			p.malformed(line, serr)
 			continue
 		}
 		p.trace.record(ClientToAgent, false, line, nil)
-		*f = Frame{Dir: ClientToAgent, Raw: line, Env: env}
+		f.Dir, f.Raw = ClientToAgent, line
 		route(ctx, f)
 		if lr.Buffered() == 0 && p.trace != nil {
 			p.trace.Flush()

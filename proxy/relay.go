@@ -555,22 +555,21 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 			}
 			return fmt.Errorf("read %s: %w", dir, err)
 		}
-		env, serr := scan.scan(line)
-		if serr != nil {
+		if serr := scan.scan(line, &f.Env); serr != nil {
 			r.trace.record(dir, false, line, serr)
 			r.malformed(dir, line, serr)
 			continue
 		}
 		r.trace.record(dir, false, line, nil)
-		if env.Kind != KindOther && env.ID != nil && isOwnID(env.ID) {
-			if r.ownID(dir, line, &env) {
+		if env := &f.Env; env.Kind != KindOther && env.ID != nil && isOwnID(env.ID) {
+			if r.ownID(dir, line, env) {
 				continue
 			}
 		}
 		if dir == ClientToAgent {
 			r.inFrame.Lock()
 		}
-		*f = Frame{Dir: dir, Raw: line, Env: env}
+		f.Dir, f.Raw = dir, line
 		flush := r.frame(ctx, f, lr)
 		if dir == ClientToAgent {
 			r.inFrame.Unlock()
