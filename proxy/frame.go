@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -34,14 +33,33 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("frame of %d bytes exceeds the limit of %d bytes", e.Size, e.Limit)
 }
 
+// readBufSize is the read buffer's size: what one read(2) of a pipe gives.
+const readBufSize = 64 << 10
+
 // LineReader reads newline-delimited frames of any length up to a limit.
+//
+// It reads into a buffer of its own, and a frame it returns lies in that
+// buffer with its '\n' after it (unless it is longer than the buffer), so a
+// run of frames passed on unchanged can be written from the buffer itself,
+// in one write and with no copy (output.pass). Before a read overwrites the
+// buffer, lend gets it back from whoever holds runs of it, and says which
+// buffer to read into next.
 type LineReader struct {
-	r     *bufio.Reader
+	src   io.Reader
+	buf   []byte
+	r, w  int   // buf[r:w] is read and not yet returned
+	seen  int   // buf[r:seen] holds no '\n'
+	err   error // the read error after buf[r:w]
 	limit int
 	long  []byte // reused for lines longer than the buffer
 	// inLong says the last frame returned lies in long, which ends with the
 	// frame's '\n' when it had one.
 	inLong bool
+	// lend, when set, is called before buf is read into again, while the
+	// frames returned from it may still be referenced; it returns the
+	// buffer to use from then on: buf itself once nothing references it,
+	// or another of the same size.
+	lend func(buf []byte) []byte
 }
 
 // NewLineReader reads frames from r; a limit of 0 or less means DefaultMaxFrame.
@@ -49,12 +67,79 @@ func NewLineReader(r io.Reader, limit int) *LineReader {
 	if limit <= 0 {
 		limit = DefaultMaxFrame
 	}
-	return &LineReader{r: bufio.NewReaderSize(r, 64<<10), limit: limit}
+	return &LineReader{src: r, buf: make([]byte, readBufSize), limit: limit}
 }
 
 // Buffered reports how many bytes are ready without another read, so the
 // relay flushes its writer only when a burst has been drained.
-func (lr *LineReader) Buffered() int { return lr.r.Buffered() }
+func (lr *LineReader) Buffered() int { return lr.w - lr.r }
+
+// errBufferFull says a fragment fills the whole buffer and holds no '\n'.
+var errBufferFull = errors.New("line longer than the read buffer")
+
+// readSlice is bufio.Reader.ReadSlice('\n') on the reader's own buffer: the
+// next line with its '\n', or, with errBufferFull, the full buffer of a line
+// longer than it, or, with the read error, what came before the error.
+func (lr *LineReader) readSlice() ([]byte, error) {
+	for {
+		if i := bytes.IndexByte(lr.buf[lr.seen:lr.w], '\n'); i >= 0 {
+			end := lr.seen + i + 1
+			line := lr.buf[lr.r:end]
+			lr.r, lr.seen = end, end
+			return line, nil
+		}
+		lr.seen = lr.w
+		if lr.err != nil {
+			line, err := lr.buf[lr.r:lr.w], lr.err
+			lr.r, lr.err = lr.w, nil
+			return line, err
+		}
+		if lr.w-lr.r == len(lr.buf) {
+			line := lr.buf[lr.r:lr.w]
+			lr.r = lr.w
+			return line, errBufferFull
+		}
+		lr.fill()
+	}
+}
+
+// fill reads once more into the buffer, after what is still unread.
+func (lr *LineReader) fill() {
+	if lr.r > 0 || lr.w == len(lr.buf) {
+		next := lr.buf
+		if lr.lend != nil {
+			next = lr.lend(lr.buf)
+		}
+		n := copy(next, lr.buf[lr.r:lr.w])
+		lr.buf, lr.r, lr.seen, lr.w = next, 0, n, n
+	}
+	// As bufio does: a reader that keeps giving nothing is broken.
+	for range 100 {
+		n, err := lr.src.Read(lr.buf[lr.w:])
+		lr.w += n
+		if err != nil {
+			lr.err = err
+			return
+		}
+		if n > 0 {
+			return
+		}
+	}
+	lr.err = io.ErrNoProgress
+}
+
+// inBuffer says whether line, the frame Next just returned, lies in the
+// read buffer with its '\n' right after it, as buf[from:to].
+func (lr *LineReader) inBuffer(line []byte) (buf []byte, from, to int, ok bool) {
+	if lr.inLong || len(line) == 0 || lr.r == 0 || lr.buf[lr.r-1] != '\n' {
+		return nil, 0, 0, false
+	}
+	from = lr.r - 1 - len(line)
+	if from < 0 || &lr.buf[from] != &line[0] {
+		return nil, 0, 0, false
+	}
+	return lr.buf, from, lr.r, true
+}
 
 // Next returns the next frame without its '\n'. A '\r' before it stays part of
 // the frame (it is JSON white space, and bytes out equal bytes in). Lines of
@@ -108,8 +193,8 @@ func (lr *LineReader) line() ([]byte, error) {
 	}
 	lr.long = lr.long[:0]
 	lr.inLong = false
-	frag, err := lr.r.ReadSlice('\n')
-	if err == nil || !errors.Is(err, bufio.ErrBufferFull) {
+	frag, err := lr.readSlice()
+	if err == nil || !errors.Is(err, errBufferFull) {
 		if lineLen(frag, err) > lr.limit {
 			return nil, lr.discard(len(frag), frag, err)
 		}
@@ -123,10 +208,10 @@ func (lr *LineReader) line() ([]byte, error) {
 			return nil, lr.discard(len(lr.long)+len(frag), frag, err)
 		}
 		lr.long = append(lr.long, frag...)
-		if !errors.Is(err, bufio.ErrBufferFull) {
+		if !errors.Is(err, errBufferFull) {
 			break
 		}
-		frag, err = lr.r.ReadSlice('\n')
+		frag, err = lr.readSlice()
 	}
 	lr.inLong = true
 	if err == nil {
@@ -160,8 +245,8 @@ func (lr *LineReader) discard(size int, frag []byte, err error) error {
 	}
 	tail := keepTail(append([]byte(nil), lr.long...), frag)
 	lr.long = lr.long[:0]
-	for errors.Is(err, bufio.ErrBufferFull) {
-		frag, err = lr.r.ReadSlice('\n')
+	for errors.Is(err, errBufferFull) {
+		frag, err = lr.readSlice()
 		size += len(frag)
 		tail = keepTail(tail, frag)
 	}

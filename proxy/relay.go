@@ -540,6 +540,7 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 	// byte copy never does (DESIGN.md, "Speed").
 	f := new(Frame)
 	var scan streamScanner
+	lr.lend = r.out[dir].settle
 	for {
 		line, err := lr.Next()
 		if err != nil {
@@ -620,6 +621,12 @@ func (r *Relay) frame(ctx context.Context, f *Frame, lr *LineReader) (flush bool
 				spare, err := out.writeOwned(buf)
 				lr.giveLong(spare)
 				r.logWrite(dir, err)
+				break
+			}
+			if buf, from, to, ok := lr.inBuffer(line); ok {
+				// Written with the frames around it, from the reader's
+				// buffer (output.pass).
+				r.logWrite(dir, out.pass(buf, from, to, flush))
 				break
 			}
 		}

@@ -1,0 +1,154 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestRunsKeepOrder: frames that pass unchanged leave from the reader's
+// buffer, in runs written later than their hook calls, while the next
+// buffer is read. Whatever else reaches the client must still land where it
+// would have landed had every frame been written at once: a frame the hook
+// sends while deciding frame i lies right before it, a held frame keeps its
+// place, a rewrite replaces its frame, and frames sent from elsewhere keep
+// their own order. The agent writes through a real pipe, in writes that cut
+// frames anywhere, with frames of every size from a few bytes to more than
+// a read buffer.
+func TestRunsKeepOrder(t *testing.T) {
+	const n = 6000
+	frame := func(i int) string {
+		pad := strings.Repeat("x", (i*37)%700)
+		if i%1000 == 500 {
+			pad = strings.Repeat("y", readBufSize+i) // longer than a read buffer
+		} else if i%250 == 100 {
+			pad = strings.Repeat("z", 20<<10+i) // long, within one
+		}
+		return fmt.Sprintf(`{"jsonrpc":"2.0","method":"m","params":{"i":%d,"pad":"%s"}}`, i, pad)
+	}
+	var want []string
+	for i := range n {
+		switch {
+		case i%97 == 0:
+			want = append(want, fmt.Sprintf(`{"jsonrpc":"2.0","method":"sent","params":{"before":%d}}`, i), frame(i))
+		case i%101 == 0:
+			want = append(want, fmt.Sprintf(`{"jsonrpc":"2.0","method":"held","params":{"i":%d}}`, i))
+		case i%89 == 0:
+			want = append(want, fmt.Sprintf(`{"jsonrpc":"2.0","method":"rewritten","params":{"i":%d}}`, i))
+		default:
+			want = append(want, frame(i))
+		}
+	}
+
+	var relay *Relay
+	var held sync.WaitGroup
+	hook := HookFunc(func(_ context.Context, f *Frame) Verdict {
+		if f.Dir != AgentToClient || !f.Env.MethodIs("m") {
+			return Verdict{}
+		}
+		var i int
+		if _, err := fmt.Sscanf(string(f.Raw), `{"jsonrpc":"2.0","method":"m","params":{"i":%d,`, &i); err != nil {
+			t.Errorf("frame %.60q: %v", f.Raw, err)
+			return Verdict{}
+		}
+		switch {
+		case i%97 == 0:
+			if err := relay.Send(AgentToClient, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","method":"sent","params":{"before":%d}}`, i))); err != nil {
+				t.Errorf("send: %v", err)
+			}
+		case i%101 == 0:
+			release := relay.Hold(AgentToClient)
+			held.Add(1)
+			go func() {
+				defer held.Done()
+				release([]byte(fmt.Sprintf(`{"jsonrpc":"2.0","method":"held","params":{"i":%d}}`, i)))
+			}()
+			return Verdict{Do: Drop}
+		case i%89 == 0:
+			return Verdict{Do: Rewrite, Line: []byte(fmt.Sprintf(`{"jsonrpc":"2.0","method":"rewritten","params":{"i":%d}}`, i))}
+		}
+		return Verdict{}
+	})
+
+	agentOutR, agentOutW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientOutR, clientOutW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientInR, clientInW := io.Pipe()
+	relay = NewRelay(Config{ClientIn: clientInR, ClientOut: clientOutW, AgentIn: nopCloser{io.Discard}, AgentOut: agentOutR, Hook: hook})
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(context.Background()) }()
+
+	go func() { // the agent, cutting its stream at sizes that share no factor with a frame's
+		defer agentOutW.Close()
+		var all strings.Builder
+		for i := range n {
+			all.WriteString(frame(i) + "\n")
+		}
+		b := []byte(all.String())
+		for k := 0; len(b) > 0; k++ {
+			m := min(len(b), 1+(k*7919)%(3*readBufSize))
+			if _, err := agentOutW.Write(b[:m]); err != nil {
+				return
+			}
+			b = b[m:]
+		}
+	}()
+	const others = 300
+	var sent sync.WaitGroup
+	sent.Add(1)
+	go func() { // frames of the sidecar's own from elsewhere, at any time
+		defer sent.Done()
+		for k := range others {
+			if err := relay.Send(AgentToClient, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","method":"other","params":{"k":%d}}`, k))); err != nil {
+				t.Errorf("send other: %v", err)
+				return
+			}
+		}
+	}()
+
+	r := bufio.NewReaderSize(clientOutR, 1<<20)
+	var got []string
+	nextOther := 0
+	for len(got) < len(want) || nextOther < others {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after %d frames: %v", len(got), err)
+		}
+		line = strings.TrimSuffix(line, "\n")
+		if strings.HasPrefix(line, `{"jsonrpc":"2.0","method":"other"`) {
+			if w := fmt.Sprintf(`{"jsonrpc":"2.0","method":"other","params":{"k":%d}}`, nextOther); line != w {
+				t.Fatalf("own frame %d = %.80q, want %q", nextOther, line, w)
+			}
+			nextOther++
+			continue
+		}
+		if i := len(got); i >= len(want) || line != want[i] {
+			t.Fatalf("frame %d = %.80q, want %.80q", i, line, at(want, i))
+		}
+		got = append(got, line)
+	}
+	sent.Wait()
+	held.Wait()
+	clientInW.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	clientOutW.Close()
+	if rest, _ := io.ReadAll(r); len(rest) > 0 {
+		t.Errorf("more than expected reached the client: %.80q", rest)
+	}
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
