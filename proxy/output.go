@@ -103,17 +103,20 @@ func (o *output) pass(buf []byte, from, to int, flush bool) error {
 	s := o.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil {
-		return s.err
-	}
-	if o.backlog != nil {
-		o.backlog = append(o.backlog, &entry{lines: [][]byte{append([]byte(nil), buf[from:to-1]...)}})
-		return nil
-	}
-	if s.runBuf != nil && (&s.runBuf[0] != &buf[0] || s.runTo != from) {
-		if err := s.writeRunLocked(); err != nil {
-			return err
+	// Writing another run may wait for an owned write, and so let go of
+	// the lock: whatever was checked before is checked again after.
+	for {
+		if s.err != nil {
+			return s.err
 		}
+		if o.backlog != nil {
+			o.backlog = append(o.backlog, &entry{lines: [][]byte{append([]byte(nil), buf[from:to-1]...)}})
+			return nil
+		}
+		if s.runBuf == nil || &s.runBuf[0] == &buf[0] && s.runTo == from {
+			break
+		}
+		s.writeRunLocked() // a failure is s.err, seen at the top
 	}
 	if s.runBuf == nil {
 		s.runBuf, s.runFrom = buf, from
@@ -137,7 +140,12 @@ func (o *output) settle(buf []byte) []byte {
 	if s.runBuf == nil || &s.runBuf[0] != &buf[0] {
 		return buf
 	}
+	// Waiting lets go of the lock, and someone else may write the run
+	// meanwhile: it is looked at again after the wait.
 	s.waitIdleLocked()
+	if s.runBuf == nil || &s.runBuf[0] != &buf[0] {
+		return buf
+	}
 	if s.err == nil {
 		if err := s.w.Flush(); err != nil {
 			s.err = err
@@ -159,8 +167,12 @@ func (o *output) settle(buf []byte) []byte {
 }
 
 // writeRunLocked writes the run, with s.mu held, into the writer's
-// buffer, so that what comes after it follows it.
+// buffer, so that what comes after it follows it. It waits for an owned
+// write first, since that lets go of the lock: the run it writes is the
+// one there after the wait, and it stays marked in its reader's buffer
+// until it is written, so settle never gives the buffer back under it.
 func (s *sink) writeRunLocked() error {
+	s.waitIdleLocked()
 	if s.runBuf == nil {
 		return s.err
 	}
@@ -169,7 +181,6 @@ func (s *sink) writeRunLocked() error {
 	if s.err != nil {
 		return s.err
 	}
-	s.waitIdleLocked()
 	if _, err := s.w.Write(run); err != nil {
 		s.err = err
 	}
@@ -180,6 +191,7 @@ func (o *output) write(line []byte, flush bool) error {
 	s := o.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.waitIdleLocked() // first: waiting lets go of the lock
 	if s.err != nil {
 		return s.err
 	}
@@ -203,6 +215,7 @@ func (o *output) writeFlushed(line []byte) (end int64, err error) {
 	s := o.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.waitIdleLocked() // first: waiting lets go of the lock
 	if s.err != nil {
 		return -1, s.err
 	}
@@ -235,6 +248,7 @@ func (o *output) writeNow(line []byte) error {
 	s := o.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.waitIdleLocked() // first: waiting lets go of the lock
 	if s.err != nil {
 		return s.err
 	}
