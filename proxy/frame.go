@@ -60,6 +60,103 @@ type LineReader struct {
 	// buffer to use from then on: buf itself once nothing references it,
 	// or another of the same size.
 	lend func(buf []byte) []byte
+	// ahead, once readAhead started it, is the goroutine that reads the
+	// next buffer while frames of this one are decided.
+	ahead *readAhead
+}
+
+// aheadRoom is the room before the data of each buffer read ahead, where
+// the start of a frame cut by the end of the buffer before is put back, so
+// the frame lies in one piece. A longer start goes the way of a long line.
+const aheadRoom = 16 << 10
+
+// readAhead is a goroutine of the reader's that reads into free buffers
+// and hands them over, in order, as full.
+type readAhead struct {
+	full chan aheadChunk // closed after the chunk with the read error
+	free chan []byte
+	err  error // the read error, once full is closed
+}
+
+// aheadChunk is one read: buf[aheadRoom:n], then err.
+type aheadChunk struct {
+	buf []byte
+	n   int
+	err error
+}
+
+// readAhead makes the reader read on while the caller decides frames: a
+// goroutine of its own reads the next buffer meanwhile, so the read(2),
+// a fifth of the relay's time on a stream of small frames, leaves the
+// caller's goroutine. The goroutine ends once the source fails or ends,
+// which the caller learns from Next, so it ends before the caller's loop
+// does. Call it before the first Next.
+func (lr *LineReader) readAhead() {
+	a := &readAhead{full: make(chan aheadChunk, 1), free: make(chan []byte, 4)}
+	size := aheadRoom + readBufSize
+	a.free <- make([]byte, size)
+	a.free <- make([]byte, size)
+	lr.buf = make([]byte, size)
+	lr.r, lr.seen, lr.w = aheadRoom, aheadRoom, aheadRoom
+	lr.ahead = a
+	go a.run(lr.src)
+}
+
+func (a *readAhead) run(src io.Reader) {
+	defer close(a.full)
+	for buf := range a.free {
+		c := aheadChunk{buf: buf, n: aheadRoom}
+		c.n, c.err = readSome(src, buf, aheadRoom)
+		a.full <- c
+		if c.err != nil {
+			return
+		}
+	}
+}
+
+// readSome reads into buf[from:] and returns where the data ends. As
+// bufio does, a reader that keeps giving nothing is broken.
+func readSome(src io.Reader, buf []byte, from int) (int, error) {
+	for range 100 {
+		n, err := src.Read(buf[from:])
+		from += n
+		if err != nil || n > 0 {
+			return from, err
+		}
+	}
+	return from, io.ErrNoProgress
+}
+
+// fillAhead takes the next buffer read ahead, with the cut frame at the
+// end of this one put back before its data, and gives this one back.
+func (lr *LineReader) fillAhead() {
+	a := lr.ahead
+	c, ok := <-a.full
+	if !ok {
+		lr.err = a.err
+		return
+	}
+	tail := lr.buf[lr.r:lr.w] // no longer than aheadRoom (readSlice)
+	at := aheadRoom - len(tail)
+	copy(c.buf[at:], tail)
+	old := lr.buf
+	lr.buf, lr.r, lr.seen, lr.w = c.buf, at, aheadRoom, c.n
+	if c.err != nil {
+		lr.err, a.err = c.err, c.err
+	}
+	if lr.lend != nil {
+		old = lr.lend(old)
+	}
+	select {
+	case a.free <- old:
+	default: // enough buffers circulate; this one is let go
+	}
+}
+
+// drained says whether nothing more is ready without waiting for the
+// source: the burst has been read, and the relay flushes.
+func (lr *LineReader) drained() bool {
+	return lr.w == lr.r && (lr.ahead == nil || len(lr.ahead.full) == 0)
 }
 
 // NewLineReader reads frames from r; a limit of 0 or less means DefaultMaxFrame.
@@ -70,8 +167,8 @@ func NewLineReader(r io.Reader, limit int) *LineReader {
 	return &LineReader{src: r, buf: make([]byte, readBufSize), limit: limit}
 }
 
-// Buffered reports how many bytes are ready without another read, so the
-// relay flushes its writer only when a burst has been drained.
+// Buffered reports how many bytes of the buffer are ready without another
+// read, so a caller can flush what it wrote once a burst has been drained.
 func (lr *LineReader) Buffered() int { return lr.w - lr.r }
 
 // errBufferFull says a fragment fills the whole buffer and holds no '\n'.
@@ -94,10 +191,14 @@ func (lr *LineReader) readSlice() ([]byte, error) {
 			lr.r, lr.err = lr.w, nil
 			return line, err
 		}
-		if lr.w-lr.r == len(lr.buf) {
+		if lr.w-lr.r == len(lr.buf) || lr.ahead != nil && lr.w-lr.r > aheadRoom {
 			line := lr.buf[lr.r:lr.w]
 			lr.r = lr.w
 			return line, errBufferFull
+		}
+		if lr.ahead != nil {
+			lr.fillAhead()
+			continue
 		}
 		lr.fill()
 	}
@@ -113,19 +214,7 @@ func (lr *LineReader) fill() {
 		n := copy(next, lr.buf[lr.r:lr.w])
 		lr.buf, lr.r, lr.seen, lr.w = next, 0, n, n
 	}
-	// As bufio does: a reader that keeps giving nothing is broken.
-	for range 100 {
-		n, err := lr.src.Read(lr.buf[lr.w:])
-		lr.w += n
-		if err != nil {
-			lr.err = err
-			return
-		}
-		if n > 0 {
-			return
-		}
-	}
-	lr.err = io.ErrNoProgress
+	lr.w, lr.err = readSome(lr.src, lr.buf, lr.w)
 }
 
 // inBuffer says whether line, the frame Next just returned, lies in the

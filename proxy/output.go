@@ -17,29 +17,36 @@ var ErrClosed = errors.New("relay output closed")
 // order and its own held places, and none waits behind another's.
 //
 // A long frame whose buffer the relay hands over (writeOwned) is written by a
-// goroutine of its own while the relay reads the next one: reading and
+// goroutine of the sink's while the relay reads the next one: reading and
 // writing a multi-megabyte frame would otherwise take turns, and the relay
-// would run at half the speed of a byte copy (DESIGN.md, "Speed"). One such
-// write is in flight at a time, and everything else written waits for it, so
-// order holds and memory stays bounded by two frames.
+// would run at half the speed of a byte copy (DESIGN.md, "Speed"). One long
+// frame is in line at a time, so memory stays bounded by two frames.
 //
 // Small frames that pass unchanged are not copied either: a run of them is
 // kept as the span of the reader's buffer they lie in (pass), and written
-// in one piece when the burst ends, when anything else is written, or, by
-// the goroutine of an owned write, when the reader needs its buffer back
+// in one piece when the burst ends, when anything else is written, or, in
+// line with the owned writes, when the reader needs its buffer back
 // (settle). Copying each frame into the writer, and writing each burst on
 // the reading goroutine, cost the relay half of a byte copy's speed on
 // small frames.
+//
+// Owned writes go out in order, a few at most in line (maxOwned), and
+// everything else written waits until the line is empty, so order holds.
 type sink struct {
 	mu     sync.Mutex
 	w      *bufio.Writer
 	err    error
 	closer io.Closer
 
-	busy      bool       // an owned write is in flight
-	idle      *sync.Cond // on mu: broadcast when busy ends
-	spare     []byte     // the buffer of the last owned long frame, done with
-	spareRead []byte     // a reader's buffer an owned write of a run is done with
+	// owned are the owned writes in line, written in order by the
+	// goroutine of drainOwned, which runs while busy. While any is in
+	// line, the writer's buffer is empty: whatever writes to it waits
+	// until busy ends.
+	owned      []ownedWrite
+	busy       bool
+	idle       *sync.Cond // on mu: broadcast when an owned write is done
+	spare      []byte     // the buffer of the last owned long frame, done with
+	spareReads [][]byte   // readers' buffers whose runs are written
 
 	// The run is runBuf[runFrom:runTo]: frames with their '\n', written
 	// after everything before them and before anything after them. runBuf
@@ -49,6 +56,19 @@ type sink struct {
 	runFrom, runTo int
 
 	count *countingWriter // under w: the bytes the current writer took
+}
+
+// maxOwned is how many owned writes may be in line. A reader hands over
+// a run and reads on; with room for only one, it would wait for each run's
+// write while the client drained its pipe, and the two would take turns.
+// A few buffers of room let each side go at its own speed.
+const maxOwned = 4
+
+// ownedWrite is one owned write: data, which lies in whole, a reader's
+// buffer or, for a long frame, the frame's own.
+type ownedWrite struct {
+	data, whole []byte
+	long        bool
 }
 
 // output is one ordered stream of frames into a sink. It can hold a place
@@ -129,9 +149,9 @@ func (o *output) pass(buf []byte, from, to int, flush bool) error {
 }
 
 // settle gives a reader its buffer back before it reads into buf again.
-// A run of buf still unwritten goes to a goroutine of its own, which writes
-// it straight from buf while the reader reads on into the buffer settle
-// returns: one the last such write is done with, or a new one. With
+// A run of buf still unwritten goes in line for the owned-write goroutine,
+// which writes it straight from buf while the reader reads on into the
+// buffer settle returns: one whose run is written, or a new one. With
 // nothing of buf unwritten, buf is the reader's again.
 func (o *output) settle(buf []byte) []byte {
 	s := o.s
@@ -140,13 +160,16 @@ func (o *output) settle(buf []byte) []byte {
 	if s.runBuf == nil || &s.runBuf[0] != &buf[0] {
 		return buf
 	}
-	// Waiting lets go of the lock, and someone else may write the run
-	// meanwhile: it is looked at again after the wait.
-	s.waitIdleLocked()
+	// Waiting for room lets go of the lock, and someone else may write
+	// the run meanwhile: it is looked at again after the wait.
+	for len(s.owned) >= maxOwned {
+		s.idle.Wait()
+	}
 	if s.runBuf == nil || &s.runBuf[0] != &buf[0] {
 		return buf
 	}
-	if s.err == nil {
+	if s.err == nil && s.w.Buffered() > 0 {
+		// Frames written before the run; no owned write is in line then.
 		if err := s.w.Flush(); err != nil {
 			s.err = err
 		}
@@ -156,13 +179,14 @@ func (o *output) settle(buf []byte) []byte {
 	if s.err != nil {
 		return buf // nothing more is written
 	}
-	next := s.spareRead
-	s.spareRead = nil
+	var next []byte
+	if k := len(s.spareReads) - 1; k >= 0 {
+		next, s.spareReads = s.spareReads[k], s.spareReads[:k]
+	}
 	if len(next) != len(buf) {
 		next = make([]byte, len(buf))
 	}
-	s.busy = true
-	go s.writeAsync(s.count, run, buf, &s.spareRead)
+	s.ownLocked(ownedWrite{data: run, whole: buf})
 	return next
 }
 
@@ -311,30 +335,55 @@ func (o *output) writeOwned(buf []byte) (spare []byte, err error) {
 		return buf, err
 	}
 	spare, s.spare = s.spare, nil
-	s.busy = true
-	go s.writeAsync(s.count, buf, buf[:0], &s.spare)
+	s.ownLocked(ownedWrite{data: buf, whole: buf, long: true})
 	return spare, nil
 }
 
-// writeAsync is the goroutine of one owned write: data goes to cw, and
-// then whole, the buffer data lies in, is kept in *back for reuse. It ends
-// when the write does; whatever waits for the sink (flush, close, the next
-// frame) waits for it, so it never outlives the relay.
-func (s *sink) writeAsync(cw *countingWriter, data, whole []byte, back *[]byte) {
-	// The writer's buffer was flushed before, so data goes to the stream
-	// as it is, in one write and with no copy.
-	_, err := cw.Write(data)
+// ownLocked puts w in line, and starts the goroutine that writes the line
+// if it is not running.
+func (s *sink) ownLocked(w ownedWrite) {
+	s.owned = append(s.owned, w)
+	if !s.busy {
+		s.busy = true
+		go s.drainOwned(s.count)
+	}
+}
+
+// drainOwned is the goroutine of the owned writes: it writes them in order
+// to cw, keeps each one's buffer for reuse, and ends when the line is
+// empty. Whatever waits for the sink (flush, close, the next frame) waits
+// for it, so it never outlives the relay.
+func (s *sink) drainOwned(cw *countingWriter) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err != nil && s.err == nil && s.count == cw { // not an agent swapped out meanwhile
-		s.err = err
+	for len(s.owned) > 0 {
+		w := s.owned[0]
+		var err error
+		if s.err == nil {
+			// The writer's buffer is empty while owned writes are in line,
+			// so data goes to the stream as it is, in one write, no copy.
+			s.mu.Unlock()
+			_, err = cw.Write(w.data)
+			s.mu.Lock()
+		}
+		n := copy(s.owned, s.owned[1:])
+		s.owned[n] = ownedWrite{}
+		s.owned = s.owned[:n]
+		if err != nil && s.err == nil && s.count == cw { // not an agent swapped out meanwhile
+			s.err = err
+		}
+		if w.long {
+			s.spare = w.whole[:0]
+		} else if len(s.spareReads) < maxOwned {
+			s.spareReads = append(s.spareReads, w.whole)
+		}
+		s.idle.Broadcast()
 	}
 	s.busy = false
-	*back = whole
 	s.idle.Broadcast()
 }
 
-// waitIdleLocked waits, with s.mu held, until no owned write is in flight.
+// waitIdleLocked waits, with s.mu held, until no owned write is in line.
 func (s *sink) waitIdleLocked() {
 	for s.busy {
 		s.idle.Wait()

@@ -541,6 +541,10 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 	f := new(Frame)
 	var scan streamScanner
 	lr.lend = r.out[dir].settle
+	if dir == AgentToClient {
+		// Agents stream; the editor's requests come one at a time.
+		lr.readAhead()
+	}
 	for {
 		line, err := lr.Next()
 		if err != nil {
@@ -598,7 +602,7 @@ func (r *Relay) frame(ctx context.Context, f *Frame, lr *LineReader) (flush bool
 	}
 	out := r.out[dir]
 	v := r.hook.Frame(ctx, f)
-	flush = lr == nil || lr.Buffered() == 0
+	flush = lr == nil || lr.drained()
 	switch v.Do {
 	case Pass:
 		if request {
