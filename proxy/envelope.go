@@ -146,19 +146,42 @@ func Salvage(frame []byte) Envelope {
 // scanner's state there, and a frame that starts with those bytes is
 // scanned from that point on. The state at a point depends on nothing but
 // the bytes before it, so the result is Scan's.
+//
+// Such frames mostly agree after their payload too (the `"}}}}` that
+// closes a chunk), so it also keeps what followed that string value in the
+// last frame that went through it, and what the frame's envelope read. A
+// frame that starts the same, holds a valid string there and ends the
+// same is that frame with another string: its envelope is the same, moved
+// by the difference in length, and only the string is scanned.
 type streamScanner struct {
 	prev []byte    // the frame the snapshot came from, up to snap.i
 	snap scanState // the state at prev's end
 	have bool
 	next scanState // the snapshot of the frame being scanned
+
+	// tail followed the snapshot's string, from tailAt on, in a frame
+	// whose envelope read end; haveTail when that holds for snap.
+	tail     []byte
+	tailAt   int
+	end      envState
+	haveTail bool
 }
 
 // scan is Scan into env, from the snapshot where the frame allows it. env
 // is written in place: the relay's frames are reused, and an Envelope
 // returned by value would be copied twice more on its way there.
 func (ss *streamScanner) scan(frame []byte, env *Envelope) error {
-	var s scanner
 	resume := ss.have && len(frame) > len(ss.prev) && string(frame[:len(ss.prev)]) == string(ss.prev)
+	if resume && ss.haveTail {
+		at := ss.snap.i
+		if j, _, msg := scanString(frame, at+1); msg == "" && string(frame[j:]) == string(ss.tail) {
+			st := ss.end
+			st.shift(at, j-ss.tailAt)
+			st.envelope(frame, false, env)
+			return nil
+		}
+	}
+	var s scanner
 	if resume {
 		s.st = ss.snap
 		s.resumedAt = ss.snap.i
@@ -173,6 +196,12 @@ func (ss *streamScanner) scan(frame []byte, env *Envelope) error {
 	if ss.next.i > 0 {
 		ss.snap, ss.have = ss.next, true
 		ss.prev = append(ss.prev[:0], frame[:ss.next.i]...)
+		ss.haveTail = false
+	}
+	if s.snapEnd > 0 && ss.snap.plain() {
+		// This frame went through the snapshot's string.
+		ss.tail = append(ss.tail[:0], frame[s.snapEnd:]...)
+		ss.tailAt, ss.end, ss.haveTail = s.snapEnd, s.st.envState, true
 	}
 	s.st.envelope(frame, false, env)
 	return nil
@@ -216,7 +245,7 @@ const snapDepth = envDepth + 1
 const snapMin = 16
 
 // scanState is all a scan knows at a point of a frame: plain values, so a
-// snapshot is one copy. Spans are of member values; the zero Span is absent.
+// snapshot is one copy.
 type scanState struct {
 	i, depth int
 	stack    [snapDepth]byte // the open containers, for a snapshot
@@ -226,14 +255,39 @@ type scanState struct {
 	keys  [envDepth + 1]member
 	start [envDepth + 1]int
 
+	envState
+}
+
+// plain says the string value a snapshot is taken at is none of the
+// envelope's members, so what follows it reads the same whatever it holds.
+func (st *scanState) plain() bool {
+	return st.depth > envDepth || st.keys[st.depth] == mNone
+}
+
+// envState is what a scan has read of the envelope. Spans are of member
+// values; the zero Span is absent.
+type envState struct {
 	id, method, sessionID, update Span
 	methodEsc, updateEsc          bool // the string held an escape
 	isErr, hasMethod, isObject    bool
 }
 
+// shift moves what lies after offset at by d bytes: the spans of a frame
+// whose string value at at is d bytes longer.
+func (st *envState) shift(at, d int) {
+	for _, sp := range [...]*Span{&st.id, &st.method, &st.sessionID, &st.update} {
+		if sp.End > at {
+			sp.End += d
+			if sp.Start > at {
+				sp.Start += d
+			}
+		}
+	}
+}
+
 // envelope builds, in env, the Envelope of frame from the state at its
 // end. A prefix (a cut frame) is taken to be an object.
-func (st *scanState) envelope(frame []byte, prefix bool, env *Envelope) {
+func (st *envState) envelope(frame []byte, prefix bool, env *Envelope) {
 	*env = Envelope{}
 	if st.id.Present() {
 		env.ID = frame[st.id.Start:st.id.End]
@@ -266,6 +320,9 @@ type scanner struct {
 	// resumedAt is where a resumed scan began: the snapshot there is the
 	// one it resumed from, so it is not taken again. 0 for none.
 	resumedAt int
+	// snapEnd is where the string value of the last snapshot (taken, or
+	// resumed from) ends; 0 for none.
+	snapEnd int
 }
 
 func (s *scanner) fail(i int, msg string) {
@@ -360,11 +417,14 @@ func (s *scanner) run(b []byte, resume bool) {
 				s.fail(j, msg)
 				return
 			}
-			if s.snap != nil && j-i >= snapMin && depth <= snapDepth && depth > 0 && i != s.resumedAt {
-				// The state here is the state before this value.
-				st.i, st.depth = i, depth
-				copy(st.stack[:], stack)
-				*s.snap = *st
+			if s.snap != nil && j-i >= snapMin && depth <= snapDepth && depth > 0 {
+				if i != s.resumedAt {
+					// The state here is the state before this value.
+					st.i, st.depth = i, depth
+					copy(st.stack[:], stack)
+					*s.snap = *st
+				}
+				s.snapEnd = j
 			}
 			s.memEsc = esc
 			i = j

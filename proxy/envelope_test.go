@@ -187,24 +187,58 @@ func FuzzStreamScan(f *testing.F) {
 		{chunk("The relay reads one line and writes."), `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_5f3a9c2e81d047b6","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}},"update":5}}`},
 		{`{"id":1,"method":"m","params":{"sessionId":"aaaaaaaaaaaaaaaaaaaa","x":[{"y":"bbbbbbbbbbbbbbbbbbbbbbbbbb"}]}}`, `{"id":1,"method":"m","params":{"sessionId":"aaaaaaaaaaaaaaaaaaaa","x":[{"y":"bbbbbbbbbbbbbbbbbbbbbbbbbb"}],"sessionId":3}}`},
 		{`{"method":"a\u0062","params":{"update":{"sessionUpdate":"\u0061aaaaaaaaaaaaaaaaaaa","t":"cccccccccccccccccccccccc"}}}`, `{"method":"a\u0062","params":{"update":{"sessionUpdate":"\u0061aaaaaaaaaaaaaaaaaaa","t":"cccccccccccccccccccccccc","sessionUpdate":"z"}}}`},
+		{`{"jsonrpc":"2.0","method":"session/update","params":{"update":{"content":{"text":"a long text of the first frame"}},"sessionId":"s1"}}`, `{"jsonrpc":"2.0","method":"session/update","params":{"update":{"content":{"text":"and a longer one, in the frame after it"}},"sessionId":"s1"}}`},
+		{`{"id":["a string that is long enough"],"result":{}}`, `{"id":["a string that is much longer than the first"],"result":{}}`},
+		{chunk("The relay reads one line and writes."), chunk(`bad \x escape here, and long`)},
+		{chunk("The relay reads one line and writes."), chunk(`a control \u0001 char, and \ud800 alone`)},
 	} {
 		f.Add([]byte(p[0]), []byte(p[1]))
 	}
 	f.Fuzz(func(t *testing.T, a, b []byte) {
+		// a, then b twice (the second time from what b left), then a.
 		var ss streamScanner
-		var got Envelope
-		ss.scan(a, &got)
-		gerr := ss.scan(b, &got)
-		want, werr := Scan(b)
-		if (gerr == nil) != (werr == nil) {
-			t.Fatalf("after %q: stream scan error %v, Scan error %v, for %q", a, gerr, werr, b)
-		}
-		if got.Kind != want.Kind || !bytes.Equal(got.ID, want.ID) || !bytes.Equal(got.Method, want.Method) ||
-			(got.Method == nil) != (want.Method == nil) || got.SessionID != want.SessionID ||
-			!bytes.Equal(got.Update, want.Update) || (got.Update == nil) != (want.Update == nil) || got.Error != want.Error {
-			t.Fatalf("after %q: stream scan %+v, Scan %+v, for %q", a, got, want, b)
+		for k, frame := range [][]byte{a, b, b, a} {
+			var got Envelope
+			gerr := ss.scan(frame, &got)
+			want, werr := Scan(frame)
+			if (gerr == nil) != (werr == nil) {
+				t.Fatalf("frame %d of %q, %q: stream scan error %v, Scan error %v", k, a, b, gerr, werr)
+			}
+			if got.Kind != want.Kind || !bytes.Equal(got.ID, want.ID) || !bytes.Equal(got.Method, want.Method) ||
+				(got.Method == nil) != (want.Method == nil) || got.SessionID != want.SessionID ||
+				!bytes.Equal(got.Update, want.Update) || (got.Update == nil) != (want.Update == nil) || got.Error != want.Error {
+				t.Fatalf("frame %d of %q, %q: stream scan %+v, Scan %+v", k, a, b, got, want)
+			}
 		}
 	})
+}
+
+// TestStreamScanSkipsTheSameTail: a chunk after a chunk is scanned in its
+// text alone, and still gets Scan's envelope, with spans after the text
+// moved by the difference in length.
+func TestStreamScanSkipsTheSameTail(t *testing.T) {
+	var ss streamScanner
+	var env Envelope
+	first := `{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"agent_message_chunk","content":{"text":"The relay reads one line."}},"sessionId":"sess_1"}}`
+	if err := ss.scan([]byte(first), &env); err != nil || !ss.haveTail {
+		t.Fatalf("first frame: %v, tail kept %v", err, ss.haveTail)
+	}
+	next := []byte(strings.Replace(first, "The relay reads one line.", `and then it writes the same bytes on, \u00e9`, 1))
+	if err := ss.scan(next, &env); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := Scan(next)
+	if env.SessionID != want.SessionID || string(next[env.SessionID.Start:env.SessionID.End]) != `"sess_1"` ||
+		string(env.Update) != "agent_message_chunk" || env.Kind != KindNotification || string(env.Method) != "session/update" {
+		t.Errorf("by the tail: %+v, Scan %+v", env, want)
+	}
+	if err := ss.scan(next[:len(next)-1], &env); err == nil {
+		t.Error("a frame cut in its tail was taken by the tail")
+	}
+	bad := []byte(strings.Replace(first, "The relay reads one line.", `The relay \q reads one line.`, 1))
+	if err := ss.scan(bad, &env); err == nil {
+		t.Error("a bad escape in the text was taken by the tail")
+	}
 }
 
 func TestStreamScanResumesAtTheText(t *testing.T) {
