@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrClosed is returned when a frame is sent after its output has failed or
@@ -79,6 +80,21 @@ type ownedWrite struct {
 type output struct {
 	s       *sink
 	backlog []*entry // under s.mu; nil when nothing is held
+	// held says backlog is not nil, for the reading goroutine, which looks
+	// without the lock.
+	held atomic.Bool
+
+	// The local run is lbuf[lfrom:lend]: frames the reading goroutine
+	// passed (passLocal) that are not in the sink yet; lend is -1 for none.
+	// A lock per small frame cost as much as the rest of its write, so the
+	// reading goroutine grows the run with a compare-and-swap of lend
+	// alone. Whoever writes to the output next takes the run into the sink
+	// first (takeLocalLocked, under s.mu) by swapping -1 in, so what it
+	// writes follows the frames passed before it; the reading goroutine
+	// sets lbuf and lfrom only while lend is -1.
+	lbuf  []byte
+	lfrom int
+	lend  atomic.Int64
 }
 
 // countingWriter counts the bytes its writer took, so the relay can tell
@@ -114,7 +130,91 @@ func newSink(w io.Writer) *sink {
 func newOutput(w io.Writer) *output { return newSink(w).output() }
 
 // output opens another ordered stream into s.
-func (s *sink) output() *output { return &output{s: s} }
+func (s *sink) output() *output {
+	o := &output{s: s}
+	o.lend.Store(-1)
+	return o
+}
+
+// passLocal is pass without the lock, for the goroutine that reads buf:
+// it adds buf[from:to] to the output's local run and reports whether it
+// did. It does not when a place is held, or when the frames do not follow
+// the local run; pass then takes them.
+func (o *output) passLocal(buf []byte, from, to int) bool {
+	if o.held.Load() {
+		return false
+	}
+	if end := o.lend.Load(); end >= 0 {
+		return &o.lbuf[0] == &buf[0] && int(end) == from && o.lend.CompareAndSwap(end, int64(to))
+	}
+	o.lbuf, o.lfrom = buf, from
+	o.lend.Store(int64(to))
+	if o.held.Load() {
+		// A place was held meanwhile, and may not have seen this run:
+		// the frames belong behind it.
+		o.s.mu.Lock()
+		o.takeLocalLocked()
+		o.s.mu.Unlock()
+	}
+	return true
+}
+
+// takeLocalLocked moves the local run into the sink, with s.mu held, so
+// that what is written next follows it.
+func (o *output) takeLocalLocked() {
+	s := o.s
+	for {
+		end := o.lend.Load()
+		if end < 0 {
+			return
+		}
+		buf, from := o.lbuf, o.lfrom
+		// Placing the run may mean writing the sink's run first, which
+		// waits for owned writes and lets go of the lock. The wait comes
+		// before the run is taken, so a taken run is placed at once: a
+		// run out of both the output and the sink would let the reader
+		// have its buffer back under it.
+		if s.busy && o.backlog == nil && s.err == nil && s.runBuf != nil && (&s.runBuf[0] != &buf[0] || s.runTo != from) {
+			s.waitIdleLocked()
+			continue
+		}
+		if o.lend.CompareAndSwap(end, -1) {
+			o.placeLocked(buf, from, int(end))
+			return
+		}
+	}
+}
+
+// dropLocal forgets the local run, as a swap forgets what the old writer
+// was to be given.
+func (o *output) dropLocal() {
+	for end := o.lend.Load(); end >= 0 && !o.lend.CompareAndSwap(end, -1); end = o.lend.Load() {
+	}
+}
+
+// placeLocked puts buf[from:to], frames with their '\n', where they go
+// next, with s.mu held: behind a held place, or at the end of the sink's
+// run, writing the run before it first if they do not follow it. It waits
+// only when that write does.
+func (o *output) placeLocked(buf []byte, from, to int) {
+	s := o.s
+	if s.err != nil {
+		return // failed: nothing more is written
+	}
+	if o.backlog != nil {
+		o.backlog = append(o.backlog, &entry{lines: [][]byte{append([]byte(nil), buf[from:to-1]...)}})
+		return
+	}
+	if s.runBuf != nil && (&s.runBuf[0] != &buf[0] || s.runTo != from) {
+		if s.writeRunLocked() != nil {
+			return // the failure is s.err
+		}
+	}
+	if s.runBuf == nil {
+		s.runBuf, s.runFrom = buf, from
+	}
+	s.runTo = to
+}
 
 // pass writes buf[from:to], frames with their '\n' that lie in a reader's
 // buffer, which the output may keep until the reader calls settle. It
@@ -123,6 +223,7 @@ func (o *output) pass(buf []byte, from, to int, flush bool) error {
 	s := o.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	o.takeLocalLocked()
 	// Writing another run may wait for an owned write, and so let go of
 	// the lock: whatever was checked before is checked again after.
 	for {
@@ -157,6 +258,7 @@ func (o *output) settle(buf []byte) []byte {
 	s := o.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	o.takeLocalLocked()
 	if s.runBuf == nil || &s.runBuf[0] != &buf[0] {
 		return buf
 	}
@@ -216,6 +318,7 @@ func (o *output) write(line []byte, flush bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.waitIdleLocked() // first: waiting lets go of the lock
+	o.takeLocalLocked()
 	if s.err != nil {
 		return s.err
 	}
@@ -240,6 +343,7 @@ func (o *output) writeFlushed(line []byte) (end int64, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.waitIdleLocked() // first: waiting lets go of the lock
+	o.takeLocalLocked()
 	if s.err != nil {
 		return -1, s.err
 	}
@@ -273,6 +377,7 @@ func (o *output) writeNow(line []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.waitIdleLocked() // first: waiting lets go of the lock
+	o.takeLocalLocked()
 	if s.err != nil {
 		return s.err
 	}
@@ -308,6 +413,7 @@ func (o *output) swap(w io.Writer) {
 	if s.closer != nil {
 		s.closer.Close()
 	}
+	o.dropLocal()
 	s.runBuf = nil // the old writer's, as what its buffer held
 	s.count = &countingWriter{w: w}
 	s.w = bufio.NewWriterSize(s.count, 64<<10)
@@ -324,6 +430,7 @@ func (o *output) writeOwned(buf []byte) (spare []byte, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.waitIdleLocked()
+	o.takeLocalLocked()
 	if s.err != nil {
 		return buf, s.err
 	}
@@ -436,6 +543,11 @@ func (o *output) hold() func(lines ...[]byte) {
 	s := o.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Held first: a local run begun after this is seen by its reader
+	// (passLocal) and brought behind the place; one begun before is
+	// taken here, and goes before it.
+	o.held.Store(true)
+	o.takeLocalLocked()
 	e := &entry{held: true}
 	if o.backlog == nil {
 		o.backlog = []*entry{}
@@ -473,6 +585,7 @@ func (o *output) drainLocked() {
 	o.backlog = o.backlog[i:]
 	if len(o.backlog) == 0 {
 		o.backlog = nil
+		o.held.Store(false)
 	}
 	if s.err == nil {
 		s.flushLocked()
@@ -484,6 +597,7 @@ func (o *output) flush() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.waitIdleLocked()
+	o.takeLocalLocked()
 	if s.err != nil {
 		return s.err
 	}
@@ -499,6 +613,7 @@ func (o *output) close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.waitIdleLocked()
+	o.takeLocalLocked()
 	for _, e := range o.backlog {
 		e.held = false
 	}

@@ -629,7 +629,10 @@ func (r *Relay) frame(ctx context.Context, f *Frame, lr *LineReader) (flush bool
 			}
 			if buf, from, to, ok := lr.inBuffer(line); ok {
 				// Written with the frames around it, from the reader's
-				// buffer (output.pass).
+				// buffer (output.pass), most often with no lock taken.
+				if !flush && out.passLocal(buf, from, to) {
+					break
+				}
 				r.logWrite(dir, out.pass(buf, from, to, flush))
 				break
 			}

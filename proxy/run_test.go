@@ -16,8 +16,8 @@ import (
 // buffer is read. Whatever else reaches the client must still land where it
 // would have landed had every frame been written at once: a frame the hook
 // sends while deciding frame i lies right before it, a held frame keeps its
-// place, a rewrite replaces its frame, and frames sent from elsewhere keep
-// their own order. The agent writes through a real pipe, in writes that cut
+// place, a rewrite replaces its frame, and frames sent or held from
+// elsewhere keep their own order. The agent writes through a real pipe, in writes that cut
 // frames anywhere, with frames of every size from a few bytes to more than
 // a read buffer.
 func TestRunsKeepOrder(t *testing.T) {
@@ -46,6 +46,22 @@ func TestRunsKeepOrder(t *testing.T) {
 	}
 
 	var relay *Relay
+	// Errors of the hook and the senders, which may still run after a
+	// failed test has returned: reported at its end.
+	var errMu sync.Mutex
+	var errs []string
+	errorf := func(format string, args ...any) {
+		errMu.Lock()
+		defer errMu.Unlock()
+		errs = append(errs, fmt.Sprintf(format, args...))
+	}
+	defer func() {
+		errMu.Lock()
+		defer errMu.Unlock()
+		for _, e := range errs {
+			t.Error(e)
+		}
+	}()
 	var held sync.WaitGroup
 	hook := HookFunc(func(_ context.Context, f *Frame) Verdict {
 		if f.Dir != AgentToClient || !f.Env.MethodIs("m") {
@@ -53,13 +69,13 @@ func TestRunsKeepOrder(t *testing.T) {
 		}
 		var i int
 		if _, err := fmt.Sscanf(string(f.Raw), `{"jsonrpc":"2.0","method":"m","params":{"i":%d,`, &i); err != nil {
-			t.Errorf("frame %.60q: %v", f.Raw, err)
+			errorf("frame %.60q: %v", f.Raw, err)
 			return Verdict{}
 		}
 		switch {
 		case i%97 == 0:
 			if err := relay.Send(AgentToClient, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","method":"sent","params":{"before":%d}}`, i))); err != nil {
-				t.Errorf("send: %v", err)
+				errorf("send: %v", err)
 			}
 		case i%101 == 0:
 			release := relay.Hold(AgentToClient)
@@ -103,17 +119,37 @@ func TestRunsKeepOrder(t *testing.T) {
 			b = b[m:]
 		}
 	}()
-	const others = 300
+	// Frames of the sidecar's own from elsewhere: every holdEvery-th fills
+	// a place held there, the others are sent.
+	const others, holdEvery = 300, 8
 	var sent sync.WaitGroup
 	sent.Add(1)
 	go func() { // frames of the sidecar's own from elsewhere, at any time
 		defer sent.Done()
+		releases := make(chan func(...[]byte))
+		released := make(chan struct{})
+		go func() { // places held from elsewhere, filled by another goroutine
+			defer close(released)
+			for k := 1; ; k += holdEvery {
+				release, ok := <-releases
+				if !ok {
+					return
+				}
+				release([]byte(fmt.Sprintf(`{"jsonrpc":"2.0","method":"other","params":{"k":%d}}`, k)))
+			}
+		}()
 		for k := range others {
+			if k%holdEvery == 1 {
+				releases <- relay.Hold(AgentToClient)
+				continue
+			}
+			// Behind the place held before it, whenever that is filled.
 			if err := relay.Send(AgentToClient, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","method":"other","params":{"k":%d}}`, k))); err != nil {
-				t.Errorf("send other: %v", err)
-				return
+				errorf("send other: %v", err)
 			}
 		}
+		close(releases)
+		<-released
 	}()
 
 	r := bufio.NewReaderSize(clientOutR, 1<<20)
