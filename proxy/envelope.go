@@ -171,16 +171,10 @@ type streamScanner struct {
 // is written in place: the relay's frames are reused, and an Envelope
 // returned by value would be copied twice more on its way there.
 func (ss *streamScanner) scan(frame []byte, env *Envelope) error {
-	resume := ss.have && len(frame) > len(ss.prev) && string(frame[:len(ss.prev)]) == string(ss.prev)
-	if resume && ss.haveTail {
-		at := ss.snap.i
-		if j, _, msg := scanString(frame, at+1); msg == "" && string(frame[j:]) == string(ss.tail) {
-			st := ss.end
-			st.shift(at, j-ss.tailAt)
-			st.envelope(frame, false, env)
-			return nil
-		}
+	if end, ok := ss.byTail(frame, env); ok && end == len(frame) {
+		return nil
 	}
+	resume := ss.have && len(frame) > len(ss.prev) && string(frame[:len(ss.prev)]) == string(ss.prev)
 	var s scanner
 	if resume {
 		s.st = ss.snap
@@ -205,6 +199,29 @@ func (ss *streamScanner) scan(frame []byte, env *Envelope) error {
 	}
 	s.st.envelope(frame, false, env)
 	return nil
+}
+
+// byTail reads a frame at the start of b by the kept tail: b starts with
+// prev, a valid string value follows and the tail after it. It returns
+// where the frame ends in b, and writes env only then. What follows in b
+// is not looked at: a reader's buffer can hold the next frames.
+func (ss *streamScanner) byTail(b []byte, env *Envelope) (end int, ok bool) {
+	if !ss.haveTail || len(b) <= len(ss.prev) || string(b[:len(ss.prev)]) != string(ss.prev) {
+		return 0, false
+	}
+	at := ss.snap.i // len(prev): the value there is the frame's own
+	if b[at] != '"' {
+		return 0, false
+	}
+	j, _, msg := scanString(b, at+1)
+	end = j + len(ss.tail)
+	if msg != "" || end > len(b) || string(b[j:end]) != string(ss.tail) {
+		return 0, false
+	}
+	st := ss.end
+	st.shift(at, j-ss.tailAt)
+	st.envelope(b[:end], false, env)
+	return end, true
 }
 
 // role is what an object on the envelope's path is: the top-level object,

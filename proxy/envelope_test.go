@@ -190,6 +190,7 @@ func FuzzStreamScan(f *testing.F) {
 		{`{"jsonrpc":"2.0","method":"session/update","params":{"update":{"content":{"text":"a long text of the first frame"}},"sessionId":"s1"}}`, `{"jsonrpc":"2.0","method":"session/update","params":{"update":{"content":{"text":"and a longer one, in the frame after it"}},"sessionId":"s1"}}`},
 		{`{"id":["a string that is long enough"],"result":{}}`, `{"id":["a string that is much longer than the first"],"result":{}}`},
 		{chunk("The relay reads one line and writes."), chunk(`bad \x escape here, and long`)},
+		{chunk("The relay reads one line and writes."), strings.Replace(chunk("x"), `"text":"x"`, `"text":0"`, 1)},
 		{chunk("The relay reads one line and writes."), chunk(`a control \u0001 char, and \ud800 alone`)},
 	} {
 		f.Add([]byte(p[0]), []byte(p[1]))

@@ -230,6 +230,25 @@ func (lr *LineReader) inBuffer(line []byte) (buf []byte, from, to int, ok bool) 
 	return lr.buf, from, lr.r, true
 }
 
+// nextScanned returns the next frame, with its envelope in env, when the
+// stream scanner can read it whole by its tail (streamScanner.byTail) and a
+// '\n' ends it: a chunk after a chunk is then found and scanned in one
+// pass over its text, not searched for its '\n' first. The frame holds no
+// '\n' before its end, as neither the kept start and tail (from earlier
+// lines) nor a valid string can. Otherwise it returns false, and the
+// caller reads the frame with Next.
+func (lr *LineReader) nextScanned(ss *streamScanner, env *Envelope) ([]byte, bool) {
+	b := lr.buf[lr.r:lr.w]
+	n, ok := ss.byTail(b, env)
+	if !ok || n >= len(b) || b[n] != '\n' || n > lr.limit {
+		return nil, false
+	}
+	lr.r += n + 1
+	lr.seen = max(lr.seen, lr.r)
+	lr.inLong = false
+	return b[:n], true
+}
+
 // Next returns the next frame without its '\n'. A '\r' before it stays part of
 // the frame (it is JSON white space, and bytes out equal bytes in). Lines of
 // white space alone are skipped. The slice is valid until the next call.

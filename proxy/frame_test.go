@@ -82,3 +82,94 @@ func TestReadAheadReadsEveryFrame(t *testing.T) {
 		}
 	}
 }
+
+// FuzzNextScanned: frames read the relay's way (by the scanner's kept tail
+// where it can, else Next and the stream scan) are the lines Next gives,
+// with Scan's envelopes and errors, whatever the stream holds.
+func FuzzNextScanned(f *testing.F) {
+	chunk := func(text string) string {
+		return `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + text + `"}}}}`
+	}
+	for _, seed := range []string{
+		chunk("The first chunk of a turn.") + "\n" + chunk("and the one after it, longer") + "\n" + chunk("x") + "\n",
+		chunk("The first chunk of a turn.") + "\n" + chunk("a raw\nnewline in the text, cut") + "\n",
+		chunk("The first chunk of a turn.") + "\n" + chunk("then white space after it ") + " \r\n" + chunk("and the last one, unended"),
+		chunk("The first chunk of a turn.") + "\n\n" + chunk(`an escape \" and \u00e9 in it`) + "\n" + chunk("bad \x01 control") + "\n",
+		chunk("The first chunk of a turn.") + "\n" + chunk("a longer text, over the limit of the reader, which is small") + "\n",
+	} {
+		f.Add([]byte(seed), uint8(7))
+	}
+	f.Fuzz(func(t *testing.T, stream []byte, cut uint8) {
+		const limit = 300
+		type got struct {
+			line string
+			env  Envelope
+			err  string
+		}
+		read := func(fast bool) []got {
+			lr := NewLineReader(&slowReader{b: stream, n: int(cut) + 1}, limit)
+			var ss streamScanner
+			var out []got
+			for {
+				var g got
+				line, ok := []byte(nil), false
+				if fast {
+					line, ok = lr.nextScanned(&ss, &g.env)
+				}
+				if !ok {
+					var err error
+					if line, err = lr.Next(); err != nil {
+						if errors.Is(err, io.EOF) {
+							return out
+						}
+						var tooLarge *TooLargeError
+						if !errors.As(err, &tooLarge) {
+							t.Fatalf("read: %v", err)
+						}
+						out = append(out, got{err: "too large"})
+						continue
+					}
+					if fast {
+						if err := ss.scan(line, &g.env); err != nil {
+							g.err = "malformed"
+						}
+					} else if g.env, err = Scan(line); err != nil {
+						g.err = "malformed"
+					}
+				}
+				if g.err != "" {
+					g.env = Envelope{}
+				}
+				g.line = string(line)
+				out = append(out, g)
+			}
+		}
+		want, have := read(false), read(true)
+		if len(want) != len(have) {
+			t.Fatalf("%d frames read the relay's way, %d by Next", len(have), len(want))
+		}
+		for i := range want {
+			w, h := want[i], have[i]
+			if w.line != h.line || w.err != h.err || w.env.Kind != h.env.Kind || !bytes.Equal(w.env.ID, h.env.ID) ||
+				!bytes.Equal(w.env.Method, h.env.Method) || w.env.SessionID != h.env.SessionID ||
+				!bytes.Equal(w.env.Update, h.env.Update) || w.env.Error != h.env.Error {
+				t.Fatalf("frame %d: the relay's way %q %+v %s, Next and Scan %q %+v %s", i, h.line, h.env, h.err, w.line, w.env, w.err)
+			}
+		}
+	})
+}
+
+// slowReader gives at most n bytes a read, so frames are cut anywhere.
+type slowReader struct {
+	b []byte
+	n int
+}
+
+func (r *slowReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	k := copy(p[:min(len(p), r.n)], r.b)
+	r.b = r.b[k:]
+	return k, nil
+}
