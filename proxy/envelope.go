@@ -738,11 +738,26 @@ func scanString(b []byte, i int) (end int, escaped bool, msg string) {
 			i += 8
 			for i+32 <= len(b) {
 				w := b[i : i+32]
-				if special8(binary.LittleEndian.Uint64(w))|special8(binary.LittleEndian.Uint64(w[8:]))|
-					special8(binary.LittleEndian.Uint64(w[16:]))|special8(binary.LittleEndian.Uint64(w[24:])) != 0 {
-					break
+				m0, m1 := special8(binary.LittleEndian.Uint64(w)), special8(binary.LittleEndian.Uint64(w[8:]))
+				m2, m3 := special8(binary.LittleEndian.Uint64(w[16:])), special8(binary.LittleEndian.Uint64(w[24:]))
+				if m0|m1|m2|m3 == 0 {
+					i += 32
+					continue
 				}
-				i += 32
+				// The first word with a mark holds the byte, at its lowest
+				// mark: jump there, not back to the word at a time, which
+				// took a chunk's text two and a half times the words.
+				switch {
+				case m0 != 0:
+					i += bits.TrailingZeros64(m0) >> 3
+				case m1 != 0:
+					i += 8 + bits.TrailingZeros64(m1)>>3
+				case m2 != 0:
+					i += 16 + bits.TrailingZeros64(m2)>>3
+				default:
+					i += 24 + bits.TrailingZeros64(m3)>>3
+				}
+				goto special
 			}
 			continue
 		}

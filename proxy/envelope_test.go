@@ -100,6 +100,24 @@ func TestScanPrefixFindsIDOfCutFrame(t *testing.T) {
 	}
 }
 
+// TestScanStringStopsAtEveryPlace: a byte a string scan must stop for is
+// found at every offset of strings long enough for every stride of the
+// scan, and the frame is judged as encoding/json judges it.
+func TestScanStringStopsAtEveryPlace(t *testing.T) {
+	for _, stop := range []string{`"`, `\n`, `\u00e9`, `\q`, "\x01", "\u00e9", "\xff", "\xe2\x82"} {
+		for n := range 100 {
+			for at := 0; at <= n; at++ {
+				text := strings.Repeat("a", at) + stop + strings.Repeat("b", n-at)
+				frame := []byte(`{"method":"m","params":{"text":"` + text + `"}}`)
+				_, err := Scan(frame)
+				if valid := json.Valid(frame) && utf8.Valid(frame); (err == nil) != valid {
+					t.Fatalf("Scan error %v, but json.Valid && utf8.Valid = %v for %q", err, valid, frame)
+				}
+			}
+		}
+	}
+}
+
 func TestPlain8(t *testing.T) {
 	for i := 0; i < 256; i++ {
 		b := []byte("abcdefgh")
