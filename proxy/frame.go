@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 )
 
 // DefaultMaxFrame is the default limit on one line. Frames of 10 MiB and more
@@ -247,6 +248,24 @@ func (lr *LineReader) nextScanned(ss *streamScanner, env *Envelope) ([]byte, boo
 	lr.seen = max(lr.seen, lr.r)
 	lr.inLong = false
 	return b[:n], true
+}
+
+// nextFrame reads the next frame for a relay's loop, with its envelope in
+// env: by the scanner's kept tail where it can (nextScanned), else with
+// Next and the stream scan. bad says why a line is not valid JSON in
+// UTF-8. err is a *TooLargeError for a line over the limit, io.EOF at the
+// end of input (a closed input included), or the read's failure.
+func (lr *LineReader) nextFrame(ss *streamScanner, env *Envelope) (line []byte, bad, err error) {
+	if line, ok := lr.nextScanned(ss, env); ok {
+		return line, nil, nil
+	}
+	if line, err = lr.Next(); err != nil {
+		if errors.Is(err, os.ErrClosed) {
+			err = io.EOF
+		}
+		return nil, nil, err
+	}
+	return line, ss.scan(line, env), nil
 }
 
 // Next returns the next frame without its '\n'. A '\r' before it stays part of

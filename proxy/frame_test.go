@@ -19,14 +19,7 @@ import (
 func TestReadAheadReadsEveryFrame(t *testing.T) {
 	const n = 3000
 	frame := func(i int) string {
-		pad := strings.Repeat("x", (i*53)%900)
-		switch {
-		case i%700 == 350:
-			pad = strings.Repeat("y", readBufSize+i)
-		case i%300 == 150:
-			pad = strings.Repeat("z", aheadRoom+i)
-		}
-		return fmt.Sprintf(`{"i":%d,"pad":"%s"}`, i, pad)
+		return fmt.Sprintf(`{"i":%d,"pad":"%s"}`, i, testPad(i))
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -42,14 +35,7 @@ func TestReadAheadReadsEveryFrame(t *testing.T) {
 				all.WriteString("\n")
 			}
 		}
-		b := []byte(all.String())
-		for k := 0; len(b) > 0; k++ {
-			m := min(len(b), 1+(k*7919)%(2*readBufSize))
-			if _, err := w.Write(b[:m]); err != nil {
-				return
-			}
-			b = b[m:]
-		}
+		writeCut(w, []byte(all.String()), 2*readBufSize)
 	}()
 	lr := NewLineReader(r, 0)
 	type lent struct{ buf, copy []byte }

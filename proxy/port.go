@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 )
 
 // A ClientPort is the client's side of several relays (one per agent) that
@@ -68,21 +67,21 @@ func (p *ClientPort) Run(ctx context.Context, route Route) error {
 	f := new(Frame) // reused, as the relay's pump does
 	var scan streamScanner
 	for {
-		line, err := lr.Next()
+		line, bad, err := lr.nextFrame(&scan, &f.Env)
 		if err != nil {
 			var tooLarge *TooLargeError
 			if errors.As(err, &tooLarge) {
 				p.oversized(ctx, tooLarge, route)
 				continue
 			}
-			if errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed) {
+			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return fmt.Errorf("read %s: %w", ClientToAgent, err)
 		}
-		if serr := scan.scan(line, &f.Env); serr != nil {
-			p.trace.record(ClientToAgent, false, line, serr)
-			p.malformed(line, serr)
+		if bad != nil {
+			p.trace.record(ClientToAgent, false, line, bad)
+			p.malformed(line, bad)
 			continue
 		}
 		p.trace.record(ClientToAgent, false, line, nil)

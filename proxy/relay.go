@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -546,27 +545,24 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 		lr.readAhead()
 	}
 	for {
-		line, ok := lr.nextScanned(&scan, &f.Env)
-		if !ok {
-			var err error
-			if line, err = lr.Next(); err != nil {
-				var tooLarge *TooLargeError
-				if errors.As(err, &tooLarge) {
-					// The line is gone; a read error joined to it shows
-					// up again on the next read.
-					r.oversized(dir, tooLarge)
-					continue
-				}
-				if errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed) {
-					return nil
-				}
-				return fmt.Errorf("read %s: %w", dir, err)
-			}
-			if serr := scan.scan(line, &f.Env); serr != nil {
-				r.trace.record(dir, false, line, serr)
-				r.malformed(dir, line, serr)
+		line, bad, err := lr.nextFrame(&scan, &f.Env)
+		if err != nil {
+			var tooLarge *TooLargeError
+			if errors.As(err, &tooLarge) {
+				// The line is gone; a read error joined to it shows up
+				// again on the next read.
+				r.oversized(dir, tooLarge)
 				continue
 			}
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("read %s: %w", dir, err)
+		}
+		if bad != nil {
+			r.trace.record(dir, false, line, bad)
+			r.malformed(dir, line, bad)
+			continue
 		}
 		r.trace.record(dir, false, line, nil)
 		if env := &f.Env; env.Kind != KindOther && env.ID != nil && isOwnID(env.ID) {

@@ -17,19 +17,13 @@ import (
 // would have landed had every frame been written at once: a frame the hook
 // sends while deciding frame i lies right before it, a held frame keeps its
 // place, a rewrite replaces its frame, and frames sent or held from
-// elsewhere keep their own order. The agent writes through a real pipe, in writes that cut
-// frames anywhere, with frames of every size from a few bytes to more than
-// a read buffer.
+// elsewhere keep their own order. The agent writes through a real pipe, in
+// writes that cut frames anywhere, with frames of every size from a few
+// bytes to more than a read buffer.
 func TestRunsKeepOrder(t *testing.T) {
 	const n = 6000
 	frame := func(i int) string {
-		pad := strings.Repeat("x", (i*37)%700)
-		if i%1000 == 500 {
-			pad = strings.Repeat("y", readBufSize+i) // longer than a read buffer
-		} else if i%250 == 100 {
-			pad = strings.Repeat("z", 20<<10+i) // long, within one
-		}
-		return fmt.Sprintf(`{"jsonrpc":"2.0","method":"m","params":{"i":%d,"pad":"%s"}}`, i, pad)
+		return fmt.Sprintf(`{"jsonrpc":"2.0","method":"m","params":{"i":%d,"pad":"%s"}}`, i, testPad(i))
 	}
 	var want []string
 	for i := range n {
@@ -110,14 +104,7 @@ func TestRunsKeepOrder(t *testing.T) {
 		for i := range n {
 			all.WriteString(frame(i) + "\n")
 		}
-		b := []byte(all.String())
-		for k := 0; len(b) > 0; k++ {
-			m := min(len(b), 1+(k*7919)%(3*readBufSize))
-			if _, err := agentOutW.Write(b[:m]); err != nil {
-				return
-			}
-			b = b[m:]
-		}
+		writeCut(agentOutW, []byte(all.String()), 3*readBufSize)
 	}()
 	// Frames of the sidecar's own from elsewhere: every holdEvery-th fills
 	// a place held there, the others are sent.
@@ -182,6 +169,32 @@ func TestRunsKeepOrder(t *testing.T) {
 	clientOutW.Close()
 	if rest, _ := io.ReadAll(r); len(rest) > 0 {
 		t.Errorf("more than expected reached the client: %.80q", rest)
+	}
+}
+
+// testPad is the padding of test frame i: a few hundred bytes at most, but
+// longer than the room before a buffer read ahead every 250th frame and
+// longer than a whole read buffer every 1000th.
+func testPad(i int) string {
+	switch {
+	case i%1000 == 500:
+		return strings.Repeat("y", readBufSize+i)
+	case i%250 == 100:
+		return strings.Repeat("z", aheadRoom+4<<10+i)
+	}
+	return strings.Repeat("x", (i*37)%700)
+}
+
+// writeCut writes b in pieces of 1 to most bytes, cut where no frame
+// boundary need fall. A failed write ends it: the reader's missing frames
+// tell.
+func writeCut(w io.Writer, b []byte, most int) {
+	for k := 0; len(b) > 0; k++ {
+		m := min(len(b), 1+(k*7919)%most)
+		if _, err := w.Write(b[:m]); err != nil {
+			return
+		}
+		b = b[m:]
 	}
 }
 
