@@ -254,11 +254,15 @@ const (
 const envDepth = 3
 
 // snapDepth is the deepest container a snapshot is taken in: the content of
-// a chunk, one below the update.
+// a chunk, one below the update. A string value there is the payload that
+// changes from frame to frame (a chunk's text, however short), so the
+// last one of a frame is where its snapshot is, even when a long string
+// follows higher up: today's agents put a messageId, the same for every
+// chunk of a message, after the content.
 const snapDepth = envDepth + 1
 
-// snapMin is the shortest string value a snapshot is taken at: shorter ones
-// are not worth the copy.
+// snapMin is the shortest string value above snapDepth a snapshot is taken
+// at: shorter ones are not worth the copy.
 const snapMin = 16
 
 // scanState is all a scan knows at a point of a frame: plain values, so a
@@ -340,6 +344,9 @@ type scanner struct {
 	// snapEnd is where the string value of the last snapshot (taken, or
 	// resumed from) ends; 0 for none.
 	snapEnd int
+	// deep says a snapshot was taken at snapDepth: strings higher up that
+	// follow take none.
+	deep bool
 }
 
 func (s *scanner) fail(i int, msg string) {
@@ -434,7 +441,8 @@ func (s *scanner) run(b []byte, resume bool) {
 				s.fail(j, msg)
 				return
 			}
-			if s.snap != nil && j-i >= snapMin && depth <= snapDepth && depth > 0 {
+			if deep := depth == snapDepth; s.snap != nil && depth > 0 && (deep || depth < snapDepth && j-i >= snapMin && !s.deep) {
+				s.deep = s.deep || deep
 				if i != s.resumedAt {
 					// The state here is the state before this value.
 					st.i, st.depth = i, depth

@@ -159,3 +159,51 @@ func (r *slowReader) Read(p []byte) (int, error) {
 	r.b = r.b[k:]
 	return k, nil
 }
+
+// TestTodaysChunksAreReadByTheirTail: chunks as claude-agent-acp 0.101 and
+// codex-acp 2.6 write them (a short delta of text, then a messageId, the
+// same for every chunk of a message, after the content) are read by their
+// tail from the second one of each message on, with Scan's envelopes.
+func TestTodaysChunksAreReadByTheirTail(t *testing.T) {
+	chunk := func(msg, text string) string {
+		return `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"4e1c2b7a-5d3f-4a9e-8c61-0f2d9b3e7a15","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` +
+			text + `"},"messageId":"` + msg + `"}}}`
+	}
+	var stream strings.Builder
+	var want []string
+	for m, msg := range []string{"msg_01XFDUDYJgAACzvnptvVoYEL", "msg_01Hq7wT3sKLmN9pQrStUvWxY"} {
+		for k, text := range []string{"Hello", " there", ", I", " read the file", " and", " `main.go` says \\\"hi\\\"."} {
+			line := chunk(msg, fmt.Sprintf("%s %d.%d", text, m, k))
+			want = append(want, line)
+			stream.WriteString(line + "\n")
+		}
+	}
+	lr := NewLineReader(strings.NewReader(stream.String()), 0)
+	var ss streamScanner
+	byTail := 0
+	for i, w := range want {
+		var env Envelope
+		line, ok := lr.nextScanned(&ss, &env)
+		if ok {
+			byTail++
+		} else {
+			var err error
+			if line, err = lr.Next(); err != nil {
+				t.Fatalf("frame %d: %v", i, err)
+			}
+			if err := ss.scan(line, &env); err != nil {
+				t.Fatalf("frame %d: %v", i, err)
+			}
+		}
+		scanned, err := Scan([]byte(w))
+		if string(line) != w || err != nil || env.Kind != scanned.Kind || env.SessionID != scanned.SessionID ||
+			string(env.Update) != string(scanned.Update) || string(env.Method) != string(scanned.Method) {
+			t.Fatalf("frame %d = %q %+v, want %q %+v (%v)", i, line, env, w, scanned, err)
+		}
+	}
+	// The first chunk of each message is scanned from the snapshot; every
+	// other one is read by its tail.
+	if byTail != len(want)-2 {
+		t.Errorf("%d of %d chunks read by their tail, want %d", byTail, len(want), len(want)-2)
+	}
+}
