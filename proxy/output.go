@@ -313,18 +313,31 @@ func (s *sink) writeRunLocked() error {
 	return s.err
 }
 
+// readyLocked readies o for line, with s.mu held: it waits for the owned
+// writes first (waiting lets go of the lock) and takes the local run, so
+// line follows everything passed before it. It reports false when line
+// need not be written now: it waits behind a held place, or the sink has
+// failed (err).
+func (o *output) readyLocked(line []byte) (now bool, err error) {
+	s := o.s
+	s.waitIdleLocked()
+	o.takeLocalLocked()
+	if s.err != nil {
+		return false, s.err
+	}
+	if o.backlog != nil {
+		o.backlog = append(o.backlog, &entry{lines: [][]byte{append([]byte(nil), line...)}})
+		return false, nil
+	}
+	return true, nil
+}
+
 func (o *output) write(line []byte, flush bool) error {
 	s := o.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.waitIdleLocked() // first: waiting lets go of the lock
-	o.takeLocalLocked()
-	if s.err != nil {
-		return s.err
-	}
-	if o.backlog != nil {
-		o.backlog = append(o.backlog, &entry{lines: [][]byte{append([]byte(nil), line...)}})
-		return nil
+	if now, err := o.readyLocked(line); !now {
+		return err
 	}
 	if err := s.writeLocked(line); err != nil {
 		return err
@@ -342,14 +355,8 @@ func (o *output) writeFlushed(line []byte) (end int64, err error) {
 	s := o.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.waitIdleLocked() // first: waiting lets go of the lock
-	o.takeLocalLocked()
-	if s.err != nil {
-		return -1, s.err
-	}
-	if o.backlog != nil {
-		o.backlog = append(o.backlog, &entry{lines: [][]byte{append([]byte(nil), line...)}})
-		return -1, nil
+	if now, err := o.readyLocked(line); !now {
+		return -1, err
 	}
 	if err := s.writeLocked(line); err != nil {
 		return -1, err
