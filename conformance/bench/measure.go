@@ -142,11 +142,33 @@ type tputResult struct {
 // throughput relays n frames of size bytes from a generator agent to the
 // driver and times them from the start signal to the last byte.
 func (r *runner) throughput(ctx context.Context, k relayKind, kind string, n, size int) (tputResult, error) {
-	agent := []string{r.exe, "bench", "gen", "-kind", kind, "-n", strconv.Itoa(n), "-size", strconv.Itoa(size)}
-	p, err := r.start(ctx, k, agent)
+	p, err := r.start(ctx, k, genArgv(r.exe, kind, n, size))
 	if err != nil {
 		return tputResult{}, err
 	}
+	// The frames are counted, as the byte copy's reader would need to.
+	frames := 0
+	res, err := relayStream(p, n, size, func(b []byte) error {
+		frames += bytes.Count(b, []byte{'\n'})
+		return nil
+	})
+	if err == nil && frames != n {
+		err = fmt.Errorf("%s: got %d frames in %d bytes, want %d", k, frames, res.bytes, n)
+	}
+	return res, err
+}
+
+// genArgv is the command line of a generator agent (gen).
+func genArgv(exe, kind string, n, size int) []string {
+	return []string{exe, "bench", "gen", "-kind", kind, "-n", strconv.Itoa(n), "-size", strconv.Itoa(size)}
+}
+
+// relayStream runs a throughput measurement on a started relay whose agent
+// is the generator: it waits for the generator's ready line, starts the
+// clock with the start line, reads the bytes of n frames of size bytes,
+// each read through check, then reads the relay's peak RSS and CPU time
+// and ends the relay.
+func relayStream(p *relayProc, n, size int, check func([]byte) error) (tputResult, error) {
 	ready, err := p.stdout.ReadSlice('\n')
 	if err != nil || string(bytes.TrimSpace(ready)) != readyLine {
 		return tputResult{}, p.fail(fmt.Errorf("want the generator's ready line, got %.80q (err %v)", ready, err))
@@ -158,18 +180,18 @@ func (r *runner) throughput(ctx context.Context, k relayKind, kind string, n, si
 	if _, err := io.WriteString(p.stdin, startLine+"\n"); err != nil {
 		return tputResult{}, p.fail(fmt.Errorf("send start line: %w", err))
 	}
-	for res.frames < n {
-		m, err := p.stdout.Read(buf)
+	for res.bytes < want {
+		m, err := p.stdout.Read(buf[:min(int64(len(buf)), want-res.bytes)])
 		res.bytes += int64(m)
-		res.frames += bytes.Count(buf[:m], []byte{'\n'})
+		if cerr := check(buf[:m]); cerr != nil {
+			return tputResult{}, p.fail(cerr)
+		}
 		if err != nil {
-			return tputResult{}, p.fail(fmt.Errorf("after %d of %d frames: %w", res.frames, n, err))
+			return tputResult{}, p.fail(fmt.Errorf("after %d of %d frames: %w", res.bytes/int64(size+1), n, err))
 		}
 	}
 	res.elapsed = time.Since(start)
-	if res.frames != n || res.bytes != want {
-		return tputResult{}, p.fail(fmt.Errorf("got %d frames in %d bytes, want %d in %d", res.frames, res.bytes, n, want))
-	}
+	res.frames = n
 	pid := p.cmd.Process.Pid
 	res.hwm = peakRSS(pid)
 	res.cpu = cpuTime(pid)

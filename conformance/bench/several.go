@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"time"
 )
 
 // The several-agents workload (issue 14): the sidecar runs two named
@@ -51,12 +48,9 @@ func shellWords(argv []string) string {
 // driver: through the sidecar with two agents (k is sidecarRelay) or through
 // the byte copy, and checks every byte against what the generator wrote.
 func (r *runner) several(ctx context.Context, k relayKind, kind string, n, size int) (tputResult, error) {
-	block, err := genBlock(kind, n, size)
-	if err != nil {
-		return tputResult{}, err
-	}
-	agent := []string{r.exe, "bench", "gen", "-kind", kind, "-n", strconv.Itoa(n), "-size", strconv.Itoa(size)}
+	agent := genArgv(r.exe, kind, n, size)
 	var p *relayProc
+	var err error
 	if k == sidecarRelay {
 		p, err = r.startArgv(ctx, k, r.severalArgv(agent))
 	} else {
@@ -65,33 +59,12 @@ func (r *runner) several(ctx context.Context, k relayKind, kind string, n, size 
 	if err != nil {
 		return tputResult{}, err
 	}
-	ready, err := p.stdout.ReadSlice('\n')
-	if err != nil || string(bytes.TrimSpace(ready)) != readyLine {
-		return tputResult{}, p.fail(fmt.Errorf("want the generator's ready line, got %.80q (err %v)", ready, err))
+	block, err := genBlock(kind, n, size)
+	if err != nil {
+		return tputResult{}, p.fail(err)
 	}
-	want := int64(n) * int64(size+1)
 	v := &streamCheck{block: block}
-	buf := make([]byte, 1<<20)
-	var res tputResult
-	start := time.Now()
-	if _, err := io.WriteString(p.stdin, startLine+"\n"); err != nil {
-		return tputResult{}, p.fail(fmt.Errorf("send start line: %w", err))
-	}
-	for v.pos < want {
-		m, err := p.stdout.Read(buf[:min(int64(len(buf)), want-v.pos)])
-		if cerr := v.check(buf[:m]); cerr != nil {
-			return tputResult{}, p.fail(cerr)
-		}
-		if err != nil {
-			return tputResult{}, p.fail(fmt.Errorf("after %d of %d frames: %w", v.pos/int64(size+1), n, err))
-		}
-	}
-	res.elapsed = time.Since(start)
-	res.frames, res.bytes = n, v.pos
-	pid := p.cmd.Process.Pid
-	res.hwm = peakRSS(pid)
-	res.cpu = cpuTime(pid)
-	return res, p.finish()
+	return relayStream(p, n, size, v.check)
 }
 
 // streamCheck compares a stream with the generator's: its block over and
