@@ -165,13 +165,16 @@ type streamScanner struct {
 	tailAt   int
 	end      envState
 	haveTail bool
+	// still says no member of end lies after the snapshot's string, so
+	// end is every such frame's envelope as it stands.
+	still bool
 }
 
 // scan is Scan into env, from the snapshot where the frame allows it. env
 // is written in place: the relay's frames are reused, and an Envelope
 // returned by value would be copied twice more on its way there.
 func (ss *streamScanner) scan(frame []byte, env *Envelope) error {
-	if end, ok := ss.byTail(frame, env); ok && end == len(frame) {
+	if _, ok := ss.byTail(frame, false, env); ok {
 		return nil
 	}
 	resume := ss.have && len(frame) > len(ss.prev) && string(frame[:len(ss.prev)]) == string(ss.prev)
@@ -196,32 +199,83 @@ func (ss *streamScanner) scan(frame []byte, env *Envelope) error {
 		// This frame went through the snapshot's string.
 		ss.tail = append(ss.tail[:0], frame[s.snapEnd:]...)
 		ss.tailAt, ss.end, ss.haveTail = s.snapEnd, s.st.envState, true
+		ss.still = ss.end.before(ss.snap.i)
 	}
 	s.st.envelope(frame, false, env)
 	return nil
 }
 
-// byTail reads a frame at the start of b by the kept tail: b starts with
-// prev, a valid string value follows and the tail after it. It returns
-// where the frame ends in b, and writes env only then. What follows in b
-// is not looked at: a reader's buffer can hold the next frames.
-func (ss *streamScanner) byTail(b []byte, env *Envelope) (end int, ok bool) {
-	if !ss.haveTail || len(b) <= len(ss.prev) || string(b[:len(ss.prev)]) != string(ss.prev) {
+// byTail reads a frame by the kept tail: it starts with prev, a valid
+// string value follows and the tail after it. b is the frame itself, or,
+// when lined, a reader's buffer where a '\n' ends the frame and the next
+// frames can follow. It returns where the frame ends in b, and writes env
+// only then.
+//
+// Most text is plain (no escape, no control or non-ASCII byte), so the
+// string's end is looked for as its first quote, with IndexByte, and the
+// bytes before it are checked a word at a time with no branch on the way.
+// Other text is scanned as a string.
+func (ss *streamScanner) byTail(b []byte, lined bool, env *Envelope) (end int, ok bool) {
+	at := len(ss.prev) // == ss.snap.i: the value there is the frame's own
+	if !ss.haveTail || len(b) <= at || string(b[:at]) != string(ss.prev) || b[at] != '"' {
 		return 0, false
 	}
-	at := ss.snap.i // len(prev): the value there is the frame's own
-	if b[at] != '"' {
+	q := bytes.IndexByte(b[at+1:], '"')
+	if q < 0 {
 		return 0, false
 	}
-	j, _, msg := scanString(b, at+1)
+	j := at + 2 + q // after the first quote
+	if !quotable(b[at+1 : j-1]) {
+		// An escape can hide a quote, so the string may end further on.
+		var msg string
+		if j, _, msg = scanString(b, at+1); msg != "" {
+			return 0, false
+		}
+	}
 	end = j + len(ss.tail)
-	if msg != "" || end > len(b) || string(b[j:end]) != string(ss.tail) {
+	if end > len(b) || string(b[j:end]) != string(ss.tail) {
 		return 0, false
+	}
+	if lined && (end == len(b) || b[end] != '\n') || !lined && end != len(b) {
+		return 0, false
+	}
+	if ss.still {
+		ss.end.envelope(b[:end], false, env)
+		return end, true
 	}
 	st := ss.end
 	st.shift(at, j-ss.tailAt)
 	st.envelope(b[:end], false, env)
 	return end, true
+}
+
+// quotable reports whether p, which holds no quote, is a string's text as
+// it stands: no backslash, control or non-ASCII byte. It checks all of p a
+// word at a time, as special8 does without the quote.
+func quotable(p []byte) bool {
+	if len(p) < 8 {
+		for _, c := range p {
+			if stringStop[c] {
+				return false
+			}
+		}
+		return true
+	}
+	// The last word overlaps the one before it where len(p) is not a
+	// multiple of 8: a byte checked twice is still checked.
+	m := plainMarks(binary.LittleEndian.Uint64(p[len(p)-8:]))
+	for i := 0; i+8 <= len(p); i += 8 {
+		m |= plainMarks(binary.LittleEndian.Uint64(p[i:]))
+	}
+	return m&hi8 == 0
+}
+
+// plainMarks sets the high bit of a byte of x that is below 0x20, non-ASCII
+// or a backslash, and of no byte when there is none; like special8 it may
+// set bits above a set one and below the high one.
+func plainMarks(x uint64) uint64 {
+	e := x ^ (lo8 * '\\')
+	return x | (x - lo8*0x20) | (e-lo8)&^e
 }
 
 // role is what an object on the envelope's path is: the top-level object,
@@ -304,6 +358,12 @@ func (st *envState) shift(at, d int) {
 			}
 		}
 	}
+}
+
+// before says every member span ends at or before offset at, so a
+// shift there moves none.
+func (st *envState) before(at int) bool {
+	return st.id.End <= at && st.method.End <= at && st.sessionID.End <= at && st.update.End <= at
 }
 
 // envelope builds, in env, the Envelope of frame from the state at its

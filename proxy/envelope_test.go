@@ -118,6 +118,62 @@ func TestScanStringStopsAtEveryPlace(t *testing.T) {
 	}
 }
 
+// TestByTailStopsAtEveryPlace reads, by the kept tail, chunks whose text
+// holds a byte that stops a string scan at each place: the tail path must
+// give Scan's verdict and envelope, by the word check or by the string scan
+// it falls back to.
+func TestByTailStopsAtEveryPlace(t *testing.T) {
+	chunk := func(text string) []byte {
+		return []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + text + `"}}}}`)
+	}
+	for _, stop := range []string{`"`, `\n`, `\"`, `\u00e9`, `\q`, `\`, "\x01", "\n", "\u00e9", "\xff", "\xe2\x82"} {
+		for n := range 40 {
+			for at := 0; at <= n; at++ {
+				var ss streamScanner
+				var env Envelope
+				if err := ss.scan(chunk("first"), &env); err != nil {
+					t.Fatal(err)
+				}
+				frame := chunk(strings.Repeat("a", at) + stop + strings.Repeat("b", n-at))
+				want, werr := Scan(frame)
+				err := ss.scan(frame, &env)
+				if (err == nil) != (werr == nil) {
+					t.Fatalf("stream scan error %v, Scan error %v, for %q", err, werr, frame)
+				}
+				if err == nil && (env.Kind != want.Kind || string(env.Method) != string(want.Method) || env.SessionID != want.SessionID || string(env.Update) != string(want.Update)) {
+					t.Fatalf("stream scan read %+v, Scan %+v, for %q", env, want, frame)
+				}
+			}
+		}
+	}
+}
+
+// TestQuotable puts every byte but the quote at every place of texts up to
+// three words long, and once more after a byte that already stops the scan.
+func TestQuotable(t *testing.T) {
+	for n := 1; n <= 24; n++ {
+		for pos := range n {
+			for c := range 256 {
+				if c == '"' {
+					continue
+				}
+				p := []byte(strings.Repeat("a", n))
+				p[pos] = byte(c)
+				want := !stringStop[c]
+				if got := quotable(p); got != want {
+					t.Fatalf("quotable(%q) = %v, want %v", p, got, want)
+				}
+				if pos > 0 {
+					p[pos-1] = '\\'
+					if quotable(p) {
+						t.Fatalf("quotable(%q) = true, want false", p)
+					}
+				}
+			}
+		}
+	}
+}
+
 func TestPlain8(t *testing.T) {
 	for i := 0; i < 256; i++ {
 		b := []byte("abcdefgh")

@@ -233,15 +233,15 @@ func (lr *LineReader) inBuffer(line []byte) (buf []byte, from, to int, ok bool) 
 
 // nextScanned returns the next frame, with its envelope in env, when the
 // stream scanner can read it whole by its tail (streamScanner.byTail) and a
-// '\n' ends it: a chunk after a chunk is then found and scanned in one
-// pass over its text, not searched for its '\n' first. The frame holds no
-// '\n' before its end, as neither the kept start and tail (from earlier
-// lines) nor a valid string can. Otherwise it returns false, and the
+// '\n' ends it: a chunk after a chunk is then found by the end of its
+// text, not searched for its '\n' first. The frame holds no '\n' before
+// its end, as neither the kept start and tail (from earlier lines) nor a
+// valid string can. Otherwise it returns false, and the
 // caller reads the frame with Next.
 func (lr *LineReader) nextScanned(ss *streamScanner, env *Envelope) ([]byte, bool) {
 	b := lr.buf[lr.r:lr.w]
-	n, ok := ss.byTail(b, env)
-	if !ok || n >= len(b) || b[n] != '\n' || n > lr.limit {
+	n, ok := ss.byTail(b, true, env)
+	if !ok || n > lr.limit {
 		return nil, false
 	}
 	lr.r += n + 1
