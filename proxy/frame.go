@@ -34,8 +34,9 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("frame of %d bytes exceeds the limit of %d bytes", e.Size, e.Limit)
 }
 
-// readBufSize is the read buffer's size: what one read(2) of a pipe gives.
-const readBufSize = 64 << 10
+// ReadBufSize is the read buffer's size: what one read(2) of a full pipe
+// gives, the agent's pipe grown past it (AgentPipeSize).
+const ReadBufSize = 128 << 10
 
 // LineReader reads newline-delimited frames of any length up to a limit.
 //
@@ -94,7 +95,7 @@ type aheadChunk struct {
 // does. Call it before the first Next.
 func (lr *LineReader) readAhead() {
 	a := &readAhead{full: make(chan aheadChunk, 1), free: make(chan []byte, 4)}
-	size := aheadRoom + readBufSize
+	size := aheadRoom + ReadBufSize
 	a.free <- make([]byte, size)
 	a.free <- make([]byte, size)
 	lr.buf = make([]byte, size)
@@ -165,7 +166,7 @@ func NewLineReader(r io.Reader, limit int) *LineReader {
 	if limit <= 0 {
 		limit = DefaultMaxFrame
 	}
-	return &LineReader{src: r, buf: make([]byte, readBufSize), limit: limit}
+	return &LineReader{src: r, buf: make([]byte, ReadBufSize), limit: limit}
 }
 
 // Buffered reports how many bytes of the buffer are ready without another

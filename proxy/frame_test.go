@@ -35,7 +35,7 @@ func TestReadAheadReadsEveryFrame(t *testing.T) {
 				all.WriteString("\n")
 			}
 		}
-		writeCut(w, []byte(all.String()), 2*readBufSize)
+		writeCut(w, []byte(all.String()), 2*ReadBufSize)
 	}()
 	lr := NewLineReader(r, 0)
 	type lent struct{ buf, copy []byte }

@@ -104,7 +104,7 @@ func TestRunsKeepOrder(t *testing.T) {
 		for i := range n {
 			all.WriteString(frame(i) + "\n")
 		}
-		writeCut(agentOutW, []byte(all.String()), 3*readBufSize)
+		writeCut(agentOutW, []byte(all.String()), 3*ReadBufSize)
 	}()
 	// Frames of the sidecar's own from elsewhere: every holdEvery-th fills
 	// a place held there, the others are sent.
@@ -178,7 +178,7 @@ func TestRunsKeepOrder(t *testing.T) {
 func testPad(i int) string {
 	switch {
 	case i%1000 == 500:
-		return strings.Repeat("y", readBufSize+i)
+		return strings.Repeat("y", ReadBufSize+i)
 	case i%250 == 100:
 		return strings.Repeat("z", aheadRoom+4<<10+i)
 	}

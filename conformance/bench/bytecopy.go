@@ -7,16 +7,19 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+
+	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
-// copyBufSize matches the relay's reader and writer buffers (proxy/frame.go,
-// proxy/relay.go), so the baseline moves bytes in the same chunks.
-const copyBufSize = 64 << 10
+// copyBufSize is the relay's read buffer (proxy.ReadBufSize), so the
+// baseline moves bytes in the same chunks.
+const copyBufSize = proxy.ReadBufSize
 
 // byteCopyMain runs `bench bytecopy -- AGENT [ARGS...]`: the baseline relay.
-// It starts the agent the way the sidecar does (two os.Pipe pairs, stderr
-// passed through), copies bytes both ways without looking at them, and exits
-// with the agent's status. Only the relay code differs from the sidecar's.
+// It starts the agent the way the sidecar does (two os.Pipe pairs, the
+// stdout one grown with proxy.GrowPipe, stderr passed through), copies
+// bytes both ways without looking at them, and exits with the agent's
+// status. Only the relay code differs from the sidecar's.
 func byteCopyMain(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "--" {
 		args = args[1:]
@@ -46,6 +49,8 @@ func byteCopy(argv []string, stdin *os.File, stdout, stderr io.Writer) (int, err
 		inW.Close()
 		return 1, fmt.Errorf("agent stdout pipe: %w", err)
 	}
+	// Refused, the pipe keeps its size, as the sidecar's does then.
+	_ = proxy.GrowPipe(outR)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, stderr
 	err = cmd.Start()
