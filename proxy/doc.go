@@ -15,7 +15,9 @@
 // reads the next buffer while the relay's goroutine decides the frames of
 // this one (LineReader.readAhead). A chunk after a chunk is found and
 // scanned by its text alone (streamScanner.byTail); any other frame is
-// found by its newline and scanned whole. A frame the hook passes unchanged
+// found by its newline and scanned whole. Either way a string's text is
+// looked through 16 bytes an instruction for the next byte that matters
+// (stopIndex). A frame the hook passes unchanged
 // is not copied: it joins a run of the reader's buffer that the relay's
 // goroutine grows without a lock (output.passLocal), and whoever writes to
 // the output next takes the run first, so order holds. When the reader

@@ -211,24 +211,20 @@ func (ss *streamScanner) scan(frame []byte, env *Envelope) error {
 // frames can follow. It returns where the frame ends in b, and writes env
 // only then.
 //
-// Most text is plain (no escape, no control or non-ASCII byte), so the
-// string's end is looked for as its first quote, with IndexByte, and the
-// bytes before it are checked a word at a time with no branch on the way.
-// Other text is scanned as a string.
+// Most text is plain (no escape, no control or non-ASCII byte): the
+// string then ends where stopIndex first stops. Other text is scanned as a
+// string from there.
 func (ss *streamScanner) byTail(b []byte, lined bool, env *Envelope) (end int, ok bool) {
 	at := len(ss.prev) // == ss.snap.i: the value there is the frame's own
 	if !ss.haveTail || len(b) <= at || string(b[:at]) != string(ss.prev) || b[at] != '"' {
 		return 0, false
 	}
-	q := bytes.IndexByte(b[at+1:], '"')
-	if q < 0 {
-		return 0, false
-	}
-	j := at + 2 + q // after the first quote
-	if !quotable(b[at+1 : j-1]) {
-		// An escape can hide a quote, so the string may end further on.
+	j := at + 1 + stopIndex(b[at+1:])
+	if j < len(b) && b[j] == '"' {
+		j++ // after the closing quote
+	} else {
 		var msg string
-		if j, _, msg = scanString(b, at+1); msg != "" {
+		if j, _, msg = scanString(b, j); msg != "" {
 			return 0, false
 		}
 	}
@@ -247,35 +243,6 @@ func (ss *streamScanner) byTail(b []byte, lined bool, env *Envelope) (end int, o
 	st.shift(at, j-ss.tailAt)
 	st.envelope(b[:end], false, env)
 	return end, true
-}
-
-// quotable reports whether p, which holds no quote, is a string's text as
-// it stands: no backslash, control or non-ASCII byte. It checks all of p a
-// word at a time, as special8 does without the quote.
-func quotable(p []byte) bool {
-	if len(p) < 8 {
-		for _, c := range p {
-			if stringStop[c] {
-				return false
-			}
-		}
-		return true
-	}
-	// The last word overlaps the one before it where len(p) is not a
-	// multiple of 8: a byte checked twice is still checked.
-	m := plainMarks(binary.LittleEndian.Uint64(p[len(p)-8:]))
-	for i := 0; i+8 <= len(p); i += 8 {
-		m |= plainMarks(binary.LittleEndian.Uint64(p[i:]))
-	}
-	return m&hi8 == 0
-}
-
-// plainMarks sets the high bit of a byte of x that is below 0x20, non-ASCII
-// or a backslash, and of no byte when there is none; like special8 it may
-// set bits above a set one and below the high one.
-func plainMarks(x uint64) uint64 {
-	e := x ^ (lo8 * '\\')
-	return x | (x - lo8*0x20) | (e-lo8)&^e
 }
 
 // role is what an object on the envelope's path is: the top-level object,
@@ -794,44 +761,16 @@ func special8(x uint64) uint64 {
 // or, with a message, where it is invalid.
 func scanString(b []byte, i int) (end int, escaped bool, msg string) {
 	for {
-		// Jump over plain bytes to the first one that matters, a word at a
-		// time, and after one plain word 32 bytes at a time: short keys and
-		// values end within a word, and base64 images make multi-megabyte
-		// strings (DESIGN.md, "Speed").
+		// Short keys and values end within a word, checked here without a
+		// call; longer text is left to stopIndex.
 		if i+8 <= len(b) {
 			if m := special8(binary.LittleEndian.Uint64(b[i:])); m != 0 {
 				i += bits.TrailingZeros64(m) >> 3
 				goto special
 			}
 			i += 8
-			for i+32 <= len(b) {
-				w := b[i : i+32]
-				m0, m1 := special8(binary.LittleEndian.Uint64(w)), special8(binary.LittleEndian.Uint64(w[8:]))
-				m2, m3 := special8(binary.LittleEndian.Uint64(w[16:])), special8(binary.LittleEndian.Uint64(w[24:]))
-				if m0|m1|m2|m3 == 0 {
-					i += 32
-					continue
-				}
-				// The first word with a mark holds the byte, at its lowest
-				// mark: jump there, not back to the word at a time, which
-				// took a chunk's text two and a half times the words.
-				switch {
-				case m0 != 0:
-					i += bits.TrailingZeros64(m0) >> 3
-				case m1 != 0:
-					i += 8 + bits.TrailingZeros64(m1)>>3
-				case m2 != 0:
-					i += 16 + bits.TrailingZeros64(m2)>>3
-				default:
-					i += 24 + bits.TrailingZeros64(m3)>>3
-				}
-				goto special
-			}
-			continue
 		}
-		for i < len(b) && !stringStop[b[i]] {
-			i++
-		}
+		i += stopIndex(b[i:])
 		if i >= len(b) {
 			return i, escaped, "unterminated string"
 		}

@@ -148,32 +148,6 @@ func TestByTailStopsAtEveryPlace(t *testing.T) {
 	}
 }
 
-// TestQuotable puts every byte but the quote at every place of texts up to
-// three words long, and once more after a byte that already stops the scan.
-func TestQuotable(t *testing.T) {
-	for n := 1; n <= 24; n++ {
-		for pos := range n {
-			for c := range 256 {
-				if c == '"' {
-					continue
-				}
-				p := []byte(strings.Repeat("a", n))
-				p[pos] = byte(c)
-				want := !stringStop[c]
-				if got := quotable(p); got != want {
-					t.Fatalf("quotable(%q) = %v, want %v", p, got, want)
-				}
-				if pos > 0 {
-					p[pos-1] = '\\'
-					if quotable(p) {
-						t.Fatalf("quotable(%q) = true, want false", p)
-					}
-				}
-			}
-		}
-	}
-}
-
 func TestPlain8(t *testing.T) {
 	for i := 0; i < 256; i++ {
 		b := []byte("abcdefgh")
