@@ -12,6 +12,8 @@
 // Metrics and targets (DESIGN.md, "Speed"; ../shared/go-libs.md §3):
 //   - throughput of small agent_message_chunk notifications, ≥ 0.5× byte copy;
 //   - throughput of multi-MiB tool_call_update frames, ≥ 0.5× byte copy;
+//     each round takes the median of several runs each way (-tput-runs), as
+//     one run is a fraction of a second;
 //   - round-trip latency of small requests through an echo agent: p50 and
 //     p99, and what the sidecar adds to the p50, ≤ 50 µs;
 //   - the relay's peak RSS (VmHWM) while relaying small frames, < 30 MiB;
@@ -52,6 +54,7 @@ type options struct {
 	roundTrips int
 	recordN    int
 	recordRuns int
+	tputRuns   int
 	turns      int
 	turnChunks int
 	only       workloads // nil: all
@@ -70,6 +73,7 @@ var quickOptions = map[string]string{
 	"rt":          "2000",
 	"record-n":    "5000",
 	"record-runs": "3",
+	"tput-runs":   "1",
 	"turns":       "2000",
 }
 
@@ -131,10 +135,11 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.roundTrips, "rt", 20_000, "sequential round trips per latency run")
 	fs.IntVar(&o.recordN, "record-n", 20_000, "chunks in the recorded turn of the recording run")
 	fs.IntVar(&o.recordRuns, "record-runs", 5, "recording runs each way in each round, in alternating order; the round takes the median of each way")
+	fs.IntVar(&o.tputRuns, "tput-runs", 3, "throughput runs (small, large, several) each way in each round, in alternating order; the round takes the median of each way")
 	fs.IntVar(&o.turns, "turns", 10_000, "short recorded turns for the RSS run (0: skip it)")
 	fs.IntVar(&o.turnChunks, "turn-chunks", 20, "chunks per turn of the RSS run")
 	fs.Var(&o.only, "only", "run only these workloads, comma-separated, of "+strings.Join(allWorkloads, ", ")+" (default: all), e.g. -only recording -rounds 15")
-	fs.BoolVar(&o.quick, "quick", false, "fewer frames and rounds, for CI: -rounds "+quickOptions["rounds"]+" -n "+quickOptions["n"]+" -large "+quickOptions["large"]+" -rt "+quickOptions["rt"])
+	fs.BoolVar(&o.quick, "quick", false, "fewer frames and rounds, for CI: -rounds "+quickOptions["rounds"]+" -n "+quickOptions["n"]+" -large "+quickOptions["large"]+" -rt "+quickOptions["rt"]+" -tput-runs "+quickOptions["tput-runs"])
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of a table")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory with the sidecar's log")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "limit for one run of one relay")
@@ -166,8 +171,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	switch {
 	case o.rounds < 1:
 		return o, fmt.Errorf("-rounds %d: need at least 1", o.rounds)
-	case o.small < 1 || o.large < 1 || o.roundTrips < 1 || o.recordN < 1 || o.recordRuns < 1:
-		return o, errors.New("-n, -large, -rt, -record-n and -record-runs must be at least 1")
+	case o.small < 1 || o.large < 1 || o.roundTrips < 1 || o.recordN < 1 || o.recordRuns < 1 || o.tputRuns < 1:
+		return o, errors.New("-n, -large, -rt, -record-n, -record-runs and -tput-runs must be at least 1")
 	case o.turns < 0 || o.turnChunks < 1:
 		return o, errors.New("-turns must be at least 0 and -turn-chunks at least 1")
 	case o.smallSize < minFrameSize(kindChunk):
@@ -251,25 +256,23 @@ func measure(ctx context.Context, r *runner, o options, progress io.Writer) (*re
 			order[0], order[1] = order[1], order[0]
 		}
 		var small, large [2]tputResult
-		var rts [2][]time.Duration
-		for _, k := range order {
-			if !o.only.has(wSmall) {
-				break
-			}
+		if o.only.has(wSmall) {
 			var err error
-			if small[k], err = r.throughput(ctx, k, kindChunk, o.small, o.smallSize); err != nil {
+			if small, err = medianPair(order, o.tputRuns, func(k relayKind) (tputResult, error) {
+				return r.throughput(ctx, k, kindChunk, o.small, o.smallSize)
+			}); err != nil {
 				return nil, fmt.Errorf("round %d: small frames: %w", round+1, err)
 			}
 		}
-		for _, k := range order {
-			if !o.only.has(wLarge) {
-				break
-			}
+		if o.only.has(wLarge) {
 			var err error
-			if large[k], err = r.throughput(ctx, k, kindImage, o.large, o.largeSize); err != nil {
+			if large, err = medianPair(order, o.tputRuns, func(k relayKind) (tputResult, error) {
+				return r.throughput(ctx, k, kindImage, o.large, o.largeSize)
+			}); err != nil {
 				return nil, fmt.Errorf("round %d: large frames: %w", round+1, err)
 			}
 		}
+		var rts [2][]time.Duration
 		for _, k := range order {
 			if !o.only.has(wRT) {
 				break
@@ -293,14 +296,14 @@ func measure(ctx context.Context, r *runner, o options, progress io.Writer) (*re
 			kind    string
 			n, size int
 		}{{kindChunk, o.small, o.smallSize}, {kindImage, o.large, o.largeSize}} {
-			for _, k := range order {
-				if !o.only.has(wSeveral) {
-					break
-				}
-				var err error
-				if several[i][k], err = r.several(ctx, k, w.kind, w.n, w.size); err != nil {
-					return nil, fmt.Errorf("round %d: several agents, %s frames: %w", round+1, w.kind, err)
-				}
+			if !o.only.has(wSeveral) {
+				break
+			}
+			var err error
+			if several[i], err = medianPair(order, o.tputRuns, func(k relayKind) (tputResult, error) {
+				return r.several(ctx, k, w.kind, w.n, w.size)
+			}); err != nil {
+				return nil, fmt.Errorf("round %d: several agents, %s frames: %w", round+1, w.kind, err)
 			}
 		}
 		var rc recoveryResult

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -265,5 +266,44 @@ func TestSeveralAgentsWorkload(t *testing.T) {
 	}
 	if s := res.roundSummary(0); s != "several agents small 0.50x, large 1.00x" {
 		t.Errorf("round summary %q", s)
+	}
+}
+
+// TestMedianPairAlternatesAndTakesMedians: the first way of each pair
+// alternates, each way gets its run of median time, and the peak RSS is
+// the largest of its runs.
+func TestMedianPairAlternatesAndTakesMedians(t *testing.T) {
+	times := map[relayKind][]time.Duration{
+		byteCopyRelay: {30, 10, 20, 50, 40},
+		sidecarRelay:  {5, 1, 4, 2, 3},
+	}
+	var calls []relayKind
+	got, err := medianPair([]relayKind{sidecarRelay, byteCopyRelay}, 5, func(k relayKind) (tputResult, error) {
+		n := 0
+		for _, c := range calls {
+			if c == k {
+				n++
+			}
+		}
+		calls = append(calls, k)
+		return tputResult{elapsed: times[k][n], hwm: int64(times[k][n]) * 100, cpu: times[k][n]}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []relayKind{sidecarRelay, byteCopyRelay, byteCopyRelay, sidecarRelay, sidecarRelay, byteCopyRelay, byteCopyRelay, sidecarRelay, sidecarRelay, byteCopyRelay}
+	if !slices.Equal(calls, want) {
+		t.Errorf("runs in the order %v, want %v", calls, want)
+	}
+	if b := got[byteCopyRelay]; b.elapsed != 30 || b.cpu != 30 || b.hwm != 5000 {
+		t.Errorf("bytecopy: %+v, want the run of 30 with the peak RSS of 50's", b)
+	}
+	if s := got[sidecarRelay]; s.elapsed != 3 || s.cpu != 3 || s.hwm != 500 {
+		t.Errorf("sidecar: %+v, want the run of 3 with the peak RSS of 5's", s)
+	}
+	if _, err := medianPair([]relayKind{byteCopyRelay, sidecarRelay}, 3, func(k relayKind) (tputResult, error) {
+		return tputResult{}, errors.New("the relay died")
+	}); err == nil || err.Error() != "the relay died" {
+		t.Errorf("a failed run gives %v, want its error", err)
 	}
 }

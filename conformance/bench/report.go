@@ -269,8 +269,8 @@ func fmtMicros(d time.Duration) string {
 
 func (r *results) header() string {
 	o := r.o
-	h := fmt.Sprintf("acp-sidecar bench: %d rounds on %s/%s, %d CPUs; small: %d × %d B, large: %d × %d B, %d round trips; recording: a turn of %d chunks (median of %d runs each way a round), %d turns of %d",
-		o.rounds, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), o.small, o.smallSize, o.large, o.largeSize, o.roundTrips, o.recordN, o.recordRuns, o.turns, o.turnChunks)
+	h := fmt.Sprintf("acp-sidecar bench: %d rounds on %s/%s, %d CPUs; small: %d × %d B, large: %d × %d B (median of %d runs each way a round), %d round trips; recording: a turn of %d chunks (median of %d runs each way a round), %d turns of %d",
+		o.rounds, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), o.small, o.smallSize, o.large, o.largeSize, o.tputRuns, o.roundTrips, o.recordN, o.recordRuns, o.turns, o.turnChunks)
 	if o.only != nil {
 		h += "; only " + o.only.String()
 	}
@@ -336,7 +336,7 @@ func (r *results) writeJSON(w io.Writer) error {
 		Config: map[string]any{
 			"rounds": o.rounds, "small_frames": o.small, "small_size": o.smallSize,
 			"large_frames": o.large, "large_size": o.largeSize, "round_trips": o.roundTrips,
-			"record_chunks": o.recordN, "record_runs": o.recordRuns, "turns": o.turns, "turn_chunks": o.turnChunks,
+			"record_chunks": o.recordN, "record_runs": o.recordRuns, "tput_runs": o.tputRuns, "turns": o.turns, "turn_chunks": o.turnChunks,
 			"goos": runtime.GOOS, "goarch": runtime.GOARCH, "cpus": runtime.NumCPU(),
 		},
 		Metrics: r.metrics(),
