@@ -237,8 +237,8 @@ func (lr *LineReader) inBuffer(line []byte) (buf []byte, from, to int, ok bool) 
 // '\n' ends it: a chunk after a chunk is then found by the end of its
 // text, not searched for its '\n' first. The frame holds no '\n' before
 // its end, as neither the kept start and tail (from earlier lines) nor a
-// valid string can. Otherwise it returns false, and the
-// caller reads the frame with Next.
+// valid string can. Otherwise it returns false, and the caller reads the
+// frame with Next.
 func (lr *LineReader) nextScanned(ss *streamScanner, env *Envelope) ([]byte, bool) {
 	b := lr.buf[lr.r:lr.w]
 	n, ok := ss.byTail(b, true, env)
