@@ -2,8 +2,8 @@
 
 // STOPS sets each byte of m whose byte of x a string scan stops at to
 // 0xff, and gives the others their top bit from x: m's top bits are the
-// stops. X1, X2 and X3 hold '"', '\\' and 0x1f in every byte; t is
-// clobbered.
+// stops. X1, X2 and X3 hold '"', '\\' and 0x1f in every byte; t and u
+// are clobbered. Only X0-X12 are used: X15 is Go's zero register.
 #define STOPS(x, m, t, u) \
 	MOVO x, m; \
 	PCMPEQB X1, m; \
