@@ -93,6 +93,13 @@ type aheadChunk struct {
 // caller's goroutine. The goroutine ends once the source fails or ends,
 // which the caller learns from Next, so it ends before the caller's loop
 // does. Call it before the first Next.
+//
+// It reads the agent's stdout, the one source that streams, so when that
+// is a pipe and a read finds it full, the pipe is grown (GrowPipe) and the
+// agent writes on while this reader catches up. Only a pipe that fills is
+// grown: a pipe's size counts against its user's pipe-user-pages-soft, and
+// past that every new pipe of the user's gets two pages, so an
+// orchestrator's hundred quietly chatting agents must not take it all.
 func (lr *LineReader) readAhead() {
 	a := &readAhead{full: make(chan aheadChunk, 1), free: make(chan []byte, 4)}
 	size := aheadRoom + ReadBufSize
@@ -106,9 +113,15 @@ func (lr *LineReader) readAhead() {
 
 func (a *readAhead) run(src io.Reader) {
 	defer close(a.full)
+	pipe, grow := src.(*os.File)
 	for buf := range a.free {
 		c := aheadChunk{buf: buf, n: aheadRoom}
 		c.n, c.err = readSome(src, buf, aheadRoom)
+		if grow && c.n-aheadRoom >= defaultPipeSize {
+			// Refused, the pipe keeps its size: it is speed, not function.
+			_ = GrowPipe(pipe)
+			grow = false
+		}
 		a.full <- c
 		if c.err != nil {
 			return

@@ -1,7 +1,11 @@
 package proxy
 
 import (
+	"bytes"
+	"errors"
+	"io"
 	"os"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -25,39 +29,101 @@ func pipeSize(t *testing.T, f *os.File) int {
 	return n
 }
 
-// TestAgentStdoutPipeIsGrown starts an agent as the sidecar does and finds
-// its stdout pipe at AgentPipeSize. Where the kernel refuses that to this
-// user (GrowPipe on a pipe of our own says so), the agent still starts, on
-// a pipe of the default size.
-func TestAgentStdoutPipeIsGrown(t *testing.T) {
+// grownSize is what a pipe grown here holds: AgentPipeSize, or, where the
+// kernel refuses that to this user, the size a new pipe has.
+func grownSize(t *testing.T) int {
+	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	defer w.Close()
-	want := AgentPipeSize
 	if err := GrowPipe(r); err != nil {
 		t.Logf("this kernel or user cannot grow a pipe: %v", err)
-		want = pipeSize(t, w)
-	} else if got := pipeSize(t, w); got != AgentPipeSize {
+		return pipeSize(t, w)
+	}
+	if got := pipeSize(t, w); got != AgentPipeSize {
 		t.Fatalf("a grown pipe holds %d bytes, want %d", got, AgentPipeSize)
 	}
+	return AgentPipeSize
+}
 
-	p, err := StartAgent(AgentSpec{Argv: []string{"sleep", "30"}})
+// frames is lines of JSON, n bytes in all.
+func frames(n int) []byte {
+	var b bytes.Buffer
+	for b.Len() < n {
+		line := `{"jsonrpc":"2.0","method":"m","params":{"text":"` + strings.Repeat("x", min(200, max(0, n-b.Len()-60))) + `"}}` + "\n"
+		if b.Len()+len(line) > n {
+			line = strings.Repeat(" ", n-b.Len()-1) + "\n" // a blank line, skipped
+		}
+		b.WriteString(line)
+	}
+	return b.Bytes()
+}
+
+// readAll reads every frame of r ahead, as the relay reads an agent.
+func readAll(r *os.File) error {
+	lr := NewLineReader(r, 0)
+	lr.readAhead()
+	for {
+		if _, err := lr.Next(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// TestReadAheadGrowsAPipeThatFills fills an agent's pipe before the
+// reader starts, so its first read finds it full: the pipe is grown, and
+// what was written still comes through whole.
+func TestReadAheadGrowsAPipeThatFills(t *testing.T) {
+	want := grownSize(t)
+	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		p.Kill()
-		if err := p.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
-	if got := pipeSize(t, p.Stdout); got != want {
-		t.Errorf("the agent's stdout pipe holds %d bytes, want %d", got, want)
+	defer r.Close()
+	if got := pipeSize(t, w); got != defaultPipeSize {
+		t.Fatalf("a new pipe holds %d bytes, want %d", got, defaultPipeSize)
 	}
-	if got := pipeSize(t, p.Stdin); got == AgentPipeSize {
-		t.Errorf("the agent's stdin pipe was grown too; only its stdout streams")
+	// The write fits the empty pipe exactly, so it is whole in it when
+	// Write returns.
+	if _, err := w.Write(frames(defaultPipeSize)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- readAll(r) }()
+	if _, err := w.Write(frames(3 * defaultPipeSize)); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := pipeSize(t, r); got != want {
+		t.Errorf("after a full read the pipe holds %d bytes, want %d", got, want)
+	}
+}
+
+// TestReadAheadLeavesAQuietPipe: an agent that never fills its pipe
+// keeps the size a new pipe has.
+func TestReadAheadLeavesAQuietPipe(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := w.Write(frames(4 << 10)); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if err := readAll(r); err != nil {
+		t.Fatal(err)
+	}
+	if got := pipeSize(t, r); got != defaultPipeSize {
+		t.Errorf("a pipe never full holds %d bytes, want %d", got, defaultPipeSize)
 	}
 }

@@ -76,9 +76,6 @@ func StartAgent(spec AgentSpec) (*Process, error) {
 		inW.Close()
 		return nil, fmt.Errorf("start agent: stdout pipe: %w", err)
 	}
-	if err := GrowPipe(outR); err != nil {
-		log.Debug("the agent's stdout pipe keeps its size", "err", err)
-	}
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Env = spec.Env
 	cmd.Dir = spec.Dir

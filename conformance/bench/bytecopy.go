@@ -49,7 +49,9 @@ func byteCopy(argv []string, stdin *os.File, stdout, stderr io.Writer) (int, err
 		inW.Close()
 		return 1, fmt.Errorf("agent stdout pipe: %w", err)
 	}
-	// Refused, the pipe keeps its size, as the sidecar's does then.
+	// The sidecar grows the pipe the first time a read finds it full,
+	// which under the generator is its first read; refused, the pipe
+	// keeps its size, as the sidecar's does then.
 	_ = proxy.GrowPipe(outR)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, stderr
