@@ -122,6 +122,11 @@ func chunkText(f *proxy.Frame) ([]byte, bool) {
 // after its opening quote). The frame has been validated, so the closing
 // quote is the first one not escaped.
 func stringAt(raw []byte, start int) ([]byte, bool) {
+	// Most text holds no escape: its first quote closes it, and two
+	// IndexByte calls find that faster than a loop over the bytes.
+	if q := bytes.IndexByte(raw[start:], '"'); q >= 0 && bytes.IndexByte(raw[start:start+q], '\\') < 0 {
+		return raw[start : start+q], true
+	}
 	escaped := false
 	for i := start; i < len(raw); i++ {
 		switch raw[i] {
