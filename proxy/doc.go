@@ -10,18 +10,19 @@
 // provides, and where a client frame goes by the route of the port's owner. It
 // imports no other package of this module.
 //
-// How a frame of the agent's travels, which is what the speed of the
-// sidecar comes down to (DESIGN.md, "Speed"): a goroutine of the line reader
-// reads the next buffer while the relay's goroutine decides the frames of
-// this one (LineReader.readAhead). A chunk after a chunk is found and
-// scanned by its text alone (streamScanner.byTail); any other frame is
-// found by its newline and scanned whole. Either way a string's text is
-// looked through 16 bytes an instruction for the next byte that matters
-// (stopIndex). A frame the hook passes unchanged
-// is not copied: it joins a run of the reader's buffer that the relay's
-// goroutine grows without a lock (output.passLocal), and whoever writes to
-// the output next takes the run first, so order holds. When the reader
-// needs its buffer back, the run goes in line for the sink's owned-write
-// goroutine, which writes it straight from the buffer while the reader
-// reads on into another (output.settle, sink.drainOwned).
+// How a frame of the agent's travels, which is what the speed of the sidecar
+// comes down to (DESIGN.md, "Speed"): a goroutine of the line reader reads
+// the next buffer while the relay's goroutine decides the frames of this one
+// (LineReader.readAhead), and grows the agent's pipe to 1 MiB the first time
+// it finds it full (GrowPipe), so a streaming agent writes on meanwhile. A
+// chunk after a chunk is found and scanned by its text alone
+// (streamScanner.byTail); any other frame is found by its newline and
+// scanned whole. Either way a string's text is looked through 16 bytes an
+// instruction for the next byte that matters (stopIndex). A frame the hook
+// passes unchanged is not copied: it joins a run of the reader's buffer that
+// the relay's goroutine grows without a lock (output.passLocal), and whoever
+// writes to the output next takes the run first, so order holds. When the
+// reader needs its buffer back, the run goes in line for the sink's
+// owned-write goroutine, which writes it straight from the buffer while the
+// reader reads on into another (output.settle, sink.drainOwned).
 package proxy
