@@ -441,7 +441,72 @@ func runRealAgent(t *testing.T, name, entryPath, which string, env func(url, tem
 	}
 	readReport(t, cfg.jsonPath)
 	judge(t, rep, want)
+	if t.Failed() {
+		logTranscripts(t, rep, cfg.transcripts)
+	}
 	t.Logf("a full run on %s %s took %.1fs", rep.Agent.Name, rep.Agent.Version, float64(rep.DurationMs)/1000)
+}
+
+// logTranscripts puts the transcript of each failed check into the test's
+// log (failedTranscripts). The run's files are in a t.TempDir, gone once
+// the test ends, and a failure on a real agent that does not come back on
+// a rerun must be readable from the CI log it left.
+func logTranscripts(t *testing.T, rep *Report, dir string) {
+	t.Helper()
+	if s := failedTranscripts(rep, dir); s != "" {
+		t.Log(s)
+	}
+}
+
+// failedTranscripts is the transcript of each failed check in dir, every
+// frame cut to 600 bytes.
+func failedTranscripts(rep *Report, dir string) string {
+	var out strings.Builder
+	for _, c := range rep.Checks {
+		if c.Verdict != Fail || c.Transcript == "" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, c.Transcript))
+		if err != nil {
+			fmt.Fprintf(&out, "%s: no transcript: %v\n", c.ID, err)
+			continue
+		}
+		fmt.Fprintf(&out, "%s: transcript:\n", c.ID)
+		for line := range strings.Lines(string(b)) {
+			if len(line) > 600 {
+				line = line[:600] + " ...\n"
+			}
+			out.WriteString(line)
+		}
+	}
+	return out.String()
+}
+
+// TestFailedTranscriptsAreCut: only failed checks' transcripts are shown,
+// and a long frame is cut.
+func TestFailedTranscriptsAreCut(t *testing.T) {
+	dir := t.TempDir()
+	long := `{"frame":"` + strings.Repeat("x", 2000) + `"}`
+	if err := os.WriteFile(filepath.Join(dir, "crash.jsonl"), []byte("{\"short\":1}\n"+long+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "load.jsonl"), []byte("{\"passed\":1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep := &Report{Checks: []CheckResult{
+		{ID: "crash", Verdict: Fail, Transcript: "crash.jsonl"},
+		{ID: "load", Verdict: Pass, Transcript: "load.jsonl"},
+		{ID: "gone", Verdict: Fail, Transcript: "gone.jsonl"},
+	}}
+	got := failedTranscripts(rep, dir)
+	for _, want := range []string{"crash: transcript:\n{\"short\":1}\n", long[:600] + " ...\n", "gone: no transcript"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the failed transcripts lack %.80q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "passed") || strings.Contains(got, long[:601]) {
+		t.Errorf("the failed transcripts hold a passed check's or an uncut frame:\n%.300s", got)
+	}
 }
 
 // The installed entry points of today's packages (scripts/e2e-setup.sh).
