@@ -741,10 +741,6 @@ const (
 	hi8 = 0x8080808080808080
 )
 
-// plain8 reports whether 8 bytes hold nothing a string scan must stop for:
-// no quote, backslash, control character or non-ASCII byte.
-func plain8(x uint64) bool { return special8(x) == 0 }
-
 // special8 marks, with its high bit, each of 8 bytes a string scan must stop
 // for: non-ASCII, below 0x20, '"' or '\\' (the last two by the classic SWAR
 // zero-byte test on x xor the byte). Only the lowest mark is exact (a

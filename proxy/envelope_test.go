@@ -148,28 +148,6 @@ func TestByTailStopsAtEveryPlace(t *testing.T) {
 	}
 }
 
-func TestPlain8(t *testing.T) {
-	for i := 0; i < 256; i++ {
-		b := []byte("abcdefgh")
-		for pos := 0; pos < 8; pos++ {
-			c := append([]byte(nil), b...)
-			c[pos] = byte(i)
-			want := i >= 0x20 && i < 0x80 && i != '"' && i != '\\'
-			if got := plain8(leUint64(c)); got != want {
-				t.Fatalf("plain8 with byte 0x%02x at %d = %v, want %v", i, pos, got, want)
-			}
-		}
-	}
-}
-
-func leUint64(b []byte) uint64 {
-	var x uint64
-	for i := 7; i >= 0; i-- {
-		x = x<<8 | uint64(b[i])
-	}
-	return x
-}
-
 // FuzzScan checks the scanner against encoding/json: it accepts exactly the
 // valid JSON in valid UTF-8, and reads the same id, method and sessionId.
 func FuzzScan(f *testing.F) {
