@@ -3,6 +3,7 @@ package intercept
 import (
 	"context"
 	"fmt"
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"strings"
 	"testing"
 
@@ -65,8 +66,10 @@ func TestChunkScopes(t *testing.T) {
 	} {
 		c.Frame(ctx, scanFrame(t, proxy.ClientToAgent, raw))
 	}
-	r.life.suppress.Add(1)
-	r.t.creating.Add(1)
+	r.led.Update(func(f *ledger.Flight) {
+		f.Hush("n1", ledger.HushAll)
+		f.BeginCreating()
+	})
 	var scoped, asked []string
 	for _, ic := range Stages(r) {
 		name := strings.TrimPrefix(fmt.Sprintf("%T", ic), "*")
@@ -99,8 +102,8 @@ func TestTakeChunkIsClaimsThenIntercept(t *testing.T) {
 		slow := NewRecorder(RecorderConfig{Store: state.NewMemory()})
 		fast := NewRecorder(RecorderConfig{Store: state.NewMemory()})
 		if running {
-			slow.running.Add(1)
-			fast.running.Add(1)
+			promptInFlight(slow)
+			promptInFlight(fast)
 		}
 		for _, tt := range chunkFrames {
 			if !tt.chunk {
@@ -206,13 +209,17 @@ func TestChunkGate(t *testing.T) {
 	for bits := range 8 {
 		r := NewRecorder(RecorderConfig{Store: state.NewMemory()})
 		suppress, mapped, creating := bits&1 != 0, bits&2 != 0, bits&4 != 0
-		if suppress {
-			r.life.suppress.Add(1)
-		}
-		r.t.mapped.Store(mapped)
-		if creating {
-			r.t.creating.Add(1)
-		}
+		r.led.Update(func(f *ledger.Flight) {
+			if suppress {
+				f.Hush("n1", ledger.HushAll)
+			}
+			if mapped {
+				f.Remap("c1", "n1", 0)
+			}
+			if creating {
+				f.BeginCreating()
+			}
+		})
 		if got, want := r.gate.open(), suppress || mapped || creating; got != want {
 			t.Errorf("suppress %v, mapped %v, creating %v: gate open %v, want %v", suppress, mapped, creating, got, want)
 		}
@@ -264,7 +271,12 @@ func TestChainPassesOverShutGates(t *testing.T) {
 		{"shut, not a chunk", false, plan, "gated:plan plain:plan"},
 	} {
 		asked = nil
-		r.t.mapped.Store(tt.open)
+		// A native session whose updates are kept back opens the gate.
+		r.led.Update(func(f *ledger.Flight) {
+			if f.Unhush("n1"); tt.open {
+				f.Hush("n1", ledger.HushAll)
+			}
+		})
 		c.Frame(context.Background(), scanFrame(t, proxy.AgentToClient, tt.frame))
 		if got := strings.Join(asked, " "); got != tt.want {
 			t.Errorf("%s: asked %s, want %s", tt.name, got, tt.want)
@@ -290,7 +302,7 @@ func TestCollectCutsAsClip(t *testing.T) {
 		{10, []string{"abc"}},                        // under the budget
 	} {
 		r := NewRecorder(RecorderConfig{Store: state.NewMemory(), HandoffBudget: tt.budget})
-		r.running.Add(1)
+		promptInFlight(r)
 		for _, text := range tt.chunks {
 			r.takeChunk(scanFrame(t, proxy.AgentToClient, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`+text+`"}}}}`))
 		}
@@ -318,10 +330,7 @@ func TestResponseThatLooksLikeAChunk(t *testing.T) {
 	c := NewChain(nil, Stages(r)...)
 	c.Frame(ctx, scanFrame(t, proxy.ClientToAgent, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`))
 	c.Frame(ctx, scanFrame(t, proxy.AgentToClient, `{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"},"params":{"update":{"sessionUpdate":"agent_message_chunk"}}}`))
-	r.mu.Lock()
-	_, pending := r.pending["2"]
-	r.mu.Unlock()
-	if pending {
+	if _, pending := r.led.Request("2"); pending {
 		t.Error("the prompt's response was taken for a chunk: its request is still pending")
 	}
 }

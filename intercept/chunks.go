@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
@@ -60,18 +61,15 @@ func isMessageChunk(update []byte) bool {
 // the replay of a native load is kept from the client, or while some
 // session id may need splicing. They are the two conditions the lifeline's
 // and the id mapping's Claims test for a chunk.
-type chunkGate struct {
-	life *life
-	t    *table
-}
+type chunkGate struct{ led *ledger.Ledger }
 
-func (g *chunkGate) open() bool { return g.life.replaying() || g.t.splicing() }
+func (g *chunkGate) open() bool { return g.led.Hushing() || g.led.Splicing() }
 
 // takeChunk is Claims and then Intercept for a chunk, in one call
 // (chunkTaker): a message chunk of a running turn is collected, and nothing
 // else is claimed.
 func (r *Recorder) takeChunk(f *proxy.Frame) {
-	if r.running.Load() > 0 && isMessageChunk(f.Env.Update) {
+	if r.led.Running() && isMessageChunk(f.Env.Update) {
 		r.collect(f)
 	}
 }

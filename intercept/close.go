@@ -3,6 +3,7 @@ package intercept
 import (
 	"context"
 	"fmt"
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -38,7 +39,7 @@ func (r *Recorder) markClosed(ctx context.Context, sid string) {
 	r.putSession(ctx, s)
 	r.flush(ctx)
 	delete(r.sessions, sid)
-	r.t.forget(sid)
+	r.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
 	r.log.Info("session closed", "session", sid)
 }
 

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
+	"github.com/acp-sidecar/acp-sidecar/intercept/life"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
@@ -52,11 +53,9 @@ func commandsJSON() [][]byte {
 // it answers itself is never recorded as a turn nor reaches the agent.
 type commands struct {
 	ops     sessionOps
-	t       *table
+	led     *ledger.Ledger
+	life    *life.Life // what the agent can do, learnt from its initialize result
 	version string
-
-	mu   sync.Mutex
-	init map[string]bool // ids of the client's initialize requests
 }
 
 // sessionOps is what the sidecar's commands run on a session: the
@@ -71,9 +70,6 @@ type sessionOps interface {
 	Fork(ctx context.Context, parent string, at int) (report, error)
 	Status(ctx context.Context, sid string) (map[string]any, error)
 	StatusText(ctx context.Context, sid string) (string, error)
-	// learnCaps keeps what the agent said it can do, from its initialize
-	// result: a restarted agent is told the same, and the rebuilds use it.
-	learnCaps(caps agentCaps)
 }
 
 // Claims takes prompts (for the gate and slash commands), `_sidecar/*`
@@ -88,9 +84,8 @@ func (c *commands) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindRequest:
 		return env.MethodIs(wire.Prompt) || env.MethodIs(wire.Initialize)
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindResponse:
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.init[string(env.ID)]
+		q, ok := c.led.Request(string(env.ID))
+		return ok && q.Method == wire.Initialize
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification:
 		return string(env.Update) == "available_commands_update" || string(env.Update) == "session_info_update"
 	}
@@ -110,16 +105,12 @@ func (c *commands) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 	case f.Env.Kind == proxy.KindRequest && strings.HasPrefix(string(f.Env.Method), wire.ExtPrefix):
 		return c.extension(ctx, id, string(f.Env.Method), f.Raw)
 	case f.Env.MethodIs(wire.Initialize):
-		c.mu.Lock()
-		c.init[string(id)] = true
-		c.mu.Unlock()
+		// Its response is told by the method the ledger keeps with it.
+		c.led.Update(func(f *ledger.Flight) { f.Note(string(id), wire.Initialize, "") })
 		return proxy.Verdict{}, nil
 	case f.Env.MethodIs(wire.Prompt):
 		return c.prompt(ctx, id, wire.SessionIDOf(f), f.Raw)
 	case f.Env.Kind == proxy.KindResponse:
-		c.mu.Lock()
-		delete(c.init, string(id))
-		c.mu.Unlock()
 		return c.advertise(f.Raw)
 	case string(f.Env.Update) == "session_info_update":
 		return handoffTitle(f.Raw), nil
@@ -166,7 +157,7 @@ func (c *commands) advertise(raw []byte) (proxy.Verdict, error) {
 	// The agent's own capabilities decide how sessions are rebuilt; what
 	// the client is promised below includes what the sidecar emulates.
 	caps := parseCaps(wire.Member(raw, "result"))
-	c.ops.learnCaps(caps)
+	c.life.LearnCaps(caps)
 	meta := wire.Encode(map[string]any{"version": c.version, "methods": extMethods})
 	line, err := wire.SetPath(raw, meta, "result", "agentCapabilities", "_meta", "acp-sidecar")
 	if err != nil {
@@ -182,7 +173,7 @@ func (c *commands) advertise(raw []byte) (proxy.Verdict, error) {
 	for _, c := range []struct {
 		name string
 		has  bool
-	}{{"resume", caps.resume}, {"list", caps.list}, {"fork", caps.fork}, {"close", caps.close}, {"delete", caps.delete}} {
+	}{{"resume", caps.Resume}, {"list", caps.List}, {"fork", caps.Fork}, {"close", caps.Close}, {"delete", caps.Delete}} {
 		if !c.has {
 			if line, err = wire.SetPath(line, []byte("{}"), "result", "agentCapabilities", "sessionCapabilities", c.name); err != nil {
 				return proxy.Verdict{}, fmt.Errorf("advertise in initialize: %w", err)
@@ -194,12 +185,23 @@ func (c *commands) advertise(raw []byte) (proxy.Verdict, error) {
 
 // mergeCommands adds the sidecar's commands to the agent's list.
 func (c *commands) mergeCommands(sid string, raw []byte) (proxy.Verdict, error) {
-	c.t.sawCommands(sid)
+	c.led.Update(func(f *ledger.Flight) { f.SawCommands(sid) })
 	line, err := wire.InsertArray(raw, false, commandsJSON(), "params", "update", "availableCommands")
 	if err != nil {
 		return proxy.Verdict{}, fmt.Errorf("merge commands: %w", err)
 	}
 	return proxy.Verdict{Do: proxy.Rewrite, Line: line}, nil
+}
+
+// ownCommands is the command list the sidecar sends after an open of the
+// native session native, in case the agent never sends one: none when the
+// agent's own list (with the sidecar's merged in) already went out, because
+// each list replaces the one before.
+func ownCommands(led *ledger.Ledger, native, client string) [][]byte {
+	if led.CommandsSent(native) {
+		return nil
+	}
+	return [][]byte{ownCommandsUpdate(client)}
 }
 
 // ownCommandsUpdate is the sidecar's own command list for a session.
@@ -231,13 +233,15 @@ func (c *commands) prompt(ctx context.Context, id []byte, sid string, raw []byte
 			return answerWith(c.slash(ctx, id, sid, name, args)...)
 		}}, nil
 	}
-	if what := c.t.busyWith(sid); what != "" {
+	if what := c.led.BusyWith(sid); what != "" {
 		return answer(proxy.ErrorResponse(id, proxy.CodeBusy, fmt.Sprintf("acp-sidecar is running a %s on this session; send the prompt again when it has finished", what))), nil
 	}
-	if b := c.t.blockedOf(sid); b != nil {
+	if b := c.led.BlockedOf(sid); b != nil {
 		return answer(blockedError(id, b.Fields, b.Reason)), nil
 	}
-	if h, ok := c.t.takeHandoff(sid); ok {
+	var h replay.Handoff
+	var ok bool
+	if c.led.Update(func(f *ledger.Flight) { h, ok = f.TakeHandoff(sid) }); ok {
 		block := wire.Encode(map[string]string{"type": "text", "text": h.Text})
 		line, err := wire.InsertArray(raw, true, [][]byte{block}, "params", "prompt")
 		if err != nil {

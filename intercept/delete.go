@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
@@ -45,7 +46,7 @@ func (r *Recorder) forget(ctx context.Context, sid string) error {
 		r.takeAnswer(s.rec.NativeID) // a running turn's text goes with it
 	}
 	delete(r.sessions, sid)
-	r.t.forget(sid)
+	r.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
 	r.log.Info("session deleted", "session", sid)
 	return nil
 }

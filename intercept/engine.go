@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
+	"github.com/acp-sidecar/acp-sidecar/intercept/life"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -25,30 +26,11 @@ import (
 // ladder, a reopen, a fork, a switch) is a Recorder method of that shape.
 type engine struct {
 	sc          Sidecar // bound with the Recorder (Bind)
-	t           *table
-	life        *life
+	led         *ledger.Ledger
+	life        *life.Life
 	watch       *watch
 	log         *slog.Logger
 	callTimeout time.Duration
-
-	mu   sync.Mutex
-	caps agentCaps // what the agent said it can do, from its initialize result
-}
-
-// agentCaps returns what the agent said it can do.
-func (e *engine) agentCaps() agentCaps {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.caps
-}
-
-// learnCaps keeps what the agent said it can do, and returns what it said
-// before.
-func (e *engine) learnCaps(caps agentCaps) (old agentCaps) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	old, e.caps = e.caps, caps
-	return old
 }
 
 // rebuilding runs a rebuild of sid until it completes on an agent that
@@ -67,8 +49,8 @@ func (e *engine) rebuilding(ctx context.Context, sid string, capture *state.Conf
 		// The life is read before the phase; AgentGone sets the phase
 		// before it counts the life, so an attempt never pairs the dead
 		// agent's phase with the next life's count.
-		gen := e.life.gen.Load()
-		if e.life.get() != phaseUp {
+		gen := e.life.Gen()
+		if e.life.Phase() != life.Up {
 			if err := e.watch.awaitUp(ctx, func() bool { return true }); err != nil {
 				return fmt.Errorf("rebuild %s: %w", sid, err)
 			}
@@ -82,7 +64,7 @@ func (e *engine) rebuilding(ctx context.Context, sid string, capture *state.Conf
 			return err
 		}
 		if capture != nil {
-			e.t.owe(sid, capture)
+			e.led.Update(func(f *ledger.Flight) { f.Owe(sid, capture) })
 		}
 		e.log.Info("the agent exited during a rebuild; it runs again from its capture once the agent is back", "session", sid)
 		if err := e.watch.awaitAgent(ctx, gen); err != nil {
@@ -97,13 +79,13 @@ func (e *engine) rebuilding(ctx context.Context, sid string, capture *state.Conf
 // lock never clears a mark a later death set (the native session the
 // attempt made died with that agent).
 func (e *engine) settled(sid string, gen uint64) {
-	e.t.clearStaleIf(sid, func() bool { return e.life.gen.Load() == gen })
+	e.led.Update(func(f *ledger.Flight) { f.Settled(sid, gen) })
 }
 
 // lostSince says whether the agent died under a rebuild attempt that began
 // in generation gen.
 func (e *engine) lostSince(gen uint64, out outcome) bool {
-	return out.lost || e.life.gen.Load() != gen
+	return out.lost || e.life.Gen() != gen
 }
 
 // newNative creates a fresh native session like the client's (the same cwd,
@@ -136,8 +118,9 @@ func sessionParams(snap snapshot) map[string]any {
 func (e *engine) create(ctx context.Context, sid, method string, params map[string]any) (string, *state.Config, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.callTimeout)
 	defer cancel()
-	e.t.beginCreating()
-	defer e.t.endCreating()
+	gen := e.life.Gen()
+	e.led.Update(func(f *ledger.Flight) { f.BeginCreating() })
+	defer e.led.Update(func(f *ledger.Flight) { f.EndCreating() })
 	var res json.RawMessage
 	if err := e.sc.Call(ctx, method, params, &res); err != nil {
 		return "", nil, err
@@ -148,7 +131,7 @@ func (e *engine) create(ctx context.Context, sid, method string, params map[stri
 	if json.Unmarshal(res, &ids) != nil || ids.SessionID == "" {
 		return "", nil, errors.New(method + " answered without a sessionId")
 	}
-	e.t.remap(sid, ids.SessionID) // the held early frames go out under sid (endCreating)
+	e.led.Update(func(f *ledger.Flight) { f.Remap(sid, ids.SessionID, gen) }) // the held early frames go out under sid (endCreating)
 	return ids.SessionID, wire.ConfigFromResult(res), nil
 }
 
@@ -156,17 +139,15 @@ func (e *engine) create(ctx context.Context, sid, method string, params map[stri
 // on, its config, and which rung held: "resume", "load" or "new". With
 // quiet, a native load's replay is kept from the client.
 func (e *engine) climb(ctx context.Context, sid string, snap snapshot, quiet bool) (string, *state.Config, string, error) {
-	e.mu.Lock()
-	caps := e.caps
-	e.mu.Unlock()
+	caps := e.life.Caps()
 	params := map[string]any{"sessionId": snap.native, "cwd": snap.cwd, "mcpServers": mcpOrEmpty(snap.mcp)}
-	e.t.opening(snap.native)
-	if caps.resume && snap.native != "" {
+	e.led.Update(func(f *ledger.Flight) { f.Opening(snap.native) })
+	if caps.Resume && snap.native != "" {
 		// What the agent says while it resumes is about a resume the
 		// client did not ask for ("recorded with model X but is resuming
 		// with Y", codex-acp 2.6.0), and the restore that follows makes it
 		// untrue: its messages are kept from the client.
-		done := e.life.hush(snap.native, hushMessages)
+		done := hush(e.led, snap.native, ledger.HushMessages)
 		res, err := e.callRaw(ctx, wire.SessionResume, params)
 		done()
 		if err == nil {
@@ -175,10 +156,10 @@ func (e *engine) climb(ctx context.Context, sid string, snap snapshot, quiet boo
 			e.log.Info("session/resume failed; trying the next rung", "session", sid, "err", err)
 		}
 	}
-	if caps.load && snap.native != "" {
+	if caps.Load && snap.native != "" {
 		done := func() {}
 		if quiet {
-			done = e.life.hush(snap.native, hushAll) // the client has the history
+			done = hush(e.led, snap.native, ledger.HushAll) // the client has the history
 		}
 		res, err := e.callRaw(ctx, wire.SessionLoad, params)
 		done()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"reflect"
 	"slices"
 	"testing"
@@ -101,18 +102,20 @@ func FuzzIDMapper(f *testing.F) {
 		if err != nil || !env.SessionID.Present() {
 			return
 		}
-		tbl := newTable(newSignal())
+		led := ledger.New(nil)
 		var from string
 		isString := json.Unmarshal(frame[env.SessionID.Start:env.SessionID.End], &from) == nil
 		dir := proxy.AgentToClient
 		if toAgent {
 			dir = proxy.ClientToAgent
-			tbl.remap(from, to)
+			led.Update(func(f *ledger.Flight) { f.Remap(from, to, 0) })
 		} else {
-			tbl.remap(to, from)
+			led.Update(func(f *ledger.Flight) { f.Remap(to, from, 0) })
 		}
-		tbl.mapped.Store(true)
-		m := idMapper{t: tbl, gate: &chunkGate{life: newLife(), t: tbl}}
+		// Mapped as if some other session had been rebuilt, whether or
+		// not this one's ids differ.
+		led.Update(func(f *ledger.Flight) { f.Remap("fz-other", "fz-other-native", 0) })
+		m := idMapper{led: led, gate: &chunkGate{led: led}}
 		f := &proxy.Frame{Dir: dir, Raw: frame, Env: env}
 		if !m.Claims(dir, &f.Env) {
 			t.Fatalf("idMapper does not claim a mapped frame")

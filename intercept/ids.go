@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
@@ -20,7 +21,7 @@ import (
 // before the session/new response (DESIGN.md "Data flow" 6), and the client
 // must get them under its own id, after the mapping exists.
 type idMapper struct {
-	t    *table
+	led  *ledger.Ledger
 	gate *chunkGate
 }
 
@@ -30,7 +31,7 @@ func (m idMapper) Claims(_ proxy.Direction, env *proxy.Envelope) bool {
 	if !env.SessionID.Present() {
 		return false
 	}
-	return m.t.splicing()
+	return m.led.Splicing()
 }
 
 // Intercept splices the mapped id in place of the frame's.
@@ -41,13 +42,13 @@ func (m idMapper) Intercept(_ context.Context, f *proxy.Frame) (proxy.Verdict, e
 		return proxy.Verdict{}, nil // not a string: not ours to map
 	}
 	if f.Dir == proxy.AgentToClient {
-		if created := m.t.early(id); created != nil {
+		if created := m.led.Early(id); created != nil {
 			return m.holdEarly(f, id, created), nil
 		}
 	}
-	to := m.t.clientOf(id)
+	to := m.led.ClientOf(id)
 	if f.Dir == proxy.ClientToAgent {
-		to = m.t.nativeOf(id)
+		to = m.led.NativeOf(id)
 	}
 	if to == id {
 		return proxy.Verdict{}, nil
@@ -73,7 +74,7 @@ func (m idMapper) holdEarly(f *proxy.Frame, native string, created <-chan struct
 		case <-ctx.Done():
 			// The relay is stopping; the frame goes as it came.
 		}
-		if c := m.t.clientOf(native); c != native {
+		if c := m.led.ClientOf(native); c != native {
 			raw = respliceID(raw, sp, c)
 		}
 		return proxy.Decision{Forward: [][]byte{raw}}

@@ -2,9 +2,9 @@ package intercept
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
+	"github.com/acp-sidecar/acp-sidecar/intercept/life"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
@@ -15,26 +15,16 @@ import (
 // restarts, requests get a clear error; afterwards each session is rebuilt
 // on its next request, before that request goes on.
 
-// phase is where the agent's life stands.
-type phase int32
-
-const (
-	phaseUp         phase = iota
-	phaseRestarting       // the agent died; a new one is being started and initialized
-	phaseDead             // the restart budget is used up
-)
-
 // lifeline is the first interceptor: it gates requests on the agent's
 // phase, rebuilds stale sessions before their next request, answers
 // session/load, resume and list where the agent cannot, and keeps the
 // replay of a native load away from a client that already has it.
 type lifeline struct {
-	life  *life
-	t     *table
+	life  *life.Life
+	led   *ledger.Ledger
 	watch *watch
 	gate  *chunkGate
 	rec   lifelineRecord
-	room  room        // the client requests waiting for their session (wait.go)
 	rest  restOfChain // where a held request goes on (holder)
 }
 
@@ -47,8 +37,6 @@ type lifelineRecord interface {
 	// done when agentLists says the agent cannot.
 	reopen(ctx context.Context, sid, method string) ([]byte, error)
 	listSessions(ctx context.Context, id, raw []byte) []byte
-	// agentCaps is what the agent said it can do.
-	agentCaps() agentCaps
 	// closeHere closes a session the agent cannot close: it lacks
 	// session/close, or the session's native session died with it.
 	closeHere(ctx context.Context, sid string) error
@@ -57,9 +45,8 @@ type lifelineRecord interface {
 	// forkHere forks a session for an agent without session/fork, and
 	// returns the fork's session/fork result.
 	forkHere(ctx context.Context, parent string) (child string, result []byte, err error)
-	// takeBack forgets what the record noted of a client request the
-	// agent never received.
-	takeBack(id, sid string, prompt bool)
+	// takeBack takes back the turn of a prompt the agent never received.
+	takeBack(sid string)
 }
 
 func (ll *lifeline) goOnWith(rest restOfChain) { ll.rest = rest }
@@ -67,51 +54,16 @@ func (ll *lifeline) goOnWith(rest restOfChain) { ll.rest = rest }
 // tracker is the last interceptor: it notes the client requests that really
 // go to the agent, so they can be answered if it dies, and the agent's
 // requests, whose late answers must not reach its successor.
-type tracker struct{ l *life }
-
-// life is the shared state of lifeline and tracker.
-type life struct {
-	phase    atomic.Int32
-	gen      atomic.Uint64 // the agent's lives: one more at each exit
-	suppress atomic.Int32  // the sidecar's own calls in flight whose updates are kept from the client
-
-	mu          sync.Mutex
-	inflight    map[string]string // client request id token -> method
-	agentReqs   map[string]bool   // agent request ids awaiting the client
-	staleAgent  map[string]bool   // agent request ids of a dead agent
-	suppressing map[string]hush   // native ids the sidecar loads or resumes, and what is kept back
-	unsent      map[string]bool   // client ids whose prompt the dead agent never received
-	lastExit    string
-}
-
-func newLife() *life {
-	return &life{inflight: map[string]string{}, agentReqs: map[string]bool{}, staleAgent: map[string]bool{}, suppressing: map[string]hush{}, unsent: map[string]bool{}}
-}
-
-func (l *life) get() phase { return phase(l.phase.Load()) }
-
-// replaying says whether some native load's replay is being kept from
-// the client.
-func (l *life) replaying() bool { return l.suppress.Load() > 0 }
-
-// A hush is what of a native session's updates the client does not see
-// while one of the sidecar's own calls runs on it.
-type hush int
-
-const (
-	hushAll      hush = iota + 1 // a load's replay: the client has the history
-	hushMessages                 // message and thought chunks: the agent's notes on a resume
-	hushConfig                   // config reports: a restore under a held response reports its end itself
-)
+type tracker struct{ led *ledger.Ledger }
 
 // hushes says whether h keeps the agent's update f from the client.
-func (h hush) hushes(f *proxy.Frame) bool {
+func hushes(h ledger.Hush, f *proxy.Frame) bool {
 	switch h {
-	case hushAll:
+	case ledger.HushAll:
 		return true
-	case hushMessages:
+	case ledger.HushMessages:
 		return isChunk(f.Dir, &f.Env)
-	case hushConfig:
+	case ledger.HushConfig:
 		u := string(f.Env.Update)
 		return u == "config_option_update" || u == "current_mode_update"
 	}
@@ -119,17 +71,9 @@ func (h hush) hushes(f *proxy.Frame) bool {
 }
 
 // hush keeps h of native's updates from the client until done is called.
-func (l *life) hush(native string, h hush) (done func()) {
-	l.mu.Lock()
-	l.suppressing[native] = h
-	l.mu.Unlock()
-	l.suppress.Add(1)
-	return func() {
-		l.mu.Lock()
-		delete(l.suppressing, native)
-		l.mu.Unlock()
-		l.suppress.Add(-1)
-	}
+func hush(led *ledger.Ledger, native string, h ledger.Hush) (done func()) {
+	led.Update(func(f *ledger.Flight) { f.Hush(native, h) })
+	return func() { led.Update(func(f *ledger.Flight) { f.Unhush(native) }) }
 }
 
 // Claims: client requests while the agent is not up, or when some session
@@ -137,60 +81,48 @@ func (l *life) hush(native string, h hush) (done func()) {
 // them); client responses to a dead agent's requests; the replay of a
 // native load the sidecar makes.
 func (ll *lifeline) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
-	l := ll.life
 	switch {
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindRequest:
-		return true
-	case dir == proxy.AgentToClient && env.Kind == proxy.KindResponse:
 		return true
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindResponse:
 		return true
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification:
-		return l.replaying() && env.SessionID.Present()
+		return ll.led.Hushing() && env.SessionID.Present()
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindNotification:
-		return env.MethodIs(wire.Cancel) && ll.room.waiting()
+		return env.MethodIs(wire.Cancel) && ll.led.Waiting()
 	}
 	return false
 }
 
 // Intercept gates, holds or answers.
 func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict, error) {
-	l := ll.life
 	id := string(f.Env.ID)
 	switch {
-	case f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindResponse:
-		l.mu.Lock()
-		delete(l.inflight, id)
-		l.mu.Unlock()
-		return proxy.Verdict{}, nil
 	case f.Dir == proxy.ClientToAgent && f.Env.Kind == proxy.KindResponse:
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.staleAgent[id] {
-			delete(l.staleAgent, id)
+		stale := false
+		ll.led.Update(func(f *ledger.Flight) { stale = f.ClientAnswered(id) })
+		if stale {
 			return proxy.Verdict{Do: proxy.Drop}, nil // its asker died; nobody waits
 		}
-		delete(l.agentReqs, id)
 		return proxy.Verdict{}, nil
 	case f.Dir == proxy.ClientToAgent && f.Env.Kind == proxy.KindNotification:
 		// A cancel for a prompt that waits takes it out of the queue; the
 		// prompt is answered cancelled, and the agent, which never had
 		// it, is not told.
-		if ll.room.cancelPrompts(wire.SessionIDOf(f)) {
+		sid, cancelled := wire.SessionIDOf(f), false
+		ll.led.Update(func(f *ledger.Flight) { cancelled = f.CancelPrompts(sid) })
+		if cancelled {
 			return proxy.Verdict{Do: proxy.Drop}, nil
 		}
 		return proxy.Verdict{}, nil
 	case f.Dir == proxy.AgentToClient:
-		sid := wire.SessionIDOf(f)
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if h := l.suppressing[sid]; f.Env.MethodIs(wire.Update) && h.hushes(f) {
+		if f.Env.MethodIs(wire.Update) && hushes(ll.led.HushOf(wire.SessionIDOf(f)), f) {
 			return proxy.Verdict{Do: proxy.Drop}, nil // the client has this history, or it is about a resume it did not ask for
 		}
 		return proxy.Verdict{}, nil
 	}
 	// A client request.
-	if l.get() == phaseDead {
+	if ll.life.Phase() == life.Dead {
 		return answer(proxy.ErrorResponse(f.Env.ID, proxy.CodeAgentGone, ll.watch.deadError().Error())), nil
 	}
 	method := string(f.Env.Method)
@@ -200,7 +132,7 @@ func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdic
 	if method == wire.SessionDelete && f.Env.SessionID.Present() {
 		return ll.deleting(f, wire.SessionIDOf(f)), nil
 	}
-	if method == wire.SessionFork && f.Env.SessionID.Present() && !ll.rec.agentCaps().fork {
+	if method == wire.SessionFork && f.Env.SessionID.Present() && !ll.life.Caps().Fork {
 		return ll.forking(f, wire.SessionIDOf(f)), nil
 	}
 	emulated := method == wire.SessionLoad || method == wire.SessionResume || method == wire.SessionList
@@ -234,7 +166,6 @@ func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdic
 // rebuilt"). What the chain noted of it is taken back: it is not in flight,
 // and a prompt's turn has not begun.
 func (ll *lifeline) Unsent(_ context.Context, f *proxy.Frame) proxy.Verdict {
-	l := ll.life
 	id := string(f.Env.ID)
 	sid := ""
 	if f.Env.SessionID.Present() {
@@ -243,45 +174,30 @@ func (ll *lifeline) Unsent(_ context.Context, f *proxy.Frame) proxy.Verdict {
 	prompt := f.Env.MethodIs(wire.Prompt)
 	// The agent's exit may not be noticed yet: then the request waits for
 	// the next agent, not for the one that is gone.
-	gen := l.gen.Load()
-	if l.get() == phaseUp {
+	gen := ll.life.Gen()
+	if ll.life.Phase() == life.Up {
 		gen++
 	}
-	l.mu.Lock()
-	delete(l.inflight, id)
+	ll.led.Update(func(f *ledger.Flight) { f.Unsent(id, sid, prompt) })
 	if prompt && sid != "" {
-		l.unsent[sid] = true
+		ll.rec.takeBack(sid)
 	}
-	l.mu.Unlock()
-	ll.rec.takeBack(id, sid, prompt)
 	// The relay has this frame's place: nothing after it was written.
 	return ll.holdAfter(f, sid, nil, gen)
 }
 
-// takeBack forgets what the record noted of a client request the agent
-// never received: it awaits no response, and a prompt's turn has not
+// takeBack takes back the turn of a prompt the agent never received: the
+// ledger no longer holds the prompt (Flight.Unsent), and its turn has not
 // begun.
-func (r *Recorder) takeBack(id, sid string, prompt bool) {
-	r.mu.Lock()
-	if req := r.pending[id]; req != nil {
-		delete(r.pending, id)
-		if req.method == wire.Prompt && r.running.Load() > 0 {
-			r.running.Add(-1)
-		}
-	}
-	r.mu.Unlock()
-	if prompt && sid != "" {
-		r.enqueue(event{fn: func(ctx context.Context) { r.unbegin(ctx, sid) }})
-	}
+func (r *Recorder) takeBack(sid string) {
+	r.enqueue(event{fn: func(ctx context.Context) { r.unbegin(ctx, sid) }})
 }
 
 // unbegin takes back the turn of a prompt the agent never received: it
 // will be recorded when the prompt is sent again. A handoff it carried is
 // owed again.
 func (r *Recorder) unbegin(ctx context.Context, sid string) {
-	r.life.mu.Lock()
-	delete(r.life.unsent, sid)
-	r.life.mu.Unlock()
+	r.led.Update(func(f *ledger.Flight) { f.TurnTakenBack(sid) })
 	s := r.sessions[sid]
 	if s == nil || s.turn == nil || s.turn != &s.turns[len(s.turns)-1] {
 		return
@@ -297,21 +213,24 @@ func (r *Recorder) unbegin(ctx context.Context, sid string) {
 	}
 }
 
-// Claims takes client requests and agent requests that made it through.
+// Claims takes client requests and agent requests that made it through,
+// and the agent's answers to the client's.
 func (t tracker) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
-	return env.Kind == proxy.KindRequest
+	return env.Kind == proxy.KindRequest || dir == proxy.AgentToClient && env.Kind == proxy.KindResponse
 }
 
-// Intercept notes the request.
+// Intercept notes the request, or that the agent answered one. A response
+// the record waited for was taken out of the ledger there already.
 func (t tracker) Intercept(_ context.Context, f *proxy.Frame) (proxy.Verdict, error) {
-	t.l.mu.Lock()
-	defer t.l.mu.Unlock()
 	id := string(f.Env.ID)
-	if f.Dir == proxy.ClientToAgent {
-		t.l.inflight[id] = string(f.Env.Method)
-	} else {
-		t.l.agentReqs[id] = true
-		delete(t.l.staleAgent, id) // the new agent reuses the id; its answer is wanted
+	switch {
+	case f.Env.Kind == proxy.KindResponse:
+		t.led.Update(func(fl *ledger.Flight) { fl.Answered(id) })
+	case f.Dir == proxy.ClientToAgent:
+		method := string(f.Env.Method)
+		t.led.Update(func(fl *ledger.Flight) { fl.Note(id, method, "").State = ledger.Sent })
+	default:
+		t.led.Update(func(fl *ledger.Flight) { fl.AgentAsked(id) })
 	}
 	return proxy.Verdict{}, nil
 }
@@ -329,11 +248,11 @@ func (ll *lifeline) chunkGate() *chunkGate { return ll.gate }
 // is never rebuilt for it: closing a session whose native session died
 // with the agent rebuilds nothing.
 func (ll *lifeline) closing(f *proxy.Frame, sid string) proxy.Verdict {
-	if ll.rec.agentCaps().close && !ll.mustWait(sid) {
+	if ll.life.Caps().Close && !ll.mustWait(sid) {
 		return proxy.Verdict{} // the record marks it closed on the agent's answer
 	}
 	return ll.hold(f, sid, func(ctx context.Context, q waited) proxy.Decision {
-		if ll.rec.agentCaps().close && !ll.t.isStale(sid) {
+		if ll.life.Caps().Close && !ll.led.IsStale(sid) {
 			return ll.rest(ctx, proxy.ClientToAgent, q.raw)
 		}
 		if err := ll.rec.closeHere(ctx, sid); err != nil {
@@ -352,7 +271,7 @@ func (ll *lifeline) forking(f *proxy.Frame, parent string) proxy.Verdict {
 		if err != nil {
 			return answerWith(proxy.ErrorResponse(q.id, errorCode(err), err.Error()))
 		}
-		return answerWith(append([][]byte{wire.Response(q.id, result)}, ll.t.ownCommands(ll.t.nativeOf(child), child)...)...)
+		return answerWith(append([][]byte{wire.Response(q.id, result)}, ownCommands(ll.led, ll.led.NativeOf(child), child)...)...)
 	})
 }
 
@@ -363,11 +282,11 @@ func (ll *lifeline) forking(f *proxy.Frame, parent string) proxy.Verdict {
 // sessions on disk, so the delete still goes to the agent under the native
 // id the session last had.
 func (ll *lifeline) deleting(f *proxy.Frame, sid string) proxy.Verdict {
-	if ll.rec.agentCaps().delete && !ll.mustWait(sid) {
+	if ll.life.Caps().Delete && !ll.mustWait(sid) {
 		return proxy.Verdict{}
 	}
 	return ll.hold(f, sid, func(ctx context.Context, q waited) proxy.Decision {
-		if ll.rec.agentCaps().delete {
+		if ll.life.Caps().Delete {
 			return ll.rest(ctx, proxy.ClientToAgent, q.raw)
 		}
 		if err := ll.rec.deleteHere(ctx, sid); err != nil {

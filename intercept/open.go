@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -33,7 +34,7 @@ func (r *Recorder) opened(ctx context.Context, s *session, req *request, ev even
 		line = withResult(line, withPickers(result, s.rec.Baseline, s.rec.Live))
 	}
 	r.flush(ctx)
-	ev.release(append([][]byte{line}, r.t.ownCommands(s.rec.NativeID, s.rec.ClientID)...)...)
+	ev.release(append([][]byte{line}, ownCommands(r.led, s.rec.NativeID, s.rec.ClientID)...)...)
 }
 
 // restoreAfterOpen puts the config the session had before the agent's own
@@ -45,7 +46,7 @@ func (r *Recorder) restoreAfterOpen(ctx context.Context, s *session, ev event, r
 	native, client := s.rec.NativeID, s.rec.ClientID
 	target := before
 	catalog := cloneConfig(s.rec.Live)
-	_, began := r.t.begin(client, "restore after "+ev.req.method)
+	_, began := begin(r.led, client, "restore after "+ev.req.method)
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -55,26 +56,26 @@ func (r *Recorder) restoreAfterOpen(ctx context.Context, s *session, ev event, r
 		// model change names the effort and mode before their calls). They
 		// are kept from the client; the response is followed by the
 		// restore's own report of where it settled.
-		hushed := r.life.hush(native, hushConfig)
+		hushed := hush(r.led, native, ledger.HushConfig)
 		out := r.eng.restore(ctx, native, target, catalog)
 		hushed()
 		r.enqueue(event{fn: func(ctx context.Context) {
 			if began {
-				defer r.t.end(client)
+				defer r.led.Update(func(f *ledger.Flight) { f.End(client) })
 			}
 			var blocked *state.Blocked
 			switch {
 			case out.lost:
 				// The agent died under the restore: the rebuild that
 				// follows aims at the whole target, not at what landed.
-				r.t.owe(client, target)
+				r.led.Update(func(f *ledger.Flight) { f.Owe(client, target) })
 			case len(out.failed) > 0:
 				blocked = blockedBy(out, r.cfg.Now())
-				r.t.owe(client, target)
+				r.led.Update(func(f *ledger.Flight) { f.Owe(client, target) })
 			default:
-				r.t.owe(client, nil)
+				r.led.Update(func(f *ledger.Flight) { f.Owe(client, nil) })
 			}
-			r.t.setBlocked(client, blocked)
+			r.led.Update(func(f *ledger.Flight) { f.SetBlocked(client, blocked) })
 			s.rec.Live, s.rec.Blocked = out.catalog, blocked
 			r.putSession(ctx, s)
 			r.flush(ctx)
@@ -85,7 +86,7 @@ func (r *Recorder) restoreAfterOpen(ctx context.Context, s *session, ev event, r
 				}
 			}
 			lines := [][]byte{withResult(ev.raw, withPickers(res, before, out.catalog))}
-			lines = append(lines, r.t.ownCommands(native, client)...)
+			lines = append(lines, ownCommands(r.led, native, client)...)
 			ev.release(append(lines, out.notifications(client)...)...)
 		}, release: ev.release, raw: ev.raw})
 	}()

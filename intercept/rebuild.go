@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
@@ -34,6 +35,13 @@ func errorCode(err error) int {
 
 func refuse(code int, format string, args ...any) error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// begin marks sid busy with what; it fails, saying what runs, when a
+// rebuild runs on it already.
+func begin(led *ledger.Ledger, sid, what string) (cur string, ok bool) {
+	led.Update(func(f *ledger.Flight) { cur, ok = f.Begin(sid, what) })
+	return cur, ok
 }
 
 // report says what a rebuild or restore did, for the slash command's message
@@ -177,10 +185,10 @@ func (r *Recorder) onSession(ctx context.Context, sid string, fn func(ctx contex
 // taken before the fresh session exists, so nothing it reports can change
 // the target (DESIGN.md "Rebuilding a native session", step 1).
 func (r *Recorder) Reset(ctx context.Context, sid string) (report, error) {
-	if what, ok := r.t.begin(sid, "reset"); !ok {
+	if what, ok := begin(r.led, sid, "reset"); !ok {
 		return report{}, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
 	}
-	defer r.t.end(sid)
+	defer r.led.Update(func(f *ledger.Flight) { f.End(sid) })
 	snap, err := r.snapshot(ctx, sid)
 	if err != nil {
 		return report{}, err
@@ -188,7 +196,7 @@ func (r *Recorder) Reset(ctx context.Context, sid string) (report, error) {
 	if snap.running {
 		return report{}, refuse(proxy.CodeBusy, "a turn is running; cancel it or wait for it to end, then reset")
 	}
-	capture := r.t.targetOr(sid, snap.live)
+	capture := r.led.TargetOr(sid, snap.live)
 	var rep report
 	err = r.eng.rebuilding(ctx, sid, capture, func(ctx context.Context, gen uint64) (bool, error) {
 		native, catalog, err := r.eng.newNative(ctx, sid, snap)
@@ -219,11 +227,11 @@ func (r *Recorder) settle(ctx context.Context, sid, native string, out outcome, 
 	var blocked *state.Blocked
 	if len(out.failed) > 0 {
 		blocked = blockedBy(out, r.cfg.Now())
-		r.t.owe(sid, out.target)
+		r.led.Update(func(f *ledger.Flight) { f.Owe(sid, out.target) })
 	} else {
-		r.t.owe(sid, nil)
+		r.led.Update(func(f *ledger.Flight) { f.Owe(sid, nil) })
 	}
-	r.t.setBlocked(sid, blocked)
+	r.led.Update(func(f *ledger.Flight) { f.SetBlocked(sid, blocked) })
 	err := r.do(ctx, func(ctx context.Context) {
 		s := r.sessions[sid]
 		if s == nil {
@@ -267,10 +275,10 @@ func blockedBy(out outcome, at time.Time) *state.Blocked {
 // selections. A session without an original is refused and left unchanged:
 // nothing reconstructs one from mutable data.
 func (r *Recorder) RestoreOriginal(ctx context.Context, sid string) (report, error) {
-	if what, ok := r.t.begin(sid, "restore-original"); !ok {
+	if what, ok := begin(r.led, sid, "restore-original"); !ok {
 		return report{}, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
 	}
-	defer r.t.end(sid)
+	defer r.led.Update(func(f *ledger.Flight) { f.End(sid) })
 	if err := r.do(ctx, func(ctx context.Context) { r.fixOriginal(ctx, sid) }); err != nil {
 		return report{}, fmt.Errorf("restore-original %s: %w", sid, err)
 	}
@@ -284,7 +292,7 @@ func (r *Recorder) RestoreOriginal(ctx context.Context, sid string) (report, err
 			return false, refuse(proxy.CodeInvalidParams, "session %s has no recorded original config (it was recorded before originals existed, or imported); nothing was changed", sid)
 		}
 		native, catalog, path := snap.native, snap.live, ""
-		if r.t.isStale(sid) {
+		if r.led.IsStale(sid) {
 			// The agent died under an earlier attempt: the session needs a
 			// native session again before the original goes onto it.
 			if native, catalog, path, err = r.eng.climb(ctx, sid, snap, true); err != nil {
@@ -327,8 +335,8 @@ func (r *Recorder) AcceptConfig(ctx context.Context, sid string) error {
 	if _, err := r.snapshot(ctx, sid); err != nil {
 		return err
 	}
-	r.t.setBlocked(sid, nil)
-	r.t.owe(sid, nil)
+	r.led.Update(func(f *ledger.Flight) { f.SetBlocked(sid, nil) })
+	r.led.Update(func(f *ledger.Flight) { f.Owe(sid, nil) })
 	return r.do(ctx, func(ctx context.Context) {
 		if s := r.sessions[sid]; s != nil {
 			s.rec.Blocked = nil

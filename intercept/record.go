@@ -8,9 +8,10 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
+	"github.com/acp-sidecar/acp-sidecar/intercept/life"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
@@ -86,27 +87,24 @@ type Recorder struct {
 	wg     sync.WaitGroup // the goroutines that make the sidecar's own calls
 
 	mu      sync.Mutex
-	pending map[string]*request // client request id token -> request awaiting its response
-	answers answers             // native session id -> the running turn's text so far
-	kids    children            // subagent sessions (subagents.go)
-	discard *answerBuf          // full from the start: where a child's chunks go
-	chunks  chunkCache          // the agent pump's own; see collect
-	running atomic.Int32        // turns in flight: chunks are read only while some are
+	answers answers    // native session id -> the running turn's text so far
+	kids    children   // subagent sessions (subagents.go)
+	discard *answerBuf // full from the start: where a child's chunks go
+	chunks  chunkCache // the agent pump's own; see collect
 
-	t     *table
-	life  *life
-	ready *signal         // fires when the agent's phase or a rebuild changes
+	led   *ledger.Ledger
+	life  *life.Life
+	ready *life.Signal    // fires when the agent's phase or a rebuild changes
 	quit  chan struct{}   // closed when Close begins: nobody waits any longer
 	watch *watch          // waits on life, woken by ready
 	gate  *chunkGate      // shared by the stages gated for chunks
 	eng   *engine         // builds native sessions and restores their config
+	agent *Agent          // the agent's life as the supervisor tells it
 	ctx   context.Context // for the goroutines the recorder owns; set by Start
-
-	// Guarded by mu: what a restarted agent must be told.
-	initParams, authParams json.RawMessage
 
 	// Owned by the run goroutine.
 	sessions map[string]*session
+	params   map[string]json.RawMessage // client request id -> its params, until its response
 }
 
 // Setting is one start-up --set ID=VALUE. ID is an option id, or the
@@ -118,6 +116,7 @@ type Setting struct {
 
 // request is a client request the recorder waits to see answered.
 type request struct {
+	id     string
 	method string
 	params json.RawMessage
 	sid    string
@@ -136,6 +135,9 @@ type event struct {
 	fn func(ctx context.Context)
 	// handoff is set on a prompt that carries the kept turns.
 	handoff *replay.Handoff
+	// life is the agent's life a response came from: a session it opened
+	// is stale at once when that agent has died since (ledger Remap).
+	life uint64
 }
 
 // session is the recorder's working copy of one session's record.
@@ -166,7 +168,7 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 	if cfg.HoldTimeout <= 0 {
 		cfg.HoldTimeout = DefaultHoldTimeout
 	}
-	ready := newSignal()
+	ready := life.NewSignal()
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -175,12 +177,12 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 		events:   make(chan event, cfg.Queue),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
-		pending:  map[string]*request{},
 		answers:  answers{},
 		kids:     children{},
 		sessions: map[string]*session{},
-		t:        newTable(ready),
-		life:     newLife(),
+		params:   map[string]json.RawMessage{},
+		led:      ledger.New(ready.Fire),
+		life:     life.New(ready),
 		ready:    ready,
 		quit:     make(chan struct{}),
 		ctx:      context.Background(),
@@ -188,8 +190,9 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 	r.discard = &answerBuf{}
 	r.discard.full.Store(true)
 	r.watch = &watch{life: r.life, ready: ready, quit: r.quit, timeout: cfg.HoldTimeout}
-	r.eng = &engine{t: r.t, life: r.life, watch: r.watch, log: cfg.Log, callTimeout: cfg.CallTimeout}
-	r.gate = &chunkGate{life: r.life, t: r.t}
+	r.eng = &engine{led: r.led, life: r.life, watch: r.watch, log: cfg.Log, callTimeout: cfg.CallTimeout}
+	r.gate = &chunkGate{led: r.led}
+	r.agent = &Agent{life: r.life, led: r.led, turns: r, log: cfg.Log, callTimeout: cfg.CallTimeout}
 	return r
 }
 
@@ -203,26 +206,26 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 
 // Lifeline is the stage that gates client requests on the agent's life.
 func (r *Recorder) Lifeline() Interceptor {
-	return &lifeline{life: r.life, t: r.t, watch: r.watch, gate: r.gate, rec: r}
+	return &lifeline{life: r.life, led: r.led, watch: r.watch, gate: r.gate, rec: r}
 }
 
 // Commands is the stage of the sidecar's own surfaces: slash commands,
 // `_sidecar/*`, the capability advertisement and the prompt gate.
 func (r *Recorder) Commands() Interceptor {
-	return &commands{ops: r, t: r.t, version: r.cfg.Version, init: map[string]bool{}}
+	return &commands{ops: r, led: r.led, life: r.life, version: r.cfg.Version}
 }
 
 // IDs is the stage that keeps the client's session ids stable.
-func (r *Recorder) IDs() Interceptor { return idMapper{t: r.t, gate: r.gate} }
+func (r *Recorder) IDs() Interceptor { return idMapper{led: r.led, gate: r.gate} }
 
 // Tracker is the stage that notes what really reaches the agent.
-func (r *Recorder) Tracker() Interceptor { return tracker{l: r.life} }
-
-// learnCaps implements sessionOps.
-func (r *Recorder) learnCaps(caps agentCaps) { r.eng.learnCaps(caps) }
+func (r *Recorder) Tracker() Interceptor { return tracker{led: r.led} }
 
 // Bind gives the recorder the relay it acts through. Call it before frames flow.
-func (r *Recorder) Bind(sc Sidecar) { r.sc, r.eng.sc = sc, sc }
+func (r *Recorder) Bind(sc Sidecar) { r.sc, r.eng.sc, r.agent.sc = sc, sc, sc }
+
+// Agent is the agent's life, which the supervisor moves.
+func (r *Recorder) Agent() *Agent { return r.agent }
 
 // Start runs the recorder's goroutine until Close.
 func (r *Recorder) Start(ctx context.Context) {
@@ -269,16 +272,14 @@ func (r *Recorder) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindNotification:
 		return env.MethodIs(wire.Cancel)
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindResponse:
-		r.mu.Lock()
-		_, ok := r.pending[string(env.ID)]
-		r.mu.Unlock()
-		return ok
+		q, ok := r.led.Request(string(env.ID))
+		return ok && q.Recorded
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification && env.MethodIs(wire.Update):
 		switch string(env.Update) {
 		case "config_option_update", "current_mode_update", updSubagent:
 			return true
 		case "agent_message_chunk", "tool_call", "tool_call_update":
-			return r.running.Load() > 0
+			return r.led.Running()
 		}
 	}
 	return false
@@ -299,26 +300,35 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 	if f.Dir == proxy.ClientToAgent && f.Env.Kind == proxy.KindRequest {
 		// The params are decoded on the recorder's goroutine, off the
 		// relay's path; only the session id is read here, from its span.
-		req := &request{method: ev.method, sid: wire.SessionIDOf(f)}
-		r.mu.Lock()
-		r.pending[string(f.Env.ID)] = req
-		r.mu.Unlock()
+		req := &request{id: string(f.Env.ID), method: ev.method, sid: wire.SessionIDOf(f)}
+		native := req.sid
 		if ev.method == wire.SessionLoad || ev.method == wire.SessionResume {
-			r.t.opening(r.t.nativeOf(req.sid))
+			native = r.led.NativeOf(req.sid)
 		}
-		if ev.method == wire.Prompt {
-			r.running.Add(1)
-			if h, ok := r.t.carriedBy(req.sid); ok {
-				ev.handoff = &h
+		r.led.Update(func(f *ledger.Flight) {
+			f.Record(req.id, req.method, req.sid)
+			switch ev.method {
+			case wire.SessionLoad, wire.SessionResume:
+				f.Opening(native)
+			case wire.Prompt:
+				if h, ok := f.CarriedBy(req.sid); ok {
+					ev.handoff = &h
+				}
 			}
-		}
+		})
 		ev.req = req
 	}
 	if f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindResponse {
-		r.mu.Lock()
-		ev.req = r.pending[string(f.Env.ID)]
-		delete(r.pending, string(f.Env.ID))
-		r.mu.Unlock()
+		id := string(f.Env.ID)
+		var q ledger.Request
+		var ok bool
+		r.led.Update(func(f *ledger.Flight) { q, ok = f.Answered(id) })
+		if ok && q.Recorded {
+			// The params are the record goroutine's own (apply); the
+			// response finds them there by the request's id.
+			ev.req = &request{id: id, method: q.Method, sid: q.Session}
+		}
+		ev.life = r.life.Gen()
 		if ev.req != nil && r.holds(ev.req.method) {
 			return r.holdFor(ev), nil
 		}
@@ -414,10 +424,13 @@ func (r *Recorder) apply(ctx context.Context, ev event) {
 		// as raw JSON.
 		_ = json.Unmarshal(ev.raw, &msg)
 		ev.req.params = msg.Params
+		r.params[ev.req.id] = msg.Params
 		r.clientRequest(ctx, ev)
 	case ev.dir == proxy.ClientToAgent:
 		r.cancel(ev)
 	case ev.req != nil:
+		ev.req.params = r.params[ev.req.id]
+		delete(r.params, ev.req.id)
 		r.response(ctx, ev)
 	default:
 		r.update(ctx, ev)
@@ -430,13 +443,7 @@ func (r *Recorder) apply(ctx context.Context, ev event) {
 func (r *Recorder) clientRequest(ctx context.Context, ev event) {
 	switch ev.method {
 	case wire.Initialize, wire.Authenticate:
-		r.mu.Lock()
-		if ev.method == wire.Initialize {
-			r.initParams = wire.CompactJSON(ev.req.params)
-		} else {
-			r.authParams = wire.CompactJSON(ev.req.params)
-		}
-		r.mu.Unlock()
+		r.life.Told(ev.method == wire.Initialize, wire.CompactJSON(ev.req.params))
 	case wire.SetMode, wire.SetConfigOption, wire.SetModel:
 		r.fixOriginal(ctx, ev.req.sid)
 	case wire.Prompt:
@@ -495,9 +502,9 @@ func (r *Recorder) response(ctx context.Context, ev event) {
 			// or the parent's (a fork).
 			var before *state.Config
 			if prev := r.sessions[req.sid]; prev != nil && req.method != wire.SessionNew {
-				before = cloneConfig(r.t.targetOr(req.sid, prev.rec.Live))
+				before = cloneConfig(r.led.TargetOr(req.sid, prev.rec.Live))
 			}
-			s := r.sessionResult(ctx, req, msg.Result)
+			s := r.sessionResult(ctx, req, msg.Result, ev.life)
 			if s != nil && ev.release != nil {
 				if req.method == wire.SessionNew && len(r.cfg.Settings) > 0 {
 					// The response waits until the start-up settings are in.
@@ -515,7 +522,6 @@ func (r *Recorder) response(ctx context.Context, ev event) {
 			return
 		}
 	case wire.Prompt:
-		r.running.Add(-1)
 		r.turnEnded(ctx, req.sid, msg.Result, failed)
 	case wire.SessionClose:
 		if !failed {
@@ -537,7 +543,7 @@ func (r *Recorder) response(ctx context.Context, ev event) {
 }
 
 // sessionResult starts or refreshes a session's record from a session result.
-func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.RawMessage) *session {
+func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.RawMessage, life uint64) *session {
 	var ids struct {
 		SessionID string `json:"sessionId"`
 	}
@@ -576,7 +582,7 @@ func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.
 	// rebuild may have replaced.
 	native := sid
 	if req.method == wire.SessionLoad || req.method == wire.SessionResume {
-		native = r.t.nativeOf(sid)
+		native = r.led.NativeOf(sid)
 	}
 	s.rec.ClientID, s.rec.NativeID = sid, native
 	if len(s.rec.NativeHistory) == 0 || s.rec.NativeHistory[len(s.rec.NativeHistory)-1] != native {
@@ -595,7 +601,7 @@ func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.
 		cfg = carryLegacy(cfg, s.rec.Live)
 	}
 	s.rec.Live = cfg
-	r.t.remap(sid, native)
+	r.led.Update(func(f *ledger.Flight) { f.Remap(sid, native, life) })
 	if req.method == wire.SessionFork && req.sid != "" {
 		s.rec.Lineage = &state.Lineage{ParentID: req.sid, ForkTurn: len(r.keptTurns(req.sid)) + 1}
 	}
@@ -758,10 +764,10 @@ func (r *Recorder) update(ctx context.Context, ev event) {
 			return
 		}
 	}
-	s := r.sessions[r.t.clientOf(n.Params.SessionID)]
+	s := r.sessions[r.led.ClientOf(n.Params.SessionID)]
 	if s == nil {
 		if parent := r.parentOf(n.Params.SessionID); parent != "" && (ev.update == "tool_call" || ev.update == "tool_call_update") {
-			s = r.sessions[r.t.clientOf(parent)] // a subagent's tool call belongs to its parent's turn
+			s = r.sessions[r.led.ClientOf(parent)] // a subagent's tool call belongs to its parent's turn
 		}
 	}
 	if s == nil {
@@ -832,7 +838,7 @@ func (r *Recorder) deletedElsewhere(sid string) {
 		return
 	}
 	delete(r.sessions, sid)
-	r.t.forget(sid)
+	r.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
 	r.log.Info("session was deleted elsewhere; no longer recorded", "session", sid)
 }
 

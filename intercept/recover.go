@@ -4,25 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"maps"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
+	"github.com/acp-sidecar/acp-sidecar/intercept/life"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
-// agentCaps is what the agent said it can do, from its initialize result.
-type agentCaps struct {
-	load, resume, list, fork, close, delete bool
-}
-
-func parseCaps(result json.RawMessage) agentCaps {
+// parseCaps reads what the agent said it can do from its initialize result.
+func parseCaps(result json.RawMessage) life.Caps {
 	var r struct {
 		AgentCapabilities struct {
 			LoadSession         bool `json:"loadSession"`
@@ -30,55 +25,23 @@ func parseCaps(result json.RawMessage) agentCaps {
 		} `json:"agentCapabilities"`
 	}
 	if json.Unmarshal(result, &r) != nil {
-		return agentCaps{} // a result we cannot read promises nothing
+		return life.Caps{} // a result we cannot read promises nothing
 	}
 	has := func(k string) bool { v, ok := r.AgentCapabilities.SessionCapabilities[k]; return ok && !wire.IsNull(v) }
-	return agentCaps{load: r.AgentCapabilities.LoadSession, resume: has("resume"), list: has("list"), fork: has("fork"),
-		close: has("close"), delete: has("delete")}
+	return life.Caps{Load: r.AgentCapabilities.LoadSession, Resume: has("resume"), List: has("list"), Fork: has("fork"),
+		Close: has("close"), Delete: has("delete")}
 }
 
-// AgentGone is called when the agent's output has ended while the client is
-// still there. Every request the agent had from the client gets a clear
-// error, a prompt in flight is recorded as interrupted (it stays among the
-// kept turns), requests the agent made of the client are forgotten, and
-// every session is marked for a rebuild on its next request. The sidecar
-// never resends a prompt by itself.
-func (r *Recorder) AgentGone(ctx context.Context, reason string) {
-	l := r.life
-	// The phase first, then the life: a rebuild reads the life, then the
-	// phase (rebuilding), and must not see the new life with the old
-	// agent's phase.
-	l.phase.Store(int32(phaseRestarting))
-	l.gen.Add(1)
-	defer r.ready.fire()
-	l.mu.Lock()
-	l.lastExit = reason
-	pending := l.inflight
-	l.inflight = map[string]string{}
-	for id := range l.agentReqs {
-		l.staleAgent[id] = true
-	}
-	l.agentReqs = map[string]bool{}
-	l.mu.Unlock()
-	r.mu.Lock()
-	r.pending = map[string]*request{}
-	r.mu.Unlock()
-	r.running.Store(0)
-	ids := make([]string, 0, len(pending))
-	for id := range pending {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		msg := fmt.Sprintf("acp-sidecar: the agent exited (%s) while this %s was pending. The session was kept; send it again.", reason, pending[id])
-		r.send(proxy.AgentToClient, proxy.ErrorResponse([]byte(id), proxy.CodeAgentGone, msg))
-	}
+// interrupted is the record's half of the agent's death: a prompt in
+// flight is recorded as interrupted (it stays among the kept turns), and
+// what it carried is owed again. It runs after the ledger let go of what
+// the dead agent had (Agent.Gone).
+func (r *Recorder) interrupted(ctx context.Context) {
 	err := r.do(ctx, func(ctx context.Context) {
-		l.mu.Lock()
-		unsent := maps.Clone(l.unsent)
-		l.mu.Unlock()
+		clear(r.params) // no response comes for what the dead agent had
 		for sid, s := range r.sessions {
-			if s.turn != nil && !unsent[sid] { // an unsent prompt's turn is taken back (unbegin)
+			// An unsent prompt's turn is taken back (unbegin).
+			if s.turn != nil && !r.led.UnsentPrompt(sid) {
 				s.turn.Status = state.TurnInterrupted
 				s.turn.Ended = r.cfg.Now()
 				s.turn.Answer += r.takeAnswer(s.turn.NativeID)
@@ -92,7 +55,6 @@ func (r *Recorder) AgentGone(ctx context.Context, reason string) {
 				}
 				s.turn = nil
 			}
-			r.t.markStale(sid)
 		}
 		r.flush(ctx)
 	})
@@ -103,62 +65,24 @@ func (r *Recorder) AgentGone(ctx context.Context, reason string) {
 	}
 }
 
-// AgentBack initializes a restarted agent the way the client did, then lets
-// requests through again.
-func (r *Recorder) AgentBack(ctx context.Context) error {
-	r.mu.Lock()
-	initParams, authParams := r.initParams, r.authParams
-	r.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
-	defer cancel()
-	if initParams != nil {
-		var res json.RawMessage
-		if err := r.sc.Call(ctx, wire.Initialize, initParams, &res); err != nil {
-			return fmt.Errorf("initialize the restarted agent: %w", err)
-		}
-		caps := parseCaps(res)
-		if old := r.eng.learnCaps(caps); old.load && !caps.load || old.resume && !caps.resume {
-			r.log.Warn("the restarted agent offers less than before; sessions are rebuilt with session/new", "load", caps.load, "resume", caps.resume)
-		}
-	}
-	if authParams != nil {
-		if err := r.sc.Call(ctx, wire.Authenticate, authParams, nil); err != nil {
-			return fmt.Errorf("authenticate the restarted agent: %w", err)
-		}
-	}
-	r.life.phase.Store(int32(phaseUp))
-	r.ready.fire()
-	return nil
-}
-
-// AgentDead is called when the agent will not be restarted again: every
-// request from now on gets a clear error.
-func (r *Recorder) AgentDead(reason string) {
-	r.life.mu.Lock()
-	r.life.lastExit = reason
-	r.life.mu.Unlock()
-	r.life.phase.Store(int32(phaseDead))
-	r.ready.fire()
-}
-
 // Recover rebuilds a session whose native session died with the agent, by
 // the ladder: session/resume if the agent offers it, then session/load (its
 // replay kept from the client, which has the history), then session/new
 // with the kept turns handed over. Whichever rung holds, the config is
 // restored after: a native load does not keep it.
 func (r *Recorder) Recover(ctx context.Context, sid string) error {
-	if what, ok := r.t.begin(sid, "recovery"); !ok {
+	if what, ok := begin(r.led, sid, "recovery"); !ok {
 		return refuse(proxy.CodeBusy, "a %s is already running on this session", what)
 	}
-	defer r.t.end(sid)
-	if !r.t.isStale(sid) {
+	defer r.led.Update(func(f *ledger.Flight) { f.End(sid) })
+	if !r.led.IsStale(sid) {
 		return nil // another request rebuilt it meanwhile
 	}
 	snap, err := r.snapshot(ctx, sid)
 	if err != nil {
 		return err
 	}
-	target := r.t.targetOr(sid, snap.live)
+	target := r.led.TargetOr(sid, snap.live)
 	return r.eng.rebuilding(ctx, sid, target, func(ctx context.Context, gen uint64) (bool, error) {
 		native, catalog, path, err := r.eng.climb(ctx, sid, snap, true)
 		if err != nil {
@@ -187,13 +111,10 @@ func (r *Recorder) Recover(ctx context.Context, sid string) error {
 // and a list the agent cannot make is answered from the record.
 func (ll *lifeline) emulates(method, sid string) bool {
 	if method == wire.SessionList {
-		return !ll.rec.agentCaps().list
+		return !ll.life.Caps().List
 	}
 	return sid != ""
 }
-
-// agentCaps is what the agent said it can do (lifelineRecord).
-func (r *Recorder) agentCaps() agentCaps { return r.eng.agentCaps() }
 
 // emulate decides a held session/load, session/resume or session/list
 // once the agent is up: an unknown session goes to the agent for its own
@@ -216,7 +137,7 @@ func (ll *lifeline) emulate(ctx context.Context, q waited) proxy.Decision {
 	default:
 		// The sidecar's commands follow, as after every open the client
 		// makes, unless the agent sent its list during the reopen.
-		return answerWith(append([][]byte{wire.Response(q.id, line)}, ll.t.ownCommands(ll.t.nativeOf(q.sid), q.sid)...)...)
+		return answerWith(append([][]byte{wire.Response(q.id, line)}, ownCommands(ll.led, ll.led.NativeOf(q.sid), q.sid)...)...)
 	}
 }
 
@@ -229,31 +150,31 @@ func (r *Recorder) reopen(ctx context.Context, sid, method string) ([]byte, erro
 	live := false
 	err := r.do(ctx, func(ctx context.Context) {
 		if held, _ := r.revive(ctx, sid); held {
-			live = !r.t.isStale(sid)
+			live = !r.led.IsStale(sid)
 		}
 	})
 	if err != nil {
 		return nil, err
 	}
 	if live {
-		caps := r.eng.agentCaps()
-		if method == wire.SessionResume && !caps.resume || method == wire.SessionLoad && !caps.load {
+		caps := r.life.Caps()
+		if method == wire.SessionResume && !caps.Resume || method == wire.SessionLoad && !caps.Load {
 			return r.reopenLive(ctx, sid, method)
 		}
 		return nil, nil
 	}
-	if !r.t.isStale(sid) {
+	if !r.led.IsStale(sid) {
 		return nil, state.ErrNotFound
 	}
-	if what, ok := r.t.begin(sid, "reopen"); !ok {
+	if what, ok := begin(r.led, sid, "reopen"); !ok {
 		return nil, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
 	}
-	defer r.t.end(sid)
+	defer r.led.Update(func(f *ledger.Flight) { f.End(sid) })
 	snap, err := r.snapshot(ctx, sid)
 	if err != nil {
 		return nil, err
 	}
-	target := r.t.targetOr(sid, snap.live)
+	target := r.led.TargetOr(sid, snap.live)
 	var out outcome
 	var catalog *state.Config
 	err = r.eng.rebuilding(ctx, sid, target, func(ctx context.Context, gen uint64) (bool, error) {
@@ -392,7 +313,7 @@ func (r *Recorder) reopenLive(ctx context.Context, sid, method string) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	r.t.opening(snap.native) // an open, though the agent hears of none: the sidecar's commands follow it
+	r.led.Update(func(f *ledger.Flight) { f.Opening(snap.native) }) // an open, though the agent hears of none: the sidecar's commands follow it
 	if method == wire.SessionLoad {
 		if err := r.onSession(ctx, sid, func(ctx context.Context, s *session) {
 			history = historyUpdates(sid, replay.Visible(&s.rec, r.fullTurns(ctx, s)))

@@ -73,13 +73,13 @@ func newRigWith(t testing.TB, opts rigOptions, cfg intercept.RecorderConfig, age
 	if opts.restart {
 		pcfg.OnAgentExit = func(ctx context.Context) (io.Writer, io.Reader, bool) {
 			r.exited <- time.Now()
-			r.recorder.AgentGone(ctx, "exit status 3")
+			r.recorder.Agent().Gone(ctx, "exit status 3")
 			in, out := startAgent()
 			r.restarts.Add(1)
 			r.agents.Add(1)
 			go func() {
 				defer r.agents.Done()
-				if err := r.recorder.AgentBack(ctx); err != nil {
+				if err := r.recorder.Agent().Back(ctx); err != nil {
 					t.Errorf("initialize the restarted agent: %v", err)
 				}
 			}()

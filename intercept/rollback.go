@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
@@ -53,10 +54,10 @@ func (r *Recorder) Rewind(ctx context.Context, sid string, n int) (rollbackRepor
 // rest back: they are marked rolled_back, never deleted, and a fresh native
 // session with the config restored gets the kept turns with the next prompt.
 func (r *Recorder) Rollback(ctx context.Context, sid string, keep int) (rollbackReport, error) {
-	if what, ok := r.t.begin(sid, "rollback"); !ok {
+	if what, ok := begin(r.led, sid, "rollback"); !ok {
 		return rollbackReport{}, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
 	}
-	defer r.t.end(sid)
+	defer r.led.Update(func(f *ledger.Flight) { f.End(sid) })
 	var rep rollbackReport
 	var fail error
 	var snap snapshot
@@ -87,7 +88,7 @@ func (r *Recorder) Rollback(ctx context.Context, sid string, keep int) (rollback
 	if fail != nil {
 		return rollbackReport{}, fail
 	}
-	capture := r.t.targetOr(sid, snap.live)
+	capture := r.led.TargetOr(sid, snap.live)
 	err = r.eng.rebuilding(ctx, sid, capture, func(ctx context.Context, gen uint64) (bool, error) {
 		native, catalog, err := r.eng.newNative(ctx, sid, snap)
 		if err != nil {
@@ -132,7 +133,7 @@ func (r *Recorder) settleRollback(ctx context.Context, sid, native string, out o
 func (r *Recorder) arm(s *session) {
 	h := replay.BuildHandoff(replay.Kept(r.conversation(s)), r.cfg.HandoffBudget)
 	s.rec.HandoffPending = h.Text != ""
-	r.t.arm(s.rec.ClientID, h)
+	r.led.Update(func(f *ledger.Flight) { f.Arm(s.rec.ClientID, h) })
 }
 
 // conversation is what a fresh native session must be told for s.
@@ -164,7 +165,7 @@ func (r *Recorder) Fork(ctx context.Context, parent string, at int) (report, err
 			return
 		}
 		whole = at == n
-		snap = snapshot{native: p.rec.NativeID, live: cloneConfig(r.t.targetOr(parent, p.rec.Live)), cwd: p.rec.Cwd, mcp: p.rec.McpServers, dirs: p.rec.AdditionalDirectories}
+		snap = snapshot{native: p.rec.NativeID, live: cloneConfig(r.led.TargetOr(parent, p.rec.Live)), cwd: p.rec.Cwd, mcp: p.rec.McpServers, dirs: p.rec.AdditionalDirectories}
 	})
 	if err != nil {
 		return report{}, fmt.Errorf("fork %s: %w", parent, err)
@@ -179,7 +180,7 @@ func (r *Recorder) Fork(ctx context.Context, parent string, at int) (report, err
 		// agent's own: it keeps the real history, tool results and all,
 		// where a handoff would carry a summary. Its native session must
 		// live, though: the agent cannot fork one that died with it.
-		agentForks := whole && r.eng.agentCaps().fork && snap.native != "" && !r.t.isStale(parent)
+		agentForks := whole && r.life.Caps().Fork && snap.native != "" && !r.led.IsStale(parent)
 		var native string
 		var catalog *state.Config
 		if agentForks {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
@@ -74,7 +75,7 @@ func (r *Recorder) applySettings(ctx context.Context, s *session, ev event) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		hushed := r.life.hush(native, hushConfig) // as in restoreAfterOpen
+		hushed := hush(r.led, native, ledger.HushConfig) // as in restoreAfterOpen
 		out := r.eng.restore(ctx, native, target, catalog)
 		hushed()
 		r.enqueue(event{fn: func(ctx context.Context) {
@@ -88,7 +89,7 @@ func (r *Recorder) applySettings(ctx context.Context, s *session, ev event) {
 			}
 			r.putSession(ctx, s)
 			r.flush(ctx)
-			lines := append([][]byte{ev.raw}, r.t.ownCommands(native, client)...)
+			lines := append([][]byte{ev.raw}, ownCommands(r.led, native, client)...)
 			ev.release(append(lines, out.notifications(client)...)...)
 		}, release: ev.release, raw: ev.raw})
 	}()

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
@@ -64,7 +65,7 @@ func (s SwitchReport) Text(from string) string {
 // session that moved is forgotten here; its native session stays with the
 // agent, unused, and its late frames keep their client id.
 func (r *Recorder) Lend(ctx context.Context, sid string) (done func(moved bool), err error) {
-	if what, ok := r.t.begin(sid, "switch"); !ok {
+	if what, ok := begin(r.led, sid, "switch"); !ok {
 		return nil, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
 	}
 	running := false
@@ -82,15 +83,15 @@ func (r *Recorder) Lend(ctx context.Context, sid string) (done func(moved bool),
 		err = refuse(proxy.CodeBusy, "a turn is running; cancel it or wait for it to end, then switch agents")
 	}
 	if err != nil {
-		r.t.end(sid)
+		r.led.Update(func(f *ledger.Flight) { f.End(sid) })
 		return nil, err
 	}
 	return func(moved bool) {
 		if moved {
 			r.do(context.WithoutCancel(ctx), func(context.Context) { delete(r.sessions, sid) })
-			r.t.forget(sid)
+			r.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
 		}
-		r.t.end(sid)
+		r.led.Update(func(f *ledger.Flight) { f.End(sid) })
 	}, nil
 }
 
@@ -102,10 +103,10 @@ func (r *Recorder) Lend(ctx context.Context, sid string) (done func(moved bool),
 // prompt. What did not carry is reported, not blocking: the user chose the
 // move, and the agent's own values are a sound place to start.
 func (r *Recorder) Adopt(ctx context.Context, sid string) (SwitchReport, error) {
-	if what, ok := r.t.begin(sid, "switch"); !ok {
+	if what, ok := begin(r.led, sid, "switch"); !ok {
 		return SwitchReport{}, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
 	}
-	defer r.t.end(sid)
+	defer r.led.Update(func(f *ledger.Flight) { f.End(sid) })
 	old, err := r.cfg.Store.Session(ctx, sid)
 	if err != nil {
 		return SwitchReport{}, fmt.Errorf("adopt %s: read the record: %w", sid, err)
@@ -164,7 +165,7 @@ func (r *Recorder) Adopt(ctx context.Context, sid string) (SwitchReport, error) 
 	})
 	if err != nil {
 		r.do(context.WithoutCancel(ctx), func(context.Context) { delete(r.sessions, sid) })
-		r.t.forget(sid)
+		r.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
 		return SwitchReport{}, err
 	}
 	return rep, nil
@@ -283,7 +284,9 @@ func (r *Recorder) revive(ctx context.Context, sid string) (held bool, err error
 		s.turns = turns
 	}
 	r.sessions[sid] = s
-	r.t.remap(sid, old.NativeID)
-	r.t.markStale(sid)
+	r.led.Update(func(f *ledger.Flight) {
+		f.Remap(sid, old.NativeID, f.Life())
+		f.MarkStale(sid)
+	})
 	return false, nil
 }

@@ -2,6 +2,7 @@ package intercept
 
 import (
 	"context"
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"testing"
 
 	"github.com/acp-sidecar/acp-sidecar/proxy"
@@ -12,8 +13,8 @@ import (
 // succeeded (under the client's id) or failed (unchanged). A frame held and
 // never released would stall every later frame to the client.
 func TestEarlyFramesAlwaysReleased(t *testing.T) {
-	tb := newTable(newSignal())
-	m := idMapper{t: tb, gate: &chunkGate{life: newLife(), t: tb}}
+	led := ledger.New(nil)
+	m := idMapper{led: led, gate: &chunkGate{led: led}}
 	frame := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"new-1","update":{}}}`
 	other := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"stray","update":{}}}`
 	intercept := func(raw string) proxy.Verdict {
@@ -29,7 +30,7 @@ func TestEarlyFramesAlwaysReleased(t *testing.T) {
 		return v
 	}
 
-	tb.beginCreating()
+	led.Update(func(f *ledger.Flight) { f.BeginCreating() })
 	var held []proxy.Verdict
 	for _, raw := range []string{frame, other} {
 		v := intercept(raw)
@@ -38,8 +39,10 @@ func TestEarlyFramesAlwaysReleased(t *testing.T) {
 		}
 		held = append(held, v)
 	}
-	tb.remap("client-1", "new-1")
-	tb.endCreating()
+	led.Update(func(f *ledger.Flight) {
+		f.Remap("client-1", "new-1", 0)
+		f.EndCreating()
+	})
 	// Each Later returns at once now: the creation has ended. One that
 	// waited would hang here until the test's deadline.
 	want := []string{
@@ -65,16 +68,16 @@ func TestEarlyFramesAlwaysReleased(t *testing.T) {
 // agent under a native id that died with the old one.
 func TestSettledKeepsALaterDeath(t *testing.T) {
 	r := NewRecorder(RecorderConfig{Store: nil})
-	gen := r.life.gen.Load()
-	r.t.markStale("s1")
+	gen := r.life.Gen()
+	r.led.Update(func(f *ledger.Flight) { f.MarkStale("s1") })
 	r.eng.settled("s1", gen)
-	if r.t.isStale("s1") {
+	if r.led.IsStale("s1") {
 		t.Fatal("a rebuild on a living agent left the session stale")
 	}
-	r.life.gen.Add(1) // AgentGone counts the new life before it marks
-	r.t.markStale("s1")
+	// The agent dies: the ledger hears of the new life as it marks.
+	r.led.Update(func(f *ledger.Flight) { f.Remap("s1", "n1", gen); f.AgentGone(gen + 1) })
 	r.eng.settled("s1", gen)
-	if !r.t.isStale("s1") {
+	if !r.led.IsStale("s1") {
 		t.Error("a rebuild from before the agent's death cleared the mark the death set")
 	}
 }

@@ -69,7 +69,7 @@ func startStack(ctx context.Context, o runOptions, env *runEnv, s stdio, sp stac
 		Store: env.store, Log: log, Agent: sp.argv, Name: sp.name, Settings: sp.settings, Version: version,
 		HandoffBudget: o.budget, CallTimeout: o.callTimeout, HoldTimeout: o.holdTimeout,
 	})
-	sup := &supervisor{log: log, rec: rec, cur: agent, restart: sp.restart, sup: &proxy.Supervisor{Spec: spec, Policy: o.policy}}
+	sup := &supervisor{log: log, agent: rec.Agent(), cur: agent, restart: sp.restart, sup: &proxy.Supervisor{Spec: spec, Policy: o.policy}}
 	sup.stopCtx, sup.stop = context.WithCancel(context.WithoutCancel(ctx))
 	st := &stack{log: log, rec: rec, sup: sup, eof: make(chan struct{}), signals: sp.signals}
 	var eofOnce sync.Once

@@ -18,7 +18,7 @@ import (
 // current one at shutdown.
 type supervisor struct {
 	log     *slog.Logger
-	rec     *intercept.Recorder
+	agent   *intercept.Agent // the agent's life, told of each exit and restart
 	sup     *proxy.Supervisor
 	restart bool
 
@@ -55,11 +55,11 @@ func (s *supervisor) onExit(ctx context.Context) (io.Writer, io.Reader, bool) {
 	}
 	reason := fmt.Sprintf("exit status %d", code)
 	s.log.Warn("agent exited while the editor is still there; restarting it", "status", code)
-	s.rec.AgentGone(ctx, reason)
+	s.agent.Gone(ctx, reason)
 	p, err := s.sup.Restart(s.stopCtx)
 	if err != nil {
 		s.log.Error("agent not restarted", "err", err)
-		s.rec.AgentDead(fmt.Sprintf("%s; %v", reason, err))
+		s.agent.Dead(fmt.Sprintf("%s; %v", reason, err))
 		s.mu.Lock()
 		s.dead = true
 		s.mu.Unlock()
@@ -72,7 +72,7 @@ func (s *supervisor) onExit(ctx context.Context) (io.Writer, io.Reader, bool) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := s.rec.AgentBack(s.stopCtx); err != nil {
+		if err := s.agent.Back(s.stopCtx); err != nil {
 			s.log.Error("restarted agent did not initialize; stopping it", "err", err)
 			p.Kill()
 		}

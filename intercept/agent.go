@@ -1,0 +1,75 @@
+package intercept
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
+	"github.com/acp-sidecar/acp-sidecar/intercept/life"
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
+	"github.com/acp-sidecar/acp-sidecar/proxy"
+)
+
+// Agent is what the supervisor tells of the agent's life (DESIGN.md
+// "While the agent's side is being rebuilt, the client waits"): it died,
+// a restarted one is up, or it will not be restarted again. Each moves the
+// life, and does to the ledger and the record what that means for the
+// client: the requests the dead agent had are answered, the sessions are
+// kept and rebuilt on their next request, and the running turns end
+// interrupted. The sidecar never resends a prompt by itself.
+type Agent struct {
+	life        *life.Life
+	led         *ledger.Ledger
+	turns       interface{ interrupted(ctx context.Context) } // the record
+	sc          Sidecar                                       // bound with the Recorder (Bind)
+	log         *slog.Logger
+	callTimeout time.Duration
+}
+
+// Gone is called when the agent's output has ended while the client is
+// still there. The ledger's side of it is one update: what the dead agent
+// had is taken out, and every session is marked for a rebuild.
+func (a *Agent) Gone(ctx context.Context, reason string) {
+	gen := a.life.Gone(reason)
+	var gone ledger.Gone
+	a.led.Update(func(f *ledger.Flight) { gone = f.AgentGone(gen) })
+	for _, q := range gone.Sent {
+		msg := fmt.Sprintf("acp-sidecar: the agent exited (%s) while this %s was pending. The session was kept; send it again.", reason, q.Method)
+		if err := a.sc.Send(proxy.AgentToClient, proxy.ErrorResponse([]byte(q.ID), proxy.CodeAgentGone, msg)); err != nil {
+			a.log.Debug("answer a request the dead agent had", "err", err) // the client is gone: nobody to tell
+		}
+	}
+	a.turns.interrupted(ctx)
+}
+
+// Back initializes a restarted agent the way the client did, then lets
+// requests through again.
+func (a *Agent) Back(ctx context.Context) error {
+	initParams, authParams := a.life.Params()
+	ctx, cancel := context.WithTimeout(ctx, a.callTimeout)
+	defer cancel()
+	if initParams != nil {
+		var res json.RawMessage
+		if err := a.sc.Call(ctx, wire.Initialize, initParams, &res); err != nil {
+			return fmt.Errorf("initialize the restarted agent: %w", err)
+		}
+		caps := parseCaps(res)
+		if old := a.life.LearnCaps(caps); old.Load && !caps.Load || old.Resume && !caps.Resume {
+			a.log.Warn("the restarted agent offers less than before; sessions are rebuilt with session/new", "load", caps.Load, "resume", caps.Resume)
+		}
+	}
+	if authParams != nil {
+		if err := a.sc.Call(ctx, wire.Authenticate, authParams, nil); err != nil {
+			return fmt.Errorf("authenticate the restarted agent: %w", err)
+		}
+	}
+	a.life.Back()
+	return nil
+}
+
+// Dead is called when the agent will not be restarted again: every request
+// from now on gets a clear error.
+func (a *Agent) Dead(reason string) { a.life.Dead(reason) }

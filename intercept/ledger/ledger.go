@@ -1,0 +1,438 @@
+package ledger
+
+import (
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/acp-sidecar/acp-sidecar/replay"
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// Ledger holds the Flight behind one lock. Build it with New.
+type Ledger struct {
+	// What the relay's goroutines read on every frame without the lock;
+	// Update stores them from the Flight after each change.
+	mapped   atomic.Bool  // some client id differs from its native id
+	anyStale atomic.Bool  // some session died with the agent and awaits a rebuild
+	creating atomic.Int32 // the sidecar's own session/new calls in flight
+	busyN    atomic.Int32 // sessions a rebuild runs on
+	hushN    atomic.Int32 // native sessions whose updates are kept from the client
+	running  atomic.Int32 // prompts the record waits to see answered
+	waiting  atomic.Int32 // client requests waiting for their session
+
+	// wake tells whoever waits for a session (a held request, a rebuild)
+	// that something they wait for may have changed.
+	wake func()
+
+	mu sync.Mutex
+	f  Flight
+}
+
+// New builds an empty ledger; wake is called after every change that ends a
+// rebuild or makes a session ready (nil: nobody is told).
+func New(wake func()) *Ledger {
+	if wake == nil {
+		wake = func() {}
+	}
+	return &Ledger{wake: wake, f: Flight{
+		requests: map[string]*Request{}, sessions: map[string]*Session{}, clients: map[string]string{},
+		agentAsks: map[string]bool{}, staleAsks: map[string]bool{}, commands: map[string]bool{}, hushes: map[string]Hush{},
+	}}
+}
+
+// Update runs fn on the flight under the ledger's lock: the one way to
+// change it. fn must not block nor call back into the ledger.
+func (l *Ledger) Update(fn func(f *Flight)) {
+	l.mu.Lock()
+	fn(&l.f)
+	woke := l.settle()
+	l.mu.Unlock()
+	if woke {
+		l.wake()
+	}
+}
+
+// settle stores the lock-free counters from the flight, and says whether
+// the change must wake the waiters. It runs under the lock.
+func (l *Ledger) settle() bool {
+	f := &l.f
+	l.mapped.Store(f.mapped)
+	l.anyStale.Store(f.staleN > 0)
+	l.creating.Store(int32(f.creatingN))
+	l.busyN.Store(int32(f.busyN))
+	l.hushN.Store(int32(len(f.hushes)))
+	l.running.Store(int32(f.runningN))
+	l.waiting.Store(int32(len(f.waiters)))
+	woke := f.woke
+	f.woke = false
+	return woke
+}
+
+// view runs fn on the flight under the lock, to read it.
+func (l *Ledger) view(fn func(f *Flight)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fn(&l.f)
+}
+
+// State is where a client request stands.
+type State int
+
+const (
+	// Taken: a stage took it, and it has not reached the agent yet.
+	Taken State = iota
+	// Sent: written to the agent, which owes its answer.
+	Sent
+)
+
+// A Request is a client request in flight.
+type Request struct {
+	Method  string
+	Session string // its params.sessionId, "" for none
+	State   State
+	// Recorded: the record waits for its response to write what it did.
+	Recorded bool
+}
+
+// Hush is what of a native session's updates the client does not see while
+// one of the sidecar's own calls runs on it. What each kind keeps back is
+// the lifeline's to decide; the ledger only keeps which.
+type Hush int
+
+const (
+	HushAll      Hush = iota + 1 // a load's replay: the client has the history
+	HushMessages                 // message and thought chunks: the agent's notes on a resume
+	HushConfig                   // config reports: a restore under a held response reports its end itself
+)
+
+// A Session is one client session's flight state.
+type Session struct {
+	Native  string         // the native session behind the client id ("" before any)
+	Busy    string         // what rebuild runs on it, "" for none
+	Stale   bool           // its native session died with the agent: rebuild before its next request
+	Blocked *state.Blocked // its restore failed: prompts are refused
+	// Owed is the config a failed or interrupted restore still owes: a
+	// retry aims at it, not at the partial config the agent reported.
+	Owed *state.Config
+	// Armed is the handoff the next prompt carries; Carried the one the
+	// prompt in flight carries, until the record has noted it.
+	Armed, Carried *replay.Handoff
+	// Unsent: a prompt of this session never reached the agent that died,
+	// so its turn is taken back, not interrupted.
+	Unsent bool
+}
+
+// Flight is everything in flight. It is reached only inside Update (to
+// change it) or a read of the Ledger's, and changed only through its
+// methods, which keep its counters true.
+type Flight struct {
+	requests map[string]*Request // client request id token -> request
+	sessions map[string]*Session // client id -> flight state
+	clients  map[string]string   // native id (current and past) -> client id
+	// agentAsks are the agent's requests the client owes an answer;
+	// staleAsks those of an agent that died, whose late answers nobody wants.
+	agentAsks, staleAsks map[string]bool
+	commands             map[string]bool // native ids the agent sent a command list for since they were opened
+	hushes               map[string]Hush // native id -> what of its updates is kept back
+	waiters              []*Waiter       // held client requests, in arrival order
+	last                 <-chan struct{} // the done of the newest waiter
+	created              chan struct{}   // closed when the creations in flight end
+
+	life      uint64 // the agent's life the ledger last heard of (AgentGone)
+	mapped    bool
+	staleN    int
+	creatingN int
+	busyN     int
+	runningN  int
+	woke      bool
+}
+
+// session is sid's flight state, made on first use.
+func (f *Flight) session(sid string) *Session {
+	s := f.sessions[sid]
+	if s == nil {
+		s = &Session{}
+		f.sessions[sid] = s
+	}
+	return s
+}
+
+// Note takes a client request into the ledger, or returns the one already
+// there under id. Each stage that needs it sets what it owes on the result.
+func (f *Flight) Note(id, method, sid string) *Request {
+	q := f.requests[id]
+	if q == nil {
+		q = &Request{Method: method, Session: sid}
+		f.requests[id] = q
+	}
+	return q
+}
+
+// Record marks a request as one whose response the record waits for.
+func (f *Flight) Record(id, method, sid string) {
+	q := f.Note(id, method, sid)
+	if !q.Recorded && method == promptMethod {
+		f.runningN++
+	}
+	q.Recorded = true
+}
+
+// promptMethod is the one method whose requests are counted while in
+// flight: chunks are read only while some prompt runs.
+const promptMethod = "session/prompt"
+
+// Answered takes a request out of the ledger: its answer is on its way to
+// the client. It returns what the request was, and false for an id the
+// ledger does not hold.
+func (f *Flight) Answered(id string) (Request, bool) {
+	q := f.requests[id]
+	if q == nil {
+		return Request{}, false
+	}
+	delete(f.requests, id)
+	if q.Recorded && q.Method == promptMethod {
+		f.runningN--
+	}
+	return *q, true
+}
+
+// Unsent takes back a request whose write to the agent failed: it is not in
+// flight, and waits for the next agent. A prompt's session notes it, so the
+// death does not record a turn that never began.
+func (f *Flight) Unsent(id, sid string, prompt bool) {
+	f.Answered(id)
+	if prompt && sid != "" {
+		f.session(sid).Unsent = true
+	}
+}
+
+// TurnTakenBack clears the unsent mark once the record has taken back the
+// turn of the prompt that never reached the agent.
+func (f *Flight) TurnTakenBack(sid string) {
+	if s := f.sessions[sid]; s != nil {
+		s.Unsent = false
+	}
+}
+
+// AgentAsked notes a request of the agent's to the client. An agent that
+// came back reuses its predecessor's ids; this one's answer is wanted.
+func (f *Flight) AgentAsked(id string) {
+	f.agentAsks[id] = true
+	delete(f.staleAsks, id)
+}
+
+// ClientAnswered notes the client's answer to an agent's request, and says
+// whether nobody wants it any more: the agent that asked has died.
+func (f *Flight) ClientAnswered(id string) (stale bool) {
+	if f.staleAsks[id] {
+		delete(f.staleAsks, id)
+		return true
+	}
+	delete(f.agentAsks, id)
+	return false
+}
+
+// A Gone is what an agent's death left in flight, for the caller to answer.
+type Gone struct {
+	// Sent are the client requests the dead agent had received, by id in
+	// order; each gets an error, as it may have started work that must not
+	// run twice.
+	Sent []GoneRequest
+}
+
+// GoneRequest is one client request the dead agent had.
+type GoneRequest struct {
+	ID, Method string
+}
+
+// AgentGone is the agent's death, all at once: every request the dead agent
+// had is taken out (the caller answers them), the agent's own requests
+// become stale, and every session with a native session is marked to be
+// rebuilt. life is the agent's life that begins now; a native session
+// mapped later from an earlier life is stale from the start (Remap).
+func (f *Flight) AgentGone(life uint64) Gone {
+	f.life = life
+	var g Gone
+	for id, q := range f.requests {
+		if q.State == Sent {
+			g.Sent = append(g.Sent, GoneRequest{ID: id, Method: q.Method})
+		}
+	}
+	sort.Slice(g.Sent, func(i, j int) bool { return g.Sent[i].ID < g.Sent[j].ID })
+	f.requests = map[string]*Request{}
+	f.runningN = 0
+	for id := range f.agentAsks {
+		f.staleAsks[id] = true
+	}
+	f.agentAsks = map[string]bool{}
+	for _, s := range f.sessions {
+		if s.Native != "" {
+			f.markStale(s)
+		}
+	}
+	f.woke = true
+	return g
+}
+
+func (f *Flight) markStale(s *Session) {
+	if !s.Stale {
+		s.Stale = true
+		f.staleN++
+	}
+}
+
+// Life is the agent's life the ledger last heard of.
+func (f *Flight) Life() uint64 { return f.life }
+
+// MarkStale marks a session to be rebuilt before its next request: one the
+// record brought back from the store, whose native session is not live here.
+func (f *Flight) MarkStale(sid string) { f.markStale(f.session(sid)) }
+
+// Settled clears a session's stale mark after a rebuild in the agent's life
+// life landed, unless the agent died since: the native session it made
+// died with that agent.
+func (f *Flight) Settled(sid string, life uint64) {
+	s := f.sessions[sid]
+	if s == nil || life != f.life {
+		f.woke = true
+		return
+	}
+	if s.Stale {
+		s.Stale = false
+		f.staleN--
+	}
+	f.woke = true
+}
+
+// Remap puts a new native session behind a client id, made in the agent's
+// life life. The old native id keeps pointing at the client, so its late
+// frames are still attributed. A native session of an agent that has died
+// since is stale at once.
+func (f *Flight) Remap(client, native string, life uint64) {
+	s := f.session(client)
+	s.Native = native
+	f.clients[native] = client
+	if client != native {
+		f.mapped = true
+	}
+	if life < f.life {
+		f.markStale(s)
+	}
+}
+
+// Begin marks a client session busy with a rebuild; when one runs already
+// it returns what that is, and false.
+func (f *Flight) Begin(sid, what string) (string, bool) {
+	s := f.session(sid)
+	if s.Busy != "" {
+		return s.Busy, false
+	}
+	s.Busy = what
+	f.busyN++
+	return "", true
+}
+
+// End ends the rebuild Begin marked, and wakes what waits for it.
+func (f *Flight) End(sid string) {
+	if s := f.sessions[sid]; s != nil && s.Busy != "" {
+		s.Busy = ""
+		f.busyN--
+	}
+	f.woke = true
+}
+
+// SetBlocked marks a session whose restore failed (nil lifts the mark).
+func (f *Flight) SetBlocked(sid string, b *state.Blocked) { f.session(sid).Blocked = b }
+
+// Owe keeps the target of a restore that failed or was cut short, so a
+// retry aims at it again; nil clears it (the restore landed, or the user
+// accepted the agent's config).
+func (f *Flight) Owe(sid string, target *state.Config) { f.session(sid).Owed = target }
+
+// Arm readies a handoff for a session's next prompt; an empty one disarms.
+func (f *Flight) Arm(sid string, h replay.Handoff) {
+	s := f.session(sid)
+	if h.Text == "" {
+		s.Armed = nil
+		return
+	}
+	s.Armed = &h
+}
+
+// TakeHandoff hands out the armed handoff once, and remembers that the
+// prompt now in flight carries it, for the record.
+func (f *Flight) TakeHandoff(sid string) (replay.Handoff, bool) {
+	s := f.sessions[sid]
+	if s == nil || s.Armed == nil {
+		return replay.Handoff{}, false
+	}
+	h := *s.Armed
+	s.Armed, s.Carried = nil, &h
+	return h, true
+}
+
+// CarriedBy reports, once, the handoff the prompt just taken carries.
+func (f *Flight) CarriedBy(sid string) (replay.Handoff, bool) {
+	s := f.sessions[sid]
+	if s == nil || s.Carried == nil {
+		return replay.Handoff{}, false
+	}
+	h := *s.Carried
+	s.Carried = nil
+	return h, true
+}
+
+// Forget drops what the ledger knows of a session that left: closed,
+// deleted, or moved to another agent. The native ids it had keep pointing
+// at it, so their late frames keep the client's id.
+func (f *Flight) Forget(sid string) {
+	s := f.sessions[sid]
+	if s == nil {
+		return
+	}
+	if s.Stale {
+		f.staleN--
+	}
+	if s.Busy != "" {
+		// A rebuild still runs on it (a switch forgets the session it
+		// moves): its End finds the mark and ends it.
+		f.sessions[sid] = &Session{Busy: s.Busy}
+		return
+	}
+	delete(f.sessions, sid)
+}
+
+// SawCommands notes that the agent sent a command list for a native session.
+func (f *Flight) SawCommands(native string) { f.commands[native] = true }
+
+// Opening forgets that the agent sent a command list for a native session
+// it is asked to load or resume again: the sidecar's own list follows the
+// open unless the agent sends one anew.
+func (f *Flight) Opening(native string) { delete(f.commands, native) }
+
+// Hush keeps h of native's updates from the client, until Unhush.
+func (f *Flight) Hush(native string, h Hush) { f.hushes[native] = h }
+
+// Unhush lets native's updates through again.
+func (f *Flight) Unhush(native string) { delete(f.hushes, native) }
+
+// BeginCreating notes one of the sidecar's own session/new calls: agent
+// frames for a session nobody knows are held until it ends (Early).
+func (f *Flight) BeginCreating() {
+	if f.creatingN == 0 {
+		f.created = make(chan struct{})
+	}
+	f.creatingN++
+}
+
+// EndCreating ends one, and when none is left lets every held frame go. It
+// runs whatever the call's outcome, under the lock Early takes, so no frame
+// can be held after the last release.
+func (f *Flight) EndCreating() {
+	f.creatingN--
+	if f.creatingN == 0 {
+		close(f.created)
+		f.created = nil
+	}
+}

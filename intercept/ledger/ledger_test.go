@@ -1,0 +1,97 @@
+package ledger
+
+import (
+	"reflect"
+	"testing"
+)
+
+// TestAgentGoneIsOneUpdate: a death takes out exactly what the dead agent
+// had received, leaves what it never had, and marks every session with a
+// native session stale, in one update whose counters agree with it.
+func TestAgentGoneIsOneUpdate(t *testing.T) {
+	woke := 0
+	l := New(func() { woke++ })
+	l.Update(func(f *Flight) {
+		f.Remap("c1", "n1", 0)
+		f.Remap("c2", "c2", 0)
+		f.Record("7", "session/prompt", "c1")
+		f.Note("7", "session/prompt", "").State = Sent
+		f.Note("3", "session/set_mode", "c2").State = Sent
+		f.Note("9", "session/new", "") // taken, never written to the agent
+		f.AgentAsked("a1")
+		f.Begin("c3", "reset") // no native session: nothing to rebuild
+	})
+	if !l.Running() || !l.Mapped() || l.AnyStale() {
+		t.Fatalf("before the death: running %v mapped %v stale %v", l.Running(), l.Mapped(), l.AnyStale())
+	}
+	var g Gone
+	l.Update(func(f *Flight) { g = f.AgentGone(1) })
+	want := []GoneRequest{{ID: "3", Method: "session/set_mode"}, {ID: "7", Method: "session/prompt"}}
+	if !reflect.DeepEqual(g.Sent, want) {
+		t.Errorf("the death answers %v, want %v", g.Sent, want)
+	}
+	if l.Running() {
+		t.Error("a prompt of the dead agent still counts as running")
+	}
+	if !l.IsStale("c1") || !l.IsStale("c2") || l.IsStale("c3") {
+		t.Errorf("stale after the death: c1 %v c2 %v c3 %v, want true true false", l.IsStale("c1"), l.IsStale("c2"), l.IsStale("c3"))
+	}
+	if _, ok := l.Request("9"); ok {
+		t.Error("a request of the dead agent's time is still in flight")
+	}
+	stale := false
+	l.Update(func(f *Flight) { stale = f.ClientAnswered("a1") })
+	if !stale {
+		t.Error("the client's answer to the dead agent's request was not known stale")
+	}
+	if woke == 0 {
+		t.Error("the death woke nobody")
+	}
+}
+
+// TestStaleFollowsTheLife: a native session mapped from an agent's life
+// that has ended is stale at once, and a rebuild of an ended life never
+// clears the mark a later death set.
+func TestStaleFollowsTheLife(t *testing.T) {
+	l := New(nil)
+	l.Update(func(f *Flight) { f.AgentGone(2) })
+	l.Update(func(f *Flight) { f.Remap("c1", "n1", 1) }) // answered by the agent that died
+	if !l.IsStale("c1") {
+		t.Fatal("a session the dead agent opened is not stale")
+	}
+	l.Update(func(f *Flight) { f.Settled("c1", 1) })
+	if !l.IsStale("c1") {
+		t.Fatal("a rebuild on the dead agent cleared the mark")
+	}
+	l.Update(func(f *Flight) {
+		f.Remap("c1", "n2", 2)
+		f.Settled("c1", 2)
+	})
+	if l.IsStale("c1") || l.AnyStale() {
+		t.Fatal("a rebuild on the living agent left the session stale")
+	}
+	if got := l.NativeOf("c1"); got != "n2" {
+		t.Errorf("native of c1 = %s, want n2", got)
+	}
+	if got := l.ClientOf("n1"); got != "c1" {
+		t.Errorf("the old native id no longer points at its client: %s", got)
+	}
+}
+
+// TestForgetKeepsARunningRebuild: a session that leaves while a rebuild
+// runs on it (a switch) stays busy until that rebuild ends.
+func TestForgetKeepsARunningRebuild(t *testing.T) {
+	l := New(nil)
+	l.Update(func(f *Flight) {
+		f.Remap("c1", "n1", 0)
+		f.Begin("c1", "switch")
+		f.Forget("c1")
+	})
+	if !l.IsBusy("c1") || l.NativeOf("c1") != "c1" {
+		t.Fatalf("after the forget: busy %v native %s", l.IsBusy("c1"), l.NativeOf("c1"))
+	}
+	l.Update(func(f *Flight) { f.End("c1") })
+	if l.IsBusy("c1") || l.AnyBusy() {
+		t.Error("the rebuild's end left the session busy")
+	}
+}

@@ -1,0 +1,186 @@
+package ledger
+
+import (
+	"github.com/acp-sidecar/acp-sidecar/replay"
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// What the stages ask of the ledger as frames pass. The ones asked of every
+// frame (Mapped, Splicing, Hushing, Running, AnyWait) are single atomic
+// loads; the others take the lock for a map lookup, and most are asked
+// only once one of those says something is going on.
+
+// Mapped says whether some client id differs from its native id.
+func (l *Ledger) Mapped() bool { return l.mapped.Load() }
+
+// Splicing says whether any session id may need splicing now: some client
+// id is mapped, or the sidecar is creating a session.
+func (l *Ledger) Splicing() bool { return l.mapped.Load() || l.creating.Load() > 0 }
+
+// Hushing says whether some native session's updates are kept back.
+func (l *Ledger) Hushing() bool { return l.hushN.Load() > 0 }
+
+// Running says whether some prompt the record waits for is in flight.
+func (l *Ledger) Running() bool { return l.running.Load() > 0 }
+
+// Waiting says whether some client request waits for its session.
+func (l *Ledger) Waiting() bool { return l.waiting.Load() > 0 }
+
+// AnyStale says whether some session awaits a rebuild after the agent died.
+func (l *Ledger) AnyStale() bool { return l.anyStale.Load() }
+
+// AnyBusy says whether a rebuild runs on some session.
+func (l *Ledger) AnyBusy() bool { return l.busyN.Load() > 0 }
+
+// NativeOf returns the native id behind a client id (itself when unmapped).
+func (l *Ledger) NativeOf(client string) string {
+	if !l.mapped.Load() {
+		return client
+	}
+	n := client
+	l.view(func(f *Flight) {
+		if s := f.sessions[client]; s != nil && s.Native != "" {
+			n = s.Native
+		}
+	})
+	return n
+}
+
+// ClientOf returns the client id for a native id (itself when unmapped).
+func (l *Ledger) ClientOf(native string) string {
+	if !l.mapped.Load() {
+		return native
+	}
+	c := native
+	l.view(func(f *Flight) {
+		if id, ok := f.clients[native]; ok {
+			c = id
+		}
+	})
+	return c
+}
+
+// IsStale says whether sid awaits a rebuild after the agent died.
+func (l *Ledger) IsStale(sid string) bool {
+	if !l.anyStale.Load() {
+		return false
+	}
+	stale := false
+	l.view(func(f *Flight) {
+		if s := f.sessions[sid]; s != nil {
+			stale = s.Stale
+		}
+	})
+	return stale
+}
+
+// IsBusy says whether a rebuild runs on sid.
+func (l *Ledger) IsBusy(sid string) bool {
+	if l.busyN.Load() == 0 {
+		return false
+	}
+	return l.BusyWith(sid) != ""
+}
+
+// BusyWith says what rebuild runs on sid, "" for none.
+func (l *Ledger) BusyWith(sid string) string {
+	what := ""
+	l.view(func(f *Flight) {
+		if s := f.sessions[sid]; s != nil {
+			what = s.Busy
+		}
+	})
+	return what
+}
+
+// BlockedOf is sid's block, nil when prompts go through.
+func (l *Ledger) BlockedOf(sid string) *state.Blocked {
+	var b *state.Blocked
+	l.view(func(f *Flight) {
+		if s := f.sessions[sid]; s != nil {
+			b = s.Blocked
+		}
+	})
+	return b
+}
+
+// TargetOr is what a rebuild of sid restores: the config a failed restore
+// still owes, else live.
+func (l *Ledger) TargetOr(sid string, live *state.Config) *state.Config {
+	t := live
+	l.view(func(f *Flight) {
+		if s := f.sessions[sid]; s != nil && s.Owed != nil {
+			t = s.Owed
+		}
+	})
+	return t
+}
+
+// Armed says whether sid's next prompt carries a handoff.
+func (l *Ledger) Armed(sid string) (replay.Handoff, bool) {
+	var h replay.Handoff
+	ok := false
+	l.view(func(f *Flight) {
+		if s := f.sessions[sid]; s != nil && s.Armed != nil {
+			h, ok = *s.Armed, true
+		}
+	})
+	return h, ok
+}
+
+// Request is the client request in flight under id.
+func (l *Ledger) Request(id string) (Request, bool) {
+	var q Request
+	ok := false
+	l.view(func(f *Flight) {
+		if r := f.requests[id]; r != nil {
+			q, ok = *r, true
+		}
+	})
+	return q, ok
+}
+
+// CommandsSent says whether the agent sent a command list for a native
+// session since it was opened; if not, the sidecar sends its own after the
+// open, since each list replaces the one before.
+func (l *Ledger) CommandsSent(native string) bool {
+	sent := false
+	l.view(func(f *Flight) { sent = f.commands[native] })
+	return sent
+}
+
+// HushOf is what of native's updates is kept back now, 0 for nothing.
+func (l *Ledger) HushOf(native string) Hush {
+	var h Hush
+	l.view(func(f *Flight) { h = f.hushes[native] })
+	return h
+}
+
+// Early says whether an agent frame for native must wait: no session is
+// known by that id while the sidecar creates one. It returns what closes
+// when the last creation in flight ends, or nil.
+func (l *Ledger) Early(native string) <-chan struct{} {
+	var ch <-chan struct{}
+	l.view(func(f *Flight) {
+		if f.creatingN == 0 {
+			return
+		}
+		if _, known := f.clients[native]; known {
+			return
+		}
+		ch = f.created
+	})
+	return ch
+}
+
+// UnsentPrompt says whether a prompt of sid never reached the agent that
+// died: its turn is taken back, not recorded as interrupted.
+func (l *Ledger) UnsentPrompt(sid string) bool {
+	unsent := false
+	l.view(func(f *Flight) {
+		if s := f.sessions[sid]; s != nil {
+			unsent = s.Unsent
+		}
+	})
+	return unsent
+}

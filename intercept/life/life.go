@@ -1,0 +1,141 @@
+package life
+
+import (
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+)
+
+// Phase is where the agent's life stands.
+type Phase int32
+
+const (
+	Up         Phase = iota
+	Restarting       // the agent died; a new one is being started and initialized
+	Dead             // the restart budget is used up
+)
+
+// Caps is what the agent said it can do, from its initialize result.
+type Caps struct {
+	Load, Resume, List, Fork, Close, Delete bool
+}
+
+// Life is the agent's life. The zero value is not ready: use New.
+type Life struct {
+	phase atomic.Int32
+	gen   atomic.Uint64
+	ready *Signal
+
+	mu       sync.Mutex
+	lastExit string
+	caps     Caps
+	// What a restarted agent must be told, as the client told the first.
+	initParams, authParams json.RawMessage
+}
+
+// New is the life of an agent that is up. ready is fired at every change of
+// phase, and by whatever else the waiters wait for (the ledger's rebuilds).
+func New(ready *Signal) *Life { return &Life{ready: ready} }
+
+// Phase is where the agent's life stands now.
+func (l *Life) Phase() Phase { return Phase(l.phase.Load()) }
+
+// Gen is the agent's generation: how many times it has exited.
+func (l *Life) Gen() uint64 { return l.gen.Load() }
+
+// Gone notes the agent's exit and returns the generation that begins. The
+// phase goes first, then the generation: a rebuild reads the generation,
+// then the phase, and must not pair the new generation with the old
+// agent's phase.
+func (l *Life) Gone(reason string) uint64 {
+	l.phase.Store(int32(Restarting))
+	gen := l.gen.Add(1)
+	l.mu.Lock()
+	l.lastExit = reason
+	l.mu.Unlock()
+	return gen
+}
+
+// Back notes that a restarted agent is up and initialized.
+func (l *Life) Back() {
+	l.phase.Store(int32(Up))
+	l.ready.Fire()
+}
+
+// Dead notes that the agent will not be restarted again.
+func (l *Life) Dead(reason string) {
+	l.mu.Lock()
+	l.lastExit = reason
+	l.mu.Unlock()
+	l.phase.Store(int32(Dead))
+	l.ready.Fire()
+}
+
+// LastExit says why the agent last exited.
+func (l *Life) LastExit() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastExit
+}
+
+// Caps is what the agent said it can do.
+func (l *Life) Caps() Caps {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.caps
+}
+
+// LearnCaps keeps what the agent said it can do, and returns what it said
+// before.
+func (l *Life) LearnCaps(caps Caps) (old Caps) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old, l.caps = l.caps, caps
+	return old
+}
+
+// Told keeps the client's initialize or authenticate params, for the
+// agent's successors.
+func (l *Life) Told(initialize bool, params json.RawMessage) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if initialize {
+		l.initParams = params
+	} else {
+		l.authParams = params
+	}
+}
+
+// Params are the initialize and authenticate params a restarted agent is
+// given (nil where the client sent none).
+func (l *Life) Params() (initialize, authenticate json.RawMessage) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.initParams, l.authParams
+}
+
+// Signal wakes everyone who waits for a change of the agent's phase or of a
+// session's rebuild. A waiter takes the channel before it looks at the
+// state, so a change between the look and the wait is never missed.
+type Signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// NewSignal is a signal nobody has fired.
+func NewSignal() *Signal { return &Signal{ch: make(chan struct{})} }
+
+// Changed is closed at the next Fire.
+func (s *Signal) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ch
+}
+
+// Fire wakes every waiter.
+func (s *Signal) Fire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.ch)
+	s.ch = make(chan struct{})
+}
