@@ -62,12 +62,12 @@ type commands struct {
 // rebuilds, the rollbacks and the reports, as slash commands and as
 // `_sidecar/*` methods alike.
 type sessionOps interface {
-	Reset(ctx context.Context, sid string) (report, error)
-	RestoreOriginal(ctx context.Context, sid string) (report, error)
+	Reset(ctx context.Context, sid string) (Report, error)
+	RestoreOriginal(ctx context.Context, sid string) (Report, error)
 	AcceptConfig(ctx context.Context, sid string) error
-	Rewind(ctx context.Context, sid string, n int) (rollbackReport, error)
-	Rollback(ctx context.Context, sid string, keep int) (rollbackReport, error)
-	Fork(ctx context.Context, parent string, at int) (report, error)
+	Rewind(ctx context.Context, sid string, n int) (RollbackReport, error)
+	Rollback(ctx context.Context, sid string, keep int) (RollbackReport, error)
+	Fork(ctx context.Context, parent string, at int) (Report, error)
 	Status(ctx context.Context, sid string) (map[string]any, error)
 	StatusText(ctx context.Context, sid string) (string, error)
 }
@@ -84,7 +84,7 @@ func (c *commands) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindRequest:
 		return env.MethodIs(wire.Prompt) || env.MethodIs(wire.Initialize)
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindResponse:
-		q, ok := c.led.Request(string(env.ID))
+		q, ok := c.led.Request(ledger.Key(env.ID))
 		return ok && q.Method == wire.Initialize
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification:
 		return string(env.Update) == "available_commands_update" || string(env.Update) == "session_info_update"
@@ -106,7 +106,7 @@ func (c *commands) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		return c.extension(ctx, id, string(f.Env.Method), f.Raw)
 	case f.Env.MethodIs(wire.Initialize):
 		// Its response is told by the method the ledger keeps with it.
-		c.led.Update(func(f *ledger.Flight) { f.Note(string(id), wire.Initialize, "") })
+		c.led.Update(func(f *ledger.Flight) { f.Note(ledger.Key(id), wire.Initialize, "") })
 		return proxy.Verdict{}, nil
 	case f.Env.MethodIs(wire.Prompt):
 		return c.prompt(ctx, id, wire.SessionIDOf(f), f.Raw)
@@ -300,11 +300,11 @@ func (c *commands) slash(ctx context.Context, id []byte, sid, name, args string)
 	var err error
 	switch name {
 	case "reset":
-		var rep report
+		var rep Report
 		rep, err = c.ops.Reset(ctx, sid)
 		text = rep.text("reset")
 	case "restore-original":
-		var rep report
+		var rep Report
 		rep, err = c.ops.RestoreOriginal(ctx, sid)
 		text = rep.text("restore-original")
 	case "accept-config":
@@ -323,7 +323,7 @@ func (c *commands) slash(ctx context.Context, id []byte, sid, name, args string)
 			}
 			n = v
 		}
-		var rep rollbackReport
+		var rep RollbackReport
 		rep, err = c.ops.Rewind(ctx, sid, n)
 		text = rep.text()
 	}

@@ -16,14 +16,12 @@ import (
 
 // engine builds native sessions on the agent and puts a config on them.
 // It climbs resume, then load, then new; it creates sessions while the id
-// mapping holds their early frames; it restores a config model first, then
-// mode, then the other options in id order; and it runs an attempt again,
-// from the same capture, when the agent dies under it (rebuilding).
+// mapping holds their early frames; and it restores a config model first,
+// then mode, then the other options in id order.
 //
-// It knows the agent, the agent's life and the session table, never the
-// record: the Recorder hands it a snapshot of a session, and settles what
-// it built. Every rebuild (reset, rollback, restore-original, the crash
-// ladder, a reopen, a fork, a switch) is a Recorder method of that shape.
+// It knows the agent, the agent's life and the ledger, never the record:
+// Run (rebuild.go) hands it a snapshot of a session, and settles what it
+// built.
 type engine struct {
 	sc          Sidecar // bound with the Recorder (Bind)
 	led         *ledger.Ledger
@@ -31,61 +29,6 @@ type engine struct {
 	watch       *watch
 	log         *slog.Logger
 	callTimeout time.Duration
-}
-
-// rebuilding runs a rebuild of sid until it completes on an agent that
-// stayed up through it. When the agent dies under an attempt (try reports
-// lost: a call failed with ErrAgentGone, or the agent's life changed
-// meanwhile), nothing of that attempt is settled: the session owes its
-// capture, so whatever rebuilds it next aims there and not at a partial
-// config, and once a restarted agent is up the attempt runs again
-// (DESIGN.md "While the agent's side is being rebuilt, the client waits").
-// The caller holds the session busy throughout, so requests for it wait.
-func (e *engine) rebuilding(ctx context.Context, sid string, capture *state.Config, try func(ctx context.Context, gen uint64) (lost bool, err error)) error {
-	for {
-		// An attempt starts on an agent that is up: one begun while the
-		// agent restarts would count the life it then fails in as its
-		// own, and wait for yet another death before it tried again.
-		// The life is read before the phase; AgentGone sets the phase
-		// before it counts the life, so an attempt never pairs the dead
-		// agent's phase with the next life's count.
-		gen := e.life.Gen()
-		if e.life.Phase() != life.Up {
-			if err := e.watch.awaitUp(ctx, func() bool { return true }); err != nil {
-				return fmt.Errorf("rebuild %s: %w", sid, err)
-			}
-			continue
-		}
-		lost, err := try(ctx, gen)
-		if !lost {
-			// Settled, or failed for a reason of its own. An agent that
-			// dies after a settle finds the session's full capture in
-			// live, and its recovery aims there.
-			return err
-		}
-		if capture != nil {
-			e.led.Update(func(f *ledger.Flight) { f.Owe(sid, capture) })
-		}
-		e.log.Info("the agent exited during a rebuild; it runs again from its capture once the agent is back", "session", sid)
-		if err := e.watch.awaitAgent(ctx, gen); err != nil {
-			return fmt.Errorf("rebuild %s: %w", sid, err)
-		}
-	}
-}
-
-// settled ends a rebuild attempt of generation gen that landed: the session
-// is no longer stale, unless the agent died meanwhile. AgentGone counts the
-// new life before it marks sessions stale, so the check under the table's
-// lock never clears a mark a later death set (the native session the
-// attempt made died with that agent).
-func (e *engine) settled(sid string, gen uint64) {
-	e.led.Update(func(f *ledger.Flight) { f.Settled(sid, gen) })
-}
-
-// lostSince says whether the agent died under a rebuild attempt that began
-// in generation gen.
-func (e *engine) lostSince(gen uint64, out outcome) bool {
-	return out.lost || e.life.Gen() != gen
 }
 
 // newNative creates a fresh native session like the client's (the same cwd,

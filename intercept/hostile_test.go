@@ -125,7 +125,7 @@ func newHostileRig(t *testing.T, store state.Store, agentArgs ...string) *hrig {
 	rec := intercept.NewRecorder(intercept.RecorderConfig{Store: h.store, Log: log, Agent: []string{"fakeagent"}})
 	relay := proxy.NewRelay(proxy.Config{
 		ClientIn: cInR, ClientOut: cOutW, AgentIn: tapWriter{h, aInW}, AgentOut: mOutR,
-		MaxFrame: hostileMaxFrame, Log: log,
+		MaxFrame: hostileMaxFrame, Log: log, Strict: true,
 		Hook: intercept.NewChain(log, intercept.Stages(rec)...),
 	})
 	rec.Bind(relay)

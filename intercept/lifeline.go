@@ -2,6 +2,7 @@ package intercept
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/life"
@@ -26,6 +27,7 @@ type lifeline struct {
 	gate  *chunkGate
 	rec   lifelineRecord
 	rest  restOfChain // where a held request goes on (holder)
+	log   *slog.Logger
 }
 
 // lifelineRecord is what the lifeline asks of the record and its rebuilds.
@@ -77,14 +79,16 @@ func hush(led *ledger.Ledger, native string, h ledger.Hush) (done func()) {
 }
 
 // Claims: client requests while the agent is not up, or when some session
-// is stale or a request may need emulation; agent responses (to forget
-// them); client responses to a dead agent's requests; the replay of a
+// is stale or a request may need emulation; agent responses (each request
+// is answered once); client responses to a dead agent's requests; the replay of a
 // native load the sidecar makes.
 func (ll *lifeline) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 	switch {
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindRequest:
 		return true
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindResponse:
+		return true
+	case dir == proxy.AgentToClient && env.Kind == proxy.KindResponse:
 		return true
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification:
 		return ll.led.Hushing() && env.SessionID.Present()
@@ -96,10 +100,18 @@ func (ll *lifeline) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 
 // Intercept gates, holds or answers.
 func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict, error) {
-	id := string(f.Env.ID)
 	switch {
+	case f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindResponse:
+		// Each client request gets one answer: the agent's second answer
+		// to a request must not reach the client. A response to an id
+		// nobody sent is valid JSON, and passes for the client to judge.
+		if ll.led.Answered(ledger.Key(f.Env.ID)) {
+			ll.log.Warn("the agent answered a request a second time; the second answer is dropped", "id", string(f.Env.ID))
+			return proxy.Verdict{Do: proxy.Drop}, nil
+		}
+		return proxy.Verdict{}, nil
 	case f.Dir == proxy.ClientToAgent && f.Env.Kind == proxy.KindResponse:
-		stale := false
+		id, stale := ledger.Key(f.Env.ID), false
 		ll.led.Update(func(f *ledger.Flight) { stale = f.ClientAnswered(id) })
 		if stale {
 			return proxy.Verdict{Do: proxy.Drop}, nil // its asker died; nobody waits
@@ -166,7 +178,7 @@ func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdic
 // rebuilt"). What the chain noted of it is taken back: it is not in flight,
 // and a prompt's turn has not begun.
 func (ll *lifeline) Unsent(_ context.Context, f *proxy.Frame) proxy.Verdict {
-	id := string(f.Env.ID)
+	id := ledger.Key(f.Env.ID)
 	sid := ""
 	if f.Env.SessionID.Present() {
 		sid = wire.SessionIDOf(f)
@@ -222,7 +234,7 @@ func (t tracker) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 // Intercept notes the request, or that the agent answered one. A response
 // the record waited for was taken out of the ledger there already.
 func (t tracker) Intercept(_ context.Context, f *proxy.Frame) (proxy.Verdict, error) {
-	id := string(f.Env.ID)
+	id := ledger.Key(f.Env.ID)
 	switch {
 	case f.Env.Kind == proxy.KindResponse:
 		t.led.Update(func(fl *ledger.Flight) { fl.Answered(id) })

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
+	"github.com/acp-sidecar/acp-sidecar/intercept/life"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
@@ -44,9 +45,9 @@ func begin(led *ledger.Ledger, sid, what string) (cur string, ok bool) {
 	return cur, ok
 }
 
-// report says what a rebuild or restore did, for the slash command's message
+// Report says what a rebuild or restore did, for the slash command's message
 // and the `_sidecar/*` result alike.
-type report struct {
+type Report struct {
 	SessionID       string              `json:"sessionId"`
 	NativeSessionID string              `json:"nativeSessionId"`
 	Restored        []string            `json:"restored"`
@@ -55,7 +56,7 @@ type report struct {
 	Config          map[string]string   `json:"config"`
 }
 
-func (r report) text(what string) string {
+func (r Report) text(what string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "acp-sidecar: %s done", what)
 	if what == "reset" {
@@ -144,6 +145,7 @@ func (r *Recorder) do(ctx context.Context, fn func(ctx context.Context)) error {
 
 // snapshot is what a rebuild needs of a session, copied off the recorder.
 type snapshot struct {
+	client  string
 	native  string
 	live    *state.Config
 	orig    *state.Config
@@ -155,13 +157,17 @@ type snapshot struct {
 
 func (r *Recorder) snapshot(ctx context.Context, sid string) (snapshot, error) {
 	var snap snapshot
-	err := r.onSession(ctx, sid, func(_ context.Context, s *session) {
-		snap = snapshot{
-			native: s.rec.NativeID, live: cloneConfig(s.rec.Live), orig: cloneConfig(s.rec.Original),
-			cwd: s.rec.Cwd, mcp: s.rec.McpServers, dirs: s.rec.AdditionalDirectories, running: s.turn != nil,
-		}
-	})
+	err := r.onSession(ctx, sid, func(_ context.Context, s *session) { snap = snapshotOf(s) })
 	return snap, err
+}
+
+// snapshotOf copies what a rebuild needs of s; it runs on the recorder's
+// goroutine.
+func snapshotOf(s *session) snapshot {
+	return snapshot{
+		client: s.rec.ClientID, native: s.rec.NativeID, live: cloneConfig(s.rec.Live), orig: cloneConfig(s.rec.Original),
+		cwd: s.rec.Cwd, mcp: s.rec.McpServers, dirs: s.rec.AdditionalDirectories, running: s.turn != nil,
+	}
 }
 
 // onSession runs fn on the recorder's goroutine with the session sid, or
@@ -180,47 +186,176 @@ func (r *Recorder) onSession(ctx context.Context, sid string, fn func(ctx contex
 	return err
 }
 
-// Reset gives a session a fresh native session with the same config: the
-// conversation is cleared on purpose, the client's id stays. The capture is
-// taken before the fresh session exists, so nothing it reports can change
-// the target (DESIGN.md "Rebuilding a native session", step 1).
-func (r *Recorder) Reset(ctx context.Context, sid string) (report, error) {
-	if what, ok := begin(r.led, sid, "reset"); !ok {
-		return report{}, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
-	}
-	defer r.led.Update(func(f *ledger.Flight) { f.End(sid) })
-	snap, err := r.snapshot(ctx, sid)
-	if err != nil {
-		return report{}, err
-	}
-	if snap.running {
-		return report{}, refuse(proxy.CodeBusy, "a turn is running; cancel it or wait for it to end, then reset")
-	}
-	capture := r.led.TargetOr(sid, snap.live)
-	var rep report
-	err = r.eng.rebuilding(ctx, sid, capture, func(ctx context.Context, gen uint64) (bool, error) {
-		native, catalog, err := r.eng.newNative(ctx, sid, snap)
-		if err != nil {
-			return agentLost(err), fmt.Errorf("reset %s: %w", sid, err)
+// A Plan is one kind of rebuild as data (plans.go has every one): how the
+// attempt gets its native session, which config goes onto it, and what the
+// record makes of the outcome. Run carries out each the same way.
+type Plan struct {
+	what string // names it: the session's busy mark, the log, the refusals
+	sid  string // the client session it rebuilds
+	// busy marks the session busy throughout, so its requests wait; a plan
+	// that finds it busy is refused, unless shared (the restore after an
+	// open runs under whatever holds the session already).
+	busy, shared bool
+	// read takes what the plan needs of the session once, before the
+	// first attempt; it refuses a plan that cannot run (nil: none needed).
+	read func(ctx context.Context) (snapshot, error)
+	// skip, when it says so once the session is marked, ends the plan at
+	// once: nothing to rebuild any more.
+	skip func() bool
+	// native gets the attempt its native session: a.native, a.catalog
+	// and, for a climb, a.path.
+	native func(ctx context.Context, a *attempt) error
+	// target is the config the attempt puts on the native session.
+	target func(a *attempt) *state.Config
+	// owes: an attempt the agent dies under leaves its target owed, so a
+	// rebuild that follows aims there and not at a partial config.
+	owes bool
+	// once: the plan is not run again when the agent dies under it; its
+	// settle sees the outcome as it is (a restore on a native session the
+	// client opened dies with it).
+	once bool
+	// hushConfig keeps the agent's config reports of the restore from the
+	// client, for a restore under a held response that reports its end.
+	hushConfig bool
+	// after is the plan's part of the record's settle (nil: none); settle,
+	// when set, replaces the record's settle whole.
+	after  func(s *session, a *attempt)
+	settle func(ctx context.Context, a *attempt) Report
+	// done runs once the attempt has settled (nil: nothing more).
+	done func(ctx context.Context, a *attempt)
+	// async: Run marks the session busy and returns; the attempts run on a
+	// goroutine the recorder owns. The record's goroutine starts such plans
+	// (a restore under a held response), and must go on draining the
+	// agent's answers to their calls.
+	async bool
+}
+
+// attempt is one try of a plan, on one life of the agent.
+type attempt struct {
+	gen     uint64
+	snap    snapshot
+	native  string
+	catalog *state.Config // the native session's config before the restore
+	path    string        // which rung of a climb held: "resume", "load" or "new"
+	target  *state.Config
+	out     outcome
+}
+
+// Run carries out a plan: begin (the busy mark), attempt (a native
+// session, then the restore), settle (the record, the client told), end.
+// When the agent dies under an attempt, nothing of it is settled: the
+// session owes its target, and once a restarted agent is up the attempt
+// runs again, from the same capture (DESIGN.md "While the agent's side is
+// being rebuilt, the client waits"). So a kill at any point converges.
+func (r *Recorder) Run(ctx context.Context, p Plan) (Report, error) {
+	end := func() {}
+	if p.busy {
+		cur, ok := begin(r.led, p.sid, p.what)
+		switch {
+		case ok:
+			end = func() { r.led.Update(func(f *ledger.Flight) { f.End(p.sid) }) }
+		case !p.shared:
+			return Report{}, refuse(proxy.CodeBusy, "a %s is already running on this session", cur)
 		}
-		out := r.eng.restore(ctx, native, capture, catalog)
-		if r.eng.lostSince(gen, out) {
-			return true, nil
-		}
-		rep = r.settle(ctx, sid, native, out, func(s *session) {
-			s.rec.ContextFrom = len(s.turns) + 1
-			s.rec.Handoff = nil
+	}
+	if p.async {
+		r.spawn(func(ctx context.Context) {
+			defer end()
+			// What went wrong is the plan's settle's to say: it sees it.
+			_, _ = r.attempts(ctx, p)
 		})
-		r.eng.settled(sid, gen) // the fresh session lives on the agent that is up now
-		return false, nil
-	})
-	return rep, err
+		return Report{}, nil
+	}
+	defer end()
+	return r.attempts(ctx, p)
+}
+
+// attempts is Run's loop: it tries the plan until an attempt settles on an
+// agent that stayed up through it, or fails for a reason of its own.
+func (r *Recorder) attempts(ctx context.Context, p Plan) (Report, error) {
+	if p.skip != nil && p.skip() {
+		return Report{}, nil
+	}
+	var snap snapshot
+	if p.read != nil {
+		var err error
+		if snap, err = p.read(ctx); err != nil {
+			return Report{}, err
+		}
+	}
+	for {
+		// An attempt starts on an agent that is up: one begun while the
+		// agent restarts would count the life it then fails in as its
+		// own, and wait for yet another death before it tried again.
+		// The life is read before the phase; Agent.Gone sets the phase
+		// before it counts the life, so an attempt never pairs the dead
+		// agent's phase with the next life's count.
+		a := &attempt{gen: r.life.Gen(), snap: snap}
+		if !p.once && r.life.Phase() != life.Up {
+			if err := r.watch.awaitUp(ctx, func() bool { return true }); err != nil {
+				return Report{}, fmt.Errorf("%s %s: %w", p.what, p.sid, err)
+			}
+			continue
+		}
+		if err := p.native(ctx, a); err != nil {
+			if !agentLost(err) || p.once {
+				return Report{}, err
+			}
+			if err := r.lost(ctx, p, a); err != nil {
+				return Report{}, err
+			}
+			continue
+		}
+		a.target = p.target(a)
+		done := func() {}
+		if p.hushConfig {
+			done = hush(r.led, a.native, ledger.HushConfig)
+		}
+		a.out = r.eng.restore(ctx, a.native, a.target, a.catalog)
+		done()
+		if (a.out.lost || r.life.Gen() != a.gen) && !p.once {
+			if err := r.lost(ctx, p, a); err != nil {
+				return Report{}, err
+			}
+			continue
+		}
+		var rep Report
+		if p.settle != nil {
+			rep = p.settle(ctx, a)
+		} else {
+			rep = r.settle(ctx, p.sid, a.native, a.out, func(s *session) {
+				if p.after != nil {
+					p.after(s, a)
+				}
+			})
+		}
+		// The session is no longer stale, unless the agent died meanwhile:
+		// the native session this attempt made died with that agent.
+		r.led.Update(func(f *ledger.Flight) { f.Settled(p.sid, a.gen) })
+		if p.done != nil {
+			p.done(ctx, a)
+		}
+		return rep, nil
+	}
+}
+
+// lost ends an attempt the agent died under: the target is owed, and the
+// next attempt waits for a restarted agent.
+func (r *Recorder) lost(ctx context.Context, p Plan, a *attempt) error {
+	if p.owes && a.target != nil {
+		r.led.Update(func(f *ledger.Flight) { f.Owe(p.sid, a.target) })
+	}
+	r.log.Info("the agent exited during a rebuild; it runs again from its capture once the agent is back", "session", p.sid, "rebuild", p.what)
+	if err := r.watch.awaitAgent(ctx, a.gen); err != nil {
+		return fmt.Errorf("%s %s: %w", p.what, p.sid, err)
+	}
+	return nil
 }
 
 // settle records a rebuild's outcome, blocks the session when a field
 // failed, and tells the client what changed.
-func (r *Recorder) settle(ctx context.Context, sid, native string, out outcome, also func(*session)) report {
-	rep := report{SessionID: sid, NativeSessionID: native, Failed: out.failed, Blocked: len(out.failed) > 0, Config: configMap(out.catalog)}
+func (r *Recorder) settle(ctx context.Context, sid, native string, out outcome, also func(*session)) Report {
+	rep := Report{SessionID: sid, NativeSessionID: native, Failed: out.failed, Blocked: len(out.failed) > 0, Config: configMap(out.catalog)}
 	for _, s := range out.applied {
 		rep.Restored = append(rep.Restored, s.Field)
 	}
@@ -270,64 +405,16 @@ func blockedBy(out outcome, at time.Time) *state.Blocked {
 	return &state.Blocked{Fields: re.Names(), Reason: re.Error(), At: at}
 }
 
-// RestoreOriginal applies the session's immutable original to its current
-// native session, and records those values as the client's explicit
-// selections. A session without an original is refused and left unchanged:
-// nothing reconstructs one from mutable data.
-func (r *Recorder) RestoreOriginal(ctx context.Context, sid string) (report, error) {
-	if what, ok := begin(r.led, sid, "restore-original"); !ok {
-		return report{}, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
-	}
-	defer r.led.Update(func(f *ledger.Flight) { f.End(sid) })
-	if err := r.do(ctx, func(ctx context.Context) { r.fixOriginal(ctx, sid) }); err != nil {
-		return report{}, fmt.Errorf("restore-original %s: %w", sid, err)
-	}
-	var rep report
-	err := r.eng.rebuilding(ctx, sid, nil, func(ctx context.Context, gen uint64) (bool, error) {
-		snap, err := r.snapshot(ctx, sid)
-		if err != nil {
-			return false, err
-		}
-		if snap.orig == nil {
-			return false, refuse(proxy.CodeInvalidParams, "session %s has no recorded original config (it was recorded before originals existed, or imported); nothing was changed", sid)
-		}
-		native, catalog, path := snap.native, snap.live, ""
-		if r.led.IsStale(sid) {
-			// The agent died under an earlier attempt: the session needs a
-			// native session again before the original goes onto it.
-			if native, catalog, path, err = r.eng.climb(ctx, sid, snap, true); err != nil {
-				return agentLost(err), err
-			}
-		}
-		out := r.eng.restore(ctx, native, snap.orig, catalog)
-		if r.eng.lostSince(gen, out) {
-			return true, nil
-		}
-		rep = r.settle(ctx, sid, native, out, func(s *session) {
-			if path == "new" {
-				r.arm(s)
-			}
-			if len(out.failed) > 0 {
-				return
-			}
-			now := r.cfg.Now()
-			for _, o := range snap.orig.Options {
-				s.rec.Overrides = append(s.rec.Overrides, state.Override{OptionID: o.ID, Category: o.Category, Value: o.Current, At: now})
-			}
-			for _, l := range []struct {
-				field string
-				leg   *state.Legacy
-			}{{"model", snap.orig.Model}, {"mode", snap.orig.Mode}} {
-				if l.leg != nil && snap.orig.ByCategory(l.field) == nil {
-					v := wire.String(l.leg.Current)
-					s.rec.Overrides = append(s.rec.Overrides, state.Override{OptionID: l.field, Category: l.field, Value: v, At: now})
-				}
-			}
-		})
-		r.eng.settled(sid, gen)
-		return false, nil
-	})
-	return rep, err
+// Reset gives a session a fresh native session with the same config
+// (resetPlan).
+func (r *Recorder) Reset(ctx context.Context, sid string) (Report, error) {
+	return r.Run(ctx, r.resetPlan(sid))
+}
+
+// RestoreOriginal puts the session's immutable original back on it
+// (restoreOriginalPlan).
+func (r *Recorder) RestoreOriginal(ctx context.Context, sid string) (Report, error) {
+	return r.Run(ctx, r.restoreOriginalPlan(sid))
 }
 
 // AcceptConfig lifts a block: the session goes on with what the agent has.

@@ -206,7 +206,7 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 
 // Lifeline is the stage that gates client requests on the agent's life.
 func (r *Recorder) Lifeline() Interceptor {
-	return &lifeline{life: r.life, led: r.led, watch: r.watch, gate: r.gate, rec: r}
+	return &lifeline{life: r.life, led: r.led, watch: r.watch, gate: r.gate, rec: r, log: r.log}
 }
 
 // Commands is the stage of the sidecar's own surfaces: slash commands,
@@ -272,7 +272,7 @@ func (r *Recorder) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindNotification:
 		return env.MethodIs(wire.Cancel)
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindResponse:
-		q, ok := r.led.Request(string(env.ID))
+		q, ok := r.led.Request(ledger.Key(env.ID))
 		return ok && q.Recorded
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification && env.MethodIs(wire.Update):
 		switch string(env.Update) {
@@ -300,7 +300,7 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 	if f.Dir == proxy.ClientToAgent && f.Env.Kind == proxy.KindRequest {
 		// The params are decoded on the recorder's goroutine, off the
 		// relay's path; only the session id is read here, from its span.
-		req := &request{id: string(f.Env.ID), method: ev.method, sid: wire.SessionIDOf(f)}
+		req := &request{id: ledger.Key(f.Env.ID), method: ev.method, sid: wire.SessionIDOf(f)}
 		native := req.sid
 		if ev.method == wire.SessionLoad || ev.method == wire.SessionResume {
 			native = r.led.NativeOf(req.sid)
@@ -319,7 +319,7 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		ev.req = req
 	}
 	if f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindResponse {
-		id := string(f.Env.ID)
+		id := ledger.Key(f.Env.ID)
 		var q ledger.Request
 		var ok bool
 		r.led.Update(func(f *ledger.Flight) { q, ok = f.Answered(id) })

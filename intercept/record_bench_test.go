@@ -88,7 +88,7 @@ func newTurnRig(b *testing.B, store state.Store, chunks int) *turnRig {
 	}
 	relay := proxy.NewRelay(proxy.Config{
 		ClientIn: cInR, ClientOut: cOutW, AgentIn: aInW, AgentOut: aOutR,
-		Hook: intercept.NewChain(nil, chain...),
+		Hook: intercept.NewChain(nil, chain...), Strict: true,
 	})
 	if rec != nil {
 		rec.Bind(relay)

@@ -66,43 +66,10 @@ func (r *Recorder) interrupted(ctx context.Context) {
 }
 
 // Recover rebuilds a session whose native session died with the agent, by
-// the ladder: session/resume if the agent offers it, then session/load (its
-// replay kept from the client, which has the history), then session/new
-// with the kept turns handed over. Whichever rung holds, the config is
-// restored after: a native load does not keep it.
+// the crash ladder (recoverPlan).
 func (r *Recorder) Recover(ctx context.Context, sid string) error {
-	if what, ok := begin(r.led, sid, "recovery"); !ok {
-		return refuse(proxy.CodeBusy, "a %s is already running on this session", what)
-	}
-	defer r.led.Update(func(f *ledger.Flight) { f.End(sid) })
-	if !r.led.IsStale(sid) {
-		return nil // another request rebuilt it meanwhile
-	}
-	snap, err := r.snapshot(ctx, sid)
-	if err != nil {
-		return err
-	}
-	target := r.led.TargetOr(sid, snap.live)
-	return r.eng.rebuilding(ctx, sid, target, func(ctx context.Context, gen uint64) (bool, error) {
-		native, catalog, path, err := r.eng.climb(ctx, sid, snap, true)
-		if err != nil {
-			return agentLost(err), err
-		}
-		out := r.eng.restore(ctx, native, target, catalog)
-		if r.eng.lostSince(gen, out) {
-			return true, nil
-		}
-		r.settle(ctx, sid, native, out, func(s *session) {
-			// A native session the agent brought back still lacks a
-			// handoff that never reached its predecessor.
-			if path == "new" || s.rec.HandoffPending {
-				r.arm(s)
-			}
-		})
-		r.eng.settled(sid, gen)
-		r.log.Info("session rebuilt after the agent's exit", "session", sid, "path", path)
-		return false, nil
-	})
+	_, err := r.Run(ctx, r.recoverPlan(sid))
+	return err
 }
 
 // emulates says whether the sidecar decides a client's session/load,
@@ -129,7 +96,7 @@ func (ll *lifeline) emulate(ctx context.Context, q waited) proxy.Decision {
 	line, err := ll.rec.reopen(ctx, q.sid, q.method)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
-		return proxy.Decision{Forward: [][]byte{q.raw}} // not ours: the agent answers, with its own error if it must
+		return ll.rest(ctx, proxy.ClientToAgent, q.raw) // not ours: the agent answers, with its own error if it must
 	case err != nil:
 		return answerWith(proxy.ErrorResponse(q.id, errorCode(err), err.Error()))
 	case line == nil:
@@ -166,51 +133,11 @@ func (r *Recorder) reopen(ctx context.Context, sid, method string) ([]byte, erro
 	if !r.led.IsStale(sid) {
 		return nil, state.ErrNotFound
 	}
-	if what, ok := begin(r.led, sid, "reopen"); !ok {
-		return nil, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
-	}
-	defer r.led.Update(func(f *ledger.Flight) { f.End(sid) })
-	snap, err := r.snapshot(ctx, sid)
-	if err != nil {
+	var a attempt
+	if _, err := r.Run(ctx, r.reopenPlan(sid, method, &a)); err != nil {
 		return nil, err
 	}
-	target := r.led.TargetOr(sid, snap.live)
-	var out outcome
-	var catalog *state.Config
-	err = r.eng.rebuilding(ctx, sid, target, func(ctx context.Context, gen uint64) (bool, error) {
-		// A native load the client asked for sends the agent's replay to
-		// the client, under its own id; a resume sends none.
-		native, cat, path, err := r.eng.climb(ctx, sid, snap, false)
-		if err != nil {
-			return agentLost(err), err
-		}
-		catalog = cat
-		out = r.eng.restore(ctx, native, target, catalog)
-		if r.eng.lostSince(gen, out) {
-			return true, nil
-		}
-		var history [][]byte
-		r.settle(ctx, sid, native, out, func(s *session) {
-			reopened(&s.rec)
-			if path == "new" {
-				r.arm(s)
-			}
-			// Only the agent's own load replays the history to the client;
-			// after a resume or a new session the sidecar sends it.
-			if method == wire.SessionLoad && path != "load" {
-				history = historyUpdates(sid, replay.Visible(&s.rec, r.fullTurns(ctx, s)))
-			}
-		})
-		r.eng.settled(sid, gen)
-		for _, line := range history {
-			r.send(proxy.AgentToClient, line)
-		}
-		r.log.Info("session reopened", "session", sid, "method", method, "path", path)
-		return false, nil
-	})
-	if err != nil {
-		return nil, err
-	}
+	out, catalog, snap := a.out, a.catalog, a.snap
 	// The agent's newest full option list, and the pickers with the
 	// values it accepted in the restore (pickers.go).
 	result := map[string]any{}

@@ -86,6 +86,7 @@ func newRigWith(t testing.TB, opts rigOptions, cfg intercept.RecorderConfig, age
 			return in, out, true
 		}
 	}
+	pcfg.Strict = true
 	r.relay = proxy.NewRelay(pcfg)
 	r.recorder.Bind(r.relay)
 	r.recorder.Start(ctx)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
@@ -64,33 +63,8 @@ func settingsTarget(live *state.Config, settings []Setting) (*state.Config, []st
 }
 
 // applySettings applies the start-up settings to a new session while its
-// session/new response is held, so the client's first sight of the session
-// is followed at once by the settled config, and the original is taken only
-// after it. The calls run on a goroutine of their own, because their answers
-// come back through the agent's pump, which the recorder must keep draining.
+// session/new response is held (settingsPlan).
 func (r *Recorder) applySettings(ctx context.Context, s *session, ev event) {
-	target, setErrs := settingsTarget(s.rec.Live, r.cfg.Settings)
-	catalog := cloneConfig(s.rec.Live)
-	native, client := s.rec.NativeID, s.rec.ClientID
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		hushed := hush(r.led, native, ledger.HushConfig) // as in restoreAfterOpen
-		out := r.eng.restore(ctx, native, target, catalog)
-		hushed()
-		r.enqueue(event{fn: func(ctx context.Context) {
-			s.rec.Live = out.catalog
-			for _, f := range out.failed {
-				s.rec.SetErrors = append(s.rec.SetErrors, state.SetError{OptionID: f.Field, Value: wire.Unquote(f.Want), Err: f.Reason})
-			}
-			s.rec.SetErrors = append(s.rec.SetErrors, setErrs...)
-			for _, e := range s.rec.SetErrors {
-				r.log.Error("start-up setting not applied; the session runs on the agent's value", "session", client, "option", e.OptionID, "value", e.Value, "reason", e.Err)
-			}
-			r.putSession(ctx, s)
-			r.flush(ctx)
-			lines := append([][]byte{ev.raw}, ownCommands(r.led, native, client)...)
-			ev.release(append(lines, out.notifications(client)...)...)
-		}, release: ev.release, raw: ev.raw})
-	}()
+	// Async, and the plan's settle records what did not apply.
+	_, _ = r.Run(ctx, r.settingsPlan(s, ev))
 }

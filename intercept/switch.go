@@ -103,67 +103,8 @@ func (r *Recorder) Lend(ctx context.Context, sid string) (done func(moved bool),
 // prompt. What did not carry is reported, not blocking: the user chose the
 // move, and the agent's own values are a sound place to start.
 func (r *Recorder) Adopt(ctx context.Context, sid string) (SwitchReport, error) {
-	if what, ok := begin(r.led, sid, "switch"); !ok {
-		return SwitchReport{}, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
-	}
-	defer r.led.Update(func(f *ledger.Flight) { f.End(sid) })
-	old, err := r.cfg.Store.Session(ctx, sid)
-	if err != nil {
-		return SwitchReport{}, fmt.Errorf("adopt %s: read the record: %w", sid, err)
-	}
-	turns, err := r.cfg.Store.Turns(ctx, sid)
-	if err != nil {
-		return SwitchReport{}, fmt.Errorf("adopt %s: read the turns: %w", sid, err)
-	}
-	r.do(ctx, func(context.Context) {
-		s := &session{rec: *old, turns: turns, started: true}
-		for i := range s.turns {
-			lighten(&s.turns[i])
-		}
-		thinOut(s)
-		r.sessions[sid] = s
-	})
-	snap := snapshot{cwd: old.Cwd, mcp: old.McpServers, dirs: old.AdditionalDirectories}
 	var rep SwitchReport
-	// The target may die under the move: the move starts again on the
-	// restarted target, from the same record (rebuilding).
-	err = r.eng.rebuilding(ctx, sid, nil, func(ctx context.Context, gen uint64) (bool, error) {
-		native, catalog, err := r.eng.newNative(ctx, sid, snap)
-		if err != nil {
-			return agentLost(err), fmt.Errorf("adopt %s: %w", sid, err)
-		}
-		target, setErrs := settingsTarget(catalog, r.cfg.Settings)
-		rep = SwitchReport{SessionID: sid, Agent: r.cfg.Name, NativeSessionID: native}
-		rep.Carried, rep.NotCarried = carry(old.Live, target, r.cfg.Name)
-		out := r.eng.restore(ctx, native, target, catalog)
-		if r.eng.lostSince(gen, out) {
-			return true, nil
-		}
-		// A value this agent did not take is a note, not a block (see above).
-		for _, f := range out.failed {
-			rep.NotCarried = append(rep.NotCarried, fmt.Sprintf("%s=%s: %s", f.Field, wire.Unquote(f.Want), f.Reason))
-		}
-		for _, e := range setErrs {
-			rep.NotCarried = append(rep.NotCarried, fmt.Sprintf("%s=%s (start-up setting): %s", e.OptionID, e.Value, e.Err))
-		}
-		out.failed = nil
-		res := r.settle(ctx, sid, native, out, func(s *session) {
-			s.rec.AgentName, s.rec.Agent = r.cfg.Name, r.cfg.Agent
-			s.rec.Baseline = cloneConfig(catalog)
-			s.rec.SetErrors = append(s.rec.SetErrors, setErrs...)
-			r.arm(s)
-			rep.KeptTurns = len(replay.Kept(r.conversation(s)))
-		})
-		r.eng.settled(sid, gen)
-		rep.Config = res.Config
-		rep.Options = out.optionsRaw
-		if rep.Options == nil {
-			rep.Options = optionsOf(out.catalog)
-		}
-		r.log.Info("session moved to this agent", "session", sid, "agent", r.cfg.Name, "native", native)
-		return false, nil
-	})
-	if err != nil {
+	if _, err := r.Run(ctx, r.adoptPlan(sid, &rep)); err != nil {
 		r.do(context.WithoutCancel(ctx), func(context.Context) { delete(r.sessions, sid) })
 		r.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
 		return SwitchReport{}, err

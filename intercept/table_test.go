@@ -70,13 +70,13 @@ func TestSettledKeepsALaterDeath(t *testing.T) {
 	r := NewRecorder(RecorderConfig{Store: nil})
 	gen := r.life.Gen()
 	r.led.Update(func(f *ledger.Flight) { f.MarkStale("s1") })
-	r.eng.settled("s1", gen)
+	r.led.Update(func(f *ledger.Flight) { f.Settled("s1", gen) })
 	if r.led.IsStale("s1") {
 		t.Fatal("a rebuild on a living agent left the session stale")
 	}
 	// The agent dies: the ledger hears of the new life as it marks.
 	r.led.Update(func(f *ledger.Flight) { f.Remap("s1", "n1", gen); f.AgentGone(gen + 1) })
-	r.eng.settled("s1", gen)
+	r.led.Update(func(f *ledger.Flight) { f.Settled("s1", gen) })
 	if !r.led.IsStale("s1") {
 		t.Error("a rebuild from before the agent's death cleared the mark the death set")
 	}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"fmt"
 )
 
 // later runs the Later of a Hold or Defer verdict for f on a goroutine the
@@ -73,7 +74,7 @@ func (r *Relay) answerOnce(dir Direction, id []byte, method string, d Decision) 
 		if env, err := Scan(l); err == nil && env.Kind == KindResponse && bytes.Equal(env.ID, id) {
 			answered++
 			if forwarded+answered > 1 {
-				r.log.Error("a hook answered a request twice; the extra answer is dropped", "dir", dir.String(), "method", method, "id", string(id))
+				r.hookBug("a hook answered a request twice; the extra answer is dropped", dir, method, id)
 				continue
 			}
 		}
@@ -81,11 +82,20 @@ func (r *Relay) answerOnce(dir Direction, id []byte, method string, d Decision) 
 	}
 	d.Answer = kept
 	if forwarded+answered == 0 {
-		r.log.Error("a hook took a request and never answered it; it gets an error", "dir", dir.String(), "method", method, "id", string(id))
+		r.hookBug("a hook took a request and never answered it; it gets an error", dir, method, id)
 		d.Answer = append(d.Answer, ErrorResponse(id, CodeInternalError, "Internal error: acp-sidecar lost this request; send it again"))
 	}
 	if forwarded > 1 {
-		r.log.Error("a hook forwarded a request twice", "dir", dir.String(), "method", method, "id", string(id))
+		r.hookBug("a hook forwarded a request twice", dir, method, id)
 	}
 	return d
+}
+
+// hookBug reports a hook that broke the promise of one answer per request:
+// logged, or under Config.Strict a panic that names the request.
+func (r *Relay) hookBug(msg string, dir Direction, method string, id []byte) {
+	r.log.Error(msg, "dir", dir.String(), "method", method, "id", string(id))
+	if r.cfg.Strict {
+		panic(fmt.Sprintf("acp-sidecar strict answers: %s (%s %s, id %s)", msg, dir, method, id))
+	}
 }

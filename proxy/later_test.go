@@ -2,6 +2,9 @@ package proxy
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 )
 
@@ -56,7 +59,7 @@ func TestEveryTakenRequestGetsOneAnswer(t *testing.T) {
 		}
 		return Verdict{}
 	})
-	h := newHarness(t, Config{Hook: hook})
+	h := newLenientHarness(t, Config{Hook: hook})
 	send(t, h.clientW, `{"jsonrpc":"2.0","id":1,"method":"twice"}`)
 	for _, want := range []string{`{"jsonrpc":"2.0","method":"note"}`, `{"jsonrpc":"2.0","id":1,"result":"first"}`} {
 		if got := recv(t, h.toClient); got != want {
@@ -81,4 +84,17 @@ func TestEveryTakenRequestGetsOneAnswer(t *testing.T) {
 	if got, want := recv(t, h.toClient), `{"jsonrpc":"2.0","id":4,"result":"agent"}`; got != want {
 		t.Errorf("client got %q, want %q (and no second answer to request 3)", got, want)
 	}
+}
+
+// TestStrictPanicsOnAHookBug: under Config.Strict a broken promise of one
+// answer is a panic that names the request, so no test passes on it.
+func TestStrictPanicsOnAHookBug(t *testing.T) {
+	r := &Relay{cfg: Config{Strict: true}, log: slog.New(slog.DiscardHandler)} // no relay runs: only its rule
+	defer func() {
+		p := recover()
+		if p == nil || !strings.Contains(fmt.Sprint(p), "session/prompt, id 7") {
+			t.Errorf("strict relay: recovered %v, want a panic naming the request", p)
+		}
+	}()
+	r.answerOnce(ClientToAgent, []byte("7"), "session/prompt", Decision{})
 }

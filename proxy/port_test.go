@@ -60,6 +60,7 @@ func newPortHarness(t *testing.T, cfgs map[string]Config) *portHarness {
 		h.eof[name] = eof
 		cfg.Client, cfg.AgentIn, cfg.AgentOut = h.port, toAgentW, aOutR
 		cfg.OnClientEOF = func() { close(eof) }
+		cfg.Strict = true
 		r := NewRelay(cfg)
 		h.relays[name] = r
 		done := make(chan error, 1)
@@ -201,7 +202,7 @@ func TestPortAnswersWhatNoRelayMayGet(t *testing.T) {
 	port := NewClientPort(PortConfig{In: cIn, Out: toClientW, MaxFrame: 200})
 	aIn, aInW := io.Pipe()
 	aOutR, aOutW := io.Pipe()
-	relay := NewRelay(Config{Client: port, AgentIn: aInW, AgentOut: aOutR, Hook: hook})
+	relay := NewRelay(Config{Client: port, AgentIn: aInW, AgentOut: aOutR, Hook: hook, Strict: true})
 	relayDone := make(chan error, 1)
 	go func() { relayDone <- relay.Run(context.Background()) }()
 	portDone := make(chan error, 1)

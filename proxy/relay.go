@@ -172,6 +172,11 @@ type Config struct {
 	// when the owner calls CloseClient), after the agent's stdin has been
 	// closed. The owner starts the agent's shutdown there. Nil does nothing.
 	OnClientEOF func()
+	// Strict makes a hook's broken promise of one answer per request (a
+	// second answer, or none) a panic instead of a logged error, for
+	// tests, as x/tools' MustReplyHandler does: a test must not pass on a
+	// bug the relay would only have logged.
+	Strict bool
 	// OnAgentExit runs when the agent's output ends while the client is
 	// still there. It may start a new agent and return its stdin and
 	// stdout; the relay then carries on with it, and frames for the agent

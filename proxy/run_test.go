@@ -94,7 +94,7 @@ func TestRunsKeepOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	clientInR, clientInW := io.Pipe()
-	relay = NewRelay(Config{ClientIn: clientInR, ClientOut: clientOutW, AgentIn: nopCloser{io.Discard}, AgentOut: agentOutR, Hook: hook})
+	relay = NewRelay(Config{ClientIn: clientInR, ClientOut: clientOutW, AgentIn: nopCloser{io.Discard}, AgentOut: agentOutR, Hook: hook, Strict: true})
 	done := make(chan error, 1)
 	go func() { done <- relay.Run(context.Background()) }()
 

@@ -61,6 +61,9 @@ func relayFlags() []cli.Flag {
 		newRawListFlag("agent", "AGENT", "an agent sessions may switch to, as `NAME=COMMAND` (COMMAND split like a shell would, nothing expanded); repeatable; the env var takes one per line"),
 		&cli.StringFlag{Name: "agents", EnvVars: envs("AGENTS"), Usage: "read agents from `FILE` (.json or .toml; docs/agents.md)"},
 		&cli.StringFlag{Name: "default-agent", EnvVars: envs("DEFAULT_AGENT"), Usage: "the agent new sessions start on, by `NAME` (default: the agents file's default, else the first agent)"},
+		// The tests' guard (scripts/test sets it): a stage that answers a
+		// request twice, or never, panics instead of being logged.
+		&cli.BoolFlag{Name: "strict-answers", EnvVars: envs("STRICT_ANSWERS"), Hidden: true, Usage: "panic when the sidecar would answer a request twice or never (for tests)"},
 		&cli.DurationFlag{Name: "agent-idle", EnvVars: envs("AGENT_IDLE"), Value: defaultAgentIdle, Usage: "stop an agent no session uses after this long; 0: never"},
 	}
 }
@@ -183,6 +186,7 @@ func relayOptions(c *cli.Context) (runOptions, error) {
 		restart:     c.Bool("restart"),
 		callTimeout: c.Duration("call-timeout"),
 		holdTimeout: c.Duration("hold-timeout"),
+		strict:      c.Bool("strict-answers"),
 		policy:      proxy.DefaultRestartPolicy,
 		agents:      agents,
 	}

@@ -34,6 +34,7 @@ type runOptions struct {
 	policy      proxy.RestartPolicy
 	callTimeout time.Duration
 	holdTimeout time.Duration
+	strict      bool // proxy.Config.Strict
 	agents      agentOptions
 }
 

@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"bytes"
+	"encoding/json"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -36,7 +38,7 @@ func New(wake func()) *Ledger {
 		wake = func() {}
 	}
 	return &Ledger{wake: wake, f: Flight{
-		requests: map[string]*Request{}, sessions: map[string]*Session{}, clients: map[string]string{},
+		requests: map[string]*Request{}, answered: map[string]bool{}, sessions: map[string]*Session{}, clients: map[string]string{},
 		agentAsks: map[string]bool{}, staleAsks: map[string]bool{}, commands: map[string]bool{}, hushes: map[string]Hush{},
 	}}
 }
@@ -128,8 +130,12 @@ type Session struct {
 // methods, which keep its counters true.
 type Flight struct {
 	requests map[string]*Request // client request id token -> request
-	sessions map[string]*Session // client id -> flight state
-	clients  map[string]string   // native id (current and past) -> client id
+	// answered are the ids of the last requests answered, oldest first in
+	// answeredRing: an agent's answer to one of them is a second answer.
+	answered     map[string]bool
+	answeredRing []string
+	sessions     map[string]*Session // client id -> flight state
+	clients      map[string]string   // native id (current and past) -> client id
 	// agentAsks are the agent's requests the client owes an answer;
 	// staleAsks those of an agent that died, whose late answers nobody wants.
 	agentAsks, staleAsks map[string]bool
@@ -165,6 +171,7 @@ func (f *Flight) Note(id, method, sid string) *Request {
 	if q == nil {
 		q = &Request{Method: method, Session: sid}
 		f.requests[id] = q
+		delete(f.answered, id) // the client uses the id again
 	}
 	return q
 }
@@ -194,7 +201,26 @@ func (f *Flight) Answered(id string) (Request, bool) {
 	if q.Recorded && q.Method == promptMethod {
 		f.runningN--
 	}
+	f.remember(id)
 	return *q, true
+}
+
+// keepAnswered bounds how many answered ids the ledger remembers. A second
+// answer comes right after the first in every agent seen to send one, so
+// the last thousand ids are plenty.
+const keepAnswered = 1024
+
+// remember notes id as answered, forgetting the oldest past keepAnswered.
+func (f *Flight) remember(id string) {
+	if f.answered[id] {
+		return
+	}
+	if len(f.answeredRing) >= keepAnswered {
+		delete(f.answered, f.answeredRing[0])
+		f.answeredRing = f.answeredRing[1:]
+	}
+	f.answered[id] = true
+	f.answeredRing = append(f.answeredRing, id)
 }
 
 // Unsent takes back a request whose write to the agent failed: it is not in
@@ -257,6 +283,7 @@ func (f *Flight) AgentGone(life uint64) Gone {
 	for id, q := range f.requests {
 		if q.State == Sent {
 			g.Sent = append(g.Sent, GoneRequest{ID: id, Method: q.Method})
+			f.remember(id) // the caller answers it
 		}
 	}
 	sort.Slice(g.Sent, func(i, j int) bool { return g.Sent[i].ID < g.Sent[j].ID })
@@ -435,4 +462,31 @@ func (f *Flight) EndCreating() {
 		close(f.created)
 		f.created = nil
 	}
+}
+
+// Key is the ledger's name for a JSON-RPC id as a frame carries it: its
+// bytes, unless the id could be spelt another way (a string with an escape,
+// a number with a fraction or an exponent). Those are decoded and written
+// again, so an agent that echoes an id in its own spelling still finds its
+// request: a response the ledger cannot match is taken for a second answer.
+func Key(id []byte) string {
+	if len(id) == 0 {
+		return ""
+	}
+	plain := !bytes.Contains(id, []byte{'\\'})
+	if id[0] != '"' {
+		plain = !bytes.ContainsAny(id, ".eE")
+	}
+	if plain {
+		return string(id)
+	}
+	var v any
+	if json.Unmarshal(id, &v) != nil {
+		return string(id)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return string(id) // decoded JSON always encodes; keep the bytes if not
+	}
+	return string(b)
 }

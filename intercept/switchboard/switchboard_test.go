@@ -128,7 +128,7 @@ func (h *swHarness) startAgent(ctx context.Context, name string, out proxy.Egres
 	eof := make(chan struct{})
 	relay := proxy.NewRelay(proxy.Config{
 		Client: h.sw.cfg.Port, Egress: out, AgentIn: toAgentW, AgentOut: aOutR,
-		OnClientEOF: func() { close(eof) },
+		OnClientEOF: func() { close(eof) }, Strict: true,
 	})
 	ended := make(chan struct{})
 	h.wg.Go(func() {
