@@ -44,8 +44,8 @@ func TestCloseNeverRebuildsAndLoadReopens(t *testing.T) {
 		flags      []string
 		agentCalls bool // the agent is asked to close
 	}{
+		// The sidecar's own close is testdata/script/scenario_close_prompt.txtar.
 		{"agent closes", []string{"-close"}, true},
-		{"sidecar closes", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -98,7 +98,7 @@ func TestDeleteForgetsEverywhere(t *testing.T) {
 		flags      []string
 		agentCalls bool
 	}{
-		{"agent deletes", []string{"-delete"}, true},
+		// The agent's own delete is testdata/script/scenario_delete.txtar.
 		{"sidecar deletes", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

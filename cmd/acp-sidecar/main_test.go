@@ -230,8 +230,9 @@ func TestScript(t *testing.T) {
 		Dir: filepath.Join("testdata", "script"),
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("GORACE", os.Getenv("GORACE"))
-			return nil
+			return scenarioSetup(env)
 		},
+		Cmds: scenarioCmds(),
 	})
 }
 

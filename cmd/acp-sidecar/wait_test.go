@@ -31,8 +31,8 @@ func TestWaitPromptRightAfterKill(t *testing.T) {
 		flags []string
 		rungs []string
 	}{
+		// The load rung is testdata/script/scenario_kill_between.txtar.
 		{"resume", []string{"-resume"}, []string{"session/resume"}},
-		{"load", nil, []string{"session/load"}},
 		{"new", []string{"-load-fails"}, []string{"session/load", "session/new"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

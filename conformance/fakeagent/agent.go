@@ -165,6 +165,10 @@ func (a *agent) frameLine(line []byte) (out []byte, follow [][]byte, done func(e
 	}
 	a.mu.Unlock()
 
+	if a.cfg.AnswerTwice.has(req.method) {
+		follow = append(follow, SecondAnswerLine(env.ID))
+	}
+
 	for _, u := range post {
 		l, err := notificationLine(acp.SessionNotification{SessionId: acp.SessionId(sid), Update: u})
 		if err != nil {

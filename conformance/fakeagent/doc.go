@@ -132,6 +132,12 @@
 //
 // -die-code defaults to 1. -die-after ignores -die-once.
 //
+// # Bugs
+//
+//	-answer-twice M  every request of method M (repeatable, or comma
+//	                 separated) is answered twice: the agent's answer, then
+//	                 at once SecondAnswerLine, an error with the same id
+//
 // # Wire
 //
 // stdout carries nothing but ACP; the SDK connection and the raw writes share

@@ -27,6 +27,7 @@ type config struct {
 	DieOn           diePoints
 	DieOnce         string
 	DieMidLoad      bool
+	AnswerTwice     methodSet
 	Chunks          int
 	ChunkSize       int
 	IDPrefix        string
@@ -90,6 +91,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.Var(&c.DieOn, "die-on", "exit with -die-code on receiving the Nth message of METHOD (`METHOD[:N]`, N default 1), before handling it; repeatable, or comma separated")
 	fs.StringVar(&c.DieOnce, "die-once", c.DieOnce, "-die-on and -die-mid-load fire only if `FILE` does not exist, and create it just before dying, so a restarted agent with the same flags lives")
 	fs.BoolVar(&c.DieMidLoad, "die-mid-load", c.DieMidLoad, "exit right after writing the first replayed session/update of a session/load")
+	fs.Var(&c.AnswerTwice, "answer-twice", "answer every request of `METHOD` twice: the answer, then at once a second one with the same id (SecondAnswerLine); repeatable, or comma separated")
 	fs.IntVar(&c.Chunks, "chunks", c.Chunks, "extra agent_message_chunk updates per prompt after the reply line")
 	fs.IntVar(&c.ChunkSize, "chunk-size", c.ChunkSize, "bytes per extra chunk")
 	fs.StringVar(&c.IDPrefix, "id-prefix", c.IDPrefix, "session id prefix; ids are PREFIX1, PREFIX2, …")
