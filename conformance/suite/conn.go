@@ -20,7 +20,21 @@ type rpcError struct {
 	Data    json.RawMessage `json:"data,omitempty"`
 }
 
-func (e *rpcError) Error() string { return fmt.Sprintf("JSON-RPC error %d: %s", e.Code, e.Message) }
+// Error gives the code, the message and the data, cut: an agent's
+// "Invalid request" says only in its data what it found invalid
+// (codex-acp's "first ACP request must be initialize"), and a check's
+// failure must say which.
+func (e *rpcError) Error() string {
+	s := fmt.Sprintf("JSON-RPC error %d: %s", e.Code, e.Message)
+	if len(e.Data) > 0 && string(e.Data) != "null" {
+		d := string(e.Data)
+		if len(d) > 300 {
+			d = d[:300] + " ..."
+		}
+		s += " (data: " + d + ")"
+	}
+	return s
+}
 
 // envelope is what the conn reads of every line.
 type envelope struct {
