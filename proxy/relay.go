@@ -182,6 +182,13 @@ type Config struct {
 	// stdout; the relay then carries on with it, and frames for the agent
 	// written meanwhile wait in order. ok false ends the relay. Nil ends it.
 	OnAgentExit func(ctx context.Context) (in io.Writer, out io.Reader, ok bool)
+	// OnAgentStarted runs on the relay's goroutine once the agent that
+	// OnAgentExit started has taken the dead one's place: from then on
+	// the sidecar's own calls (Call) reach it. Initialize the new agent
+	// from here, on a goroutine of your own, not from OnAgentExit: a call
+	// made before the swap meets the dead agent's failed stdin and fails
+	// with ErrAgentGone. Nil does nothing.
+	OnAgentStarted func()
 }
 
 // Relay moves frames both ways between a client and an agent. Bytes out equal
@@ -488,8 +495,24 @@ func (r *Relay) agentToClient(ctx context.Context) error {
 			release()
 			return nil
 		}
+		// The client's frame in hand, if any, may have been decided while
+		// the hook still took the old agent for up: the hook learns of the
+		// exit inside OnAgentExit, after awaitFrameInHand, and a request
+		// read meanwhile passes as if nothing had happened. It must meet
+		// the failed output and go back to the hook (UnsentHook), which
+		// keeps it for the new agent until that one is initialized and the
+		// session rebuilt; swapped in first, it would reach the new agent
+		// ahead of the sidecar's initialize, and codex-acp answers a
+		// request before initialize with -32600 "Invalid request". The
+		// wait is short: the Hook does not block, and a write blocked on
+		// the old agent's stdin has ended, as OnAgentExit closed it.
+		r.inFrame.Lock()
 		r.out[ClientToAgent].swap(in)
 		r.agentIn.Store(writerBox{in})
+		r.inFrame.Unlock()
+		if r.cfg.OnAgentStarted != nil {
+			r.cfg.OnAgentStarted()
+		}
 		release()
 		out = next
 	}

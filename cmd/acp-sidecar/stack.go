@@ -81,6 +81,7 @@ func startStack(ctx context.Context, o runOptions, env *runEnv, s stdio, sp stac
 	}
 	if sup.restart {
 		cfg.OnAgentExit = sup.onExit
+		cfg.OnAgentStarted = sup.onStarted
 	}
 	st.relay = proxy.NewRelay(cfg)
 	rec.Bind(st.relay)

@@ -69,6 +69,17 @@ func (s *supervisor) onExit(ctx context.Context) (io.Writer, io.Reader, bool) {
 	s.cur = p
 	s.mu.Unlock()
 	s.log.Info("agent restarted", "agentPid", p.Pid())
+	return p.Stdin, p.Stdout, true
+}
+
+// onStarted is the relay's OnAgentStarted: the restarted agent's stdin is
+// in place, so the sidecar initializes it the way the client did. Started
+// from onExit instead, the initialize could be written before the relay
+// had swapped the new stdin in, fail with ErrAgentGone on the dead
+// agent's, and the new agent would be stopped for nothing, again at each
+// restart until the budget was used up.
+func (s *supervisor) onStarted() {
+	p := s.current()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -77,7 +88,6 @@ func (s *supervisor) onExit(ctx context.Context) (io.Writer, io.Reader, bool) {
 			p.Kill()
 		}
 	}()
-	return p.Stdin, p.Stdout, true
 }
 
 // shutdown stops the current agent; no restart follows.
