@@ -23,7 +23,7 @@ func BenchmarkChainChunk(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
 			r := NewRecorder(RecorderConfig{Store: state.NewMemory(), Queue: 1 << 16})
-			c := NewChain(nil, Stages(r)...)
+			c := NewChain(nil, StageList(r)...)
 			env, err := proxy.Scan([]byte(prompt))
 			if err != nil {
 				b.Fatal(err)

@@ -3,9 +3,10 @@ package intercept
 import (
 	"context"
 	"fmt"
-	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"strings"
 	"testing"
+
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
@@ -57,7 +58,7 @@ func TestIsChunk(t *testing.T) {
 func TestChunkScopes(t *testing.T) {
 	r := NewRecorder(RecorderConfig{Store: state.NewMemory(), Queue: 64})
 	ctx := context.Background()
-	c := NewChain(nil, Stages(r)...)
+	c := NewChain(nil, StageList(r)...)
 	// Put every part in a busy state: a prompt and an initialize in
 	// flight, a replay suppressed, a session being created.
 	for _, raw := range []string{
@@ -71,7 +72,7 @@ func TestChunkScopes(t *testing.T) {
 		f.BeginCreating()
 	})
 	var scoped, asked []string
-	for _, ic := range Stages(r) {
+	for _, ic := range StageList(r) {
 		name := strings.TrimPrefix(fmt.Sprintf("%T", ic), "*")
 		s, ok := ic.(chunkScoped)
 		if !ok || s.claimsChunks() {
@@ -226,7 +227,7 @@ func TestChunkGate(t *testing.T) {
 		if r.gate.open() {
 			continue
 		}
-		for _, ic := range Stages(r) {
+		for _, ic := range StageList(r) {
 			g, ok := ic.(chunkGated)
 			if !ok {
 				continue
@@ -327,7 +328,7 @@ func TestCollectCutsAsClip(t *testing.T) {
 func TestResponseThatLooksLikeAChunk(t *testing.T) {
 	r := NewRecorder(RecorderConfig{Store: state.NewMemory(), Queue: 8})
 	ctx := context.Background()
-	c := NewChain(nil, Stages(r)...)
+	c := NewChain(nil, StageList(r)...)
 	c.Frame(ctx, scanFrame(t, proxy.ClientToAgent, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`))
 	c.Frame(ctx, scanFrame(t, proxy.AgentToClient, `{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"},"params":{"update":{"sessionUpdate":"agent_message_chunk"}}}`))
 	if _, pending := r.led.Request("2"); pending {

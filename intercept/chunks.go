@@ -200,7 +200,7 @@ func (r *Recorder) collect(f *proxy.Frame) {
 	if !ok || len(text) == 0 {
 		return
 	}
-	limit := r.answerBudget()
+	limit := answerBudget(r.cfg.HandoffBudget)
 	buf.mu.Lock()
 	if room := limit - buf.b.Len(); room > len(text) {
 		buf.b.Write(text)

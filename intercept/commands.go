@@ -58,6 +58,10 @@ type commands struct {
 	version string
 }
 
+func newCommands(ops sessionOps, led *ledger.Ledger, lf *life.Life, version string) *commands {
+	return &commands{ops: ops, led: led, life: lf, version: version}
+}
+
 // sessionOps is what the sidecar's commands run on a session: the
 // rebuilds, the rollbacks and the reports, as slash commands and as
 // `_sidecar/*` methods alike.

@@ -27,9 +27,9 @@ func errorCodeOf(raw json.RawMessage) int {
 // translate retries a model change the agent did not understand the other
 // way, on a goroutine (the answer comes through the agent's pump), and
 // reports whether it took the response over.
-func (r *Recorder) translate(ctx context.Context, ev event) bool {
+func translate(b *rebuilder, ctx context.Context, ev event) bool {
 	req := ev.req
-	s := r.sessions[req.sid]
+	s := b.rec.sessions[req.sid]
 	if s == nil {
 		return false
 	}
@@ -68,18 +68,18 @@ func (r *Recorder) translate(ctx context.Context, ev event) bool {
 	default:
 		return false
 	}
-	r.spawn(func(ctx context.Context) {
-		res, err := r.eng.callRaw(ctx, method, params)
+	b.spawn(func(ctx context.Context) {
+		res, err := b.eng.callRaw(ctx, method, params)
 		if err != nil {
 			ev.release(ev.raw) // the agent's own error stands
 			return
 		}
 		var answer []byte
 		var notes [][]byte
-		err = r.do(ctx, func(ctx context.Context) {
+		err = b.rec.do(ctx, func(ctx context.Context) {
 			// Record it as the client's own accepted change, in the words
 			// the agent accepted.
-			r.configAccepted(ctx, &request{method: method, sid: req.sid, params: wire.Encode(params)}, res)
+			b.rec.configAccepted(ctx, &request{method: method, sid: req.sid, params: wire.Encode(params)}, res)
 			if method == wire.SetConfigOption {
 				answer = wire.Response(id, []byte("{}"))
 				var pl wire.ConfigPayload
@@ -87,9 +87,9 @@ func (r *Recorder) translate(ctx context.Context, ev event) bool {
 					notes = append(notes, wire.SessionUpdate(req.sid, map[string]any{"sessionUpdate": "config_option_update", "configOptions": pl.ConfigOptions}))
 				}
 			} else {
-				answer = wire.Response(id, optionsResult(r.sessions[req.sid].rec.Live))
+				answer = wire.Response(id, optionsResult(b.rec.sessions[req.sid].rec.Live))
 			}
-			r.flush(ctx)
+			b.rec.flush(ctx)
 		})
 		if err != nil {
 			ev.release(ev.raw) // the recorder is stopping: the agent's own error stands

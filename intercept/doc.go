@@ -6,9 +6,10 @@
 //
 // The relay reads a line, peeks its envelope (proxy.Scan) and hands it to
 // the Chain, its proxy.Hook. The chain offers the frame to each stage in
-// the order cmd lists them (cmd/acp-sidecar buildChain):
+// the order cmd lists them (cmd/acp-sidecar buildChain, from
+// Recorder.Stages):
 //
-//	client ─▶ relay ─▶ Lifeline ─▶ Commands ─▶ record ─▶ IDs ─▶ Tracker ─▶ agent
+//	client ─▶ relay ─▶ Lifeline ─▶ Commands ─▶ Record ─▶ IDs ─▶ Tracker ─▶ agent
 //	client ◀─ relay ◀─ (the same stages, for the agent's frames)  ◀─────── agent
 //
 // Each stage in turn:
@@ -16,13 +17,13 @@
 //   - Lifeline (lifeline.go, wait.go) gates client requests on the agent's
 //     life. A request that must wait (the agent restarts, its session is
 //     stale or being rebuilt) gets proxy.Hold: the relay keeps its place,
-//     the request waits in the room in arrival order, and then goes on
-//     through the stages after the lifeline (the chain hands every holder
-//     the rest of itself). It also decides session/load, resume and list
-//     where the record knows better than the agent (recover.go), and keeps
-//     the replay of a load the sidecar made from the client. A request the
-//     dead agent never read comes back through proxy.UnsentHook and waits
-//     the same way.
+//     the request waits in the ledger's queue in arrival order, and then
+//     goes on through the stages after the lifeline (the chain hands every
+//     holder the rest of itself). It also decides session/load, resume and
+//     list where the record knows better than the agent (Sessions), keeps
+//     the replay of a load the sidecar made from the client, and drops an
+//     agent's second answer to a request. A request the dead agent never
+//     read comes back through proxy.UnsentHook and waits the same way.
 //   - Commands (commands.go) is the sidecar's own surface: slash commands,
 //     `_sidecar/*` methods (answered with proxy.Defer), the capabilities it
 //     adds to initialize, its command list, and the gate that keeps a
@@ -36,38 +37,65 @@
 //     session behind it is replaced, and holds an agent frame for a session
 //     the sidecar is still creating.
 //   - Tracker (lifeline.go) notes the requests that really reach the agent,
-//     so a dying agent's pending requests can be answered.
+//     so a dying agent's pending requests can be answered, and takes a
+//     request out of the ledger when the agent answers it.
 //
 // A stage's Claims looks only at the peeked envelope; most frames are
 // claimed by no one and cost nothing more. Streamed chunks, the commonest
 // frames by far, are offered only to the stages that say they may claim
 // one (chunkScoped, chunkGated, chunkTaker in chain.go).
 //
+// # Verdicts, and one answer per request
+//
+// A stage's verdict is Pass, Rewrite, Answer, Drop, Hold or Defer. Hold
+// keeps the frame's place in its direction and decides it later, on a
+// goroutine the relay owns (Verdict.Later); Defer decides it later without
+// keeping a place (a slash command's rebuild runs while the client's next
+// frames go on). Every client request the chain takes gets exactly one
+// answer: the relay checks each Later's decision (proxy answerOnce), the
+// lifeline drops an agent's second answer (the ledger remembers what was
+// answered), and an agent's death answers, once, what the ledger says the
+// dead agent had. Under proxy.Config.Strict, which every test runs, a
+// stage's second answer or missing answer is a panic.
+//
 // # Who owns what
 //
-//   - The record's goroutine owns the sessions (Recorder.sessions); others
-//     reach them through Recorder.do.
-//   - The table (table.go) is what the relay goroutines must know at once:
-//     native ids, busy, stale and blocked sessions, armed handoffs. One lock.
-//   - life (lifeline.go) is the agent's phase and generation, shared by the
-//     lifeline, the tracker and the engine; watch (wait.go) waits on it.
-//   - The engine (engine.go, restore.go) talks to the agent to build a
-//     native session and put a config on it, and runs an attempt again when
-//     the agent dies under it. It never touches the record: the Recorder's
-//     rebuilds (rebuild.go, rollback.go, recover.go, switch.go) take a
-//     snapshot, ask the engine, and settle what it built.
-//   - The switchboard (switchboard.go, move.go) puts several agents, each
-//     behind a relay and a Recorder of its own, behind one client.
+//   - The ledger (ledger/) owns everything in flight: the client requests
+//     taken and not yet answered, the agent's requests to the client, the
+//     queue of held requests, and each session's flight state (native id,
+//     busy, stale, blocked, the config owed, the handoff owed). It changes
+//     only through Ledger.Update.
+//   - The agent's life (life/) owns the phase, the generation, the
+//     capabilities and the initialize and authenticate params. The
+//     supervisor moves it through Agent (agent.go); watch (wait.go) waits
+//     on it.
+//   - The record's goroutine owns the sessions' records (Recorder.sessions)
+//     and the store writes; everyone else reaches them through
+//     Recorder.do.
+//   - Run (rebuild.go) is the one way a native session is replaced or its
+//     config restored: each kind of rebuild is a Plan in plans.go, and the
+//     engine (engine.go, restore.go) talks to the agent for it. Run is the
+//     only attempt loop, so a kill at any point converges there.
+//   - Sessions (sessions.go) is what the sidecar does to a session for the
+//     client: the slash commands' and `_sidecar/*` operations, the
+//     emulated load, list, close, delete and fork, and a switch's two
+//     halves for the switchboard.
+//   - The switchboard (switchboard/) puts several agents, each behind a
+//     relay and a Recorder of its own, behind one client.
 //   - wire/ is what ACP frames look like: method names, payload readers and
 //     byte-span edits. proxy/codes.go names every JSON-RPC error code.
+//
+// The owners import no stage. A stage is built from the owners it uses
+// (Recorder.Stages), never from the whole record.
 //
 // # Where a new rule goes
 //
 // A rule about what a frame means goes in the stage that owns the state it
 // reads: a new sidecar method in Commands, a new recorded field in the
-// record, a new way to wait in the lifeline. A new stage is a type with
-// Claims and Intercept, built from the small interface it needs, and added
-// to buildChain in cmd/acp-sidecar. It must not block the relay: slow work
-// returns proxy.Hold or proxy.Defer and runs in Later, on a goroutine the
-// relay owns, which gives each request it took exactly one answer.
+// record, a new way to wait in the lifeline. A new kind of rebuild is a
+// Plan. A new stage is a type with Claims and Intercept, built from the
+// small interface it needs, and added to buildChain in cmd/acp-sidecar. It
+// must not block the relay: slow work returns proxy.Hold or proxy.Defer
+// and runs in Later, on a goroutine the relay owns, which gives each
+// request it took exactly one answer.
 package intercept

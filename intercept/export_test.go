@@ -2,11 +2,12 @@ package intercept
 
 import "github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 
-// Stages is the chain cmd builds (cmd/acp-sidecar buildChain), for the
+// StageList is the chain cmd builds (cmd/acp-sidecar buildChain), for the
 // tests that run frames through it: both lists name every stage in the
 // same order.
-func Stages(r *Recorder) []Interceptor {
-	return []Interceptor{r.Lifeline(), r.Commands(), r, r.IDs(), r.Tracker()}
+func StageList(r *Recorder) []Interceptor {
+	st := r.Stages()
+	return []Interceptor{st.Lifeline, st.Commands, st.Record, st.IDs, st.Tracker}
 }
 
 // promptInFlight puts a prompt the record waits for in r's ledger, as a

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"

@@ -126,7 +126,7 @@ func newHostileRig(t *testing.T, store state.Store, agentArgs ...string) *hrig {
 	relay := proxy.NewRelay(proxy.Config{
 		ClientIn: cInR, ClientOut: cOutW, AgentIn: tapWriter{h, aInW}, AgentOut: mOutR,
 		MaxFrame: hostileMaxFrame, Log: log, Strict: true,
-		Hook: intercept.NewChain(log, intercept.Stages(rec)...),
+		Hook: intercept.NewChain(log, intercept.StageList(rec)...),
 	})
 	rec.Bind(relay)
 	rec.Start(ctx)

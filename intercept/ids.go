@@ -25,6 +25,8 @@ type idMapper struct {
 	gate *chunkGate
 }
 
+func newIDs(led *ledger.Ledger, gate *chunkGate) idMapper { return idMapper{led: led, gate: gate} }
+
 // Claims takes frames with a sessionId once anything is mapped, or while
 // the sidecar is creating a session.
 func (m idMapper) Claims(_ proxy.Direction, env *proxy.Envelope) bool {

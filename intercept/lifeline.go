@@ -51,12 +51,18 @@ type lifelineRecord interface {
 	takeBack(sid string)
 }
 
+func newLifeline(lf *life.Life, led *ledger.Ledger, watch *watch, gate *chunkGate, rec lifelineRecord, log *slog.Logger) *lifeline {
+	return &lifeline{life: lf, led: led, watch: watch, gate: gate, rec: rec, log: log}
+}
+
 func (ll *lifeline) goOnWith(rest restOfChain) { ll.rest = rest }
 
 // tracker is the last interceptor: it notes the client requests that really
 // go to the agent, so they can be answered if it dies, and the agent's
 // requests, whose late answers must not reach its successor.
 type tracker struct{ led *ledger.Ledger }
+
+func newTracker(led *ledger.Ledger) tracker { return tracker{led: led} }
 
 // hushes says whether h keeps the agent's update f from the client.
 func hushes(h ledger.Hush, f *proxy.Frame) bool {
@@ -196,33 +202,6 @@ func (ll *lifeline) Unsent(_ context.Context, f *proxy.Frame) proxy.Verdict {
 	}
 	// The relay has this frame's place: nothing after it was written.
 	return ll.holdAfter(f, sid, nil, gen)
-}
-
-// takeBack takes back the turn of a prompt the agent never received: the
-// ledger no longer holds the prompt (Flight.Unsent), and its turn has not
-// begun.
-func (r *Recorder) takeBack(sid string) {
-	r.enqueue(event{fn: func(ctx context.Context) { r.unbegin(ctx, sid) }})
-}
-
-// unbegin takes back the turn of a prompt the agent never received: it
-// will be recorded when the prompt is sent again. A handoff it carried is
-// owed again.
-func (r *Recorder) unbegin(ctx context.Context, sid string) {
-	r.led.Update(func(f *ledger.Flight) { f.TurnTakenBack(sid) })
-	s := r.sessions[sid]
-	if s == nil || s.turn == nil || s.turn != &s.turns[len(s.turns)-1] {
-		return
-	}
-	handoff := s.turn.HandoffDelivered
-	r.takeAnswer(s.turn.NativeID)
-	s.turns = s.turns[:len(s.turns)-1]
-	s.turn = nil
-	if handoff {
-		s.rec.Handoff = nil
-		r.arm(s)
-		r.putSession(ctx, s)
-	}
 }
 
 // Claims takes client requests and agent requests that made it through,

@@ -22,26 +22,26 @@ import (
 // result, restored as any rebuild restores it, and failing closed.
 
 // opened lets an open's held response go, once the record has it.
-func (r *Recorder) opened(ctx context.Context, s *session, req *request, ev event, result json.RawMessage, before *state.Config) {
+func opened(b *rebuilder, ctx context.Context, s *session, req *request, ev event, result json.RawMessage, before *state.Config) {
 	reopened := req.method == wire.SessionLoad || req.method == wire.SessionResume
 	if before != nil && (reopened || req.method == wire.SessionFork) {
-		r.restoreAfterOpen(ctx, s, ev, result, before)
+		restoreAfterOpen(b, ctx, s, ev, result, before)
 		return
 	}
 	line := ev.raw
 	if reopened {
 		line = withResult(line, withPickers(result, s.rec.Baseline, s.rec.Live))
 	}
-	r.flush(ctx)
-	ev.release(append([][]byte{line}, ownCommands(r.led, s.rec.NativeID, s.rec.ClientID)...)...)
+	b.rec.flush(ctx)
+	ev.release(append([][]byte{line}, ownCommands(b.led, s.rec.NativeID, s.rec.ClientID)...)...)
 }
 
 // restoreAfterOpen puts the config the session had before the agent's own
 // load or resume back on it (openRestorePlan), then lets the response go.
-func (r *Recorder) restoreAfterOpen(ctx context.Context, s *session, ev event, result json.RawMessage, before *state.Config) {
+func restoreAfterOpen(b *rebuilder, ctx context.Context, s *session, ev event, result json.RawMessage, before *state.Config) {
 	// Async: only the marking is done here; the plan's settle says
 	// whatever went wrong, with the response it lets go.
-	_, _ = r.Run(ctx, r.openRestorePlan(s, ev, result, before))
+	_, _ = b.Run(ctx, openRestorePlan(b, s, ev, result, before))
 }
 
 // withResult is a response line with its result replaced.

@@ -18,45 +18,20 @@ import (
 // session", step 1), and every one restores model, then mode, then the
 // rest, failing closed, through the same engine.
 
-// fresh gets an attempt a new native session like the client's.
-func (r *Recorder) fresh(what string) func(ctx context.Context, a *attempt) error {
-	return func(ctx context.Context, a *attempt) error {
-		native, catalog, err := r.eng.newNative(ctx, a.snap.client, a.snap)
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", what, a.snap.client, err)
-		}
-		a.native, a.catalog, a.path = native, catalog, "new"
-		return nil
-	}
-}
-
-// climb gets an attempt a native session by the ladder: resume, load,
-// new. With quiet, a native load's replay is kept from the client.
-func (r *Recorder) climb(quiet bool) func(ctx context.Context, a *attempt) error {
-	return func(ctx context.Context, a *attempt) (err error) {
-		a.native, a.catalog, a.path, err = r.eng.climb(ctx, a.snap.client, a.snap, quiet)
-		return err
-	}
-}
-
-// owed is what a rebuild restores: the config a failed restore still owes,
-// else live.
-func (r *Recorder) owed(a *attempt) *state.Config { return r.led.TargetOr(a.snap.client, a.snap.live) }
-
 // resetPlan gives a session a fresh native session with the same config:
 // the conversation is cleared on purpose, the client's id stays.
-func (r *Recorder) resetPlan(sid string) Plan {
+func resetPlan(b *rebuilder, sid string) Plan {
 	return Plan{
 		what: "reset", sid: sid, busy: true, owes: true,
 		read: func(ctx context.Context) (snapshot, error) {
-			snap, err := r.snapshot(ctx, sid)
+			snap, err := b.rec.snapshot(ctx, sid)
 			if err == nil && snap.running {
 				err = refuse(proxy.CodeBusy, "a turn is running; cancel it or wait for it to end, then reset")
 			}
 			return snap, err
 		},
-		native: r.fresh("reset"),
-		target: r.owed,
+		native: b.fresh("reset"),
+		target: b.owed,
 		after: func(s *session, _ *attempt) {
 			s.rec.ContextFrom = len(s.turns) + 1
 			s.rec.Handoff = nil
@@ -69,14 +44,14 @@ func (r *Recorder) resetPlan(sid string) Plan {
 // native session gets the kept turns with the next prompt. A rollback
 // never uses session/load or resume: the agent's own history holds the
 // turns taken back. rep gets the kept count and the turns taken back.
-func (r *Recorder) rollbackPlan(sid string, keep int, rep *RollbackReport) Plan {
+func rollbackPlan(b *rebuilder, sid string, keep int, rep *RollbackReport) Plan {
 	return Plan{
 		what: "rollback", sid: sid, busy: true, owes: true,
 		read: func(ctx context.Context) (snapshot, error) {
 			var snap snapshot
 			var fail error
-			err := r.do(ctx, func(ctx context.Context) {
-				s := r.sessions[sid]
+			err := b.rec.do(ctx, func(ctx context.Context) {
+				s := b.rec.sessions[sid]
 				switch {
 				case s == nil:
 					fail = refuse(proxy.CodeInvalidParams, "acp-sidecar knows no session %q", sid)
@@ -101,8 +76,8 @@ func (r *Recorder) rollbackPlan(sid string, keep int, rep *RollbackReport) Plan 
 			}
 			return snap, fail
 		},
-		native: r.fresh("rollback"),
-		target: r.owed,
+		native: b.fresh("rollback"),
+		target: b.owed,
 		after: func(s *session, _ *attempt) {
 			vis := visible(s)
 			after := s.rec.ContextFrom - 1 // the last turn kept, by index
@@ -113,10 +88,10 @@ func (r *Recorder) rollbackPlan(sid string, keep int, rep *RollbackReport) Plan 
 				t.Status = state.TurnRolledBack
 			}
 			// The store marks them (memory may hold them without their text).
-			if err := r.cfg.Store.RollBack(r.ctx, sid, max(after, 0)); err != nil {
-				r.log.Warn("record rollback", "session", sid, "err", err)
+			if err := b.cfg.Store.RollBack(b.rec.ctx, sid, max(after, 0)); err != nil {
+				b.log.Warn("record rollback", "session", sid, "err", err)
 			}
-			r.arm(s)
+			b.arm(s)
 		},
 	}
 }
@@ -125,14 +100,14 @@ func (r *Recorder) rollbackPlan(sid string, keep int, rep *RollbackReport) Plan 
 // current native session, and records those values as the client's
 // explicit selections. A session without an original is refused and left
 // unchanged: nothing reconstructs one from mutable data.
-func (r *Recorder) restoreOriginalPlan(sid string) Plan {
+func restoreOriginalPlan(b *rebuilder, sid string) Plan {
 	return Plan{
 		what: "restore-original", sid: sid, busy: true,
 		read: func(ctx context.Context) (snapshot, error) {
-			if err := r.do(ctx, func(ctx context.Context) { r.fixOriginal(ctx, sid) }); err != nil {
+			if err := b.rec.do(ctx, func(ctx context.Context) { b.rec.fixOriginal(ctx, sid) }); err != nil {
 				return snapshot{}, fmt.Errorf("restore-original %s: %w", sid, err)
 			}
-			snap, err := r.snapshot(ctx, sid)
+			snap, err := b.rec.snapshot(ctx, sid)
 			if err == nil && snap.orig == nil {
 				err = refuse(proxy.CodeInvalidParams, "session %s has no recorded original config (it was recorded before originals existed, or imported); nothing was changed", sid)
 			}
@@ -140,22 +115,22 @@ func (r *Recorder) restoreOriginalPlan(sid string) Plan {
 		},
 		native: func(ctx context.Context, a *attempt) error {
 			a.native, a.catalog = a.snap.native, a.snap.live
-			if !r.led.IsStale(sid) {
+			if !b.led.IsStale(sid) {
 				return nil
 			}
 			// The agent died under an earlier attempt: the session needs a
 			// native session again before the original goes onto it.
-			return r.climb(true)(ctx, a)
+			return b.climb(true)(ctx, a)
 		},
 		target: func(a *attempt) *state.Config { return a.snap.orig },
 		after: func(s *session, a *attempt) {
 			if a.path == "new" {
-				r.arm(s)
+				b.arm(s)
 			}
 			if len(a.out.failed) > 0 {
 				return
 			}
-			orig, now := a.snap.orig, r.cfg.Now()
+			orig, now := a.snap.orig, b.cfg.Now()
 			for _, o := range orig.Options {
 				s.rec.Overrides = append(s.rec.Overrides, state.Override{OptionID: o.ID, Category: o.Category, Value: o.Current, At: now})
 			}
@@ -176,22 +151,22 @@ func (r *Recorder) restoreOriginalPlan(sid string) Plan {
 // session/load (its replay kept from the client, which has the history),
 // then session/new with the kept turns handed over. Whichever rung holds,
 // the config is restored after: a native load does not keep it.
-func (r *Recorder) recoverPlan(sid string) Plan {
+func recoverPlan(b *rebuilder, sid string) Plan {
 	return Plan{
 		what: "recovery", sid: sid, busy: true, owes: true,
-		skip:   func() bool { return !r.led.IsStale(sid) }, // another request rebuilt it meanwhile
-		read:   func(ctx context.Context) (snapshot, error) { return r.snapshot(ctx, sid) },
-		native: r.climb(true),
-		target: r.owed,
+		skip:   func() bool { return !b.led.IsStale(sid) }, // another request rebuilt it meanwhile
+		read:   func(ctx context.Context) (snapshot, error) { return b.rec.snapshot(ctx, sid) },
+		native: b.climb(true),
+		target: b.owed,
 		after: func(s *session, a *attempt) {
 			// A native session the agent brought back still lacks a
 			// handoff that never reached its predecessor.
 			if a.path == "new" || s.rec.HandoffPending {
-				r.arm(s)
+				b.arm(s)
 			}
 		},
 		done: func(_ context.Context, a *attempt) {
-			r.log.Info("session rebuilt after the agent's exit", "session", sid, "path", a.path)
+			b.log.Info("session rebuilt after the agent's exit", "session", sid, "path", a.path)
 		},
 	}
 }
@@ -201,28 +176,28 @@ func (r *Recorder) recoverPlan(sid string) Plan {
 // asked for sends the agent's replay to the client, under its own id; a
 // resume sends none, and after a resume or a new session the sidecar sends
 // the recorded history for a load itself.
-func (r *Recorder) reopenPlan(sid, method string, got *attempt) Plan {
+func reopenPlan(b *rebuilder, sid, method string, got *attempt) Plan {
 	var history [][]byte
 	return Plan{
 		what: "reopen", sid: sid, busy: true, owes: true,
-		read:   func(ctx context.Context) (snapshot, error) { return r.snapshot(ctx, sid) },
-		native: r.climb(false),
-		target: r.owed,
+		read:   func(ctx context.Context) (snapshot, error) { return b.rec.snapshot(ctx, sid) },
+		native: b.climb(false),
+		target: b.owed,
 		after: func(s *session, a *attempt) {
 			reopened(&s.rec)
 			if a.path == "new" {
-				r.arm(s)
+				b.arm(s)
 			}
 			if method == wire.SessionLoad && a.path != "load" {
-				history = historyUpdates(sid, replay.Visible(&s.rec, r.fullTurns(r.ctx, s)))
+				history = historyUpdates(sid, replay.Visible(&s.rec, b.rec.fullTurns(b.rec.ctx, s)))
 			}
 		},
 		done: func(_ context.Context, a *attempt) {
 			*got = *a
 			for _, line := range history {
-				r.send(proxy.AgentToClient, line)
+				sendOwn(b.rec.sc, b.log, proxy.AgentToClient, line)
 			}
-			r.log.Info("session reopened", "session", sid, "method", method, "path", a.path)
+			b.log.Info("session reopened", "session", sid, "method", method, "path", a.path)
 		},
 	}
 }
@@ -233,34 +208,34 @@ func (r *Recorder) reopenPlan(sid, method string, got *attempt) Plan {
 // agent's own session/fork, which keeps the real history, tool results
 // and all, where a handoff would carry a summary; any other is a fresh
 // native session, handed the inherited turns with its first prompt.
-func (r *Recorder) forkPlan(parent, child string, at int, whole bool, snap snapshot) Plan {
+func forkPlan(b *rebuilder, parent, child string, at int, whole bool, snap snapshot) Plan {
 	agentForks := false
 	return Plan{
 		what: "fork", sid: child,
 		read: func(context.Context) (snapshot, error) { return snap, nil },
 		native: func(ctx context.Context, a *attempt) error {
 			// The agent cannot fork a native session that died with it.
-			agentForks = whole && r.life.Caps().Fork && snap.native != "" && !r.led.IsStale(parent)
+			agentForks = whole && b.life.Caps().Fork && snap.native != "" && !b.led.IsStale(parent)
 			var err error
 			if agentForks {
-				a.native, a.catalog, err = r.eng.forkNative(ctx, child, snap.native, snap)
+				a.native, a.catalog, err = b.eng.forkNative(ctx, child, snap.native, snap)
 			} else {
-				a.native, a.catalog, err = r.eng.newNative(ctx, child, snap)
+				a.native, a.catalog, err = b.eng.newNative(ctx, child, snap)
 			}
 			if err != nil {
 				return fmt.Errorf("fork %s: %w", parent, err)
 			}
-			err = r.do(ctx, func(ctx context.Context) {
-				now := r.cfg.Now()
+			err = b.rec.do(ctx, func(ctx context.Context) {
+				now := b.cfg.Now()
 				s := &session{started: true}
 				s.rec = state.Session{
-					ClientID: child, NativeID: a.native, NativeHistory: []string{a.native}, Agent: r.cfg.Agent, AgentName: r.cfg.Name,
+					ClientID: child, NativeID: a.native, NativeHistory: []string{a.native}, Agent: b.cfg.Agent, AgentName: b.cfg.Name,
 					Cwd: snap.cwd, McpServers: snap.mcp, AdditionalDirectories: snap.dirs, Created: now,
 					Baseline: cloneConfig(a.catalog), Live: a.catalog, Original: cloneConfig(snap.live),
 					Lineage: &state.Lineage{ParentID: parent, ForkTurn: at},
 				}
-				r.sessions[child] = s
-				r.putSession(ctx, s)
+				b.rec.sessions[child] = s
+				b.rec.putSession(ctx, s)
 			})
 			if err != nil {
 				return fmt.Errorf("fork %s: record the child: %w", parent, err)
@@ -270,7 +245,7 @@ func (r *Recorder) forkPlan(parent, child string, at int, whole bool, snap snaps
 		target: func(*attempt) *state.Config { return snap.live },
 		after: func(s *session, _ *attempt) {
 			if !agentForks {
-				r.arm(s) // the fresh session lacks the conversation: hand it over
+				b.arm(s) // the fresh session lacks the conversation: hand it over
 			}
 		},
 	}
@@ -285,39 +260,39 @@ func (r *Recorder) forkPlan(parent, child string, at int, whole bool, snap snaps
 // user chose the move, and the agent's own values are a sound place to
 // start. The target may die under the move: it starts again on the
 // restarted target, from the same record.
-func (r *Recorder) adoptPlan(sid string, rep *SwitchReport) Plan {
+func adoptPlan(b *rebuilder, sid string, rep *SwitchReport) Plan {
 	var old *state.Session
 	var setErrs []state.SetError
 	return Plan{
 		what: "switch", sid: sid, busy: true,
 		read: func(ctx context.Context) (snapshot, error) {
 			var err error
-			if old, err = r.cfg.Store.Session(ctx, sid); err != nil {
+			if old, err = b.cfg.Store.Session(ctx, sid); err != nil {
 				return snapshot{}, fmt.Errorf("adopt %s: read the record: %w", sid, err)
 			}
-			turns, err := r.cfg.Store.Turns(ctx, sid)
+			turns, err := b.cfg.Store.Turns(ctx, sid)
 			if err != nil {
 				return snapshot{}, fmt.Errorf("adopt %s: read the turns: %w", sid, err)
 			}
-			err = r.do(ctx, func(context.Context) {
+			err = b.rec.do(ctx, func(context.Context) {
 				s := &session{rec: *old, turns: turns, started: true}
 				for i := range s.turns {
 					lighten(&s.turns[i])
 				}
 				thinOut(s)
-				r.sessions[sid] = s
+				b.rec.sessions[sid] = s
 			})
 			if err != nil {
 				return snapshot{}, fmt.Errorf("adopt %s: %w", sid, err)
 			}
 			return snapshot{client: sid, cwd: old.Cwd, mcp: old.McpServers, dirs: old.AdditionalDirectories}, nil
 		},
-		native: r.fresh("adopt"),
+		native: b.fresh("adopt"),
 		target: func(a *attempt) *state.Config {
 			var target *state.Config
-			target, setErrs = settingsTarget(a.catalog, r.cfg.Settings)
-			*rep = SwitchReport{SessionID: sid, Agent: r.cfg.Name, NativeSessionID: a.native}
-			rep.Carried, rep.NotCarried = carry(old.Live, target, r.cfg.Name)
+			target, setErrs = settingsTarget(a.catalog, b.cfg.Settings)
+			*rep = SwitchReport{SessionID: sid, Agent: b.cfg.Name, NativeSessionID: a.native}
+			rep.Carried, rep.NotCarried = carry(old.Live, target, b.cfg.Name)
 			return target
 		},
 		settle: func(ctx context.Context, a *attempt) Report {
@@ -330,12 +305,12 @@ func (r *Recorder) adoptPlan(sid string, rep *SwitchReport) Plan {
 			}
 			out := a.out
 			out.failed = nil
-			res := r.settle(ctx, sid, a.native, out, func(s *session) {
-				s.rec.AgentName, s.rec.Agent = r.cfg.Name, r.cfg.Agent
+			res := b.settle(ctx, sid, a.native, out, func(s *session) {
+				s.rec.AgentName, s.rec.Agent = b.cfg.Name, b.cfg.Agent
 				s.rec.Baseline = cloneConfig(a.catalog)
 				s.rec.SetErrors = append(s.rec.SetErrors, setErrs...)
-				r.arm(s)
-				rep.KeptTurns = len(replay.Kept(r.conversation(s)))
+				b.arm(s)
+				rep.KeptTurns = len(replay.Kept(b.conversation(s)))
 			})
 			rep.Config = res.Config
 			return res
@@ -345,7 +320,7 @@ func (r *Recorder) adoptPlan(sid string, rep *SwitchReport) Plan {
 			if rep.Options == nil {
 				rep.Options = optionsOf(a.out.catalog)
 			}
-			r.log.Info("session moved to this agent", "session", sid, "agent", r.cfg.Name, "native", a.native)
+			b.log.Info("session moved to this agent", "session", sid, "agent", b.cfg.Name, "native", a.native)
 		},
 	}
 }
@@ -367,7 +342,7 @@ func keep(native string, catalog *state.Config) func(ctx context.Context, a *att
 // config_option_update that follows a model change names the effort and
 // mode before their calls): they are kept from the client, and the
 // response is followed by the restore's own report of where it settled.
-func (r *Recorder) openRestorePlan(s *session, ev event, result json.RawMessage, before *state.Config) Plan {
+func openRestorePlan(b *rebuilder, s *session, ev event, result json.RawMessage, before *state.Config) Plan {
 	native, client := s.rec.NativeID, s.rec.ClientID
 	return Plan{
 		what: "restore after " + ev.req.method, sid: client, busy: true, shared: true, once: true, hushConfig: true, async: true,
@@ -375,23 +350,23 @@ func (r *Recorder) openRestorePlan(s *session, ev event, result json.RawMessage,
 		target: func(*attempt) *state.Config { return before },
 		settle: func(ctx context.Context, a *attempt) Report {
 			out := a.out
-			r.settleHeld(ev, func(ctx context.Context) {
+			b.settleHeld(ev, func(ctx context.Context) {
 				var blocked *state.Blocked
 				switch {
 				case out.lost:
 					// The agent died under the restore: the rebuild that
 					// follows aims at the whole target, not at what landed.
-					r.led.Update(func(f *ledger.Flight) { f.Owe(client, before) })
+					b.led.Update(func(f *ledger.Flight) { f.Owe(client, before) })
 				case len(out.failed) > 0:
-					blocked = blockedBy(out, r.cfg.Now())
-					r.led.Update(func(f *ledger.Flight) { f.Owe(client, before) })
+					blocked = blockedBy(out, b.cfg.Now())
+					b.led.Update(func(f *ledger.Flight) { f.Owe(client, before) })
 				default:
-					r.led.Update(func(f *ledger.Flight) { f.Owe(client, nil) })
+					b.led.Update(func(f *ledger.Flight) { f.Owe(client, nil) })
 				}
-				r.led.Update(func(f *ledger.Flight) { f.SetBlocked(client, blocked) })
+				b.led.Update(func(f *ledger.Flight) { f.SetBlocked(client, blocked) })
 				s.rec.Live, s.rec.Blocked = out.catalog, blocked
-				r.putSession(ctx, s)
-				r.flush(ctx)
+				b.rec.putSession(ctx, s)
+				b.rec.flush(ctx)
 				res := result
 				if out.optionsRaw != nil {
 					if next, err := wire.SetPath(res, out.optionsRaw, "configOptions"); err == nil {
@@ -399,7 +374,7 @@ func (r *Recorder) openRestorePlan(s *session, ev event, result json.RawMessage,
 					}
 				}
 				lines := [][]byte{withResult(ev.raw, withPickers(res, before, out.catalog))}
-				lines = append(lines, ownCommands(r.led, native, client)...)
+				lines = append(lines, ownCommands(b.led, native, client)...)
 				ev.release(append(lines, out.notifications(client)...)...)
 			})
 			return Report{}
@@ -412,46 +387,30 @@ func (r *Recorder) openRestorePlan(s *session, ev event, result json.RawMessage,
 // the session is followed at once by the settled config, and the original
 // is taken only after it. A setting the agent does not take is recorded
 // and logged, not blocking: the session runs on the agent's value.
-func (r *Recorder) settingsPlan(s *session, ev event) Plan {
+func settingsPlan(b *rebuilder, s *session, ev event) Plan {
 	native, client := s.rec.NativeID, s.rec.ClientID
-	target, setErrs := settingsTarget(s.rec.Live, r.cfg.Settings)
+	target, setErrs := settingsTarget(s.rec.Live, b.cfg.Settings)
 	return Plan{
 		what: "start-up settings", sid: client, once: true, hushConfig: true, async: true,
 		native: keep(native, cloneConfig(s.rec.Live)),
 		target: func(*attempt) *state.Config { return target },
 		settle: func(ctx context.Context, a *attempt) Report {
 			out := a.out
-			r.settleHeld(ev, func(ctx context.Context) {
+			b.settleHeld(ev, func(ctx context.Context) {
 				s.rec.Live = out.catalog
 				for _, f := range out.failed {
 					s.rec.SetErrors = append(s.rec.SetErrors, state.SetError{OptionID: f.Field, Value: wire.Unquote(f.Want), Err: f.Reason})
 				}
 				s.rec.SetErrors = append(s.rec.SetErrors, setErrs...)
 				for _, e := range s.rec.SetErrors {
-					r.log.Error("start-up setting not applied; the session runs on the agent's value", "session", client, "option", e.OptionID, "value", e.Value, "reason", e.Err)
+					b.log.Error("start-up setting not applied; the session runs on the agent's value", "session", client, "option", e.OptionID, "value", e.Value, "reason", e.Err)
 				}
-				r.putSession(ctx, s)
-				r.flush(ctx)
-				lines := append([][]byte{ev.raw}, ownCommands(r.led, native, client)...)
+				b.rec.putSession(ctx, s)
+				b.rec.flush(ctx)
+				lines := append([][]byte{ev.raw}, ownCommands(b.led, native, client)...)
 				ev.release(append(lines, out.notifications(client)...)...)
 			})
 			return Report{}
 		},
-	}
-}
-
-// settleHeld runs fn on the recorder's goroutine for the held response of
-// ev, and waits for it. Whatever befalls fn, the response goes: as fn
-// lets it, or as it came when fn fails on it or the recorder has stopped
-// (apply, enqueue).
-func (r *Recorder) settleHeld(ev event, fn func(ctx context.Context)) {
-	done := make(chan struct{})
-	r.enqueue(event{fn: func(ctx context.Context) {
-		defer close(done)
-		fn(ctx)
-	}, release: ev.release, raw: ev.raw})
-	select {
-	case <-done:
-	case <-r.done:
 	}
 }

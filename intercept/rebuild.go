@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
@@ -111,38 +112,6 @@ func configMap(c *state.Config) map[string]string {
 	return out
 }
 
-// spawn runs fn on a goroutine the recorder owns; Close waits for it.
-func (r *Recorder) spawn(fn func(ctx context.Context)) {
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		fn(r.ctx)
-	}()
-}
-
-// do runs fn on the recorder's goroutine, where the sessions live, and waits
-// for it. Never call it from that goroutine.
-func (r *Recorder) do(ctx context.Context, fn func(ctx context.Context)) error {
-	done := make(chan struct{})
-	ev := event{fn: func(ctx context.Context) {
-		defer close(done)
-		fn(ctx)
-	}}
-	select {
-	case r.events <- ev:
-	case <-r.done:
-		return errors.New("the recorder has stopped")
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case <-done:
-		return nil
-	case <-r.done:
-		return errors.New("the recorder has stopped")
-	}
-}
-
 // snapshot is what a rebuild needs of a session, copied off the recorder.
 type snapshot struct {
 	client  string
@@ -155,12 +124,6 @@ type snapshot struct {
 	running bool
 }
 
-func (r *Recorder) snapshot(ctx context.Context, sid string) (snapshot, error) {
-	var snap snapshot
-	err := r.onSession(ctx, sid, func(_ context.Context, s *session) { snap = snapshotOf(s) })
-	return snap, err
-}
-
 // snapshotOf copies what a rebuild needs of s; it runs on the recorder's
 // goroutine.
 func snapshotOf(s *session) snapshot {
@@ -168,22 +131,6 @@ func snapshotOf(s *session) snapshot {
 		client: s.rec.ClientID, native: s.rec.NativeID, live: cloneConfig(s.rec.Live), orig: cloneConfig(s.rec.Original),
 		cwd: s.rec.Cwd, mcp: s.rec.McpServers, dirs: s.rec.AdditionalDirectories, running: s.turn != nil,
 	}
-}
-
-// onSession runs fn on the recorder's goroutine with the session sid, or
-// refuses when the recorder holds no such session.
-func (r *Recorder) onSession(ctx context.Context, sid string, fn func(ctx context.Context, s *session)) error {
-	found := false
-	err := r.do(ctx, func(ctx context.Context) {
-		if s := r.sessions[sid]; s != nil {
-			found = true
-			fn(ctx, s)
-		}
-	})
-	if err == nil && !found {
-		err = refuse(proxy.CodeInvalidParams, "acp-sidecar knows no session %q", sid)
-	}
-	return err
 }
 
 // A Plan is one kind of rebuild as data (plans.go has every one): how the
@@ -241,38 +188,106 @@ type attempt struct {
 	out     outcome
 }
 
+// blockedBy is the mark of a session whose restore failed: the fields it
+// names refuse prompts until the user resets or accepts (fail closed).
+func blockedBy(out outcome, at time.Time) *state.Blocked {
+	re := &replay.RestoreError{Fields: out.failed}
+	return &state.Blocked{Fields: re.Names(), Reason: re.Error(), At: at}
+}
+
+func nilOr(c *state.Config) any {
+	if c == nil {
+		return nil
+	}
+	return configMap(c)
+}
+
+// fresh gets an attempt a new native session like the client's.
+func (b *rebuilder) fresh(what string) func(ctx context.Context, a *attempt) error {
+	return func(ctx context.Context, a *attempt) error {
+		native, catalog, err := b.eng.newNative(ctx, a.snap.client, a.snap)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", what, a.snap.client, err)
+		}
+		a.native, a.catalog, a.path = native, catalog, "new"
+		return nil
+	}
+}
+
+// climb gets an attempt a native session by the ladder: resume, load,
+// new. With quiet, a native load's replay is kept from the client.
+func (b *rebuilder) climb(quiet bool) func(ctx context.Context, a *attempt) error {
+	return func(ctx context.Context, a *attempt) (err error) {
+		a.native, a.catalog, a.path, err = b.eng.climb(ctx, a.snap.client, a.snap, quiet)
+		return err
+	}
+}
+
+// owed is what a rebuild restores: the config a failed restore still owes,
+// else live.
+func (b *rebuilder) owed(a *attempt) *state.Config { return b.led.TargetOr(a.snap.client, a.snap.live) }
+
+// settleHeld runs fn on the recorder's goroutine for the held response of
+// ev, and waits for it. Whatever befalls fn, the response goes: as fn
+// lets it, or as it came when fn fails on it or the recorder has stopped
+// (apply, enqueue).
+func (b *rebuilder) settleHeld(ev event, fn func(ctx context.Context)) {
+	done := make(chan struct{})
+	b.rec.enqueue(event{fn: func(ctx context.Context) {
+		defer close(done)
+		fn(ctx)
+	}, release: ev.release, raw: ev.raw})
+	select {
+	case <-done:
+	case <-b.rec.done:
+	}
+}
+
+// arm marks the session's native session as lacking the kept turns, and
+// readies the text its next prompt carries.
+func (b *rebuilder) arm(s *session) {
+	h := replay.BuildHandoff(replay.Kept(b.conversation(s)), b.cfg.HandoffBudget)
+	s.rec.HandoffPending = h.Text != ""
+	b.led.Update(func(f *ledger.Flight) { f.Arm(s.rec.ClientID, h) })
+}
+
+// conversation is what a fresh native session must be told for s.
+func (b *rebuilder) conversation(s *session) []state.Turn {
+	return replay.Conversation(&s.rec, b.rec.fullTurns(b.rec.ctx, s), b.lookup(b.rec.ctx))
+}
+
 // Run carries out a plan: begin (the busy mark), attempt (a native
 // session, then the restore), settle (the record, the client told), end.
 // When the agent dies under an attempt, nothing of it is settled: the
 // session owes its target, and once a restarted agent is up the attempt
 // runs again, from the same capture (DESIGN.md "While the agent's side is
 // being rebuilt, the client waits"). So a kill at any point converges.
-func (r *Recorder) Run(ctx context.Context, p Plan) (Report, error) {
+func (b *rebuilder) Run(ctx context.Context, p Plan) (Report, error) {
 	end := func() {}
 	if p.busy {
-		cur, ok := begin(r.led, p.sid, p.what)
+		cur, ok := begin(b.led, p.sid, p.what)
 		switch {
 		case ok:
-			end = func() { r.led.Update(func(f *ledger.Flight) { f.End(p.sid) }) }
+			end = func() { b.led.Update(func(f *ledger.Flight) { f.End(p.sid) }) }
 		case !p.shared:
 			return Report{}, refuse(proxy.CodeBusy, "a %s is already running on this session", cur)
 		}
 	}
 	if p.async {
-		r.spawn(func(ctx context.Context) {
+		b.spawn(func(ctx context.Context) {
 			defer end()
 			// What went wrong is the plan's settle's to say: it sees it.
-			_, _ = r.attempts(ctx, p)
+			_, _ = b.attempts(ctx, p)
 		})
 		return Report{}, nil
 	}
 	defer end()
-	return r.attempts(ctx, p)
+	return b.attempts(ctx, p)
 }
 
 // attempts is Run's loop: it tries the plan until an attempt settles on an
 // agent that stayed up through it, or fails for a reason of its own.
-func (r *Recorder) attempts(ctx context.Context, p Plan) (Report, error) {
+func (b *rebuilder) attempts(ctx context.Context, p Plan) (Report, error) {
 	if p.skip != nil && p.skip() {
 		return Report{}, nil
 	}
@@ -290,9 +305,9 @@ func (r *Recorder) attempts(ctx context.Context, p Plan) (Report, error) {
 		// The life is read before the phase; Agent.Gone sets the phase
 		// before it counts the life, so an attempt never pairs the dead
 		// agent's phase with the next life's count.
-		a := &attempt{gen: r.life.Gen(), snap: snap}
-		if !p.once && r.life.Phase() != life.Up {
-			if err := r.watch.awaitUp(ctx, func() bool { return true }); err != nil {
+		a := &attempt{gen: b.life.Gen(), snap: snap}
+		if !p.once && b.life.Phase() != life.Up {
+			if err := b.watch.awaitUp(ctx, func() bool { return true }); err != nil {
 				return Report{}, fmt.Errorf("%s %s: %w", p.what, p.sid, err)
 			}
 			continue
@@ -301,7 +316,7 @@ func (r *Recorder) attempts(ctx context.Context, p Plan) (Report, error) {
 			if !agentLost(err) || p.once {
 				return Report{}, err
 			}
-			if err := r.lost(ctx, p, a); err != nil {
+			if err := b.lost(ctx, p, a); err != nil {
 				return Report{}, err
 			}
 			continue
@@ -309,12 +324,12 @@ func (r *Recorder) attempts(ctx context.Context, p Plan) (Report, error) {
 		a.target = p.target(a)
 		done := func() {}
 		if p.hushConfig {
-			done = hush(r.led, a.native, ledger.HushConfig)
+			done = hush(b.led, a.native, ledger.HushConfig)
 		}
-		a.out = r.eng.restore(ctx, a.native, a.target, a.catalog)
+		a.out = b.eng.restore(ctx, a.native, a.target, a.catalog)
 		done()
-		if (a.out.lost || r.life.Gen() != a.gen) && !p.once {
-			if err := r.lost(ctx, p, a); err != nil {
+		if (a.out.lost || b.life.Gen() != a.gen) && !p.once {
+			if err := b.lost(ctx, p, a); err != nil {
 				return Report{}, err
 			}
 			continue
@@ -323,7 +338,7 @@ func (r *Recorder) attempts(ctx context.Context, p Plan) (Report, error) {
 		if p.settle != nil {
 			rep = p.settle(ctx, a)
 		} else {
-			rep = r.settle(ctx, p.sid, a.native, a.out, func(s *session) {
+			rep = b.settle(ctx, p.sid, a.native, a.out, func(s *session) {
 				if p.after != nil {
 					p.after(s, a)
 				}
@@ -331,7 +346,7 @@ func (r *Recorder) attempts(ctx context.Context, p Plan) (Report, error) {
 		}
 		// The session is no longer stale, unless the agent died meanwhile:
 		// the native session this attempt made died with that agent.
-		r.led.Update(func(f *ledger.Flight) { f.Settled(p.sid, a.gen) })
+		b.led.Update(func(f *ledger.Flight) { f.Settled(p.sid, a.gen) })
 		if p.done != nil {
 			p.done(ctx, a)
 		}
@@ -341,12 +356,12 @@ func (r *Recorder) attempts(ctx context.Context, p Plan) (Report, error) {
 
 // lost ends an attempt the agent died under: the target is owed, and the
 // next attempt waits for a restarted agent.
-func (r *Recorder) lost(ctx context.Context, p Plan, a *attempt) error {
+func (b *rebuilder) lost(ctx context.Context, p Plan, a *attempt) error {
 	if p.owes && a.target != nil {
-		r.led.Update(func(f *ledger.Flight) { f.Owe(p.sid, a.target) })
+		b.led.Update(func(f *ledger.Flight) { f.Owe(p.sid, a.target) })
 	}
-	r.log.Info("the agent exited during a rebuild; it runs again from its capture once the agent is back", "session", p.sid, "rebuild", p.what)
-	if err := r.watch.awaitAgent(ctx, a.gen); err != nil {
+	b.log.Info("the agent exited during a rebuild; it runs again from its capture once the agent is back", "session", p.sid, "rebuild", p.what)
+	if err := b.watch.awaitAgent(ctx, a.gen); err != nil {
 		return fmt.Errorf("%s %s: %w", p.what, p.sid, err)
 	}
 	return nil
@@ -354,21 +369,21 @@ func (r *Recorder) lost(ctx context.Context, p Plan, a *attempt) error {
 
 // settle records a rebuild's outcome, blocks the session when a field
 // failed, and tells the client what changed.
-func (r *Recorder) settle(ctx context.Context, sid, native string, out outcome, also func(*session)) Report {
+func (b *rebuilder) settle(ctx context.Context, sid, native string, out outcome, also func(*session)) Report {
 	rep := Report{SessionID: sid, NativeSessionID: native, Failed: out.failed, Blocked: len(out.failed) > 0, Config: configMap(out.catalog)}
 	for _, s := range out.applied {
 		rep.Restored = append(rep.Restored, s.Field)
 	}
 	var blocked *state.Blocked
 	if len(out.failed) > 0 {
-		blocked = blockedBy(out, r.cfg.Now())
-		r.led.Update(func(f *ledger.Flight) { f.Owe(sid, out.target) })
+		blocked = blockedBy(out, b.cfg.Now())
+		b.led.Update(func(f *ledger.Flight) { f.Owe(sid, out.target) })
 	} else {
-		r.led.Update(func(f *ledger.Flight) { f.Owe(sid, nil) })
+		b.led.Update(func(f *ledger.Flight) { f.Owe(sid, nil) })
 	}
-	r.led.Update(func(f *ledger.Flight) { f.SetBlocked(sid, blocked) })
-	err := r.do(ctx, func(ctx context.Context) {
-		s := r.sessions[sid]
+	b.led.Update(func(f *ledger.Flight) { f.SetBlocked(sid, blocked) })
+	err := b.rec.do(ctx, func(ctx context.Context) {
+		s := b.rec.sessions[sid]
 		if s == nil {
 			return
 		}
@@ -381,101 +396,60 @@ func (r *Recorder) settle(ctx context.Context, sid, native string, out outcome, 
 		if also != nil {
 			also(s)
 		}
-		r.putSession(ctx, s)
-		r.flush(ctx)
+		b.rec.putSession(ctx, s)
+		b.rec.flush(ctx)
 	})
 	if err != nil {
 		// Only a stopping recorder refuses: the session lives on the
 		// fresh native session, and the record keeps the one before.
-		r.log.Error("rebuilt session not recorded", "session", sid, "native", native, "err", err)
+		b.log.Error("rebuilt session not recorded", "session", sid, "native", native, "err", err)
 	}
 	for _, line := range out.notifications(sid) {
-		r.send(proxy.AgentToClient, line)
+		sendOwn(b.rec.sc, b.log, proxy.AgentToClient, line)
 	}
 	if blocked != nil {
-		r.log.Error("restore failed; prompts to this session are refused", "session", sid, "fields", strings.Join(blocked.Fields, ","))
+		b.log.Error("restore failed; prompts to this session are refused", "session", sid, "fields", strings.Join(blocked.Fields, ","))
 	}
 	return rep
 }
 
-// blockedBy is the mark of a session whose restore failed: the fields it
-// names refuse prompts until the user resets or accepts (fail closed).
-func blockedBy(out outcome, at time.Time) *state.Blocked {
-	re := &replay.RestoreError{Fields: out.failed}
-	return &state.Blocked{Fields: re.Names(), Reason: re.Error(), At: at}
+// rebuilder carries out Plans (Run) on the native sessions behind the
+// record's sessions: it asks the engine for a native session and a
+// restore, and settles the outcome on the record's goroutine.
+type rebuilder struct {
+	rec   *Recorder // the record; its sessions live on its goroutine (do)
+	eng   *engine
+	led   *ledger.Ledger
+	life  *life.Life
+	watch *watch
+	log   *slog.Logger
+	cfg   *RecorderConfig
 }
 
-// Reset gives a session a fresh native session with the same config
-// (resetPlan).
-func (r *Recorder) Reset(ctx context.Context, sid string) (Report, error) {
-	return r.Run(ctx, r.resetPlan(sid))
+// spawn runs fn on a goroutine the recorder owns; its Close waits for it.
+func (b *rebuilder) spawn(fn func(ctx context.Context)) {
+	b.rec.wg.Add(1)
+	go func() {
+		defer b.rec.wg.Done()
+		fn(b.rec.ctx)
+	}()
 }
 
-// RestoreOriginal puts the session's immutable original back on it
-// (restoreOriginalPlan).
-func (r *Recorder) RestoreOriginal(ctx context.Context, sid string) (Report, error) {
-	return r.Run(ctx, r.restoreOriginalPlan(sid))
-}
-
-// AcceptConfig lifts a block: the session goes on with what the agent has.
-func (r *Recorder) AcceptConfig(ctx context.Context, sid string) error {
-	if _, err := r.snapshot(ctx, sid); err != nil {
-		return err
-	}
-	r.led.Update(func(f *ledger.Flight) { f.SetBlocked(sid, nil) })
-	r.led.Update(func(f *ledger.Flight) { f.Owe(sid, nil) })
-	return r.do(ctx, func(ctx context.Context) {
-		if s := r.sessions[sid]; s != nil {
-			s.rec.Blocked = nil
-			r.putSession(ctx, s)
-			r.flush(ctx)
+// lookup finds a fork's parent for its inheritance: in this process, else
+// in the store (the parent may belong to an earlier run).
+func (b *rebuilder) lookup(ctx context.Context) replay.Lookup {
+	return func(id string) (*state.Session, []state.Turn, bool) {
+		if p := b.rec.sessions[id]; p != nil {
+			return &p.rec, b.rec.fullTurns(ctx, p), true
 		}
-	})
-}
-
-// Status is the `_sidecar/status` result.
-func (r *Recorder) Status(ctx context.Context, sid string) (map[string]any, error) {
-	var res map[string]any
-	err := r.onSession(ctx, sid, func(_ context.Context, s *session) {
-		kept := 0
-		for _, t := range s.turns {
-			if t.Status != state.TurnRolledBack {
-				kept++
-			}
+		rec, err := b.cfg.Store.Session(ctx, id)
+		if err != nil {
+			return nil, nil, false
 		}
-		res = map[string]any{
-			"sessionId": sid, "nativeSessionId": s.rec.NativeID, "nativeHistory": s.rec.NativeHistory,
-			"live": configMap(s.rec.Live), "original": nilOr(s.rec.Original), "blocked": s.rec.Blocked,
-			"turns": len(s.turns), "keptTurns": kept,
+		turns, err := b.cfg.Store.Turns(ctx, id)
+		if err != nil {
+			return nil, nil, false
 		}
-		if r.cfg.Name != "" {
-			res["agent"] = r.cfg.Name
-		}
-	})
-	return res, err
-}
-
-func nilOr(c *state.Config) any {
-	if c == nil {
-		return nil
+		return rec, turns, true
 	}
-	return configMap(c)
-}
-
-// StatusText is `/sidecar-status`.
-func (r *Recorder) StatusText(ctx context.Context, sid string) (string, error) {
-	st, err := r.Status(ctx, sid)
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "acp-sidecar: session %s, native session %v", sid, st["nativeSessionId"])
-	if a, ok := st["agent"].(string); ok {
-		fmt.Fprintf(&b, " on agent %s", a)
-	}
-	fmt.Fprintf(&b, "\nconfig: %s\nturns: %v (%v kept)", configLine(st["live"].(map[string]string)), st["turns"], st["keptTurns"])
-	if blocked, ok := st["blocked"].(*state.Blocked); ok && blocked != nil {
-		fmt.Fprintf(&b, "\nblocked: %s", blocked.Reason)
-	}
-	return b.String(), nil
 }

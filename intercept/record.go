@@ -100,6 +100,8 @@ type Recorder struct {
 	gate  *chunkGate      // shared by the stages gated for chunks
 	eng   *engine         // builds native sessions and restores their config
 	agent *Agent          // the agent's life as the supervisor tells it
+	rb    *rebuilder      // carries out the rebuilds (Run)
+	ops   *Sessions       // what the sidecar does to sessions
 	ctx   context.Context // for the goroutines the recorder owns; set by Start
 
 	// Owned by the run goroutine.
@@ -192,40 +194,43 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 	r.watch = &watch{life: r.life, ready: ready, quit: r.quit, timeout: cfg.HoldTimeout}
 	r.eng = &engine{led: r.led, life: r.life, watch: r.watch, log: cfg.Log, callTimeout: cfg.CallTimeout}
 	r.gate = &chunkGate{led: r.led}
-	r.agent = &Agent{life: r.life, led: r.led, turns: r, log: cfg.Log, callTimeout: cfg.CallTimeout}
+	r.rb = &rebuilder{rec: r, eng: r.eng, led: r.led, life: r.life, watch: r.watch, log: cfg.Log, cfg: &r.cfg}
+	r.ops = &Sessions{rec: r, rb: r.rb, eng: r.eng, led: r.led, life: r.life, log: cfg.Log, cfg: &r.cfg}
+	r.agent = &Agent{life: r.life, led: r.led, turns: r.ops, log: cfg.Log, callTimeout: cfg.CallTimeout}
 	return r
 }
 
-// The chain's stages that share the recorder's state, each built with only
-// what it needs. cmd lists them in chain order (buildChain): the lifeline
-// first, to gate requests on the agent's life; the sidecar's own surfaces
-// (what they answer is never recorded nor sent on); the record itself; the
-// session-id mapping, which must see client ids on their way in and give
-// agent frames their client ids on their way out; and the tracker last, to
-// note only what really reaches the agent.
-
-// Lifeline is the stage that gates client requests on the agent's life.
-func (r *Recorder) Lifeline() Interceptor {
-	return &lifeline{life: r.life, led: r.led, watch: r.watch, gate: r.gate, rec: r, log: r.log}
+// Stages are the chain's stages for one agent. cmd lists them in chain
+// order (buildChain): the lifeline first, to gate requests on the agent's
+// life; the sidecar's own surfaces (what they answer is never recorded nor
+// sent on); the record itself; the session-id mapping, which must see
+// client ids on their way in and give agent frames their client ids on
+// their way out; and the tracker last, to note only what really reaches
+// the agent.
+type Stages struct {
+	Lifeline, Commands, Record, IDs, Tracker Interceptor
 }
 
-// Commands is the stage of the sidecar's own surfaces: slash commands,
-// `_sidecar/*`, the capability advertisement and the prompt gate.
-func (r *Recorder) Commands() Interceptor {
-	return &commands{ops: r, led: r.led, life: r.life, version: r.cfg.Version}
+// Stages builds the chain's stages, each from only what it uses of the
+// owners they share.
+func (r *Recorder) Stages() Stages {
+	return Stages{
+		Lifeline: newLifeline(r.life, r.led, r.watch, r.gate, r.ops, r.log),
+		Commands: newCommands(r.ops, r.led, r.life, r.cfg.Version),
+		Record:   r,
+		IDs:      newIDs(r.led, r.gate),
+		Tracker:  newTracker(r.led),
+	}
 }
-
-// IDs is the stage that keeps the client's session ids stable.
-func (r *Recorder) IDs() Interceptor { return idMapper{led: r.led, gate: r.gate} }
-
-// Tracker is the stage that notes what really reaches the agent.
-func (r *Recorder) Tracker() Interceptor { return tracker{led: r.led} }
 
 // Bind gives the recorder the relay it acts through. Call it before frames flow.
 func (r *Recorder) Bind(sc Sidecar) { r.sc, r.eng.sc, r.agent.sc = sc, sc, sc }
 
 // Agent is the agent's life, which the supervisor moves.
 func (r *Recorder) Agent() *Agent { return r.agent }
+
+// Sessions is what the sidecar does to sessions, for the switchboard.
+func (r *Recorder) Sessions() *Sessions { return r.ops }
 
 // Start runs the recorder's goroutine until Close.
 func (r *Recorder) Start(ctx context.Context) {
@@ -293,7 +298,13 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		return proxy.Verdict{}, nil
 	}
 	if f.Dir == proxy.AgentToClient && string(f.Env.Update) == updSubagent {
-		r.noteChild(f)
+		if child, parent, ok := childOf(f, r.log); ok {
+			r.mu.Lock()
+			if _, known := r.kids[child]; !known {
+				r.kids[child] = parent
+			}
+			r.mu.Unlock()
+		}
 		return proxy.Verdict{}, nil
 	}
 	ev := event{dir: f.Dir, method: string(f.Env.Method), update: string(f.Env.Update), raw: append([]byte(nil), f.Raw...)}
@@ -329,7 +340,7 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 			ev.req = &request{id: id, method: q.Method, sid: q.Session}
 		}
 		ev.life = r.life.Gen()
-		if ev.req != nil && r.holds(ev.req.method) {
+		if ev.req != nil && holds(ev.req.method) {
 			return r.holdFor(ev), nil
 		}
 	}
@@ -340,7 +351,7 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 // holds says which responses wait for their write: the ones that complete a
 // config change or a turn, and session/new when start-up settings must be
 // applied before the client may act on the session.
-func (r *Recorder) holds(method string) bool {
+func holds(method string) bool {
 	switch method {
 	case wire.SetMode, wire.SetConfigOption, wire.SetModel, wire.Prompt:
 		return true
@@ -427,7 +438,8 @@ func (r *Recorder) apply(ctx context.Context, ev event) {
 		r.params[ev.req.id] = msg.Params
 		r.clientRequest(ctx, ev)
 	case ev.dir == proxy.ClientToAgent:
-		r.cancel(ev)
+		// A session/cancel: the turn's status comes from its stop reason,
+		// as a cancel is only a request, and the agent may finish anyway.
 	case ev.req != nil:
 		ev.req.params = r.params[ev.req.id]
 		delete(r.params, ev.req.id)
@@ -481,10 +493,6 @@ func (r *Recorder) fixOriginal(ctx context.Context, sid string) {
 	r.putSession(ctx, s)
 }
 
-// cancel notes a session/cancel. The turn's status comes from its stop
-// reason; a cancel is only a request, and the agent may finish anyway.
-func (r *Recorder) cancel(event) {}
-
 // response records what a request achieved, then lets a held response go.
 func (r *Recorder) response(ctx context.Context, ev event) {
 	var msg struct {
@@ -508,28 +516,28 @@ func (r *Recorder) response(ctx context.Context, ev event) {
 			if s != nil && ev.release != nil {
 				if req.method == wire.SessionNew && len(r.cfg.Settings) > 0 {
 					// The response waits until the start-up settings are in.
-					r.applySettings(ctx, s, ev)
+					applySettings(r.rb, ctx, s, ev)
 					return
 				}
-				r.opened(ctx, s, req, ev, msg.Result, before)
+				opened(r.rb, ctx, s, req, ev, msg.Result, before)
 				return
 			}
 		}
 	case wire.SetConfigOption, wire.SetMode, wire.SetModel:
 		if !failed {
 			r.configAccepted(ctx, req, msg.Result)
-		} else if ev.release != nil && errorCodeOf(msg.Error) == proxy.CodeMethodNotFound && r.translate(ctx, ev) {
+		} else if ev.release != nil && errorCodeOf(msg.Error) == proxy.CodeMethodNotFound && translate(r.rb, ctx, ev) {
 			return
 		}
 	case wire.Prompt:
 		r.turnEnded(ctx, req.sid, msg.Result, failed)
 	case wire.SessionClose:
 		if !failed {
-			r.markClosed(ctx, req.sid)
+			r.ops.markClosed(ctx, req.sid)
 		}
 	case wire.SessionDelete:
 		if !failed {
-			if err := r.forget(ctx, req.sid); err != nil {
+			if err := r.ops.forget(ctx, req.sid); err != nil {
 				// The agent deleted it; the record could not follow. Say so
 				// in the log, where the user looks when `show` still has it.
 				r.log.Error("the agent deleted the session, the record did not", "session", req.sid, "err", err)
@@ -547,7 +555,7 @@ func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.
 	var ids struct {
 		SessionID string `json:"sessionId"`
 	}
-	r.decoded(req.method+" result", result, &ids) // without an id, the request names the session
+	decoded(r.log, req.method+" result", result, &ids) // without an id, the request names the session
 	sid := ids.SessionID
 	if sid == "" {
 		sid = req.sid // load and resume answer without the id
@@ -560,7 +568,7 @@ func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.
 		McpServers            json.RawMessage `json:"mcpServers"`
 		AdditionalDirectories []string        `json:"additionalDirectories"`
 	}
-	r.decoded(req.method+" params", req.params, &p) // what decoded is kept; a bad field stays empty
+	decoded(r.log, req.method+" params", req.params, &p) // what decoded is kept; a bad field stays empty
 	cfg := wire.ConfigFromResult(result)
 	s := r.sessions[sid]
 	if s == nil {
@@ -603,14 +611,13 @@ func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.
 	s.rec.Live = cfg
 	r.led.Update(func(f *ledger.Flight) { f.Remap(sid, native, life) })
 	if req.method == wire.SessionFork && req.sid != "" {
-		s.rec.Lineage = &state.Lineage{ParentID: req.sid, ForkTurn: len(r.keptTurns(req.sid)) + 1}
+		s.rec.Lineage = &state.Lineage{ParentID: req.sid, ForkTurn: len(keptTurns(r.sessions[req.sid])) + 1}
 	}
 	r.putSession(ctx, s)
 	return s
 }
 
-func (r *Recorder) keptTurns(sid string) []state.Turn {
-	s := r.sessions[sid]
+func keptTurns(s *session) []state.Turn {
 	if s == nil {
 		return nil
 	}
@@ -636,14 +643,14 @@ func (r *Recorder) configAccepted(ctx context.Context, req *request, result json
 		ModeID   string          `json:"modeId"`
 		ModelID  string          `json:"modelId"`
 	}
-	if !r.decoded(req.method+" params", req.params, &p) {
+	if !decoded(r.log, req.method+" params", req.params, &p) {
 		return // the agent took a change we cannot read: the record keeps what it knew
 	}
 	ov := state.Override{At: r.cfg.Now()}
 	switch req.method {
 	case wire.SetConfigOption:
 		var res wire.ConfigPayload
-		if r.decoded(req.method+" result", result, &res) {
+		if decoded(r.log, req.method+" result", result, &res) {
 			if opts, ok := wire.ParseOptions(res.ConfigOptions); ok {
 				s.rec.Live = withOptions(s.rec.Live, opts)
 			}
@@ -678,7 +685,7 @@ func (r *Recorder) turnEnded(ctx context.Context, sid string, result json.RawMes
 	var res struct {
 		StopReason string `json:"stopReason"`
 	}
-	r.decoded("session/prompt result", result, &res) // an unreadable stopReason stays empty
+	decoded(r.log, "session/prompt result", result, &res) // an unreadable stopReason stays empty
 	t.StopReason = res.StopReason
 	switch {
 	case failed:
@@ -766,7 +773,10 @@ func (r *Recorder) update(ctx context.Context, ev event) {
 	}
 	s := r.sessions[r.led.ClientOf(n.Params.SessionID)]
 	if s == nil {
-		if parent := r.parentOf(n.Params.SessionID); parent != "" && (ev.update == "tool_call" || ev.update == "tool_call_update") {
+		r.mu.Lock()
+		parent := r.kids[n.Params.SessionID]
+		r.mu.Unlock()
+		if parent != "" && (ev.update == "tool_call" || ev.update == "tool_call_update") {
 			s = r.sessions[r.led.ClientOf(parent)] // a subagent's tool call belongs to its parent's turn
 		}
 	}
@@ -824,22 +834,16 @@ func (r *Recorder) putSession(ctx context.Context, s *session) {
 	err := r.cfg.Store.PutSession(ctx, &rec)
 	switch {
 	case errors.Is(err, state.ErrDeleted):
-		r.deletedElsewhere(s.rec.ClientID)
+		// Deleted while this process held it (`acp-sidecar delete` from the
+		// shell, another sidecar): the store refuses its writes, and
+		// nothing here writes it back.
+		sid := s.rec.ClientID
+		delete(r.sessions, sid)
+		r.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
+		r.log.Info("session was deleted elsewhere; no longer recorded", "session", sid)
 	case err != nil && !errors.Is(err, state.ErrOriginalExists):
 		r.log.Warn("record session", "session", s.rec.ClientID, "err", err)
 	}
-}
-
-// deletedElsewhere lets go of a session that was deleted while this process
-// held it (`acp-sidecar delete` from the shell, another sidecar): the
-// store refuses its writes, and nothing here writes it back.
-func (r *Recorder) deletedElsewhere(sid string) {
-	if _, held := r.sessions[sid]; !held {
-		return
-	}
-	delete(r.sessions, sid)
-	r.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
-	r.log.Info("session was deleted elsewhere; no longer recorded", "session", sid)
 }
 
 func (r *Recorder) putTurn(ctx context.Context, s *session, t *state.Turn) {
@@ -850,7 +854,7 @@ func (r *Recorder) putTurn(ctx context.Context, s *session, t *state.Turn) {
 		cp.Prompt = nil
 	}
 	cp.PromptText = clip(cp.PromptText, maxRecordedText)
-	cp.Answer = clipped(cp.Answer, r.answerBudget())
+	cp.Answer = clipped(cp.Answer, answerBudget(r.cfg.HandoffBudget))
 	if err := r.cfg.Store.PutTurn(ctx, s.rec.ClientID, &cp); err != nil {
 		// The store's error can quote the value; the log never holds the
 		// conversation, so only the error's kind is kept.
@@ -866,8 +870,8 @@ const maxRecordedText = 1 << 20
 // turn's end is written before its response goes on (DESIGN.md
 // "Processes"), so every byte kept here delays that response: a whole
 // answer of megabytes held the response back by tens of milliseconds.
-func (r *Recorder) answerBudget() int {
-	if b := r.cfg.HandoffBudget; b > 0 {
+func answerBudget(handoffBudget int) int {
+	if b := handoffBudget; b > 0 {
 		return min(b, replay.MaxBudget)
 	}
 	return replay.DefaultBudget
@@ -891,13 +895,58 @@ func (r *Recorder) flush(ctx context.Context) {
 
 // decoded decodes raw into v, and logs what could not be read. Go's
 // decoder keeps the fields it could read, so a caller may go on with them.
-func (r *Recorder) decoded(what string, raw json.RawMessage, v any) bool {
+func decoded(log *slog.Logger, what string, raw json.RawMessage, v any) bool {
 	if wire.IsNull(raw) {
 		return true // absent: nothing to read, and nothing wrong
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
-		r.log.Warn("cannot read "+what+"; recording what could be read", "err", err)
+		log.Warn("cannot read "+what+"; recording what could be read", "err", err)
 		return false
 	}
 	return true
+}
+
+// do runs fn on the recorder's goroutine, where the sessions live, and waits
+// for it. Never call it from that goroutine.
+func (r *Recorder) do(ctx context.Context, fn func(ctx context.Context)) error {
+	done := make(chan struct{})
+	ev := event{fn: func(ctx context.Context) {
+		defer close(done)
+		fn(ctx)
+	}}
+	select {
+	case r.events <- ev:
+	case <-r.done:
+		return errors.New("the recorder has stopped")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-r.done:
+		return errors.New("the recorder has stopped")
+	}
+}
+
+func (r *Recorder) snapshot(ctx context.Context, sid string) (snapshot, error) {
+	var snap snapshot
+	err := r.onSession(ctx, sid, func(_ context.Context, s *session) { snap = snapshotOf(s) })
+	return snap, err
+}
+
+// onSession runs fn on the recorder's goroutine with the session sid, or
+// refuses when the recorder holds no such session.
+func (r *Recorder) onSession(ctx context.Context, sid string, fn func(ctx context.Context, s *session)) error {
+	found := false
+	err := r.do(ctx, func(ctx context.Context) {
+		if s := r.sessions[sid]; s != nil {
+			found = true
+			fn(ctx, s)
+		}
+	})
+	if err == nil && !found {
+		err = refuse(proxy.CodeInvalidParams, "acp-sidecar knows no session %q", sid)
+	}
+	return err
 }

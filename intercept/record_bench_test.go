@@ -84,7 +84,7 @@ func newTurnRig(b *testing.B, store state.Store, chunks int) *turnRig {
 	var rec *intercept.Recorder
 	if store != nil {
 		rec = intercept.NewRecorder(intercept.RecorderConfig{Store: store, Agent: []string{"bench"}})
-		chain = intercept.Stages(rec)
+		chain = intercept.StageList(rec)
 	}
 	relay := proxy.NewRelay(proxy.Config{
 		ClientIn: cInR, ClientOut: cOutW, AgentIn: aInW, AgentOut: aOutR,

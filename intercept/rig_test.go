@@ -68,7 +68,7 @@ func newRigWith(t testing.TB, opts rigOptions, cfg intercept.RecorderConfig, age
 	r.recorder = intercept.NewRecorder(cfg)
 	pcfg := proxy.Config{
 		ClientIn: cInR, ClientOut: cOutW, AgentIn: aIn, AgentOut: aOut,
-		Hook: intercept.NewChain(nil, intercept.Stages(r.recorder)...),
+		Hook: intercept.NewChain(nil, intercept.StageList(r.recorder)...),
 	}
 	if opts.restart {
 		pcfg.OnAgentExit = func(ctx context.Context) (io.Writer, io.Reader, bool) {

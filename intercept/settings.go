@@ -64,7 +64,7 @@ func settingsTarget(live *state.Config, settings []Setting) (*state.Config, []st
 
 // applySettings applies the start-up settings to a new session while its
 // session/new response is held (settingsPlan).
-func (r *Recorder) applySettings(ctx context.Context, s *session, ev event) {
+func applySettings(b *rebuilder, ctx context.Context, s *session, ev event) {
 	// Async, and the plan's settle records what did not apply.
-	_, _ = r.Run(ctx, r.settingsPlan(s, ev))
+	_, _ = b.Run(ctx, settingsPlan(b, s, ev))
 }

@@ -2,6 +2,7 @@ package intercept
 
 import (
 	"encoding/json"
+	"log/slog"
 
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
@@ -24,11 +25,11 @@ const updSubagent = "subagent_update"
 // as the process, as the parent may reuse a child in later turns.
 type children map[string]string
 
-// noteChild registers the child a subagent_update announces. It runs on
-// the relay's goroutine, before any frame of the child can be read (the
-// agent must announce a child before it sends anything for it), so the
-// child's first chunk already finds it.
-func (r *Recorder) noteChild(f *proxy.Frame) {
+// childOf reads the child a subagent_update announces, and its parent's
+// native id. The record notes it on the relay's goroutine, before any frame
+// of the child can be read (the agent must announce a child before it
+// sends anything for it), so the child's first chunk already finds it.
+func childOf(f *proxy.Frame, log *slog.Logger) (child, parent string, ok bool) {
 	var n struct {
 		Params struct {
 			SessionID string `json:"sessionId"`
@@ -38,19 +39,8 @@ func (r *Recorder) noteChild(f *proxy.Frame) {
 		} `json:"params"`
 	}
 	if err := json.Unmarshal(f.Raw, &n); err != nil || n.Params.Update.SessionID == "" {
-		r.log.Warn("a subagent_update without a readable child session id", "err", err)
-		return
+		log.Warn("a subagent_update without a readable child session id", "err", err)
+		return "", "", false
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, known := r.kids[n.Params.Update.SessionID]; !known {
-		r.kids[n.Params.Update.SessionID] = n.Params.SessionID
-	}
-}
-
-// parentOf is the parent's native id of a child session, or "".
-func (r *Recorder) parentOf(native string) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.kids[native]
+	return n.Params.Update.SessionID, n.Params.SessionID, true
 }

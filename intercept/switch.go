@@ -1,15 +1,12 @@
 package intercept
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
-	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
-	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -57,59 +54,6 @@ func (s SwitchReport) Text(from string) string {
 		}
 	}
 	return b.String()
-}
-
-// Lend readies a session to leave this agent: it refuses while a turn runs
-// or a rebuild is under way, writes what the record holds, and keeps the
-// session busy until the returned function says how the move ended. A
-// session that moved is forgotten here; its native session stays with the
-// agent, unused, and its late frames keep their client id.
-func (r *Recorder) Lend(ctx context.Context, sid string) (done func(moved bool), err error) {
-	if what, ok := begin(r.led, sid, "switch"); !ok {
-		return nil, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
-	}
-	running := false
-	err = r.do(ctx, func(ctx context.Context) {
-		s := r.sessions[sid]
-		if s == nil {
-			return
-		}
-		if running = s.turn != nil; !running {
-			r.putSession(ctx, s)
-			r.flush(ctx)
-		}
-	})
-	if err == nil && running {
-		err = refuse(proxy.CodeBusy, "a turn is running; cancel it or wait for it to end, then switch agents")
-	}
-	if err != nil {
-		r.led.Update(func(f *ledger.Flight) { f.End(sid) })
-		return nil, err
-	}
-	return func(moved bool) {
-		if moved {
-			r.do(context.WithoutCancel(ctx), func(context.Context) { delete(r.sessions, sid) })
-			r.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
-		}
-		r.led.Update(func(f *ledger.Flight) { f.End(sid) })
-	}, nil
-}
-
-// Adopt takes over a session another agent ran, from the record: a fresh
-// native session with the same cwd, MCP servers and directories; this
-// agent's start-up settings; the mode carried over when this agent offers
-// the same mode id (models and other options stay with their agent); and a
-// handoff of every kept turn, whichever agent ran it, armed for the next
-// prompt. What did not carry is reported, not blocking: the user chose the
-// move, and the agent's own values are a sound place to start.
-func (r *Recorder) Adopt(ctx context.Context, sid string) (SwitchReport, error) {
-	var rep SwitchReport
-	if _, err := r.Run(ctx, r.adoptPlan(sid, &rep)); err != nil {
-		r.do(context.WithoutCancel(ctx), func(context.Context) { delete(r.sessions, sid) })
-		r.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
-		return SwitchReport{}, err
-	}
-	return rep, nil
 }
 
 // carry sets on target the mode of from when target offers the same mode
@@ -188,46 +132,4 @@ func optionsOf(c *state.Config) json.RawMessage {
 		return nil
 	}
 	return p.ConfigOptions
-}
-
-// ConfigOptions is a session's configOptions list as the agent last
-// reported it, for a move that finds the session already where it should be.
-func (r *Recorder) ConfigOptions(ctx context.Context, sid string) (json.RawMessage, error) {
-	var out json.RawMessage
-	err := r.onSession(ctx, sid, func(_ context.Context, s *session) { out = optionsOf(s.rec.Live) })
-	return out, err
-}
-
-// Revive brings back, from the record, a session this agent ran before it
-// was started again: the session is rebuilt on its next request, by the
-// same ladder as after a crash (resume, load, or new with a handoff).
-func (r *Recorder) Revive(ctx context.Context, sid string) error {
-	var err error
-	if derr := r.do(ctx, func(ctx context.Context) { _, err = r.revive(ctx, sid) }); derr != nil {
-		return derr
-	}
-	return err
-}
-
-// revive loads a session the recorder does not hold from the store and
-// marks it stale; it reports whether the session was already held. It runs
-// on the recorder's goroutine.
-func (r *Recorder) revive(ctx context.Context, sid string) (held bool, err error) {
-	if r.sessions[sid] != nil {
-		return true, nil
-	}
-	old, err := r.cfg.Store.Session(ctx, sid)
-	if err != nil {
-		return false, err
-	}
-	s := &session{rec: *old, started: true}
-	if turns, err := r.cfg.Store.Turns(ctx, sid); err == nil {
-		s.turns = turns
-	}
-	r.sessions[sid] = s
-	r.led.Update(func(f *ledger.Flight) {
-		f.Remap(sid, old.NativeID, f.Life())
-		f.MarkStale(sid)
-	})
-	return false, nil
 }

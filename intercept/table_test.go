@@ -2,8 +2,9 @@ package intercept
 
 import (
 	"context"
-	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"testing"
+
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
@@ -193,10 +194,10 @@ func (ll *lifeline) awaitReady(ctx context.Context, w *ledger.Waiter) error {
 	}
 }
 
-// send writes a frame of the sidecar's own; a failure means the client is
-// gone, and there is nobody left to tell.
-func (r *Recorder) send(dir proxy.Direction, line []byte) {
-	if err := r.sc.Send(dir, line); err != nil {
-		r.log.Debug("send", "dir", dir.String(), "err", err)
+// sendOwn writes a frame of the sidecar's own; a failure means the client
+// is gone, and there is nobody left to tell.
+func sendOwn(sc Sidecar, log *slog.Logger, dir proxy.Direction, line []byte) {
+	if err := sc.Send(dir, line); err != nil {
+		log.Debug("send", "dir", dir.String(), "err", err)
 	}
 }

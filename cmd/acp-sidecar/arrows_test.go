@@ -89,6 +89,40 @@ func TestImportArrows(t *testing.T) {
 	if checked == 0 {
 		t.Fatalf("go list found no packages of %s under %s", module, root)
 	}
+
+	// Inside intercept/, the owners import no stage (DESIGN.md "The
+	// house"): intercept/ itself, where the stages are, and the
+	// switchboard are out of their reach.
+	for line := range strings.Lines(list) {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || !strings.HasPrefix(rel(fields[0]), "intercept") {
+			continue
+		}
+		pkg := rel(fields[0])
+		may, known := interceptArrows[pkg]
+		if !known {
+			t.Errorf("%s is a package of intercept/ with no arrows: give it its place in interceptArrows", pkg)
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if to := rel(imp); strings.HasPrefix(to, "intercept") && !slices.Contains(may, to) {
+				t.Errorf("%s imports %s; of intercept/ it may import only %v", pkg, to, may)
+			}
+		}
+	}
+}
+
+// interceptArrows is, for each package of intercept/, the packages of
+// intercept/ it may import. The ledger and the agent's life own one kind
+// of state each and import nothing of intercept/; wire/ is what frames
+// look like; the stages and the record import those; the switchboard
+// stands above one agent's intercept.
+var interceptArrows = map[string][]string{
+	"intercept/ledger":      {},
+	"intercept/life":        {},
+	"intercept/wire":        {},
+	"intercept":             {"intercept/ledger", "intercept/life", "intercept/wire"},
+	"intercept/switchboard": {"intercept", "intercept/wire"},
 }
 
 // rule says what from/ may import, for a failure message.

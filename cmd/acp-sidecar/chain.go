@@ -15,23 +15,25 @@ import (
 func buildChain(ctx context.Context, log *slog.Logger, rec *intercept.Recorder, record bool) *intercept.Chain {
 	var stages []intercept.Interceptor
 	if record {
+		st := rec.Stages()
 		stages = []intercept.Interceptor{
 			// Gates client requests on the agent's life: a request that
 			// must wait (the agent restarts, its session is rebuilt) is
 			// held here, and goes on through the stages after this one.
-			rec.Lifeline(),
+			// It drops an agent's second answer to a request.
+			st.Lifeline,
 			// The sidecar's own surfaces: slash commands, `_sidecar/*`,
 			// the capabilities it adds to initialize, the prompt gate.
 			// What they answer is never recorded nor sent on.
-			rec.Commands(),
+			st.Commands,
 			// The record: config layers and turns.
-			rec,
+			st.Record,
 			// Keeps the client's session ids stable over rebuilds: it sees
 			// client ids on their way in, and gives agent frames theirs.
-			rec.IDs(),
+			st.IDs,
 			// Notes what really reaches the agent, to answer it if the
 			// agent dies.
-			rec.Tracker(),
+			st.Tracker,
 		}
 	}
 	if log.Enabled(ctx, slog.LevelDebug) {

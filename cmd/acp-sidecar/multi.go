@@ -170,7 +170,7 @@ func (ss *stackSet) start(ctx context.Context, o runOptions, env *runEnv, s stdi
 		ss.mu.Unlock()
 	})
 	return &switchboard.Backend{
-		Rec: st.rec, Relay: st.relay, Done: ended,
+		Rec: st.rec.Sessions(), Relay: st.relay, Done: ended,
 		// Stopping is the client's EOF: the relay closes the agent's
 		// stdin, and the stack's shutdown owner takes it from there.
 		Stop: func() {

@@ -27,7 +27,7 @@ type Recorder interface {
 	ConfigOptions(ctx context.Context, sid string) (json.RawMessage, error)
 }
 
-var _ Recorder = (*intercept.Recorder)(nil)
+var _ Recorder = (*intercept.Sessions)(nil)
 
 // refuse is an error the client reads, under its JSON-RPC code; the
 // recorder's refusals are of the same type.

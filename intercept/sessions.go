@@ -1,0 +1,630 @@
+package intercept
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
+	"github.com/acp-sidecar/acp-sidecar/intercept/life"
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
+	"github.com/acp-sidecar/acp-sidecar/proxy"
+	"github.com/acp-sidecar/acp-sidecar/replay"
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// Sessions is what the sidecar does to a session on the client's behalf,
+// as a slash command, a `_sidecar/*` method, a stage's emulation or the
+// switchboard's move: the rebuilds (through Run), the rollbacks, the
+// reports, and what the record does for a close, a delete and the agent's
+// death. It runs its record work on the record's goroutine (do).
+type Sessions struct {
+	rec  *Recorder
+	rb   *rebuilder
+	eng  *engine
+	led  *ledger.Ledger
+	life *life.Life
+	log  *slog.Logger
+	cfg  *RecorderConfig
+}
+
+// Reset gives a session a fresh native session with the same config
+// (resetPlan).
+func (o *Sessions) Reset(ctx context.Context, sid string) (Report, error) {
+	return o.rb.Run(ctx, resetPlan(o.rb, sid))
+}
+
+// RestoreOriginal puts the session's immutable original back on it
+// (restoreOriginalPlan).
+func (o *Sessions) RestoreOriginal(ctx context.Context, sid string) (Report, error) {
+	return o.rb.Run(ctx, restoreOriginalPlan(o.rb, sid))
+}
+
+// AcceptConfig lifts a block: the session goes on with what the agent has.
+func (o *Sessions) AcceptConfig(ctx context.Context, sid string) error {
+	if _, err := o.rec.snapshot(ctx, sid); err != nil {
+		return err
+	}
+	o.led.Update(func(f *ledger.Flight) { f.SetBlocked(sid, nil) })
+	o.led.Update(func(f *ledger.Flight) { f.Owe(sid, nil) })
+	return o.rec.do(ctx, func(ctx context.Context) {
+		if s := o.rec.sessions[sid]; s != nil {
+			s.rec.Blocked = nil
+			o.rec.putSession(ctx, s)
+			o.rec.flush(ctx)
+		}
+	})
+}
+
+// Status is the `_sidecar/status` result.
+func (o *Sessions) Status(ctx context.Context, sid string) (map[string]any, error) {
+	var res map[string]any
+	err := o.rec.onSession(ctx, sid, func(_ context.Context, s *session) {
+		kept := 0
+		for _, t := range s.turns {
+			if t.Status != state.TurnRolledBack {
+				kept++
+			}
+		}
+		res = map[string]any{
+			"sessionId": sid, "nativeSessionId": s.rec.NativeID, "nativeHistory": s.rec.NativeHistory,
+			"live": configMap(s.rec.Live), "original": nilOr(s.rec.Original), "blocked": s.rec.Blocked,
+			"turns": len(s.turns), "keptTurns": kept,
+		}
+		if o.cfg.Name != "" {
+			res["agent"] = o.cfg.Name
+		}
+	})
+	return res, err
+}
+
+// StatusText is `/sidecar-status`.
+func (o *Sessions) StatusText(ctx context.Context, sid string) (string, error) {
+	st, err := o.Status(ctx, sid)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "acp-sidecar: session %s, native session %v", sid, st["nativeSessionId"])
+	if a, ok := st["agent"].(string); ok {
+		fmt.Fprintf(&b, " on agent %s", a)
+	}
+	fmt.Fprintf(&b, "\nconfig: %s\nturns: %v (%v kept)", configLine(st["live"].(map[string]string)), st["turns"], st["keptTurns"])
+	if blocked, ok := st["blocked"].(*state.Blocked); ok && blocked != nil {
+		fmt.Fprintf(&b, "\nblocked: %s", blocked.Reason)
+	}
+	return b.String(), nil
+}
+
+// Rewind takes back the last n turns.
+func (o *Sessions) Rewind(ctx context.Context, sid string, n int) (RollbackReport, error) {
+	count := 0
+	if err := o.rec.onSession(ctx, sid, func(_ context.Context, s *session) { count = len(visible(s)) }); err != nil {
+		return RollbackReport{}, err
+	}
+	if n < 1 || n > count {
+		return RollbackReport{}, refuse(proxy.CodeInvalidParams, "cannot rewind %d turns: the conversation has %d", n, count)
+	}
+	return o.Rollback(ctx, sid, count-n)
+}
+
+// Rollback keeps turns 1..keep of the current conversation and takes the
+// rest back (rollbackPlan).
+func (o *Sessions) Rollback(ctx context.Context, sid string, keep int) (RollbackReport, error) {
+	var rep RollbackReport
+	res, err := o.rb.Run(ctx, rollbackPlan(o.rb, sid, keep, &rep))
+	if err != nil {
+		return RollbackReport{}, err
+	}
+	rep.Report = res
+	return rep, nil
+}
+
+// Fork starts a new client session from a parent's conversation up to its
+// kept turn at (all of it when at is 0), with the parent's config restored
+// and the lineage recorded. A fork of the whole conversation on an agent
+// that forks is the agent's session/fork; any other is a fresh native
+// session, handed the inherited turns with its first prompt.
+func (o *Sessions) Fork(ctx context.Context, parent string, at int) (Report, error) {
+	var snap snapshot
+	var fail error
+	whole := false // the fork takes the whole conversation
+	err := o.rec.do(ctx, func(ctx context.Context) {
+		p := o.rec.sessions[parent]
+		if p == nil {
+			fail = refuse(proxy.CodeInvalidParams, "acp-sidecar knows no session %q", parent)
+			return
+		}
+		n := len(visible(p))
+		if at == 0 {
+			at = n
+		}
+		if at < 0 || at > n {
+			fail = refuse(proxy.CodeInvalidParams, "atTurn %d is out of range: the session has %d turns", at, n)
+			return
+		}
+		whole = at == n
+		snap = snapshot{native: p.rec.NativeID, live: cloneConfig(o.led.TargetOr(parent, p.rec.Live)), cwd: p.rec.Cwd, mcp: p.rec.McpServers, dirs: p.rec.AdditionalDirectories}
+	})
+	if err != nil {
+		return Report{}, fmt.Errorf("fork %s: %w", parent, err)
+	}
+	if fail != nil {
+		return Report{}, fail
+	}
+	child := newClientID()
+	return o.rb.Run(ctx, forkPlan(o.rb, parent, child, at, whole, snap))
+}
+
+// forkHere implements lifelineRecord: a fork of the whole conversation, and
+// the session/fork result that tells the client about it.
+func (o *Sessions) forkHere(ctx context.Context, parent string) (string, []byte, error) {
+	rep, err := o.Fork(ctx, parent, 0)
+	if err != nil {
+		return "", nil, err
+	}
+	snap, err := o.rec.snapshot(ctx, rep.SessionID)
+	if err != nil {
+		return "", nil, fmt.Errorf("fork %s: %w", parent, err)
+	}
+	result := wire.Encode(map[string]string{"sessionId": rep.SessionID})
+	return rep.SessionID, withPickers(result, nil, snap.live), nil
+}
+
+// Recover rebuilds a session whose native session died with the agent, by
+// the crash ladder (recoverPlan).
+func (o *Sessions) Recover(ctx context.Context, sid string) error {
+	_, err := o.rb.Run(ctx, recoverPlan(o.rb, sid))
+	return err
+}
+
+// reopen brings back a session the record knows for a client's load or
+// resume, and returns the result to answer with; nil means the session is
+// live here and the request can go to the agent as it is. For a load that
+// is emulated, the recorded history goes to the client first, as the agent
+// would have sent it.
+func (o *Sessions) reopen(ctx context.Context, sid, method string) ([]byte, error) {
+	live := false
+	err := o.rec.do(ctx, func(ctx context.Context) {
+		if held, _ := o.revive(ctx, sid); held {
+			live = !o.led.IsStale(sid)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if live {
+		caps := o.life.Caps()
+		if method == wire.SessionResume && !caps.Resume || method == wire.SessionLoad && !caps.Load {
+			return o.reopenLive(ctx, sid, method)
+		}
+		return nil, nil
+	}
+	if !o.led.IsStale(sid) {
+		return nil, state.ErrNotFound
+	}
+	var a attempt
+	if _, err := o.rb.Run(ctx, reopenPlan(o.rb, sid, method, &a)); err != nil {
+		return nil, err
+	}
+	out, catalog, snap := a.out, a.catalog, a.snap
+	// The agent's newest full option list, and the pickers with the
+	// values it accepted in the restore (pickers.go).
+	result := map[string]any{}
+	if out.optionsRaw != nil {
+		result["configOptions"] = out.optionsRaw
+	} else if catalog != nil && len(catalog.Raw) > 0 {
+		var p wire.ConfigPayload
+		if json.Unmarshal(catalog.Raw, &p) == nil && p.ConfigOptions != nil {
+			result["configOptions"] = p.ConfigOptions
+		}
+	}
+	return withPickers(wire.Encode(result), snap.live, out.catalog), nil
+}
+
+// reopenLive answers a load or resume of a session this process holds live
+// on an agent that cannot do it itself, as the sidecar promised in
+// initialize: the session is already where the client wants it, so a resume
+// is its config, and a load is the recorded history, then its config.
+func (o *Sessions) reopenLive(ctx context.Context, sid, method string) ([]byte, error) {
+	var history [][]byte
+	snap, err := o.rec.snapshot(ctx, sid)
+	if err != nil {
+		return nil, err
+	}
+	o.led.Update(func(f *ledger.Flight) { f.Opening(snap.native) }) // an open, though the agent hears of none: the sidecar's commands follow it
+	if method == wire.SessionLoad {
+		if err := o.rec.onSession(ctx, sid, func(ctx context.Context, s *session) {
+			history = historyUpdates(sid, replay.Visible(&s.rec, o.rec.fullTurns(ctx, s)))
+		}); err != nil {
+			return nil, err
+		}
+	}
+	for _, line := range history {
+		sendOwn(o.rec.sc, o.log, proxy.AgentToClient, line)
+	}
+	// The config as the record has it now: the options with their current
+	// values, the pickers on theirs (withPickers builds them all).
+	return withPickers([]byte("{}"), nil, snap.live), nil
+}
+
+// listSessions answers session/list from the record, for agents that
+// cannot: the cwd filter, pages of 50 by an opaque cursor, and titles from
+// the first prompt line.
+func (o *Sessions) listSessions(ctx context.Context, id, raw []byte) []byte {
+	var p struct {
+		Params struct {
+			Cwd    string `json:"cwd"`
+			Cursor string `json:"cursor"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return proxy.ErrorResponse(id, proxy.CodeInvalidParams, "Invalid params: session/list: "+err.Error())
+	}
+	all, err := o.cfg.Store.Sessions(ctx)
+	if err != nil {
+		return proxy.ErrorResponse(id, proxy.CodeInternalError, "acp-sidecar: cannot read the session record: "+err.Error())
+	}
+	start := 0
+	if p.Params.Cursor != "" {
+		n, err := strconv.Atoi(strings.TrimPrefix(p.Params.Cursor, "acp-sidecar:"))
+		if err != nil || n < 0 {
+			return proxy.ErrorResponse(id, proxy.CodeInvalidParams, "Invalid params: unknown cursor")
+		}
+		start = n
+	}
+	type info struct {
+		SessionID string `json:"sessionId"`
+		Cwd       string `json:"cwd"`
+		Title     string `json:"title,omitempty"`
+		UpdatedAt string `json:"updatedAt,omitempty"`
+	}
+	var match []state.Summary
+	for _, s := range all {
+		if p.Params.Cwd == "" || s.Cwd == p.Params.Cwd {
+			match = append(match, s)
+		}
+	}
+	const page = 50
+	res := map[string]any{"sessions": []info{}}
+	var list []info
+	for i := start; i < len(match) && i < start+page; i++ {
+		s := match[i]
+		title := ""
+		if turns, err := o.cfg.Store.Turns(ctx, s.ID); err == nil && len(turns) > 0 {
+			title = firstLine(turns[0].PromptText)
+		}
+		list = append(list, info{SessionID: s.ID, Cwd: s.Cwd, Title: title, UpdatedAt: s.LastActivity.UTC().Format(time.RFC3339)})
+	}
+	if list != nil {
+		res["sessions"] = list
+	}
+	if start+page < len(match) {
+		res["nextCursor"] = "acp-sidecar:" + strconv.Itoa(start+page)
+	}
+	b := wire.Encode(res)
+	return wire.Response(id, b)
+}
+
+// closeHere closes a session the agent cannot close, for the lifeline.
+func (o *Sessions) closeHere(ctx context.Context, sid string) error {
+	if err := o.rec.do(ctx, func(ctx context.Context) { o.markClosed(ctx, sid) }); err != nil {
+		return fmt.Errorf("close %s: %w", sid, err)
+	}
+	return nil
+}
+
+// markClosed records that sid is closed. A session the record does not
+// know is not the sidecar's: nothing to mark.
+func (o *Sessions) markClosed(ctx context.Context, sid string) {
+	s := o.rec.sessions[sid]
+	if s == nil {
+		old, err := o.cfg.Store.Session(ctx, sid)
+		if err != nil {
+			return
+		}
+		s = &session{rec: *old, started: true}
+	}
+	now := o.cfg.Now()
+	s.rec.Closed = &now
+	o.rec.putSession(ctx, s)
+	o.rec.flush(ctx)
+	delete(o.rec.sessions, sid)
+	o.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
+	o.log.Info("session closed", "session", sid)
+}
+
+// deleteHere forgets a session for an agent that cannot delete, for the
+// lifeline.
+func (o *Sessions) deleteHere(ctx context.Context, sid string) error {
+	var err error
+	if derr := o.rec.do(ctx, func(ctx context.Context) { err = o.forget(ctx, sid) }); derr != nil {
+		return fmt.Errorf("delete %s: %w", sid, derr)
+	}
+	return err
+}
+
+// forget removes sid from the store and from this process. It runs on the
+// recorder's goroutine.
+func (o *Sessions) forget(ctx context.Context, sid string) error {
+	if err := o.keepInheritance(ctx, sid); err != nil {
+		return fmt.Errorf("delete %s: keep what its forks inherited: %w", sid, err)
+	}
+	if err := o.cfg.Store.DeleteSession(ctx, sid); err != nil && !errors.Is(err, state.ErrNotFound) {
+		return fmt.Errorf("delete %s: %w", sid, err)
+	}
+	if s := o.rec.sessions[sid]; s != nil {
+		o.rec.takeAnswer(s.rec.NativeID) // a running turn's text goes with it
+	}
+	delete(o.rec.sessions, sid)
+	o.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
+	o.log.Info("session deleted", "session", sid)
+	return nil
+}
+
+// keepInheritance copies what each fork of parent inherited from it into
+// the fork's own record, before parent is deleted. The forks of such a
+// fork count the copied turns in their fork point.
+func (o *Sessions) keepInheritance(ctx context.Context, parent string) error {
+	sums, err := o.cfg.Store.Sessions(ctx)
+	if err != nil {
+		return err
+	}
+	lineage := map[string]*state.Session{} // every session with a lineage, by id
+	for _, sum := range sums {
+		if sum.ID == parent {
+			continue
+		}
+		rec := o.recordOf(ctx, sum.ID)
+		if rec != nil && rec.Lineage != nil {
+			lineage[sum.ID] = rec
+		}
+	}
+	for id, rec := range lineage {
+		if rec.Lineage.ParentID != parent {
+			continue
+		}
+		inherited := replay.Inherited(rec, o.rb.lookup(ctx))
+		if len(inherited) == 0 {
+			continue
+		}
+		if err := o.adoptTurns(ctx, id, rec, inherited); err != nil {
+			return err
+		}
+		for gid, g := range lineage {
+			if g.Lineage.ParentID == id {
+				g.Lineage.ForkTurn += len(inherited)
+				if err := o.putRecord(ctx, gid, g); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// adoptTurns puts inherited ahead of the fork id's own turns, in the store
+// and in memory.
+func (o *Sessions) adoptTurns(ctx context.Context, id string, rec *state.Session, inherited []state.Turn) error {
+	var own []state.Turn
+	if s := o.rec.sessions[id]; s != nil {
+		own = o.rec.fullTurns(ctx, s)
+	} else {
+		var err error
+		if own, err = o.cfg.Store.Turns(ctx, id); err != nil && !errors.Is(err, state.ErrNotFound) {
+			return err
+		}
+	}
+	k := len(inherited)
+	turns := make([]state.Turn, 0, k+len(own))
+	for i, t := range inherited {
+		t.Index = i + 1
+		turns = append(turns, t)
+	}
+	for _, t := range own {
+		t.Index += k
+		turns = append(turns, t)
+	}
+	if rec.ContextFrom > 0 {
+		rec.ContextFrom += k
+	}
+	for i := range turns {
+		if err := o.cfg.Store.PutTurn(ctx, id, &turns[i]); err != nil {
+			return err
+		}
+	}
+	if s := o.rec.sessions[id]; s != nil {
+		running := -1
+		if s.turn != nil {
+			running = s.turn.Index + k
+		}
+		s.turns, s.textFrom, s.turn = turns, 0, nil
+		if running > 0 {
+			s.turn = &s.turns[running-1]
+		}
+	}
+	return o.putRecord(ctx, id, rec)
+}
+
+// recordOf is a session's record: the one this process holds, else the
+// store's; nil when neither has it.
+func (o *Sessions) recordOf(ctx context.Context, id string) *state.Session {
+	if s := o.rec.sessions[id]; s != nil {
+		return &s.rec
+	}
+	rec, err := o.cfg.Store.Session(ctx, id)
+	if err != nil {
+		return nil
+	}
+	return rec
+}
+
+// putRecord writes a record recordOf returned: through the session this
+// process holds, else straight to the store.
+func (o *Sessions) putRecord(ctx context.Context, id string, rec *state.Session) error {
+	if s := o.rec.sessions[id]; s != nil {
+		o.rec.putSession(ctx, s) // rec is &s.rec
+		return nil
+	}
+	return o.cfg.Store.PutSession(ctx, rec)
+}
+
+// takeBack takes back the turn of a prompt the agent never received: the
+// ledger no longer holds the prompt (Flight.Unsent), and its turn has not
+// begun.
+func (o *Sessions) takeBack(sid string) {
+	o.rec.enqueue(event{fn: func(ctx context.Context) { o.unbegin(ctx, sid) }})
+}
+
+// unbegin takes back the turn of a prompt the agent never received: it
+// will be recorded when the prompt is sent again. A handoff it carried is
+// owed again.
+func (o *Sessions) unbegin(ctx context.Context, sid string) {
+	o.led.Update(func(f *ledger.Flight) { f.TurnTakenBack(sid) })
+	s := o.rec.sessions[sid]
+	if s == nil || s.turn == nil || s.turn != &s.turns[len(s.turns)-1] {
+		return
+	}
+	handoff := s.turn.HandoffDelivered
+	o.rec.takeAnswer(s.turn.NativeID)
+	s.turns = s.turns[:len(s.turns)-1]
+	s.turn = nil
+	if handoff {
+		s.rec.Handoff = nil
+		o.rb.arm(s)
+		o.rec.putSession(ctx, s)
+	}
+}
+
+// interrupted is the record's half of the agent's death: a prompt in
+// flight is recorded as interrupted (it stays among the kept turns), and
+// what it carried is owed again. It runs after the ledger let go of what
+// the dead agent had (Agent.Gone).
+func (o *Sessions) interrupted(ctx context.Context) {
+	err := o.rec.do(ctx, func(ctx context.Context) {
+		clear(o.rec.params) // no response comes for what the dead agent had
+		for sid, s := range o.rec.sessions {
+			// An unsent prompt's turn is taken back (unbegin).
+			if s.turn != nil && !o.led.UnsentPrompt(sid) {
+				s.turn.Status = state.TurnInterrupted
+				s.turn.Ended = o.cfg.Now()
+				s.turn.Answer += o.rec.takeAnswer(s.turn.NativeID)
+				o.rec.putTurn(ctx, s, s.turn)
+				if s.turn.HandoffDelivered {
+					// The agent died under the prompt that carried the
+					// kept turns: what it kept of them is unknown, so the
+					// rebuilt session is handed them again.
+					s.rec.HandoffPending = true
+					o.rec.putSession(ctx, s)
+				}
+				s.turn = nil
+			}
+		}
+		o.rec.flush(ctx)
+	})
+	if err != nil {
+		// Only a stopping recorder refuses, and then no session is
+		// rebuilt any more.
+		o.log.Warn("the running turns were not marked interrupted", "err", err)
+	}
+}
+
+// Lend readies a session to leave this agent: it refuses while a turn runs
+// or a rebuild is under way, writes what the record holds, and keeps the
+// session busy until the returned function says how the move ended. A
+// session that moved is forgotten here; its native session stays with the
+// agent, unused, and its late frames keep their client id.
+func (o *Sessions) Lend(ctx context.Context, sid string) (done func(moved bool), err error) {
+	if what, ok := begin(o.led, sid, "switch"); !ok {
+		return nil, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
+	}
+	running := false
+	err = o.rec.do(ctx, func(ctx context.Context) {
+		s := o.rec.sessions[sid]
+		if s == nil {
+			return
+		}
+		if running = s.turn != nil; !running {
+			o.rec.putSession(ctx, s)
+			o.rec.flush(ctx)
+		}
+	})
+	if err == nil && running {
+		err = refuse(proxy.CodeBusy, "a turn is running; cancel it or wait for it to end, then switch agents")
+	}
+	if err != nil {
+		o.led.Update(func(f *ledger.Flight) { f.End(sid) })
+		return nil, err
+	}
+	return func(moved bool) {
+		if moved {
+			o.rec.do(context.WithoutCancel(ctx), func(context.Context) { delete(o.rec.sessions, sid) })
+			o.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
+		}
+		o.led.Update(func(f *ledger.Flight) { f.End(sid) })
+	}, nil
+}
+
+// Adopt takes over a session another agent ran, from the record: a fresh
+// native session with the same cwd, MCP servers and directories; this
+// agent's start-up settings; the mode carried over when this agent offers
+// the same mode id (models and other options stay with their agent); and a
+// handoff of every kept turn, whichever agent ran it, armed for the next
+// prompt. What did not carry is reported, not blocking: the user chose the
+// move, and the agent's own values are a sound place to start.
+func (o *Sessions) Adopt(ctx context.Context, sid string) (SwitchReport, error) {
+	var rep SwitchReport
+	if _, err := o.rb.Run(ctx, adoptPlan(o.rb, sid, &rep)); err != nil {
+		o.rec.do(context.WithoutCancel(ctx), func(context.Context) { delete(o.rec.sessions, sid) })
+		o.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
+		return SwitchReport{}, err
+	}
+	return rep, nil
+}
+
+// ConfigOptions is a session's configOptions list as the agent last
+// reported it, for a move that finds the session already where it should be.
+func (o *Sessions) ConfigOptions(ctx context.Context, sid string) (json.RawMessage, error) {
+	var out json.RawMessage
+	err := o.rec.onSession(ctx, sid, func(_ context.Context, s *session) { out = optionsOf(s.rec.Live) })
+	return out, err
+}
+
+// Revive brings back, from the record, a session this agent ran before it
+// was started again: the session is rebuilt on its next request, by the
+// same ladder as after a crash (resume, load, or new with a handoff).
+func (o *Sessions) Revive(ctx context.Context, sid string) error {
+	var err error
+	if derr := o.rec.do(ctx, func(ctx context.Context) { _, err = o.revive(ctx, sid) }); derr != nil {
+		return derr
+	}
+	return err
+}
+
+// revive loads a session the recorder does not hold from the store and
+// marks it stale; it reports whether the session was already held. It runs
+// on the recorder's goroutine.
+func (o *Sessions) revive(ctx context.Context, sid string) (held bool, err error) {
+	if o.rec.sessions[sid] != nil {
+		return true, nil
+	}
+	old, err := o.cfg.Store.Session(ctx, sid)
+	if err != nil {
+		return false, err
+	}
+	s := &session{rec: *old, started: true}
+	if turns, err := o.cfg.Store.Turns(ctx, sid); err == nil {
+		s.turns = turns
+	}
+	o.rec.sessions[sid] = s
+	o.led.Update(func(f *ledger.Flight) {
+		f.Remap(sid, old.NativeID, f.Life())
+		f.MarkStale(sid)
+	})
+	return false, nil
+}
