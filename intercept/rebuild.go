@@ -133,6 +133,19 @@ func snapshotOf(s *session) snapshot {
 	}
 }
 
+// rebuilder carries out Plans (Run) on the native sessions behind the
+// record's sessions: it asks the engine for a native session and a
+// restore, and settles the outcome on the record's goroutine.
+type rebuilder struct {
+	rec   *Recorder // the record; its sessions live on its goroutine (do)
+	eng   *engine
+	led   *ledger.Ledger
+	life  *life.Life
+	watch *watch
+	log   *slog.Logger
+	cfg   *RecorderConfig
+}
+
 // A Plan is one kind of rebuild as data (plans.go has every one): how the
 // attempt gets its native session, which config goes onto it, and what the
 // record makes of the outcome. Run carries out each the same way.
@@ -411,19 +424,6 @@ func (b *rebuilder) settle(ctx context.Context, sid, native string, out outcome,
 		b.log.Error("restore failed; prompts to this session are refused", "session", sid, "fields", strings.Join(blocked.Fields, ","))
 	}
 	return rep
-}
-
-// rebuilder carries out Plans (Run) on the native sessions behind the
-// record's sessions: it asks the engine for a native session and a
-// restore, and settles the outcome on the record's goroutine.
-type rebuilder struct {
-	rec   *Recorder // the record; its sessions live on its goroutine (do)
-	eng   *engine
-	led   *ledger.Ledger
-	life  *life.Life
-	watch *watch
-	log   *slog.Logger
-	cfg   *RecorderConfig
 }
 
 // spawn runs fn on a goroutine the recorder owns; its Close waits for it.

@@ -10,6 +10,15 @@
 // provides, and where a client frame goes by the route of the port's owner. It
 // imports no other package of this module.
 //
+// The hook's verdict on a frame is Pass, Rewrite, Answer, Drop, Hold or
+// Defer. Hold keeps the frame's place in its direction, so what its peer
+// sends after it waits, and decides it later (Verdict.Later) on a goroutine
+// the relay owns; Defer decides it later without keeping a place. For a
+// client request a Later must forward it once or answer it once: the relay
+// holds it to that (answerOnce), drops a second answer and answers a
+// forgotten request with an error, and under Config.Strict, as in every
+// test, panics instead, naming the request.
+//
 // How a frame of the agent's travels, which is what the speed of the sidecar
 // comes down to (DESIGN.md, "Speed"): a goroutine of the line reader reads
 // the next buffer while the relay's goroutine decides the frames of this one
