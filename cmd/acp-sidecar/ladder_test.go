@@ -204,7 +204,9 @@ func startLadderWith(t *testing.T, sidecarFlags []string, wrap func(agent []stri
 	t.Helper()
 	dir := t.TempDir()
 	calls := filepath.Join(dir, "calls.jsonl")
-	argv := append([]string{"acp-sidecar", "fakeagent", "-state", filepath.Join(dir, "state.json"), "-call-log", calls}, agentFlags...)
+	// -strict-init, as codex-acp 2.6.0 is: a client request that reached a
+	// restarted agent ahead of the sidecar's initialize fails with -32600.
+	argv := append([]string{"acp-sidecar", "fakeagent", "-strict-init", "-state", filepath.Join(dir, "state.json"), "-call-log", calls}, agentFlags...)
 	var stderr acpclient.Buffer
 	lp := &ladderPeer{calls: calls, stderr: &stderr, nextID: 1}
 	lp.peer = startPeer(t, boundedCtx(t), &stderr, sidecarArgv(t, sidecarFlags, wrap(argv)...)...)

@@ -35,6 +35,10 @@ import (
 //	capture NAME PATH      set $NAME to the string at PATH (dotted members, e.g.
 //	                       result.sessionId) in the frame the last expect matched
 //	kill-agent             SIGKILL the sidecar's agent process and wait until it is gone
+//	logged FILE REGEXP     wait until the sidecar's log FILE (--log-file, or
+//	                       sidecar.log in --state-dir) matches REGEXP: for what the
+//	                       sidecar does that the client never sees. Negated, it
+//	                       does not wait: FILE does not match now
 //	calls FILE             print the fake agent's -call-log FILE, one call a line, to
 //	                       stdout (for cmp): who sent it (client, sidecar, or notify
 //	                       for a notification), the method, the session and what
@@ -90,6 +94,7 @@ func scenarioCmds() map[string]func(ts *testscript.TestScript, neg bool, args []
 		"text":       cmdText,
 		"capture":    cmdCapture,
 		"kill-agent": cmdKillAgent,
+		"logged":     cmdLogged,
 		"calls":      cmdCalls,
 	}
 }
@@ -447,6 +452,40 @@ func cmdKillAgent(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		if time.Now().After(deadline) {
 			ts.Fatalf("agent %d still runs %v after SIGKILL", pid, scenarioBound)
+		}
+		<-tick.C
+	}
+}
+
+// cmdLogged waits for the sidecar's log file to hold what REGEXP matches.
+// A file gives no event to wait on, so it is read every few milliseconds,
+// as kill-agent looks at /proc; only the match ends the wait.
+func cmdLogged(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: logged FILE REGEXP")
+	}
+	s := scenarioOf(ts)
+	s.running(ts)
+	path := ts.MkAbs(args[0])
+	re, err := regexp.Compile(args[1])
+	ts.Check(err)
+	match := func() bool {
+		b, err := os.ReadFile(path)
+		return err == nil && re.Match(b) // no file yet: nothing logged
+	}
+	if neg {
+		if match() {
+			ts.Fatalf("the sidecar logged /%s/ in %s", args[1], args[0])
+		}
+		return
+	}
+	deadline := time.Now().Add(scenarioBound)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !match() {
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(path)
+			ts.Fatalf("the sidecar did not log /%s/ in %v; %s:\n%s\n%s", args[1], scenarioBound, args[0], b, s.report(s.c.Lines()))
 		}
 		<-tick.C
 	}

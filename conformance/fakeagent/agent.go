@@ -54,7 +54,8 @@ type agent struct {
 	exit    chan int      // abrupt exit codes (crash, die-after, die-on); buffered 1
 	stopped chan struct{} // closed when Main returns
 
-	received map[string]int // messages received per method, for -die-on; stdin reader only
+	received    map[string]int // messages received per method, for -die-on; stdin reader only
+	initialized bool           // an initialize request has come, for -strict-init; stdin reader only
 
 	mu         sync.Mutex
 	nextID     int

@@ -100,11 +100,19 @@
 //	               the same updatedAt
 //	-auth-notice   AuthStatusLine, an `_auth/status_update` notification with
 //	               no session id, right after the initialize response
+//	-strict-init   until the first initialize request, any other request is
+//	               answered NotInitializedLine (-32600 "Invalid request", data
+//	               "first ACP request must be initialize") and never handled,
+//	               and notifications and responses are ignored, as the
+//	               TypeScript SDK's protocol router does; a restarted agent
+//	               that gets a client's request ahead of the sidecar's own
+//	               initialize fails it
 //
 // The profiles claude-current and codex-current preset these with what
 // those agents advertise (`fakeagent -h` lists each): both have resume,
-// list, close, delete and fork; claude-current has loadSession and legacy
-// modes without legacy models; codex-current has legacy modes and models at
+// list, close, delete and fork, and -strict-init (both serve stdio through
+// the SDK's router); claude-current has loadSession and legacy modes
+// without legacy models; codex-current has legacy modes and models at
 // session/new only (-reopen-drops-legacy), -subagents and model-dependent
 // effort, and no loadSession, which agents.md does not report for codex-acp
 // 2.6.0, so the sidecar meets an agent that can resume but not load. Neither

@@ -18,6 +18,7 @@ import (
 //	-message-ids   agent_message_chunk carries messageId (MessageID)
 //	-info-updates  session_info_update and usage_update end every turn
 //	-auth-notice   _auth/status_update follows the initialize response (AuthStatusLine)
+//	-strict-init   a request before initialize is refused (strictinit.go)
 
 // MessageID is the messageId of the agent's message in turn (1-based) of
 // session sid under -message-ids: every agent_message_chunk of that turn

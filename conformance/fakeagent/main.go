@@ -81,6 +81,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.InfoUpdates, "info-updates", c.InfoUpdates, "end every turn with session_info_update (title, updatedAt) and usage_update (with cost); session/list gets updatedAt")
 	fs.BoolVar(&c.AuthNotice, "auth-notice", c.AuthNotice, "send an _auth/status_update notification (no session id) right after the initialize response")
 	fs.BoolVar(&c.Subagents, "subagents", c.Subagents, "the prompt \"subagent\" opens a child session (subagent_update, its updates, a permission request) if the client advertised clientCapabilities.subagents")
+	fs.BoolVar(&c.StrictInit, "strict-init", c.StrictInit, "answer any request before initialize with -32600 \"Invalid request\" (data \"first ACP request must be initialize\") and ignore notifications and responses before it, like codex-acp 2.6.0 and claude-agent-acp 0.101.0")
 	fs.BoolVar(&c.IgnoreEOF, "ignore-eof", c.IgnoreEOF, "keep running after stdin EOF until killed")
 	fs.BoolVar(&c.AcceptUnknown, "accept-unknown", c.AcceptUnknown, "accept unknown model/mode/option values silently, like real agents")
 	fs.BoolVar(&c.LoadFails, "load-fails", c.LoadFails, "answer every session/load with an error")

@@ -28,6 +28,7 @@ type Features struct {
 	InfoUpdates       bool // session_info_update and usage_update end every turn; session/list has updatedAt
 	AuthNotice        bool // an `_auth/status_update` notification follows the initialize response
 	Subagents         bool // the prompt "subagent" opens a child session, if the client advertised subagents
+	StrictInit        bool // a request before initialize gets -32600 (NotInitializedLine); notifications and responses before it are ignored
 }
 
 // profile is one named preset. The table below is the only place presets are
@@ -68,13 +69,14 @@ func profiles() []profile {
 		// The two below follow shared/acp/agents.md, "The packages editors
 		// install today". Neither ignores stdin EOF, though both agents do:
 		// add -ignore-eof for that.
-		{"claude-current", "like claude-agent-acp 0.101.0: configOptions (static effort) + legacy modes, no legacy models; loadSession, resume, list, close, delete, fork; message ids, info updates, auth notice",
+		{"claude-current", "like claude-agent-acp 0.101.0: configOptions (static effort) + legacy modes, no legacy models; loadSession, resume, list, close, delete, fork; message ids, info updates, auth notice; strict init",
 			with(func(f *Features) {
 				f.LegacyModels, f.ModelDependent = false, false
 				f.Resume, f.List, f.Close, f.Delete, f.Fork = true, true, true, true, true
 				f.MessageIDs, f.InfoUpdates, f.AuthNotice = true, true, true
+				f.StrictInit = true
 			})},
-		{"codex-current", "like codex-acp 2.6.0: configOptions (model-dependent effort) + legacy modes and models at session/new; resume without loadSession, list, close, delete, fork; reopen drops legacy; subagents; message ids, info updates, auth notice",
+		{"codex-current", "like codex-acp 2.6.0: configOptions (model-dependent effort) + legacy modes and models at session/new; resume without loadSession, list, close, delete, fork; reopen drops legacy; subagents; message ids, info updates, auth notice; strict init",
 			with(func(f *Features) {
 				// agents.md does not say whether codex-acp 2.6.0
 				// advertises loadSession; resume without it is the
@@ -83,6 +85,7 @@ func profiles() []profile {
 				f.Resume, f.List, f.Close, f.Delete, f.Fork = true, true, true, true, true
 				f.ReopenDropsLegacy, f.Subagents = true, true
 				f.MessageIDs, f.InfoUpdates, f.AuthNotice = true, true, true
+				f.StrictInit = true
 			})},
 	}
 }

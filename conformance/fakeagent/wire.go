@@ -188,6 +188,9 @@ func (a *agent) handleLine(line []byte, sdk *io.PipeWriter) {
 		if a.arrived(env.Method) {
 			return // -die-on fired: the SDK never sees the message
 		}
+		if a.beforeInit(env.Method, env.ID) {
+			return // -strict-init: answered or ignored, as codex-acp does
+		}
 		if env.Method == acp.AgentMethodInitialize {
 			ok := subagentsAdvertised(env.Params)
 			a.mu.Lock()
@@ -201,6 +204,8 @@ func (a *agent) handleLine(line []byte, sdk *io.PipeWriter) {
 		if env.hasID() {
 			a.trackRequest(idKey(env.ID), env.Method, sid)
 		}
+	} else if parsed && a.beforeInit("", env.ID) {
+		return // -strict-init: a response before initialize answers nothing
 	}
 	if _, err := sdk.Write(append(line, '\n')); err != nil && !errors.Is(err, io.ErrClosedPipe) {
 		fmt.Fprintf(a.stderr, "fakeagent: hand line to sdk: %v\n", err)
@@ -233,7 +238,7 @@ func (a *agent) handleBig(line []byte) {
 	}
 	sum := hexSum(line)
 	a.calls.record(env.Method, env.ID, env.Params.SessionID, nil, &bigLine{len(line), sum})
-	if a.arrived(env.Method) {
+	if a.arrived(env.Method) || a.beforeInit(env.Method, env.ID) {
 		return
 	}
 	if len(env.ID) == 0 || string(env.ID) == "null" {
