@@ -129,8 +129,17 @@ func (ll *lifeline) holdAfter(f *proxy.Frame, sid string, decide decider, minGen
 	ll.led.Update(func(f *ledger.Flight) { f.Enter(w) })
 	return proxy.Verdict{Do: proxy.Hold, Later: func(ctx context.Context) proxy.Decision {
 		defer close(w.Done)
-		err := ll.awaitReady(ctx, w)
+		gen, err := ll.awaitReady(ctx, w)
 		<-w.Prev
+		// The readiness was the agent's of life gen. If it died while this
+		// request waited for the one before it, the request would go to
+		// the dead agent's failed stdin and be lost unanswered, or to its
+		// successor ahead of the sidecar's initialize (codex-acp answers
+		// that with -32600): it waits again, for the successor.
+		for err == nil && (ll.life.Phase() != life.Up || ll.life.Gen() != gen) {
+			w.MinLife = gen + 1
+			gen, err = ll.awaitReady(ctx, w)
+		}
 		ll.led.Update(func(f *ledger.Flight) { f.Leave(w) })
 		switch {
 		case errors.Is(err, errCancelled):
@@ -149,9 +158,10 @@ func (ll *lifeline) holdAfter(f *proxy.Frame, sid string, decide decider, minGen
 func answerWith(lines ...[]byte) proxy.Decision { return proxy.Decision{Answer: lines} }
 
 // awaitReady waits until the agent is up and w's session is neither being
-// rebuilt nor stale. A stale session is rebuilt here, by the first waiter
-// that finds it so; the others wait for that rebuild.
-func (ll *lifeline) awaitReady(ctx context.Context, w *ledger.Waiter) error {
+// rebuilt nor stale, and returns the life of the agent it found up. A stale
+// session is rebuilt here, by the first waiter that finds it so; the others
+// wait for that rebuild.
+func (ll *lifeline) awaitReady(ctx context.Context, w *ledger.Waiter) (uint64, error) {
 	wt := ll.watch
 	deadline := time.NewTimer(wt.timeout)
 	defer deadline.Stop()
@@ -159,13 +169,13 @@ func (ll *lifeline) awaitReady(ctx context.Context, w *ledger.Waiter) error {
 		changed := wt.ready.Changed()
 		switch ll.life.Phase() {
 		case life.Dead:
-			return wt.deadError()
+			return 0, wt.deadError()
 		case life.Up:
 			if ll.life.Gen() < w.MinLife {
 				break // the dead agent's exit is not noticed yet
 			}
 			if w.Session == "" || !ll.led.IsBusy(w.Session) && (!w.Rebuild || !ll.led.IsStale(w.Session)) {
-				return nil
+				return ll.life.Gen(), nil
 			}
 			if !ll.led.IsBusy(w.Session) {
 				err := ll.rec.Recover(ctx, w.Session)
@@ -176,20 +186,20 @@ func (ll *lifeline) awaitReady(ctx context.Context, w *ledger.Waiter) error {
 				case errors.As(err, &e) && e.Code == proxy.CodeBusy:
 					// Another rebuild took the session first: wait for it.
 				default:
-					return refuse(proxy.CodeAgentGone, "acp-sidecar: could not rebuild the session after the agent exited: %v", err)
+					return 0, refuse(proxy.CodeAgentGone, "acp-sidecar: could not rebuild the session after the agent exited: %v", err)
 				}
 			}
 		}
 		select {
 		case <-changed:
 		case <-w.Cancel:
-			return errCancelled
+			return 0, errCancelled
 		case <-deadline.C:
-			return wt.timeoutError()
+			return 0, wt.timeoutError()
 		case <-wt.quit:
-			return refuse(proxy.CodeAgentGone, "acp-sidecar is shutting down; the request was not sent")
+			return 0, refuse(proxy.CodeAgentGone, "acp-sidecar is shutting down; the request was not sent")
 		case <-ctx.Done():
-			return ctx.Err()
+			return 0, ctx.Err()
 		}
 	}
 }
