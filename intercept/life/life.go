@@ -25,10 +25,12 @@ type Life struct {
 	phase atomic.Int32
 	gen   atomic.Uint64
 	ready *Signal
+	// lastExit is atomic so that an exit takes no lock of the life's: the
+	// agent's death is one update of the ledger's, and nothing else locks.
+	lastExit atomic.Pointer[string]
 
-	mu       sync.Mutex
-	lastExit string
-	caps     Caps
+	mu   sync.Mutex
+	caps Caps
 	// What a restarted agent must be told, as the client told the first.
 	initParams, authParams json.RawMessage
 }
@@ -50,9 +52,7 @@ func (l *Life) Gen() uint64 { return l.gen.Load() }
 func (l *Life) Gone(reason string) uint64 {
 	l.phase.Store(int32(Restarting))
 	gen := l.gen.Add(1)
-	l.mu.Lock()
-	l.lastExit = reason
-	l.mu.Unlock()
+	l.lastExit.Store(&reason)
 	return gen
 }
 
@@ -64,18 +64,17 @@ func (l *Life) Back() {
 
 // Dead notes that the agent will not be restarted again.
 func (l *Life) Dead(reason string) {
-	l.mu.Lock()
-	l.lastExit = reason
-	l.mu.Unlock()
+	l.lastExit.Store(&reason)
 	l.phase.Store(int32(Dead))
 	l.ready.Fire()
 }
 
 // LastExit says why the agent last exited.
 func (l *Life) LastExit() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.lastExit
+	if p := l.lastExit.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Caps is what the agent said it can do.

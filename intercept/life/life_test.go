@@ -1,0 +1,30 @@
+package life
+
+import "testing"
+
+// TestGoneThenBack: an exit moves the phase before it counts the life, and
+// a return wakes whoever waits on the signal.
+func TestGoneThenBack(t *testing.T) {
+	ready := NewSignal()
+	l := New(ready)
+	if l.Phase() != Up || l.Gen() != 0 || l.LastExit() != "" {
+		t.Fatalf("a new life: phase %v gen %d exit %q", l.Phase(), l.Gen(), l.LastExit())
+	}
+	changed := ready.Changed()
+	if gen := l.Gone("exit status 3"); gen != 1 || l.Phase() != Restarting || l.LastExit() != "exit status 3" {
+		t.Fatalf("after an exit: gen %d phase %v exit %q", gen, l.Phase(), l.LastExit())
+	}
+	l.Back()
+	select {
+	case <-changed:
+	default:
+		t.Fatal("the agent's return woke nobody")
+	}
+	if l.Phase() != Up || l.Gen() != 1 {
+		t.Errorf("back: phase %v gen %d", l.Phase(), l.Gen())
+	}
+	l.Dead("exit status 3; restart budget used up")
+	if l.Phase() != Dead || l.LastExit() != "exit status 3; restart budget used up" {
+		t.Errorf("dead: phase %v exit %q", l.Phase(), l.LastExit())
+	}
+}
