@@ -23,28 +23,36 @@ type Interceptor interface {
 }
 
 // Streamed chunks (isChunk) are the commonest frames by far, thousands in
-// one turn (DESIGN.md "Speed"), and the chain spares them what it can. Three
-// optional interfaces let this package's interceptors tell it how they stand
-// to chunks; an interceptor that implements none is offered every chunk, as
-// every other frame.
+// one turn (DESIGN.md "Speed"), and the chain spares them what it can. A
+// stage tells it how it stands to chunks by its ChunkPolicy; a stage
+// without one is offered every chunk, as every other frame.
 
-// chunkScoped: claimsChunks false promises that Claims is false for every
-// chunk, whatever the interceptor's state. The chain never offers it one.
-type chunkScoped interface {
-	claimsChunks() bool
+// ChunkPolicy is how a stage stands to streamed chunks. The zero policy
+// offers the stage every chunk.
+type ChunkPolicy struct {
+	// Never promises that Claims is false for every chunk, whatever the
+	// stage's state: the chain never offers it one.
+	Never bool
+	// Gate, when set, is shut while the stage claims no chunk. The chain
+	// asks each gate once a chunk, by a direct call, and while it is shut
+	// offers the chunk to none of the stages it gates.
+	Gate *ChunkGate
+	// Take, when set, does to a chunk what Claims and then Intercept
+	// would, in one call; a chunk it takes always passes on unchanged.
+	Take func(f *proxy.Frame)
 }
 
-// chunkGated: the interceptor claims a chunk only while its gate is open.
-// The chain asks each gate once a chunk, by a direct call, and while it is
-// shut offers the chunk to none of the interceptors it gates.
-type chunkGated interface {
-	chunkGate() *chunkGate
+// A ChunkStage is a stage with a ChunkPolicy.
+type ChunkStage interface {
+	ChunkPolicy() ChunkPolicy
 }
 
-// chunkTaker: takeChunk does to a chunk what Claims and then Intercept would,
-// in one call, and a chunk it takes always passes on unchanged.
-type chunkTaker interface {
-	takeChunk(f *proxy.Frame)
+// policyOf is ic's chunk policy, the zero one when it states none.
+func policyOf(ic Interceptor) ChunkPolicy {
+	if s, ok := ic.(ChunkStage); ok {
+		return s.ChunkPolicy()
+	}
+	return ChunkPolicy{}
 }
 
 // Chain runs interceptors in order. The first that does anything but pass
@@ -61,23 +69,22 @@ type Chain struct {
 	// is chunks without the gated ones, for a chunk while every gate of
 	// gates is shut.
 	chunks, quiet lane
-	gates         []*chunkGate
-	// only is quiet's one interceptor when it is a chunkTaker, the common
+	gates         []*ChunkGate
+	// only is quiet's one interceptor's Take when it has one, the common
 	// case: the record alone may take a chunk.
-	only chunkTaker
+	only func(f *proxy.Frame)
 	log  *slog.Logger
 }
 
 // lane is some of a chain's interceptors, in chain order.
 type lane struct {
 	list   []Interceptor
-	at     []int        // list[j] is the chain's list[at[j]]
-	takers []chunkTaker // list[j] when it is a chunkTaker, else nil
+	at     []int                  // list[j] is the chain's list[at[j]]
+	takers []func(f *proxy.Frame) // list[j]'s ChunkPolicy.Take, or nil
 }
 
-func (l *lane) add(ic Interceptor, at int) {
-	tk, _ := ic.(chunkTaker)
-	l.list, l.at, l.takers = append(l.list, ic), append(l.at, at), append(l.takers, tk)
+func (l *lane) add(ic Interceptor, at int, take func(f *proxy.Frame)) {
+	l.list, l.at, l.takers = append(l.list, ic), append(l.at, at), append(l.takers, take)
 }
 
 // NewChain builds the chain in the order given; log receives interceptor
@@ -88,17 +95,17 @@ func NewChain(log *slog.Logger, list ...Interceptor) *Chain {
 	}
 	c := &Chain{list: list, log: log}
 	for i, ic := range list {
-		if s, ok := ic.(chunkScoped); ok && !s.claimsChunks() {
+		p := policyOf(ic)
+		if p.Never {
 			continue
 		}
-		c.chunks.add(ic, i)
-		g, ok := ic.(chunkGated)
-		if !ok {
-			c.quiet.add(ic, i)
+		c.chunks.add(ic, i, p.Take)
+		if p.Gate == nil {
+			c.quiet.add(ic, i, p.Take)
 			continue
 		}
-		if gt := g.chunkGate(); !slices.Contains(c.gates, gt) {
-			c.gates = append(c.gates, gt)
+		if !slices.Contains(c.gates, p.Gate) {
+			c.gates = append(c.gates, p.Gate)
 		}
 	}
 	if len(c.quiet.list) == 1 {
@@ -182,7 +189,7 @@ func (c *Chain) Frame(ctx context.Context, f *proxy.Frame) proxy.Verdict {
 		}
 	}
 	if c.only != nil {
-		c.only.takeChunk(f)
+		c.only(f)
 		return proxy.Verdict{}
 	}
 	return c.run(ctx, f, &c.quiet, 0)
@@ -198,7 +205,7 @@ func (c *Chain) run(ctx context.Context, f *proxy.Frame, ln *lane, from int) pro
 	}
 	for i := from; i < len(list); i++ {
 		if ln != nil && ln.takers[i] != nil {
-			ln.takers[i].takeChunk(f)
+			ln.takers[i](f)
 			continue
 		}
 		ic := list[i]

@@ -74,8 +74,7 @@ func TestChunkScopes(t *testing.T) {
 	var scoped, asked []string
 	for _, ic := range StageList(r) {
 		name := strings.TrimPrefix(fmt.Sprintf("%T", ic), "*")
-		s, ok := ic.(chunkScoped)
-		if !ok || s.claimsChunks() {
+		if !policyOf(ic).Never {
 			asked = append(asked, name)
 			continue
 		}
@@ -133,7 +132,7 @@ func TestTakeChunkIsClaimsThenIntercept(t *testing.T) {
 type recordingInterceptor struct {
 	name    string
 	asked   *[]string
-	scope   *bool // nil: not chunkScoped
+	scope   *bool // nil: no chunk policy
 	claim   bool
 	rewrite string
 }
@@ -152,7 +151,7 @@ func (ri *recordingInterceptor) Intercept(context.Context, *proxy.Frame) (proxy.
 
 type scopedInterceptor struct{ *recordingInterceptor }
 
-func (s scopedInterceptor) claimsChunks() bool { return *s.scope }
+func (s scopedInterceptor) ChunkPolicy() ChunkPolicy { return ChunkPolicy{Never: !*s.scope} }
 
 func TestChainOffersChunksOnlyToThoseThatMayClaim(t *testing.T) {
 	const chunk = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}`
@@ -228,11 +227,11 @@ func TestChunkGate(t *testing.T) {
 			continue
 		}
 		for _, ic := range StageList(r) {
-			g, ok := ic.(chunkGated)
-			if !ok {
+			p := policyOf(ic)
+			if p.Gate == nil {
 				continue
 			}
-			if g.chunkGate() != r.gate {
+			if p.Gate != r.gate {
 				t.Errorf("%T is gated by another recorder's gate", ic)
 			}
 			for _, tt := range chunkFrames {
@@ -247,10 +246,10 @@ func TestChunkGate(t *testing.T) {
 
 type gatedInterceptor struct {
 	*recordingInterceptor
-	gate *chunkGate
+	gate *ChunkGate
 }
 
-func (g gatedInterceptor) chunkGate() *chunkGate { return g.gate }
+func (g gatedInterceptor) ChunkPolicy() ChunkPolicy { return ChunkPolicy{Gate: g.gate} }
 
 func TestChainPassesOverShutGates(t *testing.T) {
 	const chunk = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}`

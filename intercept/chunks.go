@@ -57,17 +57,20 @@ func isMessageChunk(update []byte) bool {
 // while their shared gate is open. TestChunkScopes and TestChunkGate hold
 // them to it.
 //
-// A chunkGate is open while a stage gated by it may claim a chunk: while
+// A ChunkGate is open while a stage gated by it may claim a chunk: while
 // the replay of a native load is kept from the client, or while some
 // session id may need splicing. They are the two conditions the lifeline's
 // and the id mapping's Claims test for a chunk.
-type chunkGate struct{ led *ledger.Ledger }
+type ChunkGate struct{ led *ledger.Ledger }
 
-func (g *chunkGate) open() bool { return g.led.Hushing() || g.led.Splicing() }
+func (g *ChunkGate) open() bool { return g.led.Hushing() || g.led.Splicing() }
+
+// ChunkPolicy: the record takes a chunk in one call (takeChunk).
+func (r *Recorder) ChunkPolicy() ChunkPolicy { return ChunkPolicy{Take: r.takeChunk} }
 
 // takeChunk is Claims and then Intercept for a chunk, in one call
-// (chunkTaker): a message chunk of a running turn is collected, and nothing
-// else is claimed.
+// (ChunkPolicy.Take): a message chunk of a running turn is collected, and
+// nothing else is claimed.
 func (r *Recorder) takeChunk(f *proxy.Frame) {
 	if r.led.Running() && isMessageChunk(f.Env.Update) {
 		r.collect(f)

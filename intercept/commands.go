@@ -406,5 +406,5 @@ func (c *commands) extension(ctx context.Context, id []byte, method string, raw 
 	return answer(proxy.ErrorResponse(id, proxy.CodeMethodNotFound, "Method not found: "+method)), nil
 }
 
-// claimsChunks: the commands never claim a chunk (chunkScoped).
-func (c *commands) claimsChunks() bool { return false }
+// ChunkPolicy: the commands never claim a chunk.
+func (c *commands) ChunkPolicy() ChunkPolicy { return ChunkPolicy{Never: true} }

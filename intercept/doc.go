@@ -43,7 +43,7 @@
 // A stage's Claims looks only at the peeked envelope; most frames are
 // claimed by no one and cost nothing more. Streamed chunks, the commonest
 // frames by far, are offered only to the stages that say they may claim
-// one (chunkScoped, chunkGated, chunkTaker in chain.go).
+// one (ChunkPolicy, chain.go).
 //
 // # Verdicts, and one answer per request
 //

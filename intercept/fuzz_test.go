@@ -116,7 +116,7 @@ func FuzzIDMapper(f *testing.F) {
 		// Mapped as if some other session had been rebuilt, whether or
 		// not this one's ids differ.
 		led.Update(func(f *ledger.Flight) { f.Remap("fz-other", "fz-other-native", 0) })
-		m := idMapper{led: led, gate: &chunkGate{led: led}}
+		m := idMapper{led: led, gate: &ChunkGate{led: led}}
 		f := &proxy.Frame{Dir: dir, Raw: frame, Env: env}
 		if !m.Claims(dir, &f.Env) {
 			t.Fatalf("idMapper does not claim a mapped frame")

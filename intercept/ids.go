@@ -22,10 +22,10 @@ import (
 // must get them under its own id, after the mapping exists.
 type idMapper struct {
 	led  *ledger.Ledger
-	gate *chunkGate
+	gate *ChunkGate
 }
 
-func newIDs(led *ledger.Ledger, gate *chunkGate) idMapper { return idMapper{led: led, gate: gate} }
+func newIDs(led *ledger.Ledger, gate *ChunkGate) idMapper { return idMapper{led: led, gate: gate} }
 
 // Claims takes frames with a sessionId once anything is mapped, or while
 // the sidecar is creating a session.
@@ -83,6 +83,6 @@ func (m idMapper) holdEarly(f *proxy.Frame, native string, created <-chan struct
 	}}
 }
 
-// chunkGate: the id mapping claims a chunk only while some id may need
-// splicing (chunkGated).
-func (m idMapper) chunkGate() *chunkGate { return m.gate }
+// ChunkPolicy: the id mapping claims a chunk only while some id may need
+// splicing.
+func (m idMapper) ChunkPolicy() ChunkPolicy { return ChunkPolicy{Gate: m.gate} }

@@ -15,7 +15,7 @@ import (
 // never released would stall every later frame to the client.
 func TestEarlyFramesAlwaysReleased(t *testing.T) {
 	led := ledger.New(nil)
-	m := idMapper{led: led, gate: &chunkGate{led: led}}
+	m := idMapper{led: led, gate: &ChunkGate{led: led}}
 	frame := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"new-1","update":{}}}`
 	other := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"stray","update":{}}}`
 	intercept := func(raw string) proxy.Verdict {

@@ -24,7 +24,7 @@ type lifeline struct {
 	life  *life.Life
 	led   *ledger.Ledger
 	watch *watch
-	gate  *chunkGate
+	gate  *ChunkGate
 	rec   lifelineRecord
 	rest  restOfChain // where a held request goes on (holder)
 	log   *slog.Logger
@@ -51,7 +51,7 @@ type lifelineRecord interface {
 	takeBack(sid string)
 }
 
-func newLifeline(lf *life.Life, led *ledger.Ledger, watch *watch, gate *chunkGate, rec lifelineRecord, log *slog.Logger) *lifeline {
+func newLifeline(lf *life.Life, led *ledger.Ledger, watch *watch, gate *ChunkGate, rec lifelineRecord, log *slog.Logger) *lifeline {
 	return &lifeline{life: lf, led: led, watch: watch, gate: gate, rec: rec, log: log}
 }
 
@@ -226,12 +226,12 @@ func (t tracker) Intercept(_ context.Context, f *proxy.Frame) (proxy.Verdict, er
 	return proxy.Verdict{}, nil
 }
 
-// claimsChunks: the tracker never claims a chunk (chunkScoped).
-func (t tracker) claimsChunks() bool { return false }
+// ChunkPolicy: the tracker never claims a chunk.
+func (t tracker) ChunkPolicy() ChunkPolicy { return ChunkPolicy{Never: true} }
 
-// chunkGate: the lifeline claims a chunk only while a replay is kept from
-// the client (chunkGated).
-func (ll *lifeline) chunkGate() *chunkGate { return ll.gate }
+// ChunkPolicy: the lifeline claims a chunk only while a replay is kept
+// from the client.
+func (ll *lifeline) ChunkPolicy() ChunkPolicy { return ChunkPolicy{Gate: ll.gate} }
 
 // closing decides a client's session/close. It goes to the agent when the
 // agent can close and the session's native session lives; else the

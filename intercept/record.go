@@ -97,7 +97,7 @@ type Recorder struct {
 	ready *life.Signal    // fires when the agent's phase or a rebuild changes
 	quit  chan struct{}   // closed when Close begins: nobody waits any longer
 	watch *watch          // waits on life, woken by ready
-	gate  *chunkGate      // shared by the stages gated for chunks
+	gate  *ChunkGate      // shared by the stages gated for chunks
 	eng   *engine         // builds native sessions and restores their config
 	agent *Agent          // the agent's life as the supervisor tells it
 	rb    *rebuilder      // carries out the rebuilds (Run)
@@ -193,7 +193,7 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 	r.discard.full.Store(true)
 	r.watch = &watch{life: r.life, ready: ready, quit: r.quit, timeout: cfg.HoldTimeout}
 	r.eng = &engine{led: r.led, life: r.life, watch: r.watch, log: cfg.Log, callTimeout: cfg.CallTimeout}
-	r.gate = &chunkGate{led: r.led}
+	r.gate = &ChunkGate{led: r.led}
 	r.rb = &rebuilder{rec: r, eng: r.eng, led: r.led, life: r.life, watch: r.watch, log: cfg.Log, cfg: &r.cfg}
 	r.ops = &Sessions{rec: r, rb: r.rb, eng: r.eng, led: r.led, life: r.life, log: cfg.Log, cfg: &r.cfg}
 	r.agent = &Agent{life: r.life, led: r.led, turns: r.ops, log: cfg.Log, callTimeout: cfg.CallTimeout}
