@@ -36,7 +36,7 @@
 //   - IDs (ids.go) keeps the client's session id stable while the native
 //     session behind it is replaced, and holds an agent frame for a session
 //     the sidecar is still creating.
-//   - Tracker (lifeline.go) notes the requests that really reach the agent,
+//   - Tracker (tracker.go) notes the requests that really reach the agent,
 //     so a dying agent's pending requests can be answered, and takes a
 //     request out of the ledger when the agent answers it.
 //
