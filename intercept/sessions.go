@@ -311,6 +311,13 @@ func (o *Sessions) listSessions(ctx context.Context, id, raw []byte) []byte {
 	return wire.Response(id, b)
 }
 
+// session/close ends a session on the agent's side (DESIGN.md "A session's
+// whole life"). The record says closed, and the session leaves the
+// sessions this process keeps live: a crash marks none of them stale, so
+// nothing rebuilds, resumes or loads a closed session behind the client's
+// back. The client's own load or resume reopens it from the record, with
+// its config restored, as any session this process does not hold.
+
 // closeHere closes a session the agent cannot close, for the lifeline.
 func (o *Sessions) closeHere(ctx context.Context, sid string) error {
 	if err := o.rec.do(ctx, func(ctx context.Context) { o.markClosed(ctx, sid) }); err != nil {
@@ -338,6 +345,19 @@ func (o *Sessions) markClosed(ctx context.Context, sid string) {
 	o.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
 	o.log.Info("session closed", "session", sid)
 }
+
+// session/delete forgets a session (DESIGN.md "A session's whole life"):
+// its config layers, turns, handoff text, native history and lineage leave
+// the store, and by the time the client has its answer, the disk
+// (state.Store.DeleteSession). The delete goes on to the agent when the
+// agent can delete, and the record is forgotten once the agent has done
+// it; else the sidecar answers it, once the record is gone. Deleting a
+// session the sidecar never knew succeeds, as the protocol asks.
+//
+// A fork keeps what it inherited from a deleted parent: the inherited
+// turns are copied into the fork's own record, ahead of its own turns, so
+// its conversation, its handoff and `show` read as before. Its lineage
+// still names the parent, which no longer resolves.
 
 // deleteHere forgets a session for an agent that cannot delete, for the
 // lifeline.
@@ -628,3 +648,6 @@ func (o *Sessions) revive(ctx context.Context, sid string) (held bool, err error
 	})
 	return false, nil
 }
+
+// reopened clears a closed mark: the client opened the session again.
+func reopened(rec *state.Session) { rec.Closed = nil }
