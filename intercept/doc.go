@@ -14,7 +14,7 @@
 //
 // Each stage in turn:
 //
-//   - Lifeline (lifeline.go, wait.go) gates client requests on the agent's
+//   - Lifeline (lifeline.go) gates client requests on the agent's
 //     life. A request that must wait (the agent restarts, its session is
 //     stale or being rebuilt) gets proxy.Hold: the relay keeps its place,
 //     the request waits in the ledger's queue in arrival order, and then
@@ -67,7 +67,7 @@
 //     only through Ledger.Update.
 //   - The agent's life (life/) owns the phase, the generation, the
 //     capabilities and the initialize and authenticate params. The
-//     supervisor moves it through Agent (agent.go); watch (wait.go) waits
+//     supervisor moves it through Agent (agent.go); watch (watch.go) waits
 //     on it.
 //   - The record's goroutine owns the sessions' records (Recorder.sessions)
 //     and the store writes; everyone else reaches them through

@@ -2,12 +2,15 @@ package intercept
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/life"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
+	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
 // The agent's life as the client must not feel it (DESIGN.md "Rebuilding a
@@ -253,4 +256,157 @@ func (ll *lifeline) deleting(f *proxy.Frame, sid string) proxy.Verdict {
 		}
 		return answerWith(wire.Response(q.id, []byte("{}")))
 	})
+}
+
+// anyWait says whether any request may have to wait now: the agent is
+// restarting, or some session is stale or being rebuilt.
+func (ll *lifeline) anyWait() bool {
+	return ll.life.Phase() == life.Restarting || ll.led.AnyStale() || ll.led.AnyBusy()
+}
+
+// mustWait says whether a client request has to wait: the agent is
+// restarting, or the request's session is being rebuilt or lost its native
+// session with the agent. It costs two atomic loads while nothing is wrong.
+func (ll *lifeline) mustWait(sid string) bool {
+	if ll.life.Phase() == life.Restarting {
+		return true
+	}
+	if sid == "" {
+		return false
+	}
+	return ll.led.IsStale(sid) || ll.led.IsBusy(sid)
+}
+
+// While the agent's side is being rebuilt, the client waits (DESIGN.md):
+// a client request that arrives while the agent restarts, or while its
+// session is rebuilt or stale, keeps its place in the stream and waits for
+// the session to be ready. Then it takes the rest of the chain as if it had
+// just arrived, towards the rebuilt native session. Past --hold-timeout, or
+// once the agent will not be restarted, it gets an error that says why.
+
+// hold keeps a client request's place and lets it go on once its session
+// is ready: through decide when set (a load, resume or list, decided only
+// then), else through the rest of the chain. It answers the request itself
+// when the wait ends otherwise.
+func (ll *lifeline) hold(f *proxy.Frame, sid string, decide decider) proxy.Verdict {
+	return ll.holdAfter(f, sid, decide, 0)
+}
+
+// holdAfter is hold for a request that must wait for an agent of life
+// minGen or later. The relay keeps the place and owns the goroutine that
+// waits (proxy.Hold); the waiter joins the room now, in arrival order.
+func (ll *lifeline) holdAfter(f *proxy.Frame, sid string, decide decider, minGen uint64) proxy.Verdict {
+	id, raw, method := append([]byte(nil), f.Env.ID...), append([]byte(nil), f.Raw...), string(f.Env.Method)
+	// A held load, resume or list is decided by the sidecar, which
+	// rebuilds a stale session its own way (reopen).
+	w := &ledger.Waiter{ID: id, Session: sid, Prompt: f.Env.MethodIs(wire.Prompt), Rebuild: decide == nil, MinLife: minGen}
+	ll.led.Update(func(f *ledger.Flight) { f.Enter(w) })
+	return proxy.Verdict{Do: proxy.Hold, Later: func(ctx context.Context) proxy.Decision {
+		defer close(w.Done)
+		gen, err := ll.awaitReady(ctx, w)
+		<-w.Prev
+		// The readiness was the agent's of life gen. If it died while this
+		// request waited for the one before it, the request would go to
+		// the dead agent's failed stdin and be lost unanswered, or to its
+		// successor ahead of the sidecar's initialize (codex-acp answers
+		// that with -32600): it waits again, for the successor.
+		for err == nil && (ll.life.Phase() != life.Up || ll.life.Gen() != gen) {
+			w.MinLife = gen + 1
+			gen, err = ll.awaitReady(ctx, w)
+		}
+		ll.led.Update(func(f *ledger.Flight) { f.Leave(w) })
+		switch {
+		case errors.Is(err, errCancelled):
+			return answerWith(wire.Response(id, []byte(`{"stopReason":"cancelled"}`)))
+		case err != nil:
+			return answerWith(proxy.ErrorResponse(id, errorCode(err), err.Error()))
+		case decide != nil:
+			return decide(ctx, waited{method: method, sid: sid, id: id, raw: raw})
+		default:
+			return ll.rest(ctx, proxy.ClientToAgent, raw)
+		}
+	}}
+}
+
+// awaitReady waits until the agent is up and w's session is neither being
+// rebuilt nor stale, and returns the life of the agent it found up. A stale
+// session is rebuilt here, by the first waiter that finds it so; the others
+// wait for that rebuild.
+func (ll *lifeline) awaitReady(ctx context.Context, w *ledger.Waiter) (uint64, error) {
+	wt := ll.watch
+	deadline := time.NewTimer(wt.timeout)
+	defer deadline.Stop()
+	for {
+		changed := wt.ready.Changed()
+		switch ll.life.Phase() {
+		case life.Dead:
+			return 0, wt.deadError()
+		case life.Up:
+			if ll.life.Gen() < w.MinLife {
+				break // the dead agent's exit is not noticed yet
+			}
+			if w.Session == "" || !ll.led.IsBusy(w.Session) && (!w.Rebuild || !ll.led.IsStale(w.Session)) {
+				return ll.life.Gen(), nil
+			}
+			if !ll.led.IsBusy(w.Session) {
+				err := ll.rec.Recover(ctx, w.Session)
+				var e *Error
+				switch {
+				case err == nil:
+					continue
+				case errors.As(err, &e) && e.Code == proxy.CodeBusy:
+					// Another rebuild took the session first: wait for it.
+				default:
+					return 0, refuse(proxy.CodeAgentGone, "acp-sidecar: could not rebuild the session after the agent exited: %v", err)
+				}
+			}
+		}
+		select {
+		case <-changed:
+		case <-w.Cancel:
+			return 0, errCancelled
+		case <-deadline.C:
+			return 0, wt.timeoutError()
+		case <-wt.quit:
+			return 0, refuse(proxy.CodeAgentGone, "acp-sidecar is shutting down; the request was not sent")
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// emulates says whether the sidecar decides a client's session/load,
+// session/resume or session/list itself: a load or resume of a session the
+// record may know is rebuilt (natively where the agent can, else emulated),
+// and a list the agent cannot make is answered from the record.
+func (ll *lifeline) emulates(method, sid string) bool {
+	if method == wire.SessionList {
+		return !ll.life.Caps().List
+	}
+	return sid != ""
+}
+
+// emulate decides a held session/load, session/resume or session/list
+// once the agent is up: an unknown session goes to the agent for its own
+// answer, a known one is reopened from the record.
+func (ll *lifeline) emulate(ctx context.Context, q waited) proxy.Decision {
+	if !ll.emulates(q.method, q.sid) {
+		return ll.rest(ctx, proxy.ClientToAgent, q.raw)
+	}
+	if q.method == wire.SessionList {
+		return answerWith(ll.rec.listSessions(ctx, q.id, q.raw))
+	}
+	line, err := ll.rec.reopen(ctx, q.sid, q.method)
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		return ll.rest(ctx, proxy.ClientToAgent, q.raw) // not ours: the agent answers, with its own error if it must
+	case err != nil:
+		return answerWith(proxy.ErrorResponse(q.id, errorCode(err), err.Error()))
+	case line == nil:
+		return ll.rest(ctx, proxy.ClientToAgent, q.raw) // live here: the agent has it
+	default:
+		// The sidecar's commands follow, as after every open the client
+		// makes, unless the agent sent its list during the reopen.
+		return answerWith(append([][]byte{wire.Response(q.id, line)}, ownCommands(ll.led, ll.led.NativeOf(q.sid), q.sid)...)...)
+	}
 }
