@@ -39,11 +39,16 @@ func refuse(code int, format string, args ...any) error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
-// begin marks sid busy with what; it fails, saying what runs, when a
-// rebuild runs on it already.
-func begin(led *ledger.Ledger, sid, what string) (cur string, ok bool) {
+// begin marks sid busy with what, so its requests wait, and returns what
+// ends the mark; when a rebuild runs on the session already it fails,
+// saying what runs. Run marks every plan with it, and the switch marks the
+// session it lends out (Sessions.Lend).
+func begin(led *ledger.Ledger, sid, what string) (end func(), cur string, ok bool) {
 	led.Update(func(f *ledger.Flight) { cur, ok = f.Begin(sid, what) })
-	return cur, ok
+	if !ok {
+		return func() {}, cur, false
+	}
+	return func() { led.Update(func(f *ledger.Flight) { f.End(sid) }) }, "", true
 }
 
 // Report says what a rebuild or restore did, for the slash command's message
@@ -278,11 +283,9 @@ func (b *rebuilder) conversation(s *session) []state.Turn {
 func (b *rebuilder) Run(ctx context.Context, p Plan) (Report, error) {
 	end := func() {}
 	if p.busy {
-		cur, ok := begin(b.led, p.sid, p.what)
-		switch {
-		case ok:
-			end = func() { b.led.Update(func(f *ledger.Flight) { f.End(p.sid) }) }
-		case !p.shared:
+		var cur string
+		var ok bool
+		if end, cur, ok = begin(b.led, p.sid, p.what); !ok && !p.shared {
 			return Report{}, refuse(proxy.CodeBusy, "a %s is already running on this session", cur)
 		}
 	}

@@ -560,7 +560,8 @@ func (o *Sessions) interrupted(ctx context.Context) {
 // session that moved is forgotten here; its native session stays with the
 // agent, unused, and its late frames keep their client id.
 func (o *Sessions) Lend(ctx context.Context, sid string) (done func(moved bool), err error) {
-	if what, ok := begin(o.led, sid, "switch"); !ok {
+	end, what, ok := begin(o.led, sid, "switch")
+	if !ok {
 		return nil, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
 	}
 	running := false
@@ -578,7 +579,7 @@ func (o *Sessions) Lend(ctx context.Context, sid string) (done func(moved bool),
 		err = refuse(proxy.CodeBusy, "a turn is running; cancel it or wait for it to end, then switch agents")
 	}
 	if err != nil {
-		o.led.Update(func(f *ledger.Flight) { f.End(sid) })
+		end()
 		return nil, err
 	}
 	return func(moved bool) {
@@ -586,7 +587,7 @@ func (o *Sessions) Lend(ctx context.Context, sid string) (done func(moved bool),
 			o.rec.do(context.WithoutCancel(ctx), func(context.Context) { delete(o.rec.sessions, sid) })
 			o.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
 		}
-		o.led.Update(func(f *ledger.Flight) { f.End(sid) })
+		end()
 	}, nil
 }
 
