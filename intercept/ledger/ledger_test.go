@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -93,5 +94,55 @@ func TestForgetKeepsARunningRebuild(t *testing.T) {
 	l.Update(func(f *Flight) { f.End("c1") })
 	if l.IsBusy("c1") || l.AnyBusy() {
 		t.Error("the rebuild's end left the session busy")
+	}
+}
+
+// TestKeyFindsAnIDSpeltAnotherWay: an agent that writes an id back in its
+// own spelling still finds its request, and plain ids cost no decode.
+func TestKeyFindsAnIDSpeltAnotherWay(t *testing.T) {
+	for _, tt := range []struct{ a, b string }{
+		{`"\u0061b"`, `"ab"`},
+		{`1.0`, `1`},
+		{`1e2`, `100`},
+		{`7`, `7`},
+		{`"req-7"`, `"req-7"`},
+	} {
+		if Key([]byte(tt.a)) != Key([]byte(tt.b)) {
+			t.Errorf("Key(%s) = %q, Key(%s) = %q: want the same", tt.a, Key([]byte(tt.a)), tt.b, Key([]byte(tt.b)))
+		}
+	}
+	if Key([]byte(`"a"`)) == Key([]byte(`"b"`)) {
+		t.Error("two ids share a key")
+	}
+}
+
+// TestAnsweredIsASecondAnswer: once answered, an id reads as answered until
+// the client uses it again; an id never held is not.
+func TestAnsweredIsASecondAnswer(t *testing.T) {
+	l := New(nil)
+	l.Update(func(f *Flight) { f.Note("1", "session/prompt", "s").State = Sent })
+	if l.Answered("1") {
+		t.Fatal("a request in flight reads as answered")
+	}
+	l.Update(func(f *Flight) { f.Answered("1") })
+	if !l.Answered("1") {
+		t.Fatal("an answered request does not read as answered")
+	}
+	if l.Answered("2") {
+		t.Error("an id nobody sent reads as answered")
+	}
+	l.Update(func(f *Flight) { f.Note("1", "session/prompt", "s") })
+	if l.Answered("1") {
+		t.Error("an id the client sent again still reads as answered")
+	}
+	for i := range keepAnswered + 1 {
+		id := string(rune('a'+i%26)) + fmt.Sprint(i)
+		l.Update(func(f *Flight) {
+			f.Note(id, "m", "")
+			f.Answered(id)
+		})
+	}
+	if l.Answered("a0") {
+		t.Error("the oldest answered id is kept past keepAnswered")
 	}
 }
