@@ -164,7 +164,7 @@ func (e *engine) restore(ctx context.Context, nativeID string, target, catalog *
 		if err := e.runStep(ctx, nativeID, step, &out); err != nil {
 			if agentLost(err) {
 				// Nothing after this can land on the native session; the
-				// rebuild starts again from its capture (rebuilding).
+				// rebuild starts again from its capture (Run).
 				out.lost = true
 				return out
 			}

@@ -225,7 +225,7 @@ func (ll *lifeline) closing(f *proxy.Frame, sid string) proxy.Verdict {
 }
 
 // forking decides a client's session/fork on an agent without one: the
-// sidecar forks the session from the record (Recorder.Fork), answers with
+// sidecar forks the session from the record (Sessions.Fork), answers with
 // the fork's id and config, and sends its commands for the fork.
 func (ll *lifeline) forking(f *proxy.Frame, parent string) proxy.Verdict {
 	return ll.hold(f, parent, func(ctx context.Context, q waited) proxy.Decision {
@@ -294,7 +294,7 @@ func (ll *lifeline) hold(f *proxy.Frame, sid string, decide decider) proxy.Verdi
 
 // holdAfter is hold for a request that must wait for an agent of life
 // minGen or later. The relay keeps the place and owns the goroutine that
-// waits (proxy.Hold); the waiter joins the room now, in arrival order.
+// waits (proxy.Hold); the waiter joins the ledger's queue now, in arrival order.
 func (ll *lifeline) holdAfter(f *proxy.Frame, sid string, decide decider, minGen uint64) proxy.Verdict {
 	id, raw, method := append([]byte(nil), f.Env.ID...), append([]byte(nil), f.Raw...), string(f.Env.Method)
 	// A held load, resume or list is decided by the sidecar, which
