@@ -185,7 +185,7 @@ func (r *agentRun) do() {
 		waitKill = func() { <-killed }
 	}
 	for try := 0; r.sid == ""; try++ {
-		res, err := retry(t, r.rep, "session/new", func(ctx context.Context) (acp.NewSessionResponse, error) { return s.c.NewSession(ctx, dir) })
+		res, err := retry(t, r.rep, s, "session/new", func(ctx context.Context) (acp.NewSessionResponse, error) { return s.c.NewSession(ctx, dir) })
 		switch {
 		case err == nil:
 			r.sid = res.SessionId
@@ -251,9 +251,9 @@ func (r *agentRun) setConfig() {
 	for try := 0; try == 0 || try < 3 && lostToKill(err); try++ {
 		switch r.profile {
 		case "legacy-only":
-			_, err = retry(t, r.rep, "set_model", func(ctx context.Context) (struct{}, error) { return struct{}{}, s.c.SetModel(ctx, r.sid, model) })
+			_, err = retry(t, r.rep, s, "set_model", func(ctx context.Context) (struct{}, error) { return struct{}{}, s.c.SetModel(ctx, r.sid, model) })
 		default:
-			_, err = retry(t, r.rep, "set model", func(ctx context.Context) ([]acp.SessionConfigOption, error) {
+			_, err = retry(t, r.rep, s, "set model", func(ctx context.Context) ([]acp.SessionConfigOption, error) {
 				return s.c.SetConfigOption(ctx, r.sid, "model", model)
 			})
 		}
@@ -265,11 +265,11 @@ func (r *agentRun) setConfig() {
 	for try := 0; try == 0 || try < 3 && lostToKill(err); try++ {
 		switch r.profile {
 		case "config-options-only":
-			_, err = retry(t, r.rep, "set mode", func(ctx context.Context) ([]acp.SessionConfigOption, error) {
+			_, err = retry(t, r.rep, s, "set mode", func(ctx context.Context) ([]acp.SessionConfigOption, error) {
 				return s.c.SetConfigOption(ctx, r.sid, "mode", mode)
 			})
 		default:
-			_, err = retry(t, r.rep, "set_mode", func(ctx context.Context) (struct{}, error) { return struct{}{}, s.c.SetMode(ctx, r.sid, mode) })
+			_, err = retry(t, r.rep, s, "set_mode", func(ctx context.Context) (struct{}, error) { return struct{}{}, s.c.SetMode(ctx, r.sid, mode) })
 		}
 	}
 	if err != nil {

@@ -66,13 +66,13 @@ func TestConcurrentSidecars(t *testing.T) {
 			return nil
 		}
 		cs := &cSidecar{n: n, s: s}
-		if _, err := call(t, rep, "initialize", func(ctx context.Context) (acp.InitializeResponse, error) { return s.c.Initialize(ctx) }); err != nil {
+		if _, err := callOn(t, rep, s, "initialize", func(ctx context.Context) (acp.InitializeResponse, error) { return s.c.Initialize(ctx) }); err != nil {
 			t.Errorf("sidecar %d: initialize: %v\nsidecar log:\n%s", n, err, tail(filepath.Join(dir, "sidecar.log"), 40))
 			return nil
 		}
 		s.agent()
 		for range 2 {
-			res, err := call(t, rep, "session/new", func(ctx context.Context) (acp.NewSessionResponse, error) { return s.c.NewSession(ctx, dir) })
+			res, err := callOn(t, rep, s, "session/new", func(ctx context.Context) (acp.NewSessionResponse, error) { return s.c.NewSession(ctx, dir) })
 			if err != nil {
 				t.Errorf("sidecar %d: session/new: %v\nsidecar log:\n%s", n, err, tail(filepath.Join(dir, "sidecar.log"), 40))
 				break

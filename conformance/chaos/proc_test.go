@@ -59,6 +59,41 @@ func children(pid int) []procInfo {
 	return out
 }
 
+// descendants lists the live processes under pid: its children, theirs,
+// and so on.
+func descendants(pid int) []procInfo {
+	var out []procInfo
+	for _, c := range children(pid) {
+		out = append(out, c)
+		out = append(out, descendants(c.pid)...)
+	}
+	return out
+}
+
+// dumpGoroutines makes the process pid (a sidecar) and every process under
+// it (its agent) print their goroutines on their stderr and exit: SIGQUIT,
+// with GOTRACEBACK=all in their environment. The sidecar is stopped first,
+// so that it does not react to its agent's exit before its own dump, and
+// goes last. It waits up to 10 s for each to be gone; the caller then reads
+// the stderr it captured, once the copy of it has ended.
+func dumpGoroutines(pid int) {
+	top, ok := readStat(pid)
+	if !ok {
+		return
+	}
+	syscall.Kill(pid, syscall.SIGSTOP)
+	below := descendants(pid)
+	for _, p := range below {
+		syscall.Kill(p.pid, syscall.SIGQUIT)
+	}
+	for _, p := range below {
+		waitGone(p, 10*time.Second)
+	}
+	syscall.Kill(pid, syscall.SIGQUIT)
+	syscall.Kill(pid, syscall.SIGCONT)
+	waitGone(top, 10*time.Second)
+}
+
 // agentOf waits up to d for the sidecar pid to have a live child (its
 // agent) and returns it.
 func agentOf(sidecar int, d time.Duration) (procInfo, bool) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,13 @@ import (
 // bound is how long any one request may go unanswered: past it the client
 // counts a hang.
 const bound = 20 * time.Second
+
+// closeBound is how long a sidecar may take to exit after its stdin ends.
+const closeBound = 10 * time.Second
+
+// dumpEnv goes into every sidecar's environment, and so its agent's: a
+// SIGQUIT (dumpGoroutines) then prints every goroutine.
+var dumpEnv = []string{"GOTRACEBACK=all"}
 
 // report counts what a test did; its line ends every test.
 type report struct {
@@ -69,6 +77,7 @@ type sidecar struct {
 	dir    string // --state-dir
 	stderr *acpclient.Buffer
 
+	dumpOnce  sync.Once
 	mu        sync.Mutex
 	agents    []procInfo // every agent process seen
 	onPermit  func()     // runs when the agent asks permission; may be nil
@@ -86,8 +95,9 @@ func startSidecar(t *testing.T, dir string, agentArgs []string, extra ...string)
 	s.cancelCtx = cancel
 	c, err := acpclient.Start(ctx, argv, acpclient.Options{
 		Stderr:       s.stderr,
+		Env:          dumpEnv,
 		Dir:          dir,
-		CloseTimeout: 10 * time.Second,
+		CloseTimeout: closeBound,
 		Permission: func(req acp.RequestPermissionRequest) acp.RequestPermissionOutcome {
 			s.mu.Lock()
 			f := s.onPermit
@@ -144,14 +154,64 @@ func (s *sidecar) leftBehind() []procInfo {
 }
 
 // close ends the client's input and waits for the sidecar to exit; it must
-// go on its own, within CloseTimeout.
+// go on its own, within closeBound. One that does not prints its goroutines
+// into the log (dump) before it is killed.
 func (s *sidecar) close() error {
+	s.c.CloseStdin()
+	ctx, cancel := context.WithTimeout(context.Background(), closeBound)
+	_, werr := s.c.Wait(ctx)
+	cancel()
+	if werr != nil {
+		s.dump(fmt.Sprintf("did not exit within %v after stdin EOF", closeBound))
+	}
 	_, err := s.c.Close()
 	s.cancelCtx()
-	if errors.Is(err, acpclient.ErrKilled) {
-		return fmt.Errorf("sidecar %d did not exit after stdin EOF: %w", s.pid, err)
+	if werr != nil || errors.Is(err, acpclient.ErrKilled) {
+		return fmt.Errorf("sidecar %d did not exit after stdin EOF: %w", s.pid, acpclient.ErrKilled)
 	}
 	return nil
+}
+
+// dump makes the sidecar and its agent print their goroutines and exit
+// (dumpGoroutines), once, and logs the sidecar's stderr, which holds both
+// dumps: what a hang or a sidecar that does not exit leaves to read.
+func (s *sidecar) dump(why string) {
+	s.dumpOnce.Do(func() {
+		// The client's side first, as it is at the hang: a client that
+		// stopped reading would stall the sidecar too.
+		client := clientSide(s.c)
+		dumpGoroutines(s.pid)
+		// The stderr copy ends once every process holding the pipe is gone.
+		ctx, cancel := context.WithTimeout(context.Background(), closeBound)
+		_, err := s.c.Wait(ctx)
+		cancel()
+		if err != nil {
+			s.t.Logf("sidecar %d: still running after SIGQUIT: %v", s.pid, err)
+		}
+		s.t.Logf("sidecar %d %s; its client: %s\nits stderr, with its goroutines and its agent's (SIGQUIT):\n%s", s.pid, why, client, s.stderr.String())
+	})
+}
+
+// clientSide describes the scripted client of a sidecar for a hang report:
+// the last lines it read, and the test's goroutines in acpclient and the
+// SDK under it (those of every client: the test runs several).
+func clientSide(c *acpclient.Client) string {
+	var b strings.Builder
+	lines := c.Lines()
+	b.WriteString(fmt.Sprintf("%d lines read; the last:", len(lines)))
+	for _, l := range lines[max(0, len(lines)-10):] {
+		b.WriteString("\n  ")
+		b.Write(l[:min(len(l), 300)])
+	}
+	buf := make([]byte, 4<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "/acpclient.") || strings.Contains(g, "/acp-go-sdk.") {
+			b.WriteString("\n")
+			b.WriteString(g)
+		}
+	}
+	return b.String()
 }
 
 // retryable reports whether err says the request never reached the agent
@@ -186,22 +246,32 @@ func ended(err error) bool {
 // hang, counted in rep and reported.
 func call[T any](t *testing.T, rep *report, what string, f func(ctx context.Context) (T, error)) (T, error) {
 	t.Helper()
+	return callOn(t, rep, nil, what, f)
+}
+
+// callOn is call for a request to sidecar s: on a hang, s and its agent
+// print their goroutines into the log (sidecar.dump), and so exit.
+func callOn[T any](t *testing.T, rep *report, s *sidecar, what string, f func(ctx context.Context) (T, error)) (T, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), bound)
 	defer cancel()
 	v, err := f(ctx)
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		rep.hang()
 		t.Errorf("HANG: %s: no answer within %v: %v", what, bound, err)
+		if s != nil {
+			s.dump("HANG: " + what)
+		}
 	}
 	return v, err
 }
 
-// retry is call, sending again while the answer is retryable; the bound
+// retry is callOn, sending again while the answer is retryable; the bound
 // covers all the tries.
-func retry[T any](t *testing.T, rep *report, what string, f func(ctx context.Context) (T, error)) (T, error) {
+func retry[T any](t *testing.T, rep *report, s *sidecar, what string, f func(ctx context.Context) (T, error)) (T, error) {
 	t.Helper()
 	deadline := time.Now().Add(bound)
-	return call(t, rep, what, func(ctx context.Context) (T, error) {
+	return callOn(t, rep, s, what, func(ctx context.Context) (T, error) {
 		for {
 			v, err := f(ctx)
 			if err == nil || !retryable(err) || time.Now().After(deadline) {
@@ -226,7 +296,7 @@ type turnResult struct {
 
 func (s *sidecar) prompt(t *testing.T, rep *report, sid acp.SessionId, blocks ...string) (turnResult, error) {
 	t.Helper()
-	return retry(t, rep, fmt.Sprintf("prompt %q", blocks), func(ctx context.Context) (turnResult, error) {
+	return retry(t, rep, s, fmt.Sprintf("prompt %q", blocks), func(ctx context.Context) (turnResult, error) {
 		stop, text, err := s.c.Prompt(ctx, sid, blocks...)
 		r := turnResult{stop: stop, text: text}
 		r.reply, r.ok = fakeagent.ParseReply(text)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"sync/atomic"
@@ -59,6 +60,7 @@ func clientStopsReading(t *testing.T, rep *report) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.Stderr = stderr
+	cmd.Env = append(os.Environ(), dumpEnv...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -77,15 +79,7 @@ func clientStopsReading(t *testing.T, rep *report) {
 	stalled := func(what string) {
 		rep.hang()
 		t.Errorf("HANG: %s", what)
-		procs := append(children(cmd.Process.Pid), procInfo{pid: cmd.Process.Pid})
-		for _, p := range procs {
-			syscall.Kill(p.pid, syscall.SIGQUIT)
-		}
-		for _, p := range procs {
-			if pi, ok := readStat(p.pid); ok {
-				waitGone(pi, 10*time.Second)
-			}
-		}
+		dumpGoroutines(cmd.Process.Pid)
 		cancel()
 		t.Logf("sidecar and agent stderr (SIGQUIT on the stall):\n%s", stderr.String())
 	}
