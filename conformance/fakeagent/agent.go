@@ -31,6 +31,13 @@ type session struct {
 	cwd     string
 	st      settings
 	history []turn
+	// unlisted counts the session/list calls that must still leave the
+	// session out under -list-lag; -1 until its first turn ends. It plays
+	// claude-agent-acp 0.23.1, which lists the claude CLI's transcript
+	// files: the CLI queues a turn's lines on a 100ms write timer and
+	// answers the turn before they land, so a list right after the
+	// response may not see the session yet.
+	unlisted int
 	// post holds updates to send right after the response to the request in
 	// flight on this session is written (see agent.frameLine).
 	post []acp.SessionUpdate
@@ -220,6 +227,9 @@ func (a *agent) session(sid acp.SessionId) (*session, error) {
 func (a *agent) newSessionLocked(cwd string) *session {
 	a.nextID++
 	s := &session{id: a.cfg.IDPrefix + strconv.Itoa(a.nextID), cwd: cwd, st: a.cat.fresh()}
+	if a.cfg.ListLag > 0 {
+		s.unlisted = -1
+	}
 	a.sessions[s.id] = s
 	a.order = append(a.order, s.id)
 	return s
@@ -404,7 +414,10 @@ func (a *agent) reopenSurfaces(st settings) ([]acp.SessionConfigOption, *acp.Ses
 
 // ListSessions implements acp.Agent. Sessions come in creation order; the
 // title is the first prompt's text, and there is no updatedAt (no clock)
-// unless -info-updates, which reports the fake one of the last turn.
+// unless -info-updates, which reports the fake one of the last turn. Under
+// -list-lag N a session appears only once it has a finished turn and N
+// session/list calls have left it out since (see session.unlisted): a
+// count, not a clock, so a test of the lag is deterministic.
 func (a *agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
 	if !a.cfg.List {
 		return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
@@ -414,6 +427,12 @@ func (a *agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (acp.
 	out := acp.ListSessionsResponse{Sessions: []acp.SessionInfo{}}
 	for _, id := range a.order {
 		s := a.sessions[id]
+		if s.unlisted != 0 {
+			if s.unlisted > 0 {
+				s.unlisted--
+			}
+			continue
+		}
 		if p.Cwd != nil && *p.Cwd != s.cwd {
 			continue
 		}
@@ -445,6 +464,9 @@ func (a *agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSession
 	child := a.newSessionLocked(cwd)
 	child.st = parent.st
 	child.history = append([]turn(nil), parent.history...)
+	if len(child.history) > 0 {
+		child.unlisted = 0 // the parent's turns are on disk already
+	}
 	st := child.st
 	a.persistLocked()
 	a.mu.Unlock()

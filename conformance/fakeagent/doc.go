@@ -25,6 +25,14 @@
 // the initialize response is rewritten to carry the capability. Without
 // -delete the SDK answers session/delete with -32601.
 //
+// session/list (-list) lists every session at once. With -list-lag N it
+// lists a session only once the session has a finished turn and N
+// session/list calls have left it out since, as claude-agent-acp 0.23.1
+// lists the claude CLI's transcript files, which the CLI writes on a 100ms
+// timer after answering the turn: the lag is a count of calls, so it is
+// deterministic. A session with turns from -state, or a fork of one, is
+// listed at once.
+//
 // # Config
 //
 // One underlying state per session (model, mode, effort, verbosity) is

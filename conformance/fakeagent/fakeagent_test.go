@@ -1017,3 +1017,45 @@ func mustCalls(t *testing.T, log string) []fakeagent.Call {
 	}
 	return calls
 }
+
+// TestListLag: under -list-lag 2 a session without a turn is never
+// listed, and one whose first turn has ended is left out of the next two
+// session/list calls and listed from the third on, as claude-agent-acp
+// 0.23.1's listing catches up with the claude CLI's transcript write; a
+// fork of a session with turns is listed at once.
+func TestListLag(t *testing.T) {
+	a := start(t, acpclient.Options{}, "-list", "-fork", "-list-lag", "2")
+	s, ctx := a.session(t)
+	sid := s.SessionId
+	listed := func() []string {
+		t.Helper()
+		l, err := a.List(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := []string{}
+		for _, si := range l.Sessions {
+			ids = append(ids, string(si.SessionId))
+		}
+		return ids
+	}
+	if got := listed(); len(got) != 0 {
+		t.Errorf("before any turn: listed %q, want none", got)
+	}
+	a.reply(t, ctx, sid, "hello")
+	var got [][]string
+	for range 4 {
+		got = append(got, listed())
+	}
+	want := [][]string{{}, {}, {"fake-sess-1"}, {"fake-sess-1"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the lists after the turn (-want +got):\n%s", diff)
+	}
+	f, err := a.Fork(ctx, sid, "/home/me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"fake-sess-1", string(f.SessionId)}, listed()); diff != "" {
+		t.Errorf("the list after a fork (-want +got):\n%s", diff)
+	}
+}

@@ -28,6 +28,7 @@ type config struct {
 	DieOnce         string
 	DieMidLoad      bool
 	AnswerTwice     methodSet
+	ListLag         int
 	Chunks          int
 	ChunkSize       int
 	IDPrefix        string
@@ -93,6 +94,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.DieOnce, "die-once", c.DieOnce, "-die-on and -die-mid-load fire only if `FILE` does not exist, and create it just before dying, so a restarted agent with the same flags lives")
 	fs.BoolVar(&c.DieMidLoad, "die-mid-load", c.DieMidLoad, "exit right after writing the first replayed session/update of a session/load")
 	fs.Var(&c.AnswerTwice, "answer-twice", "answer every request of `METHOD` twice: the answer, then at once a second one with the same id (SecondAnswerLine); repeatable, or comma separated")
+	fs.IntVar(&c.ListLag, "list-lag", c.ListLag, "session/list leaves a session out until its first turn has ended and then `N` more session/list calls, like claude-agent-acp 0.23.1, whose claude CLI writes the transcript it lists after the turn's response (0: list every session at once)")
 	fs.IntVar(&c.Chunks, "chunks", c.Chunks, "extra agent_message_chunk updates per prompt after the reply line")
 	fs.IntVar(&c.ChunkSize, "chunk-size", c.ChunkSize, "bytes per extra chunk")
 	fs.StringVar(&c.IDPrefix, "id-prefix", c.IDPrefix, "session id prefix; ids are PREFIX1, PREFIX2, …")

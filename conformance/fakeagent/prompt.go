@@ -112,6 +112,9 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		if idx < len(s.history) {
 			s.history[idx].agent = text.String()
 		}
+		if s.unlisted < 0 {
+			s.unlisted = a.cfg.ListLag // the turn's transcript is "written" now, and lands that many lists later
+		}
 		a.persistLocked()
 		title := sessionTitle(s.history)
 		a.mu.Unlock()

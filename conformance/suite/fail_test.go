@@ -112,6 +112,7 @@ func TestChecksFail(t *testing.T) {
 
 // failCheckTimeout bounds each check against its breaking target, to stop
 // a hung one. The tests wait for no time of their own: each check fails on
-// an event, but for record (its 5s bound on the store catching up) and eof
-// (the 2s an agent gets to exit).
+// an event, but for record (its 5s bound on the store catching up),
+// session-list (listCatchUp, 10s, on a listing that never shows the
+// session) and eof (the 2s an agent gets to exit).
 const failCheckTimeout = 60 * time.Second

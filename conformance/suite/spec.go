@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
 )
@@ -361,19 +362,70 @@ func specSessionResume(ctx context.Context, _ *checkRun, ru *run, _ probeResult)
 	return "resumed, then took a prompt", nil
 }
 
+// listCatchUp bounds how long session-list waits for the agent's listing
+// to show the session its turn just used. The wait is for an event, the
+// agent's transcript write landing, which comes within a CLI write timer
+// of 100ms (see specSessionList); 10s is generous on a loaded 2-core
+// runner, and only a broken agent ever uses all of it.
+const listCatchUp = 10 * time.Second
+
+// specSessionList wants the session just used listed with its cwd.
+//
+// claude-agent-acp 0.23.1 answers session/list from the claude CLI's
+// transcript files (the SDK's listSessions reads
+// ~/.claude/projects/<cwd>/*.jsonl and leaves out a file with no prompt in
+// it). The CLI appends a turn's lines through a write queue drained by a
+// 100ms timer, and yields the turn's result before the queue is drained
+// (it flushes first only under CLAUDE_CODE_EAGER_FLUSH, which the agent
+// does not set), so the prompt's response may reach the client before the
+// session is on disk: a session/list right after it can list nothing. The
+// protocol has no signal for "persisted", so the check lists again until
+// the session appears, listCatchUp at most: it waits for that write to
+// land, as record waits for the store. This is no retry of the check: the
+// turn is not redone, the listing is read until it shows the event, and a
+// list that errs or shows the session with a wrong cwd fails at once. The
+// same loop runs directly and through the sidecar, so the verdicts agree;
+// the detail says how many lists it took when it took more than one. The
+// fake agent's -list-lag plays the quirk.
 func specSessionList(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (string, error) {
-	c := ru.c
 	// Some agents list a session only once it has a turn on disk.
 	sid, err := readyWithTurn(ctx, ru)
 	if err != nil {
 		return "", err
 	}
-	params := map[string]any{"cwd": ru.cwd}
+	var (
+		lists, seen int
+		found       bool
+		lerr        error
+	)
+	waitUntil(ctx, listCatchUp, func() bool {
+		lists++
+		found, seen, lerr = listHas(ctx, ru.c, ru.cwd, sid)
+		return found || lerr != nil
+	})
+	switch {
+	case lerr != nil:
+		return "", lerr
+	case !found && lists > 1:
+		return "", fmt.Errorf("session/list for cwd %s does not list the session %s just used (%d listed; %d lists over %s)", ru.cwd, sid, seen, lists, listCatchUp)
+	case !found:
+		return "", fmt.Errorf("session/list for cwd %s does not list the session %s just used (%d listed)", ru.cwd, sid, seen)
+	case lists > 1:
+		return fmt.Sprintf("the session is listed with its cwd (%d listed), by the %s session/list after the turn", seen, ordinal(lists)), nil
+	}
+	return fmt.Sprintf("the session is listed with its cwd (%d listed)", seen), nil
+}
+
+// listHas reads session/list for cwd, every page of it, and reports
+// whether sid is there and how many sessions were listed. A malformed
+// list, or sid with another cwd, is an error.
+func listHas(ctx context.Context, c *conn, cwd, sid string) (bool, int, error) {
+	params := map[string]any{"cwd": cwd}
 	seen := 0
 	for page := 0; page < 20; page++ {
 		res, err := c.call(ctx, "session/list", params)
 		if err != nil {
-			return "", err
+			return false, seen, err
 		}
 		var l struct {
 			Sessions []struct {
@@ -383,18 +435,18 @@ func specSessionList(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (
 			NextCursor *string `json:"nextCursor"`
 		}
 		if err := json.Unmarshal(res, &l); err != nil || l.Sessions == nil {
-			return "", fmt.Errorf("the session/list result has no sessions list: %s", oneLine(string(res), 200))
+			return false, seen, fmt.Errorf("the session/list result has no sessions list: %s", oneLine(string(res), 200))
 		}
 		for i, s := range l.Sessions {
 			if s.SessionID == nil || *s.SessionID == "" || s.Cwd == nil {
-				return "", fmt.Errorf("sessions[%d] lacks a sessionId or a cwd: %s", i, oneLine(string(res), 200))
+				return false, seen, fmt.Errorf("sessions[%d] lacks a sessionId or a cwd: %s", i, oneLine(string(res), 200))
 			}
 			seen++
 			if *s.SessionID == sid {
-				if !samePath(*s.Cwd, ru.cwd) {
-					return "", fmt.Errorf("session/list shows %s with cwd %s, want %s", sid, *s.Cwd, ru.cwd)
+				if !samePath(*s.Cwd, cwd) {
+					return false, seen, fmt.Errorf("session/list shows %s with cwd %s, want %s", sid, *s.Cwd, cwd)
 				}
-				return fmt.Sprintf("the session is listed with its cwd (%d listed)", seen), nil
+				return true, seen, nil
 			}
 		}
 		if l.NextCursor == nil || *l.NextCursor == "" {
@@ -402,7 +454,23 @@ func specSessionList(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (
 		}
 		params["cursor"] = *l.NextCursor
 	}
-	return "", fmt.Errorf("session/list for cwd %s does not list the session %s just used (%d listed)", ru.cwd, sid, seen)
+	return false, seen, nil
+}
+
+// ordinal spells n as 2nd, 3rd, 11th, 21st.
+func ordinal(n int) string {
+	suffix := "th"
+	if n%100 < 11 || n%100 > 13 {
+		switch n % 10 {
+		case 1:
+			suffix = "st"
+		case 2:
+			suffix = "nd"
+		case 3:
+			suffix = "rd"
+		}
+	}
+	return strconv.Itoa(n) + suffix
 }
 
 func samePath(a, b string) bool {

@@ -87,6 +87,13 @@ func TestFakeAgentProfiles(t *testing.T) {
 		{name: "codex-current", args: []string{"--profile", "codex-current"}, want: map[string]expect{
 			"session-load": {Skip, "does not advertise loadSession"}, "load-replay": {Skip, "does not advertise loadSession"},
 		}},
+		// claude-agent-acp 0.23.1 lists a session once the claude CLI's
+		// transcript write lands, which may be after the turn's response:
+		// session-list must wait for it (listCatchUp), the same way
+		// directly and through the sidecar.
+		{name: "list-lag", args: []string{"--profile", "model-dependent", "-list-lag", "3"}, want: map[string]expect{
+			"session-list": {Pass, "by the 4th session/list after the turn"},
+		}},
 		{name: "no-config", args: []string{"-config-options=false", "-modes=false", "-models=false"}, want: with(sessionCapsSkip, map[string]expect{
 			"record": noConfig, "reset": noConfig, "restore-order": noConfig, "fail-closed": noConfig,
 			"reset-kill": noConfig, "reopen-config": noConfig, "set-config-option": {Skip, "no configOptions"},
