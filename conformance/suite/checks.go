@@ -719,11 +719,17 @@ func checkLoad(ctx context.Context, r *checkRun, pr probeResult) error {
 	return nil
 }
 
-// nudgeTrace makes the sidecar flush its --trace. It flushes after each
-// frame it relays, but not after the frames it sends on its own (its own
-// requests, a slash command's answer), so those can wait in its buffer
-// until the next relayed frame. A `_sidecar/status` with no session is
-// answered (-32602) in the relay loop, which then flushes.
+// nudgeTrace makes the sidecar flush its --trace before the check reads
+// it. The relay records a frame when it reads it, but flushes the trace
+// only after it has written what it decided, so a client can hold a
+// frame's answer while the entry is still in the buffer; a `_sidecar/status`
+// answered in the relay loop (-32602 for no session) flushed only after its
+// own answer too, and a check under load read a trace without the agent's
+// answer to its close. A `_sidecar/status` for a session nobody has is
+// answered later, off the relay loop, and the relay flushes the trace
+// before it writes such an answer (Relay.Hold): every frame read before it,
+// the agent's answer the client already holds among them, is in the file
+// once the client has it. It is no answer the check reads.
 func nudgeTrace(ctx context.Context, c *conn) {
-	_, _ = c.call(ctx, "_sidecar/status", map[string]any{})
+	_, _ = c.call(ctx, "_sidecar/status", map[string]any{"sessionId": "acp-conformance-trace-nudge"})
 }
