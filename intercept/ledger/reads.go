@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
@@ -114,18 +113,6 @@ func (l *Ledger) TargetOr(sid string, live *state.Config) *state.Config {
 		}
 	})
 	return t
-}
-
-// Armed says whether sid's next prompt carries a handoff.
-func (l *Ledger) Armed(sid string) (replay.Handoff, bool) {
-	var h replay.Handoff
-	ok := false
-	l.view(func(f *Flight) {
-		if s := f.sessions[sid]; s != nil && s.Armed != nil {
-			h, ok = *s.Armed, true
-		}
-	})
-	return h, ok
 }
 
 // Request is the client request in flight under id.
