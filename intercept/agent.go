@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
@@ -27,15 +28,39 @@ type Agent struct {
 	sc          Sidecar                                       // bound with the Recorder (Bind)
 	log         *slog.Logger
 	callTimeout time.Duration
+
+	mu    sync.Mutex
+	ended bool        // End ran for this death, and Gone has not
+	gone  ledger.Gone // what End took out of the ledger, for Gone to answer
 }
 
-// Gone is called when the agent's output has ended while the client is
-// still there. The ledger's side of it is one update: what the dead agent
-// had is taken out, and every session is marked for a rebuild.
+// End is called the moment the agent's output ends while the client is
+// still there (proxy.Config.OnAgentEnd), while no client frame is being
+// decided: from here on a request waits for the next agent instead of
+// going to the dead one. The ledger's side of the death is one update:
+// what the dead agent had is taken out, and every session is marked for a
+// rebuild. It answers nothing yet; Gone does, once the exit status is
+// known.
+func (a *Agent) End() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ended {
+		return
+	}
+	a.ended = true
+	gen := a.life.Gone("its output ended")
+	a.led.Update(func(f *ledger.Flight) { a.gone = f.AgentGone(gen) })
+}
+
+// Gone is called when the agent has exited while the client is still
+// there. It ends the agent's life if End did not, answers the requests the
+// dead agent had, and ends the running turns interrupted.
 func (a *Agent) Gone(ctx context.Context, reason string) {
-	gen := a.life.Gone(reason)
-	var gone ledger.Gone
-	a.led.Update(func(f *ledger.Flight) { gone = f.AgentGone(gen) })
+	a.End()
+	a.mu.Lock()
+	gone := a.gone
+	a.gone, a.ended = ledger.Gone{}, false
+	a.mu.Unlock()
 	for _, q := range gone.Sent {
 		msg := fmt.Sprintf("acp-sidecar: the agent exited (%s) while this %s was pending. The session was kept; send it again.", reason, q.Method)
 		if err := a.sc.Send(proxy.AgentToClient, proxy.ErrorResponse([]byte(q.ID), proxy.CodeAgentGone, msg)); err != nil {

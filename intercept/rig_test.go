@@ -71,6 +71,7 @@ func newRigWith(t testing.TB, opts rigOptions, cfg intercept.RecorderConfig, age
 		Hook: intercept.NewChain(nil, intercept.StageList(r.recorder)...),
 	}
 	if opts.restart {
+		pcfg.OnAgentEnd = r.recorder.Agent().End
 		pcfg.OnAgentExit = func(ctx context.Context) (io.Writer, io.Reader, bool) {
 			r.exited <- time.Now()
 			r.recorder.Agent().Gone(ctx, "exit status 3")

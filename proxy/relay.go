@@ -177,6 +177,16 @@ type Config struct {
 	// tests, as x/tools' MustReplyHandler does: a test must not pass on a
 	// bug the relay would only have logged.
 	Strict bool
+	// OnAgentEnd runs on the relay's goroutine when the agent's output
+	// ends while the client is still there, before OnAgentExit, at a
+	// moment when no client frame is being decided and the requests the
+	// dead agent never read have gone back to the hook (UnsentHook). A
+	// frame decided after it returns is decided by a hook that knows the
+	// agent is gone, so the owner tells the hook there, not in
+	// OnAgentExit: a request decided between the two would be taken for
+	// sent to the dead agent and fail, although it never reached it. It
+	// must not block. Nil does nothing.
+	OnAgentEnd func()
 	// OnAgentExit runs when the agent's output ends while the client is
 	// still there. It may start a new agent and return its stdin and
 	// stdout; the relay then carries on with it, and frames for the agent
@@ -483,8 +493,12 @@ func (r *Relay) agentToClient(ctx context.Context) error {
 		// answer fail now, not at their timeouts; the next agent gets a
 		// connection of its own.
 		r.out[ClientToAgent].fail(ErrAgentGone)
-		r.awaitFrameInHand()
+		unlock := r.lockFrameInHand()
 		r.handBackUnread(ctx)
+		if r.cfg.OnAgentEnd != nil {
+			r.cfg.OnAgentEnd()
+		}
+		unlock()
 		old := r.own.Swap(newOwnCalls(OwnIDPrefix, r.sendOwn))
 		old.close()
 		// Frames for the agent wait while it restarts; the sidecar's own
@@ -495,12 +509,11 @@ func (r *Relay) agentToClient(ctx context.Context) error {
 			release()
 			return nil
 		}
-		// The client's frame in hand, if any, may have been decided while
-		// the hook still took the old agent for up: the hook learns of the
-		// exit inside OnAgentExit, after awaitFrameInHand, and a request
-		// read meanwhile passes as if nothing had happened. It must meet
-		// the failed output and go back to the hook (UnsentHook), which
-		// keeps it for the new agent until that one is initialized and the
+		// A client's frame in hand, if any, may have been decided while
+		// the hook still took the old agent for up (a hook without
+		// OnAgentEnd, or one past frameInHandBound). It must meet the
+		// failed output and go back to the hook (UnsentHook), which keeps
+		// it for the new agent until that one is initialized and the
 		// session rebuilt; swapped in first, it would reach the new agent
 		// ahead of the sidecar's initialize, and codex-acp answers a
 		// request before initialize with -32600 "Invalid request". The
@@ -524,22 +537,32 @@ func (r *Relay) agentToClient(ctx context.Context) error {
 // open and unread could take longer, and the restart must not wait on it.
 const frameInHandBound = 2 * time.Second
 
-// awaitFrameInHand waits until the client's goroutine is done with the
-// frame it may be writing, so OnAgentExit sees every request either sent
-// or handed back. The goroutine it starts ends when that frame is done.
-func (r *Relay) awaitFrameInHand() {
-	done := make(chan struct{})
+// lockFrameInHand waits until the client's goroutine is done with the
+// frame it may be writing, and keeps the next one from being decided until
+// unlock: OnAgentEnd sees every request either sent or handed back, and
+// the hook knows of the end before it decides another. Past
+// frameInHandBound it gives up and unlock does nothing; the goroutine it
+// started then takes the lock and lets it go once that frame is done.
+func (r *Relay) lockFrameInHand() (unlock func()) {
+	locked := make(chan struct{})
+	giveUp := make(chan struct{})
 	go func() {
 		r.inFrame.Lock()
-		close(done)
-		r.inFrame.Unlock()
+		select {
+		case locked <- struct{}{}: // the caller holds it now
+		case <-giveUp:
+			r.inFrame.Unlock()
+		}
 	}()
 	t := time.NewTimer(frameInHandBound)
 	defer t.Stop()
 	select {
-	case <-done:
+	case <-locked:
+		return r.inFrame.Unlock
 	case <-t.C:
+		close(giveUp)
 		r.log.Warn("a client frame's write to the dead agent is still blocked; restarting without it")
+		return func() {}
 	}
 }
 

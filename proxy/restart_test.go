@@ -73,24 +73,7 @@ func isClosed(c chan struct{}) bool {
 // for a sync.Mutex in agentToClient itself: with the fix, the swap waiting
 // for the client's frame in hand. Nothing in the relay's API shows that
 // wait, so the goroutine dump is read.
-func parkedInAgentToClient() bool {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if !strings.Contains(g, "[sync.Mutex.Lock") {
-			continue
-		}
-		// A frame is a function line and its file line: the caller of
-		// Lock is two lines below it.
-		lines := strings.Split(g, "\n")
-		for i := 0; i+2 < len(lines); i++ {
-			if strings.HasPrefix(lines[i], "sync.(*Mutex).Lock(") && strings.Contains(lines[i+2], "proxy.(*Relay).agentToClient(") {
-				return true
-			}
-		}
-	}
-	return false
-}
+func parkedInAgentToClient() bool { return parkedIn("proxy.(*Relay).agentToClient(") }
 
 func (h *restartHook) Unsent(ctx context.Context, f *Frame) Verdict {
 	h.keep.Do(func() { close(h.kept) })
@@ -248,5 +231,111 @@ func TestRequestAcrossRestartAfterInitialize(t *testing.T) {
 	}
 	if len(lines) != 2 || !strings.Contains(lines[0], `"method":"initialize"`) || !strings.Contains(lines[0], `"id":"`+OwnIDPrefix) || lines[1] != prompt {
 		t.Errorf("the new agent got %q, want the sidecar's initialize, then the request", lines)
+	}
+}
+
+// endHook stalls on the first client request, deciding it as if the agent
+// were up, until the relay's agent goroutine waits for it at the agent's
+// end, or until OnAgentEnd has run without waiting. It notes the order in
+// which the request came back (Unsent) and OnAgentEnd ran.
+type endHook struct {
+	mu     sync.Mutex
+	events []string
+	ended  chan struct{} // closed by OnAgentEnd
+	first  chan struct{} // closed when the first request is in the hook
+	once   sync.Once
+}
+
+func (h *endHook) note(e string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = append(h.events, e)
+}
+
+func (h *endHook) Frame(ctx context.Context, f *Frame) Verdict {
+	if f.Dir != ClientToAgent || f.Env.Kind != KindRequest {
+		return Verdict{}
+	}
+	h.once.Do(func() {
+		close(h.first)
+		for !isClosed(h.ended) && !parkedIn("proxy.(*Relay).lockFrameInHand.func1(") {
+			select {
+			case <-ctx.Done():
+				return
+			default:
+				runtime.Gosched()
+			}
+		}
+	})
+	return Verdict{}
+}
+
+func (h *endHook) Unsent(context.Context, *Frame) Verdict {
+	h.note("unsent")
+	return Verdict{Do: Drop}
+}
+
+// parkedIn reports whether a goroutine waits for a sync.Mutex in fn. A
+// frame of the dump is a function line and its file line: the caller of
+// Lock is two lines below it.
+func parkedIn(fn string) bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		lines := strings.Split(g, "\n")
+		for i := 0; i+2 < len(lines); i++ {
+			if strings.HasPrefix(lines[i], "sync.(*Mutex).Lock(") && strings.Contains(lines[i+2], fn) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestAgentEndWaitsForTheFrameInHand: the owner learns of the agent's end
+// in OnAgentEnd only once the client's request in hand has been decided
+// and written, or handed back. Told earlier, the owner took the request,
+// decided as if the agent were up, for one the dead agent had, and the
+// client got "the agent exited" for a request that then went to the
+// restarted agent as well.
+func TestAgentEndWaitsForTheFrameInHand(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	hook := &endHook{ended: make(chan struct{}), first: make(chan struct{})}
+	clientR, clientW := io.Pipe()
+	aInR, aInW := io.Pipe()
+	aOutR, aOutW := io.Pipe()
+	aInR.Close() // the agent reads nothing: every write to it fails
+	relay := NewRelay(Config{
+		ClientIn: clientR, ClientOut: io.Discard, AgentIn: aInW, AgentOut: aOutR,
+		Hook: hook, Strict: true,
+		OnAgentEnd: func() {
+			hook.note("end")
+			close(hook.ended)
+		},
+		OnAgentExit: func(context.Context) (io.Writer, io.Reader, bool) { return nil, nil, false },
+	})
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(ctx) }()
+	go io.WriteString(clientW, `{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`+"\n")
+	select {
+	case <-hook.first:
+	case <-ctx.Done():
+		t.Fatal("the request never reached the hook")
+	}
+	aOutW.Close() // the agent dies while its request is being decided
+	select {
+	case <-hook.ended:
+	case <-ctx.Done():
+		t.Fatal("OnAgentEnd never ran")
+	}
+	clientW.Close()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	hook.mu.Lock()
+	defer hook.mu.Unlock()
+	if strings.Join(hook.events, " ") != "unsent end" {
+		t.Errorf("events %q, want the request handed back before OnAgentEnd", hook.events)
 	}
 }

@@ -80,6 +80,7 @@ func startStack(ctx context.Context, o runOptions, env *runEnv, s stdio, sp stac
 		OnClientEOF: func() { eofOnce.Do(func() { close(st.eof) }) },
 	}
 	if sup.restart {
+		cfg.OnAgentEnd = sup.onEnd
 		cfg.OnAgentExit = sup.onExit
 		cfg.OnAgentStarted = sup.onStarted
 	}

@@ -39,6 +39,18 @@ func (s *supervisor) current() *proxy.Process {
 	return s.cur
 }
 
+// onEnd is the relay's OnAgentEnd: the agent's output has ended, and the
+// requests the client sends from now on wait for the next agent. At a
+// shutdown the sidecar asked for, nothing waits: no agent follows.
+func (s *supervisor) onEnd() {
+	s.mu.Lock()
+	stopping := s.stopping
+	s.mu.Unlock()
+	if !stopping {
+		s.agent.End()
+	}
+}
+
 // onExit is the relay's OnAgentExit.
 func (s *supervisor) onExit(ctx context.Context) (io.Writer, io.Reader, bool) {
 	cur := s.current()
