@@ -2,8 +2,10 @@ package intercept
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
@@ -175,6 +177,36 @@ func (c *Chain) Unsent(ctx context.Context, f *proxy.Frame) proxy.Verdict {
 		}
 	}
 	return proxy.Verdict{Do: proxy.Drop}
+}
+
+var _ proxy.StopHook = (*Chain)(nil)
+
+// stopAnswerer is an interceptor that answers, when the relay stops, the
+// requests the agent still owes (proxy.StopHook).
+type stopAnswerer interface {
+	Stopped(why string) [][]byte
+}
+
+// Stopped implements proxy.StopHook with every interceptor's answers.
+func (c *Chain) Stopped(why string) [][]byte {
+	var lines [][]byte
+	for _, ic := range c.list {
+		if s, ok := ic.(stopAnswerer); ok {
+			lines = append(lines, s.Stopped(why)...)
+		}
+	}
+	return lines
+}
+
+// String names the chain's stages in order, as the sidecar's debug log
+// shows them: "lifeline → commands → …".
+func (c *Chain) String() string {
+	names := make([]string, len(c.list))
+	for i, ic := range c.list {
+		name := fmt.Sprintf("%T", ic)
+		names[i] = strings.ToLower(name[strings.LastIndexByte(name, '.')+1:])
+	}
+	return strings.Join(names, " → ")
 }
 
 // Frame implements proxy.Hook.

@@ -2,6 +2,7 @@ package intercept
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
@@ -24,6 +25,13 @@ func (t tracker) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 // the record waited for was taken out of the ledger there already.
 func (t tracker) Intercept(_ context.Context, f *proxy.Frame) (proxy.Verdict, error) {
 	id := ledger.Key(f.Env.ID)
+	if id == "null" {
+		// An answer under a null id cannot be told from the error for a
+		// request nobody could read, and some agents take a request with
+		// a null id for a notification (the fake agent does): the
+		// sidecar owes it no answer of its own.
+		return proxy.Verdict{}, nil
+	}
 	switch {
 	case f.Env.Kind == proxy.KindResponse:
 		t.led.Update(func(fl *ledger.Flight) { fl.Answered(id) })
@@ -34,6 +42,19 @@ func (t tracker) Intercept(_ context.Context, f *proxy.Frame) (proxy.Verdict, er
 		t.led.Update(func(fl *ledger.Flight) { fl.AgentAsked(id) })
 	}
 	return proxy.Verdict{}, nil
+}
+
+// Stopped answers the requests the agent was sent and never answered,
+// when the relay stops: the client must not wait for them for ever.
+func (t tracker) Stopped(why string) [][]byte {
+	var owed []ledger.GoneRequest
+	t.led.Update(func(fl *ledger.Flight) { owed = fl.Owed() })
+	lines := make([][]byte, 0, len(owed))
+	for _, q := range owed {
+		msg := fmt.Sprintf("acp-sidecar: %s; this %s got no answer from the agent.", why, q.Method)
+		lines = append(lines, proxy.ErrorResponse([]byte(q.ID), proxy.CodeAgentGone, msg))
+	}
+	return lines
 }
 
 // ChunkPolicy: the tracker never claims a chunk.

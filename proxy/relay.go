@@ -108,6 +108,17 @@ type UnsentHook interface {
 	Unsent(ctx context.Context, f *Frame) Verdict
 }
 
+// A StopHook is a Hook that also answers, when the relay stops, the client
+// requests it let through and the agent never answered: the agent is gone
+// for good, or the sidecar is shutting down, and the client must not wait
+// for ever. Stopped returns one error response per such request, which
+// the relay writes to the client before its last flush; why says why the
+// relay stopped. It is called once, after every held frame was decided.
+type StopHook interface {
+	Hook
+	Stopped(why string) [][]byte
+}
+
 // An Egress has the last word on each frame a relay writes to its client:
 // the agent's frames after the Hook, the answers the Hook gives, held frames
 // as they are released, and the sidecar's own. It is for an owner that puts
@@ -367,8 +378,8 @@ func (r *Relay) Hold(dir Direction) (release func(lines ...[]byte)) {
 // returns without waiting for it once the agent is gone for good (after
 // CloseClient when OnAgentExit is set, as for the client's EOF); Feed then
 // fails with ErrClosed.
-func (r *Relay) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
+func (r *Relay) Run(parent context.Context) error {
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	r.ctx = ctx
 	close(r.started)
@@ -397,6 +408,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	r.latersDone = true
 	r.latersMu.Unlock()
 	r.laters.Wait()
+	r.answerOwed(parent.Err() != nil)
 	var clientErr error
 	if r.cfg.Client != nil {
 		r.endClient()
@@ -416,6 +428,26 @@ func (r *Relay) Run(ctx context.Context) error {
 		agentErr = errors.Join(agentErr, fmt.Errorf("flush to client: %w", err))
 	}
 	return errors.Join(agentErr, clientErr)
+}
+
+// answerOwed writes the StopHook's errors for the requests the agent never
+// answered.
+func (r *Relay) answerOwed(shutdown bool) {
+	h, ok := r.hook.(StopHook)
+	if !ok {
+		return
+	}
+	why := "the agent exited and is not restarted"
+	if shutdown {
+		why = "acp-sidecar is shutting down"
+	}
+	for _, l := range h.Stopped(why) {
+		r.trace.record(AgentToClient, true, l, nil)
+		if err := r.write(AgentToClient, l, false); err != nil {
+			r.log.Debug("answer a request the agent never answered", "err", err) // the client is gone: nobody to tell
+			return
+		}
+	}
 }
 
 // clientToAgent is the editor's half of the relay.

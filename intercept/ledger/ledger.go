@@ -279,14 +279,7 @@ type GoneRequest struct {
 // mapped later from an earlier life is stale from the start (Remap).
 func (f *Flight) AgentGone(life uint64) Gone {
 	f.life = life
-	var g Gone
-	for id, q := range f.requests {
-		if q.State == Sent {
-			g.Sent = append(g.Sent, GoneRequest{ID: id, Method: q.Method})
-			f.remember(id) // the caller answers it
-		}
-	}
-	sort.Slice(g.Sent, func(i, j int) bool { return g.Sent[i].ID < g.Sent[j].ID })
+	g := Gone{Sent: f.Owed()} // the caller answers them
 	f.requests = map[string]*Request{}
 	f.runningN = 0
 	for id := range f.agentAsks {
@@ -300,6 +293,20 @@ func (f *Flight) AgentGone(life uint64) Gone {
 	}
 	f.woke = true
 	return g
+}
+
+// Owed takes out the client requests the agent was sent and has not
+// answered, by id, for the caller to answer: the relay is stopping.
+func (f *Flight) Owed() []GoneRequest {
+	var owed []GoneRequest
+	for id, q := range f.requests {
+		if q.State == Sent {
+			owed = append(owed, GoneRequest{ID: id, Method: q.Method})
+			f.Answered(id)
+		}
+	}
+	sort.Slice(owed, func(i, j int) bool { return owed[i].ID < owed[j].ID })
+	return owed
 }
 
 func (f *Flight) markStale(s *Session) {
