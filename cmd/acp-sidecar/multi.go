@@ -61,7 +61,7 @@ func runMulti(ctx context.Context, o runOptions, s stdio) error {
 	}
 	sw := switchboard.New(switchboard.Config{
 		Agents: refs, Default: o.agents.defaultName, Port: port, Start: start, Store: env.store,
-		Idle: o.agents.idle, CallTimeout: o.callTimeout, Log: log,
+		Idle: o.agents.idle, CallTimeout: o.callTimeout, Log: log, Strict: o.strict,
 	})
 
 	sigs := make(chan os.Signal, 1)

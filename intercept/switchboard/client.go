@@ -77,7 +77,7 @@ func (sw *Switchboard) clientFrame(ctx context.Context, f *proxy.Frame) {
 	sw.mu.Unlock()
 	if isReq && method == wire.Prompt {
 		if err := sw.checkContent(target, line); err != nil {
-			sw.send(proxy.ErrorResponse(env.ID, proxy.CodeInvalidParams, err.Error()))
+			sw.respond(env.ID, proxy.ErrorResponse(env.ID, proxy.CodeInvalidParams, err.Error()))
 			return
 		}
 	}
@@ -198,7 +198,7 @@ func (sw *Switchboard) toAgent(ctx context.Context, name string, f *proxy.Frame,
 		}
 	}
 	if id != nil {
-		sw.send(proxy.ErrorResponse(id, proxy.CodeAgentGone, fmt.Sprintf("acp-sidecar: agent %s is not running: %v", name, err)))
+		sw.respond(id, proxy.ErrorResponse(id, proxy.CodeAgentGone, fmt.Sprintf("acp-sidecar: agent %s is not running: %v", name, err)))
 	}
 }
 

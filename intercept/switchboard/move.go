@@ -24,15 +24,18 @@ func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name strin
 			if err != nil {
 				text = "acp-sidecar: /agent failed: " + err.Error()
 			}
+			var lines [][]byte
 			if update != nil {
-				sw.send(update)
+				lines = append(lines, update)
 			}
-			sw.send(wire.SessionUpdate(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}}))
-			sw.send(wire.Response(id, []byte(`{"stopReason":"end_turn"}`)))
+			lines = append(lines,
+				wire.SessionUpdate(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}}),
+				wire.Response(id, []byte(`{"stopReason":"end_turn"}`)))
+			sw.respond(id, lines...)
 		case err != nil:
-			sw.send(proxy.ErrorResponse(id, errorCode(err), "acp-sidecar: "+err.Error()))
+			sw.respond(id, proxy.ErrorResponse(id, errorCode(err), "acp-sidecar: "+err.Error()))
 		default:
-			sw.send(wire.Response(id, result))
+			sw.respond(id, wire.Response(id, result))
 		}
 	}
 	if slash && name == "" {

@@ -96,6 +96,10 @@ type Config struct {
 	// 0 means intercept.DefaultCallTimeout.
 	CallTimeout time.Duration
 	Log         *slog.Logger
+	// Strict makes an answer of the switchboard's own to a request an
+	// agent owes the answer to a panic instead of a logged error, for
+	// tests (proxy.Config.Strict).
+	Strict bool
 }
 
 // Switchboard puts several agents behind one client.
@@ -212,6 +216,29 @@ func (sw *Switchboard) Run(ctx context.Context) error {
 	}
 	sw.wg.Wait()
 	return errors.Join(err, sw.cfg.Port.Flush())
+}
+
+// respond is the one way the switchboard answers a client request it took
+// itself: the answer and what goes with it (a move's update and reply
+// text), as one run. A request the switchboard handed to an agent is that
+// agent's to answer, through its relay, which holds it to one answer; the
+// switchboard answering it too would be a second answer, so it is dropped
+// and reported as the bug it is.
+func (sw *Switchboard) respond(id []byte, lines ...[]byte) {
+	sw.mu.Lock()
+	_, atAgent := sw.pending[string(id)]
+	sw.mu.Unlock()
+	if atAgent {
+		const msg = "the switchboard answered a request an agent owes the answer to; its answer is dropped"
+		if sw.cfg.Strict {
+			panic(fmt.Sprintf("acp-sidecar: %s (id %s)", msg, id))
+		}
+		sw.log.Error(msg, "id", string(id))
+		return
+	}
+	for _, l := range lines {
+		sw.send(l)
+	}
 }
 
 // send writes one frame of the switchboard's own to the client.

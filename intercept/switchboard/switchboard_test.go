@@ -101,7 +101,7 @@ func newSwHarness(t *testing.T) *swHarness {
 	port := proxy.NewClientPort(proxy.PortConfig{In: cIn, Out: toClientW})
 	h.sw = New(Config{
 		Agents:  []AgentRef{{Name: "a", Command: []string{"agent-a"}}, {Name: "b", Command: []string{"agent-b"}}},
-		Default: "a", Port: port, Store: state.NewMemory(), Start: h.startAgent,
+		Default: "a", Port: port, Store: state.NewMemory(), Start: h.startAgent, Strict: true,
 	})
 	go func() { h.done <- h.sw.Run(context.Background()) }()
 	t.Cleanup(func() {
