@@ -40,5 +40,7 @@ func buildChain(ctx context.Context, log *slog.Logger, rec *intercept.Recorder, 
 		// Only at debug: at other levels it would cost every frame a call.
 		stages = append(stages, intercept.MethodLog{Log: log})
 	}
-	return intercept.NewChain(log, stages...)
+	chain := intercept.NewChain(log, stages...)
+	log.Debug("the chain", "stages", chain.String())
+	return chain
 }
