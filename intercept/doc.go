@@ -54,9 +54,18 @@
 // frames go on). Every client request the chain takes gets exactly one
 // answer: the relay checks each Later's decision (proxy answerOnce), the
 // lifeline drops an agent's second answer (the ledger remembers what was
-// answered), and an agent's death answers, once, what the ledger says the
-// dead agent had. Under proxy.Config.Strict, which every test runs, a
-// stage's second answer or missing answer is a panic.
+// answered), an agent's death answers, once, what the ledger says the
+// dead agent had, and so does the relay's stop for what the agent still
+// owes (the tracker's part of proxy.StopHook). The switchboard answers the
+// requests it keeps for itself through one respond. Under
+// proxy.Config.Strict, which every test runs, a stage's second answer or
+// missing answer is a panic.
+//
+// The agent's death reaches the ledger in one update (Agent.End, from
+// proxy.Config.OnAgentEnd), while the relay decides no client frame: a
+// request decided before it either reached the dead agent (the death
+// answers it) or came back unsent (it waits); one decided after it waits
+// for the next agent. Agent.Gone answers, once the exit status is known.
 //
 // # Who owns what
 //

@@ -17,7 +17,13 @@
 // client request a Later must forward it once or answer it once: the relay
 // holds it to that (answerOnce), drops a second answer and answers a
 // forgotten request with an error, and under Config.Strict, as in every
-// test, panics instead, naming the request.
+// test, panics instead, naming the request. When the relay stops, a
+// StopHook answers the requests the agent never answered.
+//
+// An agent's end is told to the owner twice: OnAgentEnd while no client
+// frame is being decided (the requests the dead agent never read have gone
+// back to the hook, UnsentHook), and OnAgentExit, which may start the next
+// agent.
 //
 // How a frame of the agent's travels, which is what the speed of the sidecar
 // comes down to (DESIGN.md, "Speed"): a goroutine of the line reader reads
