@@ -921,6 +921,10 @@ func (r *Recorder) do(ctx context.Context, fn func(ctx context.Context)) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	// Once queued, fn runs; ctx no longer ends the wait. fn writes what
+	// the caller reads after do returns (a snapshot), so returning before
+	// fn is done would let the two race. The wait ends at the latest
+	// with the recorder (r.done).
 	select {
 	case <-done:
 		return nil
