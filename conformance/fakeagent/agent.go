@@ -344,6 +344,9 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 	}
 	a.persistLocked()
 	history := append([]turn(nil), s.history...)
+	if a.cfg.LoadLag && s.unlisted != 0 {
+		history = nil // its transcript has not landed: nothing to replay yet
+	}
 	st := s.st
 	if a.cfg.Commands {
 		s.post = append(s.post, commandsUpdate())

@@ -31,7 +31,9 @@
 // lists the claude CLI's transcript files, which the CLI writes on a 100ms
 // timer after answering the turn: the lag is a count of calls, so it is
 // deterministic. A session with turns from -state, or a fork of one, is
-// listed at once.
+// listed at once. With -load-lag too, a session/load of a session the
+// listing still leaves out replays nothing, as 0.23.1 replays a
+// transcript that has yet to land.
 //
 // # Config
 //

@@ -29,6 +29,7 @@ type config struct {
 	DieMidLoad      bool
 	AnswerTwice     methodSet
 	ListLag         int
+	LoadLag         bool
 	Chunks          int
 	ChunkSize       int
 	IDPrefix        string
@@ -94,6 +95,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.DieOnce, "die-once", c.DieOnce, "-die-on and -die-mid-load fire only if `FILE` does not exist, and create it just before dying, so a restarted agent with the same flags lives")
 	fs.BoolVar(&c.DieMidLoad, "die-mid-load", c.DieMidLoad, "exit right after writing the first replayed session/update of a session/load")
 	fs.Var(&c.AnswerTwice, "answer-twice", "answer every request of `METHOD` twice: the answer, then at once a second one with the same id (SecondAnswerLine); repeatable, or comma separated")
+	fs.BoolVar(&c.LoadLag, "load-lag", c.LoadLag, "with -list-lag, session/load replays nothing of a session -list-lag still leaves out, like claude-agent-acp 0.23.1, which replays the transcript that has yet to land")
 	fs.IntVar(&c.ListLag, "list-lag", c.ListLag, "session/list leaves a session out until its first turn has ended and then `N` more session/list calls, like claude-agent-acp 0.23.1, whose claude CLI writes the transcript it lists after the turn's response (0: list every session at once)")
 	fs.IntVar(&c.Chunks, "chunks", c.Chunks, "extra agent_message_chunk updates per prompt after the reply line")
 	fs.IntVar(&c.ChunkSize, "chunk-size", c.ChunkSize, "bytes per extra chunk")

@@ -291,12 +291,18 @@ const specTurn = "Say OK. (conformance-spec-turn)"
 
 // loadAfterTurn opens a session, runs a turn on it and loads it again on
 // the same connection. It returns the session and what came between the
-// load request and its answer.
-func loadAfterTurn(ctx context.Context, ru *run) (string, []envelope, error) {
+// load request and its answer. With persisted, the load waits until the
+// agent lists the session (listed) first.
+func loadAfterTurn(ctx context.Context, ru *run, persisted bool) (string, []envelope, error) {
 	c := ru.c
 	sid, err := readyWithTurn(ctx, ru)
 	if err != nil {
 		return "", nil, err
+	}
+	if persisted {
+		if _, err := listed(ctx, ru, sid); err != nil {
+			return "", nil, fmt.Errorf("before session/load: %w", err)
+		}
 	}
 	mark := c.mark()
 	res, err := c.call(ctx, "session/load", reopenParams(sid, ru.cwd))
@@ -309,8 +315,17 @@ func loadAfterTurn(ctx context.Context, ru *run) (string, []envelope, error) {
 	return sid, c.since(mark), nil
 }
 
-func specSessionLoad(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (string, error) {
-	sid, replay, err := loadAfterTurn(ctx, ru)
+// specSessionLoad wants the prompt of the turn before in the replay. An
+// agent that lists sessions is loaded once it lists this one:
+// claude-agent-acp 0.23.1 reads the claude CLI's transcript, which the CLI
+// writes on a timer after the turn's answer (see specSessionList), and a
+// load right after the turn on a loaded machine found it empty and
+// replayed nothing, directly or through the sidecar alike. Its listing
+// leaves out a transcript with no prompt in it, so a listed session has
+// its prompt on disk. load-replay keeps the load at once, which is what
+// it reports on.
+func specSessionLoad(ctx context.Context, _ *checkRun, ru *run, pr probeResult) (string, error) {
+	sid, replay, err := loadAfterTurn(ctx, ru, pr.can.session("list"))
 	if err != nil {
 		return "", err
 	}
@@ -333,7 +348,7 @@ func specSessionLoad(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (
 // asks for the whole conversation. claude-agent-acp 0.23.1 replays the
 // user's side alone when the load follows the turn at once.
 func specLoadReplay(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (string, error) {
-	sid, replay, err := loadAfterTurn(ctx, ru)
+	sid, replay, err := loadAfterTurn(ctx, ru, false)
 	if err != nil {
 		return "", err
 	}
@@ -393,27 +408,43 @@ func specSessionList(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (
 	if err != nil {
 		return "", err
 	}
+	l, err := listed(ctx, ru, sid)
+	switch {
+	case err != nil:
+		return "", err
+	case l.lists > 1:
+		return fmt.Sprintf("the session is listed with its cwd (%d listed), by the %s session/list after the turn", l.seen, ordinal(l.lists)), nil
+	}
+	return fmt.Sprintf("the session is listed with its cwd (%d listed)", l.seen), nil
+}
+
+// listing is what listed saw: how many sessions the last list held, and
+// how many lists it took.
+type listing struct{ seen, lists int }
+
+// listed reads session/list for the run's cwd until it shows sid,
+// listCatchUp at most (see specSessionList). A list that errs fails at
+// once.
+func listed(ctx context.Context, ru *run, sid string) (listing, error) {
 	var (
-		lists, seen int
-		found       bool
-		lerr        error
+		l     listing
+		found bool
+		lerr  error
 	)
 	waitUntil(ctx, listCatchUp, func() bool {
-		lists++
-		found, seen, lerr = listHas(ctx, ru.c, ru.cwd, sid)
+		l.lists++
+		found, l.seen, lerr = listHas(ctx, ru.c, ru.cwd, sid)
 		return found || lerr != nil
 	})
 	switch {
 	case lerr != nil:
-		return "", lerr
-	case !found && lists > 1:
-		return "", fmt.Errorf("session/list for cwd %s does not list the session %s just used (%d listed; %d lists over %s)", ru.cwd, sid, seen, lists, listCatchUp)
+		return l, lerr
+	case !found && l.lists > 1:
+		return l, fmt.Errorf("session/list for cwd %s does not list the session %s just used (%d listed; %d lists over %s)", ru.cwd, sid, l.seen, l.lists, listCatchUp)
 	case !found:
-		return "", fmt.Errorf("session/list for cwd %s does not list the session %s just used (%d listed)", ru.cwd, sid, seen)
-	case lists > 1:
-		return fmt.Sprintf("the session is listed with its cwd (%d listed), by the %s session/list after the turn", seen, ordinal(lists)), nil
+		return l, fmt.Errorf("session/list for cwd %s does not list the session %s just used (%d listed)", ru.cwd, sid, l.seen)
 	}
-	return fmt.Sprintf("the session is listed with its cwd (%d listed)", seen), nil
+	return l, nil
 }
 
 // listHas reads session/list for cwd, every page of it, and reports

@@ -90,9 +90,12 @@ func TestFakeAgentProfiles(t *testing.T) {
 		// claude-agent-acp 0.23.1 lists a session once the claude CLI's
 		// transcript write lands, which may be after the turn's response:
 		// session-list must wait for it (listCatchUp), the same way
-		// directly and through the sidecar.
-		{name: "list-lag", args: []string{"--profile", "model-dependent", "-list-lag", "3"}, want: map[string]expect{
+		// directly and through the sidecar. A load before it lands
+		// replays nothing: session-load loads once the session is listed,
+		// and load-replay, which loads at once, warns as on 0.23.1.
+		{name: "list-lag", args: []string{"--profile", "model-dependent", "-list-lag", "3", "-load-lag"}, want: map[string]expect{
 			"session-list": {Pass, "by the 4th session/list after the turn"},
+			"load-replay":  claudeExpect["load-replay"],
 		}},
 		{name: "no-config", args: []string{"-config-options=false", "-modes=false", "-models=false"}, want: with(sessionCapsSkip, map[string]expect{
 			"record": noConfig, "reset": noConfig, "restore-order": noConfig, "fail-closed": noConfig,
