@@ -24,7 +24,7 @@ import (
 type Agent struct {
 	life        *life.Life
 	led         *ledger.Ledger
-	turns       interface{ interrupted(ctx context.Context) } // the record
+	turns       interface{ Interrupted(ctx context.Context) } // the record
 	sc          Sidecar                                       // bound with the Recorder (Bind)
 	log         *slog.Logger
 	callTimeout time.Duration
@@ -67,7 +67,7 @@ func (a *Agent) Gone(ctx context.Context, reason string) {
 			a.log.Debug("answer a request the dead agent had", "err", err) // the client is gone: nobody to tell
 		}
 	}
-	a.turns.interrupted(ctx)
+	a.turns.Interrupted(ctx)
 }
 
 // Back initializes a restarted agent the way the client did, then lets
@@ -92,6 +92,7 @@ func (a *Agent) Back(ctx context.Context) error {
 		}
 	}
 	a.life.Back()
+	a.log.Info("the restarted agent is initialized; the requests that waited go on")
 	return nil
 }
 

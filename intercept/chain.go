@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
@@ -24,7 +25,7 @@ type Interceptor interface {
 	Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict, error)
 }
 
-// Streamed chunks (isChunk) are the commonest frames by far, thousands in
+// Streamed chunks (wire.IsChunk) are the commonest frames by far, thousands in
 // one turn (DESIGN.md "Speed"), and the chain spares them what it can. A
 // stage tells it how it stands to chunks by its ChunkPolicy; a stage
 // without one is offered every chunk, as every other frame.
@@ -212,7 +213,7 @@ func (c *Chain) String() string {
 // Frame implements proxy.Hook.
 func (c *Chain) Frame(ctx context.Context, f *proxy.Frame) proxy.Verdict {
 	// An empty chain (--record=false) spends nothing on telling chunks apart.
-	if len(c.list) == 0 || !isChunk(f.Dir, &f.Env) {
+	if len(c.list) == 0 || !wire.IsChunk(f.Dir, &f.Env) {
 		return c.run(ctx, f, nil, 0)
 	}
 	for _, g := range c.gates {
@@ -260,7 +261,7 @@ func (c *Chain) run(ctx context.Context, f *proxy.Frame, ln *lane, from int) pro
 			}
 			f = &proxy.Frame{Dir: f.Dir, Raw: v.Line, Env: env}
 			out = v
-			if ln != nil && !isChunk(f.Dir, &f.Env) {
+			if ln != nil && !wire.IsChunk(f.Dir, &f.Env) {
 				// No longer a chunk: every interceptor after this one
 				// sees it.
 				list, i, ln = c.list, ln.at[i], nil

@@ -22,7 +22,7 @@ func BenchmarkChainChunk(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
-			r := NewRecorder(RecorderConfig{Store: state.NewMemory(), Queue: 1 << 16})
+			r := New(Config{Store: state.NewMemory(), Queue: 1 << 16})
 			c := NewChain(nil, StageList(r)...)
 			env, err := proxy.Scan([]byte(prompt))
 			if err != nil {
@@ -47,10 +47,7 @@ func BenchmarkChainChunk(b *testing.B) {
 				}
 				if n++; !full && n%200 == 0 {
 					// A new turn: keep collecting below the budget.
-					r.mu.Lock()
-					delete(r.answers, "sess_5f3a9c2e81d047b6")
-					r.mu.Unlock()
-					r.chunks.buf = nil
+					r.rec.TakeAnswer("sess_5f3a9c2e81d047b6")
 				}
 			}
 		})

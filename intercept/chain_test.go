@@ -7,12 +7,12 @@ import (
 	"testing"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
-
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
-// chunkFrames are streamed chunks (isChunk) and frames that are nearly
+// chunkFrames are streamed chunks (wire.IsChunk) and frames that are nearly
 // chunks but not: another update kind, another method, a request, the
 // other direction.
 var chunkFrames = []struct {
@@ -45,8 +45,8 @@ func scanFrame(t *testing.T, dir proxy.Direction, raw string) *proxy.Frame {
 func TestIsChunk(t *testing.T) {
 	for _, tt := range chunkFrames {
 		f := scanFrame(t, tt.dir, tt.raw)
-		if got := isChunk(f.Dir, &f.Env); got != tt.chunk {
-			t.Errorf("isChunk(%s %s) = %v, want %v", tt.dir, tt.raw, got, tt.chunk)
+		if got := wire.IsChunk(f.Dir, &f.Env); got != tt.chunk {
+			t.Errorf("wire.IsChunk(%s %s) = %v, want %v", tt.dir, tt.raw, got, tt.chunk)
 		}
 	}
 }
@@ -56,7 +56,7 @@ func TestIsChunk(t *testing.T) {
 // chunk in any state they can be in, so the chain may skip them; the
 // others are asked.
 func TestChunkScopes(t *testing.T) {
-	r := NewRecorder(RecorderConfig{Store: state.NewMemory(), Queue: 64})
+	r := New(Config{Store: state.NewMemory(), Queue: 64})
 	ctx := context.Background()
 	c := NewChain(nil, StageList(r)...)
 	// Put every part in a busy state: a prompt and an initialize in
@@ -89,7 +89,7 @@ func TestChunkScopes(t *testing.T) {
 	if got, want := strings.Join(scoped, " "), "intercept.commands intercept.tracker"; got != want {
 		t.Errorf("parts that never claim a chunk: %s, want %s", got, want)
 	}
-	if got, want := strings.Join(asked, " "), "intercept.lifeline intercept.Recorder intercept.idMapper"; got != want {
+	if got, want := strings.Join(asked, " "), "intercept.lifeline intercept.recordStage intercept.idMapper"; got != want {
 		t.Errorf("parts asked about chunks: %s, want %s", got, want)
 	}
 }
@@ -99,8 +99,8 @@ func TestChunkScopes(t *testing.T) {
 // running.
 func TestTakeChunkIsClaimsThenIntercept(t *testing.T) {
 	for _, running := range []bool{false, true} {
-		slow := NewRecorder(RecorderConfig{Store: state.NewMemory()})
-		fast := NewRecorder(RecorderConfig{Store: state.NewMemory()})
+		slow := New(Config{Store: state.NewMemory()})
+		fast := New(Config{Store: state.NewMemory()})
 		if running {
 			promptInFlight(slow)
 			promptInFlight(fast)
@@ -110,18 +110,18 @@ func TestTakeChunkIsClaimsThenIntercept(t *testing.T) {
 				continue
 			}
 			f := scanFrame(t, tt.dir, tt.raw)
-			if slow.Claims(f.Dir, &f.Env) {
-				if v, err := slow.Intercept(context.Background(), f); err != nil || v.Do != proxy.Pass {
+			if slow.rec.Claims(f.Dir, &f.Env) {
+				if v, err := slow.rec.Intercept(context.Background(), f); err != nil || v.Do != proxy.Pass {
 					t.Fatalf("Intercept(%s) = %v, %v: want a pass", tt.raw, v, err)
 				}
 			}
-			fast.takeChunk(f)
+			fast.rec.TakeChunk(f)
 		}
-		got, want := fast.takeAnswer("s1"), slow.takeAnswer("s1")
+		got, want := fast.rec.TakeAnswer("s1"), slow.rec.TakeAnswer("s1")
 		if got != want || running != (want != "") {
 			t.Errorf("running %v: takeChunk collected %q, Claims and Intercept %q", running, got, want)
 		}
-		if running && slow.takeAnswer("s1") != "" {
+		if running && slow.rec.TakeAnswer("s1") != "" {
 			t.Error("the answer was not taken")
 		}
 	}
@@ -207,7 +207,7 @@ func TestChainOffersChunksOnlyToThoseThatMayClaim(t *testing.T) {
 // chain may pass them over.
 func TestChunkGate(t *testing.T) {
 	for bits := range 8 {
-		r := NewRecorder(RecorderConfig{Store: state.NewMemory()})
+		r := New(Config{Store: state.NewMemory()})
 		suppress, mapped, creating := bits&1 != 0, bits&2 != 0, bits&4 != 0
 		r.led.Update(func(f *ledger.Flight) {
 			if suppress {
@@ -254,7 +254,7 @@ func (g gatedInterceptor) ChunkPolicy() ChunkPolicy { return ChunkPolicy{Gate: g
 func TestChainPassesOverShutGates(t *testing.T) {
 	const chunk = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}`
 	const plan = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"plan","entries":[]}}}`
-	r := NewRecorder(RecorderConfig{Store: state.NewMemory()})
+	r := New(Config{Store: state.NewMemory()})
 	var asked []string
 	c := NewChain(nil,
 		gatedInterceptor{&recordingInterceptor{name: "gated", asked: &asked}, r.gate},
@@ -284,48 +284,11 @@ func TestChainPassesOverShutGates(t *testing.T) {
 	}
 }
 
-// TestCollectCutsAsClip: an answer collected past the budget is what
-// putTurn stores of the whole answer, clip's cut, whatever the chunks' sizes,
-// and clipped hands it on as it is.
-func TestCollectCutsAsClip(t *testing.T) {
-	if got, want := clip(strings.Repeat("é", 10), 7), "ééé\xc3"+cutMark; got != want {
-		t.Fatalf("clip = %q, want %q: cutMark is not what clip appends", got, want)
-	}
-	for _, tt := range []struct {
-		budget int
-		chunks []string
-	}{
-		{10, []string{"abc", "defg", "hij"}},         // exactly the budget: kept whole, no mark
-		{10, []string{"abc", "defg", "hijk", "lmn"}}, // one byte over
-		{10, []string{strings.Repeat("x", 100)}},     // one chunk far over
-		{10, []string{"ab", "ééééé", "z"}},           // cut inside a rune, as clip cuts
-		{10, []string{"abc"}},                        // under the budget
-	} {
-		r := NewRecorder(RecorderConfig{Store: state.NewMemory(), HandoffBudget: tt.budget})
-		promptInFlight(r)
-		for _, text := range tt.chunks {
-			r.takeChunk(scanFrame(t, proxy.AgentToClient, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`+text+`"}}}}`))
-		}
-		got := r.takeAnswer("s1")
-		want := clip(strings.Join(tt.chunks, ""), tt.budget)
-		if got != want {
-			t.Errorf("chunks %q: collected %q, want clip's %q", tt.chunks, got, want)
-		}
-		if c := clipped(got, tt.budget); c != want {
-			t.Errorf("chunks %q: clipped = %q, want %q", tt.chunks, c, want)
-		}
-		var sink string
-		if n := testing.AllocsPerRun(10, func() { sink = clipped(got, tt.budget) }); n != 0 || sink != want {
-			t.Errorf("chunks %q: clipped allocates %v times, want no copy", tt.chunks, n)
-		}
-	}
-}
-
 // TestResponseThatLooksLikeAChunk: a response is a response, whatever else
 // its envelope carries; taking it for a message chunk would leave its
 // request pending and its turn running for good.
 func TestResponseThatLooksLikeAChunk(t *testing.T) {
-	r := NewRecorder(RecorderConfig{Store: state.NewMemory(), Queue: 8})
+	r := New(Config{Store: state.NewMemory(), Queue: 8})
 	ctx := context.Background()
 	c := NewChain(nil, StageList(r)...)
 	c.Frame(ctx, scanFrame(t, proxy.ClientToAgent, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`))

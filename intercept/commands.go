@@ -353,7 +353,7 @@ func (c *commands) extension(ctx context.Context, id []byte, method string, raw 
 		return proxy.Verdict{Do: proxy.Defer, Later: func(ctx context.Context) proxy.Decision {
 			res, err := fn(ctx)
 			if err != nil {
-				return answerWith(proxy.ErrorResponse(id, errorCode(err), err.Error()))
+				return answerWith(proxy.ErrorResponse(id, wire.CodeOf(err), err.Error()))
 			}
 			b, err := wire.Marshal(res)
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
@@ -14,22 +15,12 @@ import (
 // the agent answers one with -32601 (method not found), the sidecar asks in
 // the other way, and the client gets the answer it asked for.
 
-func errorCodeOf(raw json.RawMessage) int {
-	var e struct {
-		Code int `json:"code"`
-	}
-	if json.Unmarshal(raw, &e) != nil {
-		return 0 // an error without a numeric code has no code we know
-	}
-	return e.Code
-}
-
 // translate retries a model change the agent did not understand the other
 // way, on a goroutine (the answer comes through the agent's pump), and
 // reports whether it took the response over.
-func translate(b *rebuilder, ctx context.Context, ev event) bool {
-	req := ev.req
-	s := b.rec.sessions[req.sid]
+func translate(b *rebuilder, ctx context.Context, ev record.Event) bool {
+	req := ev.Req
+	s := b.rec.Session(req.SID)
 	if s == nil {
 		return false
 	}
@@ -38,19 +29,19 @@ func translate(b *rebuilder, ctx context.Context, ev event) bool {
 		Value    json.RawMessage `json:"value"`
 		ModelID  string          `json:"modelId"`
 	}
-	if err := json.Unmarshal(req.params, &p); err != nil {
+	if err := json.Unmarshal(req.Params, &p); err != nil {
 		return false // params the agent refused and we cannot read: its error stands
 	}
-	env, err := proxy.Scan(ev.raw)
+	env, err := proxy.Scan(ev.Raw)
 	if err != nil {
 		return false
 	}
 	id := append([]byte(nil), env.ID...)
-	live := cloneConfig(s.rec.Live)
-	native := s.rec.NativeID
+	live := record.CloneConfig(s.Rec.Live)
+	native := s.Rec.NativeID
 	var method string
 	var params map[string]any
-	switch req.method {
+	switch req.Method {
 	case wire.SetModel:
 		o := live.ByCategory("model")
 		v := wire.String(p.ModelID)
@@ -71,31 +62,31 @@ func translate(b *rebuilder, ctx context.Context, ev event) bool {
 	b.spawn(func(ctx context.Context) {
 		res, err := b.eng.callRaw(ctx, method, params)
 		if err != nil {
-			ev.release(ev.raw) // the agent's own error stands
+			ev.Release(ev.Raw) // the agent's own error stands
 			return
 		}
 		var answer []byte
 		var notes [][]byte
-		err = b.rec.do(ctx, func(ctx context.Context) {
+		err = b.rec.Do(ctx, func(ctx context.Context) {
 			// Record it as the client's own accepted change, in the words
 			// the agent accepted.
-			b.rec.configAccepted(ctx, &request{method: method, sid: req.sid, params: wire.Encode(params)}, res)
+			b.rec.ConfigAccepted(ctx, &record.Request{Method: method, SID: req.SID, Params: wire.Encode(params)}, res)
 			if method == wire.SetConfigOption {
 				answer = wire.Response(id, []byte("{}"))
 				var pl wire.ConfigPayload
 				if json.Unmarshal(res, &pl) == nil && pl.ConfigOptions != nil {
-					notes = append(notes, wire.SessionUpdate(req.sid, map[string]any{"sessionUpdate": "config_option_update", "configOptions": pl.ConfigOptions}))
+					notes = append(notes, wire.SessionUpdate(req.SID, map[string]any{"sessionUpdate": "config_option_update", "configOptions": pl.ConfigOptions}))
 				}
 			} else {
-				answer = wire.Response(id, optionsResult(b.rec.sessions[req.sid].rec.Live))
+				answer = wire.Response(id, optionsResult(b.rec.Session(req.SID).Rec.Live))
 			}
-			b.rec.flush(ctx)
+			b.rec.Flush(ctx)
 		})
 		if err != nil {
-			ev.release(ev.raw) // the recorder is stopping: the agent's own error stands
+			ev.Release(ev.Raw) // the recorder is stopping: the agent's own error stands
 			return
 		}
-		ev.release(append([][]byte{answer}, notes...)...)
+		ev.Release(append([][]byte{answer}, notes...)...)
 	})
 	return true
 }

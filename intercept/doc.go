@@ -7,7 +7,7 @@
 // The relay reads a line, peeks its envelope (proxy.Scan) and hands it to
 // the Chain, its proxy.Hook. The chain offers the frame to each stage in
 // the order cmd lists them (cmd/acp-sidecar buildChain, from
-// Recorder.Stages):
+// Core.Stages):
 //
 //	client ─▶ relay ─▶ Lifeline ─▶ Commands ─▶ Record ─▶ IDs ─▶ Tracker ─▶ agent
 //	client ◀─ relay ◀─ (the same stages, for the agent's frames)  ◀─────── agent
@@ -29,10 +29,11 @@
 //     adds to initialize, its command list, and the gate that keeps a
 //     prompt off a session whose config could not be restored. What it
 //     answers is never recorded and never reaches the agent.
-//   - The record (*Recorder, record.go, chunks.go) copies what it claims
-//     onto a bounded queue; one goroutine decodes it and writes the store.
-//     A response that completes a config change or a turn is held until its
-//     write lands. Message chunks skip the queue (chunks.go).
+//   - The record (record/, in the chain as recordStage) copies what it
+//     claims onto a bounded queue; one goroutine decodes it and writes the
+//     store. A response that completes a config change or a turn is held
+//     until its write lands. Message chunks skip the queue
+//     (record/chunks.go).
 //   - IDs (ids.go) keeps the client's session id stable while the native
 //     session behind it is replaced, and holds an agent frame for a session
 //     the sidecar is still creating.
@@ -78,9 +79,11 @@
 //     capabilities and the initialize and authenticate params. The
 //     supervisor moves it through Agent (agent.go); watch (watch.go) waits
 //     on it.
-//   - The record's goroutine owns the sessions' records (Recorder.sessions)
-//     and the store writes; everyone else reaches them through
-//     Recorder.do.
+//   - The record (record/) owns the sessions' records and the store
+//     writes, on its goroutine; everyone else reaches a session there
+//     (Recorder.Do, OnSession, Settle), and the record tells what follows a
+//     response it held through record.Then, which the rebuilds and the
+//     session operations implement (core.go).
 //   - Run (rebuild.go) is the one way a native session is replaced or its
 //     config restored: each kind of rebuild is a Plan in plans.go, and the
 //     engine (engine.go, restore.go) talks to the agent for it. Run is the
@@ -90,12 +93,13 @@
 //     emulated load, list, close, delete and fork, and a switch's two
 //     halves for the switchboard.
 //   - The switchboard (switchboard/) puts several agents, each behind a
-//     relay and a Recorder of its own, behind one client.
+//     relay and a Core of its own, behind one client.
 //   - wire/ is what ACP frames look like: method names, payload readers and
 //     byte-span edits. proxy/codes.go names every JSON-RPC error code.
 //
 // The owners import no stage. A stage is built from the owners it uses
-// (Recorder.Stages), never from the whole record.
+// (Core.Stages), never from the whole record. Core (core.go) builds the
+// owners and the stages once, for one agent.
 //
 // # Where a new rule goes
 //

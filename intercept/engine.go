@@ -10,6 +10,7 @@ import (
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/life"
+	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
@@ -95,7 +96,7 @@ func (e *engine) climb(ctx context.Context, sid string, snap snapshot, quiet boo
 		res, err := e.callRaw(ctx, wire.SessionResume, params)
 		done()
 		if err == nil {
-			return snap.native, carryLegacy(wire.ConfigFromResult(res), snap.live), "resume", nil
+			return snap.native, record.CarryLegacy(wire.ConfigFromResult(res), snap.live), "resume", nil
 		} else {
 			e.log.Info("session/resume failed; trying the next rung", "session", sid, "err", err)
 		}
@@ -108,7 +109,7 @@ func (e *engine) climb(ctx context.Context, sid string, snap snapshot, quiet boo
 		res, err := e.callRaw(ctx, wire.SessionLoad, params)
 		done()
 		if err == nil {
-			return snap.native, carryLegacy(wire.ConfigFromResult(res), snap.live), "load", nil
+			return snap.native, record.CarryLegacy(wire.ConfigFromResult(res), snap.live), "load", nil
 		}
 		e.log.Info("session/load failed; creating a new session", "session", sid, "err", err)
 	}
@@ -139,7 +140,7 @@ func mcpOrEmpty(m json.RawMessage) json.RawMessage {
 // sidecar's own calls. It never stops at the first failure: every field that
 // cannot be restored is named, so the user sees them all at once.
 func (e *engine) restore(ctx context.Context, nativeID string, target, catalog *state.Config) outcome {
-	out := outcome{catalog: cloneConfig(catalog), target: target}
+	out := outcome{catalog: record.CloneConfig(catalog), target: target}
 	if out.catalog == nil {
 		out.catalog = &state.Config{}
 	}
@@ -193,7 +194,7 @@ func (e *engine) runStep(ctx context.Context, nativeID string, step replay.Step,
 			return err
 		}
 		if opts, ok := wire.ParseOptions(res.ConfigOptions); ok {
-			out.catalog = withOptions(out.catalog, opts)
+			out.catalog = record.WithOptions(out.catalog, opts)
 			out.optionsRaw = wire.CompactJSON(res.ConfigOptions)
 		}
 		if step.Field == replay.FieldMode {
@@ -211,7 +212,7 @@ func (e *engine) runStep(ctx context.Context, nativeID string, step replay.Step,
 		if err := e.sc.Call(ctx, step.Method, map[string]any{"sessionId": nativeID, "modeId": id}, nil); err != nil {
 			return err
 		}
-		out.catalog = withLegacy(out.catalog, "mode", id)
+		out.catalog = record.WithLegacy(out.catalog, "mode", id)
 		out.modeSet = true
 	case replay.MethodSetModel:
 		var id string
@@ -221,7 +222,7 @@ func (e *engine) runStep(ctx context.Context, nativeID string, step replay.Step,
 		if err := e.sc.Call(ctx, step.Method, map[string]any{"sessionId": nativeID, "modelId": id}, nil); err != nil {
 			return err
 		}
-		out.catalog = withLegacy(out.catalog, "model", id)
+		out.catalog = record.WithLegacy(out.catalog, "model", id)
 	default:
 		return fmt.Errorf("unknown step %s", step.Method)
 	}

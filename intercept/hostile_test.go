@@ -17,14 +17,13 @@ import (
 	"testing"
 	"time"
 
-	acp "github.com/coder/acp-go-sdk"
-
 	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
 	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
 	"github.com/acp-sidecar/acp-sidecar/intercept"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
+	acp "github.com/coder/acp-go-sdk"
 )
 
 // Hostile input: what a broken or malicious peer can send, and what each
@@ -122,7 +121,7 @@ func newHostileRig(t *testing.T, store state.Store, agentArgs ...string) *hrig {
 			}
 		}
 	}()
-	rec := intercept.NewRecorder(intercept.RecorderConfig{Store: h.store, Log: log, Agent: []string{"fakeagent"}})
+	rec := intercept.New(intercept.Config{Store: h.store, Log: log, Agent: []string{"fakeagent"}})
 	relay := proxy.NewRelay(proxy.Config{
 		ClientIn: cInR, ClientOut: cOutW, AgentIn: tapWriter{h, aInW}, AgentOut: mOutR,
 		MaxFrame: hostileMaxFrame, Log: log, Strict: true,

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
-
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
@@ -68,7 +67,7 @@ func TestEarlyFramesAlwaysReleased(t *testing.T) {
 // and the reset's clear undid the mark, so the next prompt went to the new
 // agent under a native id that died with the old one.
 func TestSettledKeepsALaterDeath(t *testing.T) {
-	r := NewRecorder(RecorderConfig{Store: nil})
+	r := New(Config{Store: nil})
 	gen := r.life.Gen()
 	r.led.Update(func(f *ledger.Flight) { f.MarkStale("s1") })
 	r.led.Update(func(f *ledger.Flight) { f.Settled("s1", gen) })

@@ -66,7 +66,7 @@ func hushes(h ledger.Hush, f *proxy.Frame) bool {
 	case ledger.HushAll:
 		return true
 	case ledger.HushMessages:
-		return isChunk(f.Dir, &f.Env)
+		return wire.IsChunk(f.Dir, &f.Env)
 	case ledger.HushConfig:
 		u := string(f.Env.Update)
 		return u == "config_option_update" || u == "current_mode_update"
@@ -218,7 +218,7 @@ func (ll *lifeline) closing(f *proxy.Frame, sid string) proxy.Verdict {
 			return ll.rest(ctx, proxy.ClientToAgent, q.raw)
 		}
 		if err := ll.rec.closeHere(ctx, sid); err != nil {
-			return answerWith(proxy.ErrorResponse(q.id, errorCode(err), err.Error()))
+			return answerWith(proxy.ErrorResponse(q.id, wire.CodeOf(err), err.Error()))
 		}
 		return answerWith(wire.Response(q.id, []byte("{}")))
 	})
@@ -231,7 +231,7 @@ func (ll *lifeline) forking(f *proxy.Frame, parent string) proxy.Verdict {
 	return ll.hold(f, parent, func(ctx context.Context, q waited) proxy.Decision {
 		child, result, err := ll.rec.forkHere(ctx, parent)
 		if err != nil {
-			return answerWith(proxy.ErrorResponse(q.id, errorCode(err), err.Error()))
+			return answerWith(proxy.ErrorResponse(q.id, wire.CodeOf(err), err.Error()))
 		}
 		return answerWith(append([][]byte{wire.Response(q.id, result)}, ownCommands(ll.led, ll.led.NativeOf(child), child)...)...)
 	})
@@ -252,7 +252,7 @@ func (ll *lifeline) deleting(f *proxy.Frame, sid string) proxy.Verdict {
 			return ll.rest(ctx, proxy.ClientToAgent, q.raw)
 		}
 		if err := ll.rec.deleteHere(ctx, sid); err != nil {
-			return answerWith(proxy.ErrorResponse(q.id, errorCode(err), err.Error()))
+			return answerWith(proxy.ErrorResponse(q.id, wire.CodeOf(err), err.Error()))
 		}
 		return answerWith(wire.Response(q.id, []byte("{}")))
 	})
@@ -319,7 +319,7 @@ func (ll *lifeline) holdAfter(f *proxy.Frame, sid string, decide decider, minGen
 		case errors.Is(err, errCancelled):
 			return answerWith(wire.Response(id, []byte(`{"stopReason":"cancelled"}`)))
 		case err != nil:
-			return answerWith(proxy.ErrorResponse(id, errorCode(err), err.Error()))
+			return answerWith(proxy.ErrorResponse(id, wire.CodeOf(err), err.Error()))
 		case decide != nil:
 			return decide(ctx, waited{method: method, sid: sid, id: id, raw: raw})
 		default:
@@ -350,14 +350,14 @@ func (ll *lifeline) awaitReady(ctx context.Context, w *ledger.Waiter) (uint64, e
 			}
 			if !ll.led.IsBusy(w.Session) {
 				err := ll.rec.Recover(ctx, w.Session)
-				var e *Error
+				var e *wire.Error
 				switch {
 				case err == nil:
 					continue
 				case errors.As(err, &e) && e.Code == proxy.CodeBusy:
 					// Another rebuild took the session first: wait for it.
 				default:
-					return 0, refuse(proxy.CodeAgentGone, "acp-sidecar: could not rebuild the session after the agent exited: %v", err)
+					return 0, wire.Refuse(proxy.CodeAgentGone, "acp-sidecar: could not rebuild the session after the agent exited: %v", err)
 				}
 			}
 		}
@@ -368,7 +368,7 @@ func (ll *lifeline) awaitReady(ctx context.Context, w *ledger.Waiter) (uint64, e
 		case <-deadline.C:
 			return 0, wt.timeoutError()
 		case <-wt.quit:
-			return 0, refuse(proxy.CodeAgentGone, "acp-sidecar is shutting down; the request was not sent")
+			return 0, wire.Refuse(proxy.CodeAgentGone, "acp-sidecar is shutting down; the request was not sent")
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
@@ -401,7 +401,7 @@ func (ll *lifeline) emulate(ctx context.Context, q waited) proxy.Decision {
 	case errors.Is(err, state.ErrNotFound):
 		return ll.rest(ctx, proxy.ClientToAgent, q.raw) // not ours: the agent answers, with its own error if it must
 	case err != nil:
-		return answerWith(proxy.ErrorResponse(q.id, errorCode(err), err.Error()))
+		return answerWith(proxy.ErrorResponse(q.id, wire.CodeOf(err), err.Error()))
 	case line == nil:
 		return ll.rest(ctx, proxy.ClientToAgent, q.raw) // live here: the agent has it
 	default:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -22,23 +23,23 @@ import (
 // result, restored as any rebuild restores it, and failing closed.
 
 // opened lets an open's held response go, once the record has it.
-func opened(b *rebuilder, ctx context.Context, s *session, req *request, ev event, result json.RawMessage, before *state.Config) {
-	reopened := req.method == wire.SessionLoad || req.method == wire.SessionResume
-	if before != nil && (reopened || req.method == wire.SessionFork) {
+func opened(b *rebuilder, ctx context.Context, s *record.Session, req *record.Request, ev record.Event, result json.RawMessage, before *state.Config) {
+	reopened := req.Method == wire.SessionLoad || req.Method == wire.SessionResume
+	if before != nil && (reopened || req.Method == wire.SessionFork) {
 		restoreAfterOpen(b, ctx, s, ev, result, before)
 		return
 	}
-	line := ev.raw
+	line := ev.Raw
 	if reopened {
-		line = withResult(line, withPickers(result, s.rec.Baseline, s.rec.Live))
+		line = withResult(line, withPickers(result, s.Rec.Baseline, s.Rec.Live))
 	}
-	b.rec.flush(ctx)
-	ev.release(append([][]byte{line}, ownCommands(b.led, s.rec.NativeID, s.rec.ClientID)...)...)
+	b.rec.Flush(ctx)
+	ev.Release(append([][]byte{line}, ownCommands(b.led, s.Rec.NativeID, s.Rec.ClientID)...)...)
 }
 
 // restoreAfterOpen puts the config the session had before the agent's own
 // load or resume back on it (openRestorePlan), then lets the response go.
-func restoreAfterOpen(b *rebuilder, ctx context.Context, s *session, ev event, result json.RawMessage, before *state.Config) {
+func restoreAfterOpen(b *rebuilder, ctx context.Context, s *record.Session, ev record.Event, result json.RawMessage, before *state.Config) {
 	// Async: only the marking is done here; the plan's settle says
 	// whatever went wrong, with the response it lets go.
 	_, _ = b.Run(ctx, openRestorePlan(b, s, ev, result, before))

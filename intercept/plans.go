@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
+	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
@@ -24,17 +25,17 @@ func resetPlan(b *rebuilder, sid string) Plan {
 	return Plan{
 		what: "reset", sid: sid, busy: true, owes: true,
 		read: func(ctx context.Context) (snapshot, error) {
-			snap, err := b.rec.snapshot(ctx, sid)
+			snap, err := snapshotIn(ctx, b.rec, sid)
 			if err == nil && snap.running {
-				err = refuse(proxy.CodeBusy, "a turn is running; cancel it or wait for it to end, then reset")
+				err = wire.Refuse(proxy.CodeBusy, "a turn is running; cancel it or wait for it to end, then reset")
 			}
 			return snap, err
 		},
 		native: b.fresh("reset"),
 		target: b.owed,
-		after: func(s *session, _ *attempt) {
-			s.rec.ContextFrom = len(s.turns) + 1
-			s.rec.Handoff = nil
+		after: func(s *record.Session, _ *attempt) {
+			s.Rec.ContextFrom = len(s.Turns) + 1
+			s.Rec.Handoff = nil
 		},
 	}
 }
@@ -50,19 +51,19 @@ func rollbackPlan(b *rebuilder, sid string, keep int, rep *RollbackReport) Plan 
 		read: func(ctx context.Context) (snapshot, error) {
 			var snap snapshot
 			var fail error
-			err := b.rec.do(ctx, func(ctx context.Context) {
-				s := b.rec.sessions[sid]
+			err := b.rec.Do(ctx, func(ctx context.Context) {
+				s := b.rec.Session(sid)
 				switch {
 				case s == nil:
-					fail = refuse(proxy.CodeInvalidParams, "acp-sidecar knows no session %q", sid)
+					fail = wire.Refuse(proxy.CodeInvalidParams, "acp-sidecar knows no session %q", sid)
 					return
-				case s.turn != nil:
-					fail = refuse(proxy.CodeBusy, "a turn is running; a rollback waits until it ends or is cancelled")
+				case s.Turn != nil:
+					fail = wire.Refuse(proxy.CodeBusy, "a turn is running; a rollback waits until it ends or is cancelled")
 					return
 				}
 				vis := visible(s)
 				if keep < 0 || keep > len(vis) {
-					fail = refuse(proxy.CodeInvalidParams, "keepTurns %d is out of range: the conversation has %d turns", keep, len(vis))
+					fail = wire.Refuse(proxy.CodeInvalidParams, "keepTurns %d is out of range: the conversation has %d turns", keep, len(vis))
 					return
 				}
 				snap = snapshotOf(s)
@@ -78,9 +79,9 @@ func rollbackPlan(b *rebuilder, sid string, keep int, rep *RollbackReport) Plan 
 		},
 		native: b.fresh("rollback"),
 		target: b.owed,
-		after: func(s *session, _ *attempt) {
+		after: func(s *record.Session, _ *attempt) {
 			vis := visible(s)
-			after := s.rec.ContextFrom - 1 // the last turn kept, by index
+			after := s.Rec.ContextFrom - 1 // the last turn kept, by index
 			if keep > 0 {
 				after = vis[keep-1].Index
 			}
@@ -88,7 +89,7 @@ func rollbackPlan(b *rebuilder, sid string, keep int, rep *RollbackReport) Plan 
 				t.Status = state.TurnRolledBack
 			}
 			// The store marks them (memory may hold them without their text).
-			if err := b.cfg.Store.RollBack(b.rec.ctx, sid, max(after, 0)); err != nil {
+			if err := b.cfg.Store.RollBack(b.ctx, sid, max(after, 0)); err != nil {
 				b.log.Warn("record rollback", "session", sid, "err", err)
 			}
 			b.arm(s)
@@ -104,12 +105,12 @@ func restoreOriginalPlan(b *rebuilder, sid string) Plan {
 	return Plan{
 		what: "restore-original", sid: sid, busy: true,
 		read: func(ctx context.Context) (snapshot, error) {
-			if err := b.rec.do(ctx, func(ctx context.Context) { b.rec.fixOriginal(ctx, sid) }); err != nil {
+			if err := b.rec.Do(ctx, func(ctx context.Context) { b.rec.FixOriginal(ctx, sid) }); err != nil {
 				return snapshot{}, fmt.Errorf("restore-original %s: %w", sid, err)
 			}
-			snap, err := b.rec.snapshot(ctx, sid)
+			snap, err := snapshotIn(ctx, b.rec, sid)
 			if err == nil && snap.orig == nil {
-				err = refuse(proxy.CodeInvalidParams, "session %s has no recorded original config (it was recorded before originals existed, or imported); nothing was changed", sid)
+				err = wire.Refuse(proxy.CodeInvalidParams, "session %s has no recorded original config (it was recorded before originals existed, or imported); nothing was changed", sid)
 			}
 			return snap, err
 		},
@@ -123,7 +124,7 @@ func restoreOriginalPlan(b *rebuilder, sid string) Plan {
 			return b.climb(true)(ctx, a)
 		},
 		target: func(a *attempt) *state.Config { return a.snap.orig },
-		after: func(s *session, a *attempt) {
+		after: func(s *record.Session, a *attempt) {
 			if a.path == "new" {
 				b.arm(s)
 			}
@@ -132,14 +133,14 @@ func restoreOriginalPlan(b *rebuilder, sid string) Plan {
 			}
 			orig, now := a.snap.orig, b.cfg.Now()
 			for _, o := range orig.Options {
-				s.rec.Overrides = append(s.rec.Overrides, state.Override{OptionID: o.ID, Category: o.Category, Value: o.Current, At: now})
+				s.Rec.Overrides = append(s.Rec.Overrides, state.Override{OptionID: o.ID, Category: o.Category, Value: o.Current, At: now})
 			}
 			for _, l := range []struct {
 				field string
 				leg   *state.Legacy
 			}{{"model", orig.Model}, {"mode", orig.Mode}} {
 				if l.leg != nil && orig.ByCategory(l.field) == nil {
-					s.rec.Overrides = append(s.rec.Overrides, state.Override{OptionID: l.field, Category: l.field, Value: wire.String(l.leg.Current), At: now})
+					s.Rec.Overrides = append(s.Rec.Overrides, state.Override{OptionID: l.field, Category: l.field, Value: wire.String(l.leg.Current), At: now})
 				}
 			}
 		},
@@ -155,13 +156,13 @@ func recoverPlan(b *rebuilder, sid string) Plan {
 	return Plan{
 		what: "recovery", sid: sid, busy: true, owes: true,
 		skip:   func() bool { return !b.led.IsStale(sid) }, // another request rebuilt it meanwhile
-		read:   func(ctx context.Context) (snapshot, error) { return b.rec.snapshot(ctx, sid) },
+		read:   func(ctx context.Context) (snapshot, error) { return snapshotIn(ctx, b.rec, sid) },
 		native: b.climb(true),
 		target: b.owed,
-		after: func(s *session, a *attempt) {
+		after: func(s *record.Session, a *attempt) {
 			// A native session the agent brought back still lacks a
 			// handoff that never reached its predecessor.
-			if a.path == "new" || s.rec.HandoffPending {
+			if a.path == "new" || s.Rec.HandoffPending {
 				b.arm(s)
 			}
 		},
@@ -180,22 +181,22 @@ func reopenPlan(b *rebuilder, sid, method string, got *attempt) Plan {
 	var history [][]byte
 	return Plan{
 		what: "reopen", sid: sid, busy: true, owes: true,
-		read:   func(ctx context.Context) (snapshot, error) { return b.rec.snapshot(ctx, sid) },
+		read:   func(ctx context.Context) (snapshot, error) { return snapshotIn(ctx, b.rec, sid) },
 		native: b.climb(false),
 		target: b.owed,
-		after: func(s *session, a *attempt) {
-			reopened(&s.rec)
+		after: func(s *record.Session, a *attempt) {
+			s.Reopened()
 			if a.path == "new" {
 				b.arm(s)
 			}
 			if method == wire.SessionLoad && a.path != "load" {
-				history = historyUpdates(sid, replay.Visible(&s.rec, b.rec.fullTurns(b.rec.ctx, s)))
+				history = historyUpdates(sid, replay.Visible(&s.Rec, b.rec.FullTurns(b.ctx, s)))
 			}
 		},
 		done: func(_ context.Context, a *attempt) {
 			*got = *a
 			for _, line := range history {
-				sendOwn(b.rec.sc, b.log, proxy.AgentToClient, line)
+				sendOwn(b.sc, b.log, proxy.AgentToClient, line)
 			}
 			b.log.Info("session reopened", "session", sid, "method", method, "path", a.path)
 		},
@@ -225,17 +226,17 @@ func forkPlan(b *rebuilder, parent, child string, at int, whole bool, snap snaps
 			if err != nil {
 				return fmt.Errorf("fork %s: %w", parent, err)
 			}
-			err = b.rec.do(ctx, func(ctx context.Context) {
+			err = b.rec.Do(ctx, func(ctx context.Context) {
 				now := b.cfg.Now()
-				s := &session{started: true}
-				s.rec = state.Session{
+				s := &record.Session{Started: true}
+				s.Rec = state.Session{
 					ClientID: child, NativeID: a.native, NativeHistory: []string{a.native}, Agent: b.cfg.Agent, AgentName: b.cfg.Name,
 					Cwd: snap.cwd, McpServers: snap.mcp, AdditionalDirectories: snap.dirs, Created: now,
-					Baseline: cloneConfig(a.catalog), Live: a.catalog, Original: cloneConfig(snap.live),
+					Baseline: record.CloneConfig(a.catalog), Live: a.catalog, Original: record.CloneConfig(snap.live),
 					Lineage: &state.Lineage{ParentID: parent, ForkTurn: at},
 				}
-				b.rec.sessions[child] = s
-				b.rec.putSession(ctx, s)
+				b.rec.SetSession(child, s)
+				b.rec.PutSession(ctx, s)
 			})
 			if err != nil {
 				return fmt.Errorf("fork %s: record the child: %w", parent, err)
@@ -243,7 +244,7 @@ func forkPlan(b *rebuilder, parent, child string, at int, whole bool, snap snaps
 			return nil
 		},
 		target: func(*attempt) *state.Config { return snap.live },
-		after: func(s *session, _ *attempt) {
+		after: func(s *record.Session, _ *attempt) {
 			if !agentForks {
 				b.arm(s) // the fresh session lacks the conversation: hand it over
 			}
@@ -274,13 +275,13 @@ func adoptPlan(b *rebuilder, sid string, rep *SwitchReport) Plan {
 			if err != nil {
 				return snapshot{}, fmt.Errorf("adopt %s: read the turns: %w", sid, err)
 			}
-			err = b.rec.do(ctx, func(context.Context) {
-				s := &session{rec: *old, turns: turns, started: true}
-				for i := range s.turns {
-					lighten(&s.turns[i])
+			err = b.rec.Do(ctx, func(context.Context) {
+				s := &record.Session{Rec: *old, Turns: turns, Started: true}
+				for i := range s.Turns {
+					record.Lighten(&s.Turns[i])
 				}
-				thinOut(s)
-				b.rec.sessions[sid] = s
+				record.ThinOut(s)
+				b.rec.SetSession(sid, s)
 			})
 			if err != nil {
 				return snapshot{}, fmt.Errorf("adopt %s: %w", sid, err)
@@ -305,10 +306,10 @@ func adoptPlan(b *rebuilder, sid string, rep *SwitchReport) Plan {
 			}
 			out := a.out
 			out.failed = nil
-			res := b.settle(ctx, sid, a.native, out, func(s *session) {
-				s.rec.AgentName, s.rec.Agent = b.cfg.Name, b.cfg.Agent
-				s.rec.Baseline = cloneConfig(a.catalog)
-				s.rec.SetErrors = append(s.rec.SetErrors, setErrs...)
+			res := b.settle(ctx, sid, a.native, out, func(s *record.Session) {
+				s.Rec.AgentName, s.Rec.Agent = b.cfg.Name, b.cfg.Agent
+				s.Rec.Baseline = record.CloneConfig(a.catalog)
+				s.Rec.SetErrors = append(s.Rec.SetErrors, setErrs...)
 				b.arm(s)
 				rep.KeptTurns = len(replay.Kept(b.conversation(s)))
 			})
@@ -342,15 +343,15 @@ func keep(native string, catalog *state.Config) func(ctx context.Context, a *att
 // config_option_update that follows a model change names the effort and
 // mode before their calls): they are kept from the client, and the
 // response is followed by the restore's own report of where it settled.
-func openRestorePlan(b *rebuilder, s *session, ev event, result json.RawMessage, before *state.Config) Plan {
-	native, client := s.rec.NativeID, s.rec.ClientID
+func openRestorePlan(b *rebuilder, s *record.Session, ev record.Event, result json.RawMessage, before *state.Config) Plan {
+	native, client := s.Rec.NativeID, s.Rec.ClientID
 	return Plan{
-		what: "restore after " + ev.req.method, sid: client, busy: true, shared: true, once: true, hushConfig: true, async: true,
-		native: keep(native, cloneConfig(s.rec.Live)),
+		what: "restore after " + ev.Req.Method, sid: client, busy: true, shared: true, once: true, hushConfig: true, async: true,
+		native: keep(native, record.CloneConfig(s.Rec.Live)),
 		target: func(*attempt) *state.Config { return before },
 		settle: func(ctx context.Context, a *attempt) Report {
 			out := a.out
-			b.settleHeld(ev, func(ctx context.Context) {
+			b.rec.Settle(ev, func(ctx context.Context) {
 				var blocked *state.Blocked
 				switch {
 				case out.lost:
@@ -364,18 +365,18 @@ func openRestorePlan(b *rebuilder, s *session, ev event, result json.RawMessage,
 					b.led.Update(func(f *ledger.Flight) { f.Owe(client, nil) })
 				}
 				b.led.Update(func(f *ledger.Flight) { f.SetBlocked(client, blocked) })
-				s.rec.Live, s.rec.Blocked = out.catalog, blocked
-				b.rec.putSession(ctx, s)
-				b.rec.flush(ctx)
+				s.Rec.Live, s.Rec.Blocked = out.catalog, blocked
+				b.rec.PutSession(ctx, s)
+				b.rec.Flush(ctx)
 				res := result
 				if out.optionsRaw != nil {
 					if next, err := wire.SetPath(res, out.optionsRaw, "configOptions"); err == nil {
 						res = next
 					}
 				}
-				lines := [][]byte{withResult(ev.raw, withPickers(res, before, out.catalog))}
+				lines := [][]byte{withResult(ev.Raw, withPickers(res, before, out.catalog))}
 				lines = append(lines, ownCommands(b.led, native, client)...)
-				ev.release(append(lines, out.notifications(client)...)...)
+				ev.Release(append(lines, out.notifications(client)...)...)
 			})
 			return Report{}
 		},
@@ -387,28 +388,28 @@ func openRestorePlan(b *rebuilder, s *session, ev event, result json.RawMessage,
 // the session is followed at once by the settled config, and the original
 // is taken only after it. A setting the agent does not take is recorded
 // and logged, not blocking: the session runs on the agent's value.
-func settingsPlan(b *rebuilder, s *session, ev event) Plan {
-	native, client := s.rec.NativeID, s.rec.ClientID
-	target, setErrs := settingsTarget(s.rec.Live, b.cfg.Settings)
+func settingsPlan(b *rebuilder, s *record.Session, ev record.Event) Plan {
+	native, client := s.Rec.NativeID, s.Rec.ClientID
+	target, setErrs := settingsTarget(s.Rec.Live, b.cfg.Settings)
 	return Plan{
 		what: "start-up settings", sid: client, once: true, hushConfig: true, async: true,
-		native: keep(native, cloneConfig(s.rec.Live)),
+		native: keep(native, record.CloneConfig(s.Rec.Live)),
 		target: func(*attempt) *state.Config { return target },
 		settle: func(ctx context.Context, a *attempt) Report {
 			out := a.out
-			b.settleHeld(ev, func(ctx context.Context) {
-				s.rec.Live = out.catalog
+			b.rec.Settle(ev, func(ctx context.Context) {
+				s.Rec.Live = out.catalog
 				for _, f := range out.failed {
-					s.rec.SetErrors = append(s.rec.SetErrors, state.SetError{OptionID: f.Field, Value: wire.Unquote(f.Want), Err: f.Reason})
+					s.Rec.SetErrors = append(s.Rec.SetErrors, state.SetError{OptionID: f.Field, Value: wire.Unquote(f.Want), Err: f.Reason})
 				}
-				s.rec.SetErrors = append(s.rec.SetErrors, setErrs...)
-				for _, e := range s.rec.SetErrors {
+				s.Rec.SetErrors = append(s.Rec.SetErrors, setErrs...)
+				for _, e := range s.Rec.SetErrors {
 					b.log.Error("start-up setting not applied; the session runs on the agent's value", "session", client, "option", e.OptionID, "value", e.Value, "reason", e.Err)
 				}
-				b.rec.putSession(ctx, s)
-				b.rec.flush(ctx)
-				lines := append([][]byte{ev.raw}, ownCommands(b.led, native, client)...)
-				ev.release(append(lines, out.notifications(client)...)...)
+				b.rec.PutSession(ctx, s)
+				b.rec.Flush(ctx)
+				lines := append([][]byte{ev.Raw}, ownCommands(b.led, native, client)...)
+				ev.Release(append(lines, out.notifications(client)...)...)
 			})
 			return Report{}
 		},

@@ -3,7 +3,6 @@ package intercept
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -12,32 +11,12 @@ import (
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/life"
+	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
-
-// Error is a refusal the client should read: it carries the JSON-RPC code
-// the answer uses.
-type Error struct {
-	Code int
-	Msg  string
-}
-
-func (e *Error) Error() string { return e.Msg }
-
-func errorCode(err error) int {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return proxy.CodeInternalError
-}
-
-func refuse(code int, format string, args ...any) error {
-	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
-}
 
 // begin marks sid busy with what, so its requests wait, and returns what
 // ends the mark; when a rebuild runs on the session already it fails,
@@ -131,24 +110,33 @@ type snapshot struct {
 
 // snapshotOf copies what a rebuild needs of s; it runs on the recorder's
 // goroutine.
-func snapshotOf(s *session) snapshot {
+func snapshotOf(s *record.Session) snapshot {
 	return snapshot{
-		client: s.rec.ClientID, native: s.rec.NativeID, live: cloneConfig(s.rec.Live), orig: cloneConfig(s.rec.Original),
-		cwd: s.rec.Cwd, mcp: s.rec.McpServers, dirs: s.rec.AdditionalDirectories, running: s.turn != nil,
+		client: s.Rec.ClientID, native: s.Rec.NativeID, live: record.CloneConfig(s.Rec.Live), orig: record.CloneConfig(s.Rec.Original),
+		cwd: s.Rec.Cwd, mcp: s.Rec.McpServers, dirs: s.Rec.AdditionalDirectories, running: s.Turn != nil,
 	}
+}
+
+// snapshotIn takes the snapshot of sid on the record's goroutine.
+func snapshotIn(ctx context.Context, rec *record.Recorder, sid string) (snapshot, error) {
+	var snap snapshot
+	err := rec.OnSession(ctx, sid, func(_ context.Context, s *record.Session) { snap = snapshotOf(s) })
+	return snap, err
 }
 
 // rebuilder carries out Plans (Run) on the native sessions behind the
 // record's sessions: it asks the engine for a native session and a
 // restore, and settles the outcome on the record's goroutine.
 type rebuilder struct {
-	rec   *Recorder // the record; its sessions live on its goroutine (do)
+	rec   *record.Recorder // the record; its sessions live on its goroutine (do)
+	sc    Sidecar          // the relay (Core.Bind)
+	ctx   context.Context  // the rebuilds\' own, which outlives a request (Core.Start)
 	eng   *engine
 	led   *ledger.Ledger
 	life  *life.Life
 	watch *watch
 	log   *slog.Logger
-	cfg   *RecorderConfig
+	cfg   *Config
 }
 
 // A Plan is one kind of rebuild as data (plans.go has every one): how the
@@ -184,7 +172,7 @@ type Plan struct {
 	hushConfig bool
 	// after is the plan's part of the record's settle (nil: none); settle,
 	// when set, replaces the record's settle whole.
-	after  func(s *session, a *attempt)
+	after  func(s *record.Session, a *attempt)
 	settle func(ctx context.Context, a *attempt) Report
 	// done runs once the attempt has settled (nil: nothing more).
 	done func(ctx context.Context, a *attempt)
@@ -245,33 +233,17 @@ func (b *rebuilder) climb(quiet bool) func(ctx context.Context, a *attempt) erro
 // else live.
 func (b *rebuilder) owed(a *attempt) *state.Config { return b.led.TargetOr(a.snap.client, a.snap.live) }
 
-// settleHeld runs fn on the recorder's goroutine for the held response of
-// ev, and waits for it. Whatever befalls fn, the response goes: as fn
-// lets it, or as it came when fn fails on it or the recorder has stopped
-// (apply, enqueue).
-func (b *rebuilder) settleHeld(ev event, fn func(ctx context.Context)) {
-	done := make(chan struct{})
-	b.rec.enqueue(event{fn: func(ctx context.Context) {
-		defer close(done)
-		fn(ctx)
-	}, release: ev.release, raw: ev.raw})
-	select {
-	case <-done:
-	case <-b.rec.done:
-	}
-}
-
 // arm marks the session's native session as lacking the kept turns, and
 // readies the text its next prompt carries.
-func (b *rebuilder) arm(s *session) {
+func (b *rebuilder) arm(s *record.Session) {
 	h := replay.BuildHandoff(replay.Kept(b.conversation(s)), b.cfg.HandoffBudget)
-	s.rec.HandoffPending = h.Text != ""
-	b.led.Update(func(f *ledger.Flight) { f.Arm(s.rec.ClientID, h) })
+	s.Rec.HandoffPending = h.Text != ""
+	b.led.Update(func(f *ledger.Flight) { f.Arm(s.Rec.ClientID, h) })
 }
 
 // conversation is what a fresh native session must be told for s.
-func (b *rebuilder) conversation(s *session) []state.Turn {
-	return replay.Conversation(&s.rec, b.rec.fullTurns(b.rec.ctx, s), b.lookup(b.rec.ctx))
+func (b *rebuilder) conversation(s *record.Session) []state.Turn {
+	return replay.Conversation(&s.Rec, b.rec.FullTurns(b.ctx, s), b.lookup(b.ctx))
 }
 
 // Run carries out a plan: begin (the busy mark), attempt (a native
@@ -286,7 +258,7 @@ func (b *rebuilder) Run(ctx context.Context, p Plan) (Report, error) {
 		var cur string
 		var ok bool
 		if end, cur, ok = begin(b.led, p.sid, p.what); !ok && !p.shared {
-			return Report{}, refuse(proxy.CodeBusy, "a %s is already running on this session", cur)
+			return Report{}, wire.Refuse(proxy.CodeBusy, "a %s is already running on this session", cur)
 		}
 	}
 	if p.async {
@@ -354,7 +326,7 @@ func (b *rebuilder) attempts(ctx context.Context, p Plan) (Report, error) {
 		if p.settle != nil {
 			rep = p.settle(ctx, a)
 		} else {
-			rep = b.settle(ctx, p.sid, a.native, a.out, func(s *session) {
+			rep = b.settle(ctx, p.sid, a.native, a.out, func(s *record.Session) {
 				if p.after != nil {
 					p.after(s, a)
 				}
@@ -385,7 +357,7 @@ func (b *rebuilder) lost(ctx context.Context, p Plan, a *attempt) error {
 
 // settle records a rebuild's outcome, blocks the session when a field
 // failed, and tells the client what changed.
-func (b *rebuilder) settle(ctx context.Context, sid, native string, out outcome, also func(*session)) Report {
+func (b *rebuilder) settle(ctx context.Context, sid, native string, out outcome, also func(*record.Session)) Report {
 	rep := Report{SessionID: sid, NativeSessionID: native, Failed: out.failed, Blocked: len(out.failed) > 0, Config: configMap(out.catalog)}
 	for _, s := range out.applied {
 		rep.Restored = append(rep.Restored, s.Field)
@@ -398,22 +370,22 @@ func (b *rebuilder) settle(ctx context.Context, sid, native string, out outcome,
 		b.led.Update(func(f *ledger.Flight) { f.Owe(sid, nil) })
 	}
 	b.led.Update(func(f *ledger.Flight) { f.SetBlocked(sid, blocked) })
-	err := b.rec.do(ctx, func(ctx context.Context) {
-		s := b.rec.sessions[sid]
+	err := b.rec.Do(ctx, func(ctx context.Context) {
+		s := b.rec.Session(sid)
 		if s == nil {
 			return
 		}
-		if s.rec.NativeID != native {
-			s.rec.NativeID = native
-			s.rec.NativeHistory = append(s.rec.NativeHistory, native)
+		if s.Rec.NativeID != native {
+			s.Rec.NativeID = native
+			s.Rec.NativeHistory = append(s.Rec.NativeHistory, native)
 		}
-		s.rec.Live = out.catalog
-		s.rec.Blocked = blocked
+		s.Rec.Live = out.catalog
+		s.Rec.Blocked = blocked
 		if also != nil {
 			also(s)
 		}
-		b.rec.putSession(ctx, s)
-		b.rec.flush(ctx)
+		b.rec.PutSession(ctx, s)
+		b.rec.Flush(ctx)
 	})
 	if err != nil {
 		// Only a stopping recorder refuses: the session lives on the
@@ -421,7 +393,7 @@ func (b *rebuilder) settle(ctx context.Context, sid, native string, out outcome,
 		b.log.Error("rebuilt session not recorded", "session", sid, "native", native, "err", err)
 	}
 	for _, line := range out.notifications(sid) {
-		sendOwn(b.rec.sc, b.log, proxy.AgentToClient, line)
+		sendOwn(b.sc, b.log, proxy.AgentToClient, line)
 	}
 	if blocked != nil {
 		b.log.Error("restore failed; prompts to this session are refused", "session", sid, "fields", strings.Join(blocked.Fields, ","))
@@ -429,21 +401,17 @@ func (b *rebuilder) settle(ctx context.Context, sid, native string, out outcome,
 	return rep
 }
 
-// spawn runs fn on a goroutine the recorder owns; its Close waits for it.
+// spawn runs fn on a goroutine the record's Close waits for.
 func (b *rebuilder) spawn(fn func(ctx context.Context)) {
-	b.rec.wg.Add(1)
-	go func() {
-		defer b.rec.wg.Done()
-		fn(b.rec.ctx)
-	}()
+	b.rec.Go(fn)
 }
 
 // lookup finds a fork's parent for its inheritance: in this process, else
 // in the store (the parent may belong to an earlier run).
 func (b *rebuilder) lookup(ctx context.Context) replay.Lookup {
 	return func(id string) (*state.Session, []state.Turn, bool) {
-		if p := b.rec.sessions[id]; p != nil {
-			return &p.rec, b.rec.fullTurns(ctx, p), true
+		if p := b.rec.Session(id); p != nil {
+			return &p.Rec, b.rec.FullTurns(ctx, p), true
 		}
 		rec, err := b.cfg.Store.Session(ctx, id)
 		if err != nil {

@@ -6,13 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	acp "github.com/coder/acp-go-sdk"
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
 	"github.com/acp-sidecar/acp-sidecar/intercept"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/state"
+	acp "github.com/coder/acp-go-sdk"
+	"github.com/google/go-cmp/cmp"
 )
 
 // configure puts a session on a non-default model, a model-dependent
@@ -64,7 +63,7 @@ func callsFrom(calls []string, first string) []string {
 func TestResetKeepsConfig(t *testing.T) {
 	for _, via := range []string{"slash", "extension"} {
 		t.Run(via, func(t *testing.T) {
-			r := newRig(t, intercept.RecorderConfig{})
+			r := newRig(t, intercept.Config{})
 			ctx := t.Context()
 			sid := configure(t, r)
 			before := reply(t, r, sid, "one")
@@ -123,7 +122,7 @@ func TestResetKeepsConfig(t *testing.T) {
 // the field, the next prompt is refused and never reaches the agent, and
 // /accept-config lets prompts through again.
 func TestResetFailsClosed(t *testing.T) {
-	r := newRig(t, intercept.RecorderConfig{}, "-accept-unknown")
+	r := newRig(t, intercept.Config{}, "-accept-unknown")
 	ctx := t.Context()
 	sess, err := r.client.NewSession(ctx, t.TempDir())
 	if err != nil {
@@ -171,7 +170,7 @@ func countCalls(calls []string, method string) int {
 }
 
 func TestRestoreOriginal(t *testing.T) {
-	r := newRig(t, intercept.RecorderConfig{})
+	r := newRig(t, intercept.Config{})
 	ctx := t.Context()
 	sid := configure(t, r) // three client changes
 	_, text, err := r.client.Prompt(ctx, sid, "/restore-original")
@@ -204,7 +203,7 @@ func TestRestoreOriginalWithoutOriginal(t *testing.T) {
 	if err := store.PutSession(ctx, &state.Session{ClientID: "fake-sess-1", NativeID: "fake-sess-1"}); err != nil {
 		t.Fatal(err)
 	}
-	r := newRig(t, intercept.RecorderConfig{Store: store})
+	r := newRig(t, intercept.Config{Store: store})
 	sid := configure(t, r)
 	if sid != "fake-sess-1" {
 		t.Fatalf("session %q; the test needs the pre-recorded id", sid)
@@ -227,7 +226,7 @@ func TestRestoreOriginalWithoutOriginal(t *testing.T) {
 }
 
 func TestSidecarSurfaces(t *testing.T) {
-	r := newRig(t, intercept.RecorderConfig{Version: "test"})
+	r := newRig(t, intercept.Config{Version: "test"})
 	ctx := t.Context()
 	sess, err := r.client.NewSession(ctx, t.TempDir())
 	if err != nil {
@@ -283,7 +282,7 @@ func TestSidecarSurfaces(t *testing.T) {
 // that only has the model as a config option is sent as set_config_option,
 // and the client gets the set_model answer it asked for.
 func TestLegacySetModelTranslated(t *testing.T) {
-	r := newRig(t, intercept.RecorderConfig{}, "-profile", "config-options-only")
+	r := newRig(t, intercept.Config{}, "-profile", "config-options-only")
 	ctx := t.Context()
 	sess, err := r.client.NewSession(ctx, t.TempDir())
 	if err != nil {

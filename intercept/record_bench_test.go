@@ -81,9 +81,9 @@ func newTurnRig(b *testing.B, store state.Store, chunks int) *turnRig {
 		aOutW.Close()
 	}()
 	var chain []intercept.Interceptor
-	var rec *intercept.Recorder
+	var rec *intercept.Core
 	if store != nil {
-		rec = intercept.NewRecorder(intercept.RecorderConfig{Store: store, Agent: []string{"bench"}})
+		rec = intercept.New(intercept.Config{Store: store, Agent: []string{"bench"}})
 		chain = intercept.StageList(rec)
 	}
 	relay := proxy.NewRelay(proxy.Config{

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept"
+	"github.com/acp-sidecar/acp-sidecar/intercept/record"
+	"github.com/acp-sidecar/acp-sidecar/state"
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/acp-sidecar/acp-sidecar/intercept"
-	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
 func jsonUnmarshal(b []byte, v any) { json.Unmarshal(b, v) }
@@ -47,7 +47,7 @@ func values(c *state.Config) map[string]string {
 // one. The original keeps the defaults, live follows the agent, a rejected
 // value appears nowhere, and every turn has its status.
 func TestRecordLayersAndTurns(t *testing.T) {
-	r := newRig(t, intercept.RecorderConfig{})
+	r := newRig(t, intercept.Config{})
 	ctx := t.Context()
 	c := r.client
 	sess, err := c.NewSession(ctx, t.TempDir())
@@ -133,7 +133,7 @@ func TestRecordLayersAndTurns(t *testing.T) {
 // session: valid ones in planner order, a value the agent does not offer
 // never sent, and the client told of the result as the agent would.
 func TestStartupSettings(t *testing.T) {
-	r := newRig(t, intercept.RecorderConfig{Settings: []intercept.Setting{
+	r := newRig(t, intercept.Config{Settings: []record.Setting{
 		{ID: "mode", Value: "ask"}, {ID: "model", Value: "deep-3"}, {ID: "verbosity", Value: "loud"}, {ID: "nosuch", Value: "x"},
 	}})
 	ctx := t.Context()

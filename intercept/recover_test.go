@@ -7,13 +7,12 @@ import (
 	"testing"
 	"time"
 
-	acp "github.com/coder/acp-go-sdk"
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
 	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
 	"github.com/acp-sidecar/acp-sidecar/intercept"
 	"github.com/acp-sidecar/acp-sidecar/state"
+	acp "github.com/coder/acp-go-sdk"
+	"github.com/google/go-cmp/cmp"
 )
 
 // promptAfterRestart sends a prompt, sending it again while the sidecar
@@ -38,7 +37,7 @@ func promptAfterRestart(ctx context.Context, c *acpclient.Client, sid acp.Sessio
 // next prompt runs in the same client session on a fresh native session,
 // with the config restored in planner order and the kept turns handed over.
 func TestCrashMidTurnRecovers(t *testing.T) {
-	r := newRigWith(t, rigOptions{restart: true}, intercept.RecorderConfig{})
+	r := newRigWith(t, rigOptions{restart: true}, intercept.Config{})
 	ctx := t.Context()
 	sid := configure(t, r)
 	reply(t, r, sid, "My favourite colour is teal")
@@ -86,12 +85,12 @@ func TestCrashMidTurnRecovers(t *testing.T) {
 // the next prompt carries the handoff on the original config.
 func TestLoadEmulatedForAnAgentWithout(t *testing.T) {
 	store := state.NewMemory()
-	first := newRig(t, intercept.RecorderConfig{Store: store}, "-profile", "no-load", "-id-prefix", "old-")
+	first := newRig(t, intercept.Config{Store: store}, "-profile", "no-load", "-id-prefix", "old-")
 	sid := configure(t, first)
 	reply(t, first, sid, "My favourite colour is teal")
 	reply(t, first, sid, "My favourite animal is an otter")
 
-	second := newRig(t, intercept.RecorderConfig{Store: store}, "-profile", "no-load", "-id-prefix", "new-")
+	second := newRig(t, intercept.Config{Store: store}, "-profile", "no-load", "-id-prefix", "new-")
 	ctx := t.Context()
 	if _, err := second.client.Load(ctx, sid, t.TempDir()); err != nil {
 		t.Fatalf("load: %v", err)
@@ -120,7 +119,7 @@ func TestLoadEmulatedForAnAgentWithout(t *testing.T) {
 func BenchmarkRecover(b *testing.B) {
 	ctx := context.Background()
 	direct := directClient(b)
-	r := newRigWith(b, rigOptions{restart: true}, intercept.RecorderConfig{})
+	r := newRigWith(b, rigOptions{restart: true}, intercept.Config{})
 	sid := configure(b, r)
 	var base, via time.Duration
 	for b.Loop() {

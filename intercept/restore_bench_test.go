@@ -23,7 +23,7 @@ var fiveFields = [][2]string{{"model", "deep-3"}, {"mode", "plan"}, {"effort", "
 func BenchmarkRestore(b *testing.B) {
 	ctx := context.Background()
 	direct := directClient(b)
-	r := newRig(b, intercept.RecorderConfig{})
+	r := newRig(b, intercept.Config{})
 	sess, err := r.client.NewSession(ctx, b.TempDir())
 	if err != nil {
 		b.Fatal(err)

@@ -22,7 +22,7 @@ import (
 type rig struct {
 	client   *acpclient.Client
 	store    state.Store
-	recorder *intercept.Recorder
+	recorder *intercept.Core
 	relay    *proxy.Relay
 	callLog  string
 
@@ -36,11 +36,11 @@ type rigOptions struct {
 	restart bool // start the fake agent again when it exits, as the CLI's supervisor does
 }
 
-func newRig(t testing.TB, cfg intercept.RecorderConfig, agentArgs ...string) *rig {
+func newRig(t testing.TB, cfg intercept.Config, agentArgs ...string) *rig {
 	return newRigWith(t, rigOptions{}, cfg, agentArgs...)
 }
 
-func newRigWith(t testing.TB, opts rigOptions, cfg intercept.RecorderConfig, agentArgs ...string) *rig {
+func newRigWith(t testing.TB, opts rigOptions, cfg intercept.Config, agentArgs ...string) *rig {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &rig{callLog: t.TempDir() + "/calls.jsonl", exited: make(chan time.Time, 64)}
@@ -65,7 +65,7 @@ func newRigWith(t testing.TB, opts rigOptions, cfg intercept.RecorderConfig, age
 		return aInW, aOutR
 	}
 	aIn, aOut := startAgent()
-	r.recorder = intercept.NewRecorder(cfg)
+	r.recorder = intercept.New(cfg)
 	pcfg := proxy.Config{
 		ClientIn: cInR, ClientOut: cOutW, AgentIn: aIn, AgentOut: aOut,
 		Hook: intercept.NewChain(nil, intercept.StageList(r.recorder)...),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -24,10 +25,10 @@ type RollbackReport struct {
 
 // visible are the turns of the current conversation that were not taken
 // back, in order: the ones a rewind counts.
-func visible(s *session) []*state.Turn {
+func visible(s *record.Session) []*state.Turn {
 	var out []*state.Turn
-	for i := range s.turns {
-		if t := &s.turns[i]; replay.InConversation(&s.rec, t) {
+	for i := range s.Turns {
+		if t := &s.Turns[i]; replay.InConversation(&s.Rec, t) {
 			out = append(out, t)
 		}
 	}

@@ -6,18 +6,17 @@ import (
 	"strings"
 	"testing"
 
-	acp "github.com/coder/acp-go-sdk"
-
 	"github.com/acp-sidecar/acp-sidecar/intercept"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/state"
+	acp "github.com/coder/acp-go-sdk"
 )
 
 // TestRewindHandsOverKeptTurns is the scenario real hosts get wrong: after
 // a rewind the agent still knows what the user kept, forgets what the user
 // took back, and gets that once.
 func TestRewindHandsOverKeptTurns(t *testing.T) {
-	r := newRig(t, intercept.RecorderConfig{})
+	r := newRig(t, intercept.Config{})
 	ctx := t.Context()
 	sid := configure(t, r)
 	first := reply(t, r, sid, "My favourite colour is teal")
@@ -58,7 +57,7 @@ func TestRewindHandsOverKeptTurns(t *testing.T) {
 }
 
 func TestRollbackRefusals(t *testing.T) {
-	r := newRig(t, intercept.RecorderConfig{})
+	r := newRig(t, intercept.Config{})
 	ctx := t.Context()
 	sid := configure(t, r)
 	reply(t, r, sid, "one")
@@ -86,7 +85,7 @@ func TestRollbackRefusals(t *testing.T) {
 }
 
 func TestForkInheritsTurnsUpToTheForkPoint(t *testing.T) {
-	r := newRig(t, intercept.RecorderConfig{})
+	r := newRig(t, intercept.Config{})
 	ctx := t.Context()
 	sid := configure(t, r)
 	for _, p := range []string{"alpha one", "beta two", "gamma three"} {
@@ -136,7 +135,7 @@ func sessionID(s string) acp.SessionId { return acp.SessionId(s) }
 // text in memory; a rewind to an early turn still hands over that turn's
 // text, read from the store.
 func TestRewindFarBackReadsTheStore(t *testing.T) {
-	r := newRig(t, intercept.RecorderConfig{HandoffBudget: 64 << 10})
+	r := newRig(t, intercept.Config{HandoffBudget: 64 << 10})
 	ctx := t.Context()
 	sid := configure(t, r)
 	const n = 24

@@ -12,6 +12,7 @@ import (
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/life"
+	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
@@ -24,13 +25,14 @@ import (
 // reports, and what the record does for a close, a delete and the agent's
 // death. It runs its record work on the record's goroutine (do).
 type Sessions struct {
-	rec  *Recorder
+	rec  *record.Recorder
+	sc   Sidecar // the relay (Core.Bind)
 	rb   *rebuilder
 	eng  *engine
 	led  *ledger.Ledger
 	life *life.Life
 	log  *slog.Logger
-	cfg  *RecorderConfig
+	cfg  *Config
 }
 
 // Reset gives a session a fresh native session with the same config
@@ -47,16 +49,16 @@ func (o *Sessions) RestoreOriginal(ctx context.Context, sid string) (Report, err
 
 // AcceptConfig lifts a block: the session goes on with what the agent has.
 func (o *Sessions) AcceptConfig(ctx context.Context, sid string) error {
-	if _, err := o.rec.snapshot(ctx, sid); err != nil {
+	if _, err := snapshotIn(ctx, o.rec, sid); err != nil {
 		return err
 	}
 	o.led.Update(func(f *ledger.Flight) { f.SetBlocked(sid, nil) })
 	o.led.Update(func(f *ledger.Flight) { f.Owe(sid, nil) })
-	return o.rec.do(ctx, func(ctx context.Context) {
-		if s := o.rec.sessions[sid]; s != nil {
-			s.rec.Blocked = nil
-			o.rec.putSession(ctx, s)
-			o.rec.flush(ctx)
+	return o.rec.Do(ctx, func(ctx context.Context) {
+		if s := o.rec.Session(sid); s != nil {
+			s.Rec.Blocked = nil
+			o.rec.PutSession(ctx, s)
+			o.rec.Flush(ctx)
 		}
 	})
 }
@@ -64,17 +66,17 @@ func (o *Sessions) AcceptConfig(ctx context.Context, sid string) error {
 // Status is the `_sidecar/status` result.
 func (o *Sessions) Status(ctx context.Context, sid string) (map[string]any, error) {
 	var res map[string]any
-	err := o.rec.onSession(ctx, sid, func(_ context.Context, s *session) {
+	err := o.rec.OnSession(ctx, sid, func(_ context.Context, s *record.Session) {
 		kept := 0
-		for _, t := range s.turns {
+		for _, t := range s.Turns {
 			if t.Status != state.TurnRolledBack {
 				kept++
 			}
 		}
 		res = map[string]any{
-			"sessionId": sid, "nativeSessionId": s.rec.NativeID, "nativeHistory": s.rec.NativeHistory,
-			"live": configMap(s.rec.Live), "original": nilOr(s.rec.Original), "blocked": s.rec.Blocked,
-			"turns": len(s.turns), "keptTurns": kept,
+			"sessionId": sid, "nativeSessionId": s.Rec.NativeID, "nativeHistory": s.Rec.NativeHistory,
+			"live": configMap(s.Rec.Live), "original": nilOr(s.Rec.Original), "blocked": s.Rec.Blocked,
+			"turns": len(s.Turns), "keptTurns": kept,
 		}
 		if o.cfg.Name != "" {
 			res["agent"] = o.cfg.Name
@@ -104,11 +106,11 @@ func (o *Sessions) StatusText(ctx context.Context, sid string) (string, error) {
 // Rewind takes back the last n turns.
 func (o *Sessions) Rewind(ctx context.Context, sid string, n int) (RollbackReport, error) {
 	count := 0
-	if err := o.rec.onSession(ctx, sid, func(_ context.Context, s *session) { count = len(visible(s)) }); err != nil {
+	if err := o.rec.OnSession(ctx, sid, func(_ context.Context, s *record.Session) { count = len(visible(s)) }); err != nil {
 		return RollbackReport{}, err
 	}
 	if n < 1 || n > count {
-		return RollbackReport{}, refuse(proxy.CodeInvalidParams, "cannot rewind %d turns: the conversation has %d", n, count)
+		return RollbackReport{}, wire.Refuse(proxy.CodeInvalidParams, "cannot rewind %d turns: the conversation has %d", n, count)
 	}
 	return o.Rollback(ctx, sid, count-n)
 }
@@ -134,10 +136,10 @@ func (o *Sessions) Fork(ctx context.Context, parent string, at int) (Report, err
 	var snap snapshot
 	var fail error
 	whole := false // the fork takes the whole conversation
-	err := o.rec.do(ctx, func(ctx context.Context) {
-		p := o.rec.sessions[parent]
+	err := o.rec.Do(ctx, func(ctx context.Context) {
+		p := o.rec.Session(parent)
 		if p == nil {
-			fail = refuse(proxy.CodeInvalidParams, "acp-sidecar knows no session %q", parent)
+			fail = wire.Refuse(proxy.CodeInvalidParams, "acp-sidecar knows no session %q", parent)
 			return
 		}
 		n := len(visible(p))
@@ -145,11 +147,11 @@ func (o *Sessions) Fork(ctx context.Context, parent string, at int) (Report, err
 			at = n
 		}
 		if at < 0 || at > n {
-			fail = refuse(proxy.CodeInvalidParams, "atTurn %d is out of range: the session has %d turns", at, n)
+			fail = wire.Refuse(proxy.CodeInvalidParams, "atTurn %d is out of range: the session has %d turns", at, n)
 			return
 		}
 		whole = at == n
-		snap = snapshot{native: p.rec.NativeID, live: cloneConfig(o.led.TargetOr(parent, p.rec.Live)), cwd: p.rec.Cwd, mcp: p.rec.McpServers, dirs: p.rec.AdditionalDirectories}
+		snap = snapshot{native: p.Rec.NativeID, live: record.CloneConfig(o.led.TargetOr(parent, p.Rec.Live)), cwd: p.Rec.Cwd, mcp: p.Rec.McpServers, dirs: p.Rec.AdditionalDirectories}
 	})
 	if err != nil {
 		return Report{}, fmt.Errorf("fork %s: %w", parent, err)
@@ -168,7 +170,7 @@ func (o *Sessions) forkHere(ctx context.Context, parent string) (string, []byte,
 	if err != nil {
 		return "", nil, err
 	}
-	snap, err := o.rec.snapshot(ctx, rep.SessionID)
+	snap, err := snapshotIn(ctx, o.rec, rep.SessionID)
 	if err != nil {
 		return "", nil, fmt.Errorf("fork %s: %w", parent, err)
 	}
@@ -190,7 +192,7 @@ func (o *Sessions) Recover(ctx context.Context, sid string) error {
 // would have sent it.
 func (o *Sessions) reopen(ctx context.Context, sid, method string) ([]byte, error) {
 	live := false
-	err := o.rec.do(ctx, func(ctx context.Context) {
+	err := o.rec.Do(ctx, func(ctx context.Context) {
 		if held, _ := o.revive(ctx, sid); held {
 			live = !o.led.IsStale(sid)
 		}
@@ -233,20 +235,20 @@ func (o *Sessions) reopen(ctx context.Context, sid, method string) ([]byte, erro
 // is its config, and a load is the recorded history, then its config.
 func (o *Sessions) reopenLive(ctx context.Context, sid, method string) ([]byte, error) {
 	var history [][]byte
-	snap, err := o.rec.snapshot(ctx, sid)
+	snap, err := snapshotIn(ctx, o.rec, sid)
 	if err != nil {
 		return nil, err
 	}
 	o.led.Update(func(f *ledger.Flight) { f.Opening(snap.native) }) // an open, though the agent hears of none: the sidecar's commands follow it
 	if method == wire.SessionLoad {
-		if err := o.rec.onSession(ctx, sid, func(ctx context.Context, s *session) {
-			history = historyUpdates(sid, replay.Visible(&s.rec, o.rec.fullTurns(ctx, s)))
+		if err := o.rec.OnSession(ctx, sid, func(ctx context.Context, s *record.Session) {
+			history = historyUpdates(sid, replay.Visible(&s.Rec, o.rec.FullTurns(ctx, s)))
 		}); err != nil {
 			return nil, err
 		}
 	}
 	for _, line := range history {
-		sendOwn(o.rec.sc, o.log, proxy.AgentToClient, line)
+		sendOwn(o.sc, o.log, proxy.AgentToClient, line)
 	}
 	// The config as the record has it now: the options with their current
 	// values, the pickers on theirs (withPickers builds them all).
@@ -320,7 +322,7 @@ func (o *Sessions) listSessions(ctx context.Context, id, raw []byte) []byte {
 
 // closeHere closes a session the agent cannot close, for the lifeline.
 func (o *Sessions) closeHere(ctx context.Context, sid string) error {
-	if err := o.rec.do(ctx, func(ctx context.Context) { o.markClosed(ctx, sid) }); err != nil {
+	if err := o.rec.Do(ctx, func(ctx context.Context) { o.markClosed(ctx, sid) }); err != nil {
 		return fmt.Errorf("close %s: %w", sid, err)
 	}
 	return nil
@@ -329,19 +331,19 @@ func (o *Sessions) closeHere(ctx context.Context, sid string) error {
 // markClosed records that sid is closed. A session the record does not
 // know is not the sidecar's: nothing to mark.
 func (o *Sessions) markClosed(ctx context.Context, sid string) {
-	s := o.rec.sessions[sid]
+	s := o.rec.Session(sid)
 	if s == nil {
 		old, err := o.cfg.Store.Session(ctx, sid)
 		if err != nil {
 			return
 		}
-		s = &session{rec: *old, started: true}
+		s = &record.Session{Rec: *old, Started: true}
 	}
 	now := o.cfg.Now()
-	s.rec.Closed = &now
-	o.rec.putSession(ctx, s)
-	o.rec.flush(ctx)
-	delete(o.rec.sessions, sid)
+	s.Rec.Closed = &now
+	o.rec.PutSession(ctx, s)
+	o.rec.Flush(ctx)
+	o.rec.SetSession(sid, nil)
 	o.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
 	o.log.Info("session closed", "session", sid)
 }
@@ -363,7 +365,7 @@ func (o *Sessions) markClosed(ctx context.Context, sid string) {
 // lifeline.
 func (o *Sessions) deleteHere(ctx context.Context, sid string) error {
 	var err error
-	if derr := o.rec.do(ctx, func(ctx context.Context) { err = o.forget(ctx, sid) }); derr != nil {
+	if derr := o.rec.Do(ctx, func(ctx context.Context) { err = o.forget(ctx, sid) }); derr != nil {
 		return fmt.Errorf("delete %s: %w", sid, derr)
 	}
 	return err
@@ -378,10 +380,10 @@ func (o *Sessions) forget(ctx context.Context, sid string) error {
 	if err := o.cfg.Store.DeleteSession(ctx, sid); err != nil && !errors.Is(err, state.ErrNotFound) {
 		return fmt.Errorf("delete %s: %w", sid, err)
 	}
-	if s := o.rec.sessions[sid]; s != nil {
-		o.rec.takeAnswer(s.rec.NativeID) // a running turn's text goes with it
+	if s := o.rec.Session(sid); s != nil {
+		o.rec.TakeAnswer(s.Rec.NativeID) // a running turn's text goes with it
 	}
-	delete(o.rec.sessions, sid)
+	o.rec.SetSession(sid, nil)
 	o.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
 	o.log.Info("session deleted", "session", sid)
 	return nil
@@ -432,8 +434,8 @@ func (o *Sessions) keepInheritance(ctx context.Context, parent string) error {
 // and in memory.
 func (o *Sessions) adoptTurns(ctx context.Context, id string, rec *state.Session, inherited []state.Turn) error {
 	var own []state.Turn
-	if s := o.rec.sessions[id]; s != nil {
-		own = o.rec.fullTurns(ctx, s)
+	if s := o.rec.Session(id); s != nil {
+		own = o.rec.FullTurns(ctx, s)
 	} else {
 		var err error
 		if own, err = o.cfg.Store.Turns(ctx, id); err != nil && !errors.Is(err, state.ErrNotFound) {
@@ -458,14 +460,14 @@ func (o *Sessions) adoptTurns(ctx context.Context, id string, rec *state.Session
 			return err
 		}
 	}
-	if s := o.rec.sessions[id]; s != nil {
+	if s := o.rec.Session(id); s != nil {
 		running := -1
-		if s.turn != nil {
-			running = s.turn.Index + k
+		if s.Turn != nil {
+			running = s.Turn.Index + k
 		}
-		s.turns, s.textFrom, s.turn = turns, 0, nil
+		s.Turns, s.TextFrom, s.Turn = turns, 0, nil
 		if running > 0 {
-			s.turn = &s.turns[running-1]
+			s.Turn = &s.Turns[running-1]
 		}
 	}
 	return o.putRecord(ctx, id, rec)
@@ -474,8 +476,8 @@ func (o *Sessions) adoptTurns(ctx context.Context, id string, rec *state.Session
 // recordOf is a session's record: the one this process holds, else the
 // store's; nil when neither has it.
 func (o *Sessions) recordOf(ctx context.Context, id string) *state.Session {
-	if s := o.rec.sessions[id]; s != nil {
-		return &s.rec
+	if s := o.rec.Session(id); s != nil {
+		return &s.Rec
 	}
 	rec, err := o.cfg.Store.Session(ctx, id)
 	if err != nil {
@@ -487,8 +489,8 @@ func (o *Sessions) recordOf(ctx context.Context, id string) *state.Session {
 // putRecord writes a record recordOf returned: through the session this
 // process holds, else straight to the store.
 func (o *Sessions) putRecord(ctx context.Context, id string, rec *state.Session) error {
-	if s := o.rec.sessions[id]; s != nil {
-		o.rec.putSession(ctx, s) // rec is &s.rec
+	if s := o.rec.Session(id); s != nil {
+		o.rec.PutSession(ctx, s) // rec is &s.Rec
 		return nil
 	}
 	return o.cfg.Store.PutSession(ctx, rec)
@@ -498,7 +500,7 @@ func (o *Sessions) putRecord(ctx context.Context, id string, rec *state.Session)
 // ledger no longer holds the prompt (Flight.Unsent), and its turn has not
 // begun.
 func (o *Sessions) takeBack(sid string) {
-	o.rec.enqueue(event{fn: func(ctx context.Context) { o.unbegin(ctx, sid) }})
+	o.rec.Queue(func(ctx context.Context) { o.unbegin(ctx, sid) })
 }
 
 // unbegin takes back the turn of a prompt the agent never received: it
@@ -506,51 +508,18 @@ func (o *Sessions) takeBack(sid string) {
 // owed again.
 func (o *Sessions) unbegin(ctx context.Context, sid string) {
 	o.led.Update(func(f *ledger.Flight) { f.TurnTakenBack(sid) })
-	s := o.rec.sessions[sid]
-	if s == nil || s.turn == nil || s.turn != &s.turns[len(s.turns)-1] {
+	s := o.rec.Session(sid)
+	if s == nil || s.Turn == nil || s.Turn != &s.Turns[len(s.Turns)-1] {
 		return
 	}
-	handoff := s.turn.HandoffDelivered
-	o.rec.takeAnswer(s.turn.NativeID)
-	s.turns = s.turns[:len(s.turns)-1]
-	s.turn = nil
+	handoff := s.Turn.HandoffDelivered
+	o.rec.TakeAnswer(s.Turn.NativeID)
+	s.Turns = s.Turns[:len(s.Turns)-1]
+	s.Turn = nil
 	if handoff {
-		s.rec.Handoff = nil
+		s.Rec.Handoff = nil
 		o.rb.arm(s)
-		o.rec.putSession(ctx, s)
-	}
-}
-
-// interrupted is the record's half of the agent's death: a prompt in
-// flight is recorded as interrupted (it stays among the kept turns), and
-// what it carried is owed again. It runs after the ledger let go of what
-// the dead agent had (Agent.Gone).
-func (o *Sessions) interrupted(ctx context.Context) {
-	err := o.rec.do(ctx, func(ctx context.Context) {
-		clear(o.rec.params) // no response comes for what the dead agent had
-		for sid, s := range o.rec.sessions {
-			// An unsent prompt's turn is taken back (unbegin).
-			if s.turn != nil && !o.led.UnsentPrompt(sid) {
-				s.turn.Status = state.TurnInterrupted
-				s.turn.Ended = o.cfg.Now()
-				s.turn.Answer += o.rec.takeAnswer(s.turn.NativeID)
-				o.rec.putTurn(ctx, s, s.turn)
-				if s.turn.HandoffDelivered {
-					// The agent died under the prompt that carried the
-					// kept turns: what it kept of them is unknown, so the
-					// rebuilt session is handed them again.
-					s.rec.HandoffPending = true
-					o.rec.putSession(ctx, s)
-				}
-				s.turn = nil
-			}
-		}
-		o.rec.flush(ctx)
-	})
-	if err != nil {
-		// Only a stopping recorder refuses, and then no session is
-		// rebuilt any more.
-		o.log.Warn("the running turns were not marked interrupted", "err", err)
+		o.rec.PutSession(ctx, s)
 	}
 }
 
@@ -562,21 +531,21 @@ func (o *Sessions) interrupted(ctx context.Context) {
 func (o *Sessions) Lend(ctx context.Context, sid string) (done func(moved bool), err error) {
 	end, what, ok := begin(o.led, sid, "switch")
 	if !ok {
-		return nil, refuse(proxy.CodeBusy, "a %s is already running on this session", what)
+		return nil, wire.Refuse(proxy.CodeBusy, "a %s is already running on this session", what)
 	}
 	running := false
-	err = o.rec.do(ctx, func(ctx context.Context) {
-		s := o.rec.sessions[sid]
+	err = o.rec.Do(ctx, func(ctx context.Context) {
+		s := o.rec.Session(sid)
 		if s == nil {
 			return
 		}
-		if running = s.turn != nil; !running {
-			o.rec.putSession(ctx, s)
-			o.rec.flush(ctx)
+		if running = s.Turn != nil; !running {
+			o.rec.PutSession(ctx, s)
+			o.rec.Flush(ctx)
 		}
 	})
 	if err == nil && running {
-		err = refuse(proxy.CodeBusy, "a turn is running; cancel it or wait for it to end, then switch agents")
+		err = wire.Refuse(proxy.CodeBusy, "a turn is running; cancel it or wait for it to end, then switch agents")
 	}
 	if err != nil {
 		end()
@@ -584,7 +553,7 @@ func (o *Sessions) Lend(ctx context.Context, sid string) (done func(moved bool),
 	}
 	return func(moved bool) {
 		if moved {
-			o.rec.do(context.WithoutCancel(ctx), func(context.Context) { delete(o.rec.sessions, sid) })
+			o.rec.Do(context.WithoutCancel(ctx), func(context.Context) { o.rec.SetSession(sid, nil) })
 			o.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
 		}
 		end()
@@ -601,7 +570,7 @@ func (o *Sessions) Lend(ctx context.Context, sid string) (done func(moved bool),
 func (o *Sessions) Adopt(ctx context.Context, sid string) (SwitchReport, error) {
 	var rep SwitchReport
 	if _, err := o.rb.Run(ctx, adoptPlan(o.rb, sid, &rep)); err != nil {
-		o.rec.do(context.WithoutCancel(ctx), func(context.Context) { delete(o.rec.sessions, sid) })
+		o.rec.Do(context.WithoutCancel(ctx), func(context.Context) { o.rec.SetSession(sid, nil) })
 		o.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
 		return SwitchReport{}, err
 	}
@@ -612,7 +581,7 @@ func (o *Sessions) Adopt(ctx context.Context, sid string) (SwitchReport, error) 
 // reported it, for a move that finds the session already where it should be.
 func (o *Sessions) ConfigOptions(ctx context.Context, sid string) (json.RawMessage, error) {
 	var out json.RawMessage
-	err := o.rec.onSession(ctx, sid, func(_ context.Context, s *session) { out = optionsOf(s.rec.Live) })
+	err := o.rec.OnSession(ctx, sid, func(_ context.Context, s *record.Session) { out = optionsOf(s.Rec.Live) })
 	return out, err
 }
 
@@ -621,7 +590,7 @@ func (o *Sessions) ConfigOptions(ctx context.Context, sid string) (json.RawMessa
 // same ladder as after a crash (resume, load, or new with a handoff).
 func (o *Sessions) Revive(ctx context.Context, sid string) error {
 	var err error
-	if derr := o.rec.do(ctx, func(ctx context.Context) { _, err = o.revive(ctx, sid) }); derr != nil {
+	if derr := o.rec.Do(ctx, func(ctx context.Context) { _, err = o.revive(ctx, sid) }); derr != nil {
 		return derr
 	}
 	return err
@@ -631,24 +600,21 @@ func (o *Sessions) Revive(ctx context.Context, sid string) error {
 // marks it stale; it reports whether the session was already held. It runs
 // on the recorder's goroutine.
 func (o *Sessions) revive(ctx context.Context, sid string) (held bool, err error) {
-	if o.rec.sessions[sid] != nil {
+	if o.rec.Session(sid) != nil {
 		return true, nil
 	}
 	old, err := o.cfg.Store.Session(ctx, sid)
 	if err != nil {
 		return false, err
 	}
-	s := &session{rec: *old, started: true}
+	s := &record.Session{Rec: *old, Started: true}
 	if turns, err := o.cfg.Store.Turns(ctx, sid); err == nil {
-		s.turns = turns
+		s.Turns = turns
 	}
-	o.rec.sessions[sid] = s
+	o.rec.SetSession(sid, s)
 	o.led.Update(func(f *ledger.Flight) {
 		f.Remap(sid, old.NativeID, f.Life())
 		f.MarkStale(sid)
 	})
 	return false, nil
 }
-
-// reopened clears a closed mark: the client opened the session again.
-func reopened(rec *state.Session) { rec.Closed = nil }

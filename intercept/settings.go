@@ -6,26 +6,27 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
 // ParseSetting reads one --set ID=VALUE.
-func ParseSetting(s string) (Setting, error) {
+func ParseSetting(s string) (record.Setting, error) {
 	id, v, ok := strings.Cut(s, "=")
 	if !ok || id == "" || v == "" {
-		return Setting{}, fmt.Errorf("--set %q: want ID=VALUE", s)
+		return record.Setting{}, fmt.Errorf("--set %q: want ID=VALUE", s)
 	}
-	return Setting{ID: id, Value: v}, nil
+	return record.Setting{ID: id, Value: v}, nil
 }
 
 // settingsTarget turns the start-up settings into a restore target over the
 // fresh session's config. A setting the agent has no field for is an error
 // straight away; a value it does not offer is left to the planner, which
 // never sends it.
-func settingsTarget(live *state.Config, settings []Setting) (*state.Config, []state.SetError) {
-	target := cloneConfig(live)
+func settingsTarget(live *state.Config, settings []record.Setting) (*state.Config, []state.SetError) {
+	target := record.CloneConfig(live)
 	if target == nil {
 		target = &state.Config{}
 	}
@@ -64,7 +65,7 @@ func settingsTarget(live *state.Config, settings []Setting) (*state.Config, []st
 
 // applySettings applies the start-up settings to a new session while its
 // session/new response is held (settingsPlan).
-func applySettings(b *rebuilder, ctx context.Context, s *session, ev event) {
+func applySettings(b *rebuilder, ctx context.Context, s *record.Session, ev record.Event) {
 	// Async, and the plan's settle records what did not apply.
 	_, _ = b.Run(ctx, settingsPlan(b, s, ev))
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/life"
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
@@ -61,7 +62,7 @@ func (wt *watch) awaitUp(ctx context.Context, also func() bool) error {
 
 func (wt *watch) deadError() error {
 	why := wt.life.LastExit()
-	return refuse(proxy.CodeAgentGone, "acp-sidecar: the agent keeps exiting (%s), so it is no longer restarted. Close this session and check the agent.", why)
+	return wire.Refuse(proxy.CodeAgentGone, "acp-sidecar: the agent keeps exiting (%s), so it is no longer restarted. Close this session and check the agent.", why)
 }
 
 func (wt *watch) timeoutError() error {
@@ -69,7 +70,7 @@ func (wt *watch) timeoutError() error {
 	if wt.life.Phase() == life.Restarting {
 		what = "the agent to restart"
 	}
-	return refuse(proxy.CodeAgentGone, "acp-sidecar: waited %s for %s; the request was not sent. Your session was kept: send it again, and check the agent if this repeats.", wt.timeout, what)
+	return wire.Refuse(proxy.CodeAgentGone, "acp-sidecar: waited %s for %s; the request was not sent. Your session was kept: send it again, and check the agent if this repeats.", wt.timeout, what)
 }
 
 // waited is a held client request, copied off the relay's buffer.

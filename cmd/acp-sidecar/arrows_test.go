@@ -115,13 +115,16 @@ func TestImportArrows(t *testing.T) {
 // interceptArrows is, for each package of intercept/, the packages of
 // intercept/ it may import. The ledger and the agent's life own one kind
 // of state each and import nothing of intercept/; wire/ is what frames
-// look like; the stages and the record import those; the switchboard
-// stands above one agent's intercept.
+// look like; the record owns the sessions' records and reads the ledger
+// and the life, and never a stage; the stages, the rebuilds and the
+// session operations are intercept/ itself; the switchboard stands above
+// one agent's intercept.
 var interceptArrows = map[string][]string{
 	"intercept/ledger":      {},
 	"intercept/life":        {},
 	"intercept/wire":        {},
-	"intercept":             {"intercept/ledger", "intercept/life", "intercept/wire"},
+	"intercept/record":      {"intercept/ledger", "intercept/life", "intercept/wire"},
+	"intercept":             {"intercept/ledger", "intercept/life", "intercept/record", "intercept/wire"},
 	"intercept/switchboard": {"intercept", "intercept/wire"},
 }
 

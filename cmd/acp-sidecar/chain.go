@@ -12,10 +12,10 @@ import (
 // agent and for each agent behind the switchboard alike: a stage added here
 // is added everywhere. With record false the chain is empty and the relay
 // is a plain pipe (but for debug logging).
-func buildChain(ctx context.Context, log *slog.Logger, rec *intercept.Recorder, record bool) *intercept.Chain {
+func buildChain(ctx context.Context, log *slog.Logger, core *intercept.Core, record bool) *intercept.Chain {
 	var stages []intercept.Interceptor
 	if record {
-		st := rec.Stages()
+		st := core.Stages()
 		stages = []intercept.Interceptor{
 			// Gates client requests on the agent's life: a request that
 			// must wait (the agent restarts, its session is rebuilt) is

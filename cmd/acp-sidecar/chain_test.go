@@ -24,16 +24,16 @@ import (
 //
 // At debug level the method log follows, and sees every frame as it goes.
 func TestChainOrder(t *testing.T) {
-	rec := intercept.NewRecorder(intercept.RecorderConfig{Store: state.NewMemory()})
+	core := intercept.New(intercept.Config{Store: state.NewMemory()})
 	quiet := slog.New(slog.DiscardHandler)
-	if got, want := buildChain(context.Background(), quiet, rec, true).String(), "lifeline → commands → recorder → idmapper → tracker"; got != want {
+	if got, want := buildChain(context.Background(), quiet, core, true).String(), "lifeline → commands → recordstage → idmapper → tracker"; got != want {
 		t.Errorf("the chain is %s, want %s", got, want)
 	}
 	debug := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	if got, want := buildChain(context.Background(), debug, rec, true).String(), "lifeline → commands → recorder → idmapper → tracker → methodlog"; got != want {
+	if got, want := buildChain(context.Background(), debug, core, true).String(), "lifeline → commands → recordstage → idmapper → tracker → methodlog"; got != want {
 		t.Errorf("at debug the chain is %s, want %s", got, want)
 	}
-	if got := buildChain(context.Background(), quiet, rec, false).String(); got != "" {
+	if got := buildChain(context.Background(), quiet, core, false).String(); got != "" {
 		t.Errorf("without a record the chain is %q, want none", got)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/acp-sidecar/acp-sidecar/intercept"
+	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/intercept/switchboard"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
@@ -54,7 +54,7 @@ func runMulti(ctx context.Context, o runOptions, s stdio) error {
 			return nil, err
 		}
 		sp := stackSpec{
-			name: d.Name, argv: d.Argv, env: d.Env, settings: append(append([]intercept.Setting(nil), global...), own...),
+			name: d.Name, argv: d.Argv, env: d.Env, settings: append(append([]record.Setting(nil), global...), own...),
 			record: true, restart: o.restart, port: port, egress: out,
 		}
 		return stacks.start(ctx, o, env, s, sp)
@@ -170,7 +170,7 @@ func (ss *stackSet) start(ctx context.Context, o runOptions, env *runEnv, s stdi
 		ss.mu.Unlock()
 	})
 	return &switchboard.Backend{
-		Rec: st.rec.Sessions(), Relay: st.relay, Done: ended,
+		Rec: st.core.Sessions(), Relay: st.relay, Done: ended,
 		// Stopping is the client's EOF: the relay closes the agent's
 		// stdin, and the stack's shutdown owner takes it from there.
 		Stop: func() {

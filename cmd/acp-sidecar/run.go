@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept"
+	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -77,8 +78,8 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 }
 
 // parseSettings reads --set values (and an agent's own set list).
-func parseSettings(raw []string) ([]intercept.Setting, error) {
-	var out []intercept.Setting
+func parseSettings(raw []string) ([]record.Setting, error) {
+	var out []record.Setting
 	for _, r := range raw {
 		st, err := intercept.ParseSetting(r)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept"
+	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
@@ -19,7 +20,7 @@ import (
 // switchboard's port.
 type stack struct {
 	log   *slog.Logger
-	rec   *intercept.Recorder
+	core  *intercept.Core
 	sup   *supervisor
 	relay *proxy.Relay
 	// eof is closed when the relay's client side ends: the client closed
@@ -33,7 +34,7 @@ type stackSpec struct {
 	name     string // the agent's configured name; "" with one agent
 	argv     []string
 	env      []string // KEY=VALUE added to the sidecar's environment
-	settings []intercept.Setting
+	settings []record.Setting
 	record   bool
 	restart  bool
 	// orphans: this process runs nothing but this agent, so a shutdown
@@ -65,18 +66,18 @@ func startStack(ctx context.Context, o runOptions, env *runEnv, s stdio, sp stac
 		return nil, err
 	}
 	log.Info("agent started", "argv0", sp.argv[0], "agentPid", agent.Pid())
-	rec := intercept.NewRecorder(intercept.RecorderConfig{
+	core := intercept.New(intercept.Config{
 		Store: env.store, Log: log, Agent: sp.argv, Name: sp.name, Settings: sp.settings, Version: version,
 		HandoffBudget: o.budget, CallTimeout: o.callTimeout, HoldTimeout: o.holdTimeout,
 	})
-	sup := &supervisor{log: log, agent: rec.Agent(), cur: agent, restart: sp.restart, sup: &proxy.Supervisor{Spec: spec, Policy: o.policy}}
+	sup := &supervisor{log: log, agent: core.Agent(), cur: agent, restart: sp.restart, sup: &proxy.Supervisor{Spec: spec, Policy: o.policy}}
 	sup.stopCtx, sup.stop = context.WithCancel(context.WithoutCancel(ctx))
-	st := &stack{log: log, rec: rec, sup: sup, eof: make(chan struct{}), signals: sp.signals}
+	st := &stack{log: log, core: core, sup: sup, eof: make(chan struct{}), signals: sp.signals}
 	var eofOnce sync.Once
 	cfg := proxy.Config{
 		ClientIn: sp.clientIn, ClientOut: sp.clientOut, Client: sp.port, Egress: sp.egress,
 		AgentIn: agent.Stdin, AgentOut: agent.Stdout,
-		MaxFrame: o.maxFrame, Hook: buildChain(ctx, log, rec, sp.record), Trace: env.trace, Log: log, Strict: o.strict,
+		MaxFrame: o.maxFrame, Hook: buildChain(ctx, log, core, sp.record), Trace: env.trace, Log: log, Strict: o.strict,
 		OnClientEOF: func() { eofOnce.Do(func() { close(st.eof) }) },
 	}
 	if sup.restart {
@@ -85,8 +86,8 @@ func startStack(ctx context.Context, o runOptions, env *runEnv, s stdio, sp stac
 		cfg.OnAgentStarted = sup.onStarted
 	}
 	st.relay = proxy.NewRelay(cfg)
-	rec.Bind(st.relay)
-	rec.Start(ctx)
+	core.Bind(st.relay)
+	core.Start(ctx)
 	return st, nil
 }
 
@@ -141,7 +142,7 @@ func (st *stack) run(ctx context.Context) stackEnd {
 	<-stopped
 	st.sup.wait()
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recorderCloseBound)
-	if err := st.rec.Close(closeCtx); err != nil {
+	if err := st.core.Close(closeCtx); err != nil {
 		st.log.Error("recorder did not finish", "err", err)
 	}
 	cancel()

@@ -33,7 +33,7 @@ func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name strin
 				wire.Response(id, []byte(`{"stopReason":"end_turn"}`)))
 			sw.respond(id, lines...)
 		case err != nil:
-			sw.respond(id, proxy.ErrorResponse(id, errorCode(err), "acp-sidecar: "+err.Error()))
+			sw.respond(id, proxy.ErrorResponse(id, wire.CodeOf(err), "acp-sidecar: "+err.Error()))
 		default:
 			sw.respond(id, wire.Response(id, result))
 		}
@@ -47,10 +47,10 @@ func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name strin
 	}
 	switch {
 	case sid == "":
-		reply("", nil, refuse(proxy.CodeInvalidParams, "Invalid params: a switch of agent needs a sessionId"))
+		reply("", nil, wire.Refuse(proxy.CodeInvalidParams, "Invalid params: a switch of agent needs a sessionId"))
 		return
 	case sw.slots[name] == nil:
-		reply("", nil, refuse(proxy.CodeInvalidParams, "Invalid params: no agent named %q; the agents are %s", name, strings.Join(sw.names(), ", ")))
+		reply("", nil, wire.Refuse(proxy.CodeInvalidParams, "Invalid params: no agent named %q; the agents are %s", name, strings.Join(sw.names(), ", ")))
 		return
 	}
 	sw.mu.Lock()
@@ -62,10 +62,10 @@ func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name strin
 	sw.mu.Unlock()
 	switch {
 	case !known:
-		reply("", nil, refuse(proxy.CodeInvalidParams, "acp-sidecar knows no session %q", sid))
+		reply("", nil, wire.Refuse(proxy.CodeInvalidParams, "acp-sidecar knows no session %q", sid))
 		return
 	case busy:
-		reply("", nil, refuse(proxy.CodeBusy, "this session is already moving to another agent"))
+		reply("", nil, wire.Refuse(proxy.CodeBusy, "this session is already moving to another agent"))
 		return
 	}
 	sw.wg.Add(1)
@@ -303,7 +303,7 @@ func (sw *Switchboard) checkContent(agent string, line []byte) error {
 	for _, b := range p.Params.Prompt {
 		need := map[string]string{"image": "image", "audio": "audio", "resource": "embeddedContext"}[b.Type]
 		if need != "" && !caps.prompt[need] {
-			return refuse(proxy.CodeInvalidParams, "Invalid params: acp-sidecar: agent %s does not accept %s content (promptCapabilities.%s); the prompt was not sent", agent, b.Type, need)
+			return wire.Refuse(proxy.CodeInvalidParams, "Invalid params: acp-sidecar: agent %s does not accept %s content (promptCapabilities.%s); the prompt was not sent", agent, b.Type, need)
 		}
 	}
 	return nil
@@ -328,7 +328,7 @@ func (sw *Switchboard) mcpFits(ctx context.Context, sid, agent string) error {
 	caps := promisedBy(init)
 	for _, s := range servers {
 		if (s.Type == "http" || s.Type == "sse") && !caps.mcp[s.Type] {
-			return refuse(proxy.CodeInvalidParams, "agent %s cannot connect this session's %s MCP servers (mcpCapabilities.%s); the session stays where it is", agent, s.Type, s.Type)
+			return wire.Refuse(proxy.CodeInvalidParams, "agent %s cannot connect this session's %s MCP servers (mcpCapabilities.%s); the session stays where it is", agent, s.Type, s.Type)
 		}
 	}
 	return nil

@@ -3,11 +3,8 @@ package switchboard
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept"
-	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
 // Recorder is what the switchboard needs of an agent's recorder: its two
@@ -28,18 +25,3 @@ type Recorder interface {
 }
 
 var _ Recorder = (*intercept.Sessions)(nil)
-
-// refuse is an error the client reads, under its JSON-RPC code; the
-// recorder's refusals are of the same type.
-func refuse(code int, format string, args ...any) error {
-	return &intercept.Error{Code: code, Msg: fmt.Sprintf(format, args...)}
-}
-
-// errorCode is the JSON-RPC code that answers err.
-func errorCode(err error) int {
-	var e *intercept.Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return proxy.CodeInternalError
-}

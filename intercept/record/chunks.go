@@ -1,4 +1,4 @@
-package intercept
+package record
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
@@ -19,60 +18,11 @@ import (
 // recorder takes when the turn ends. No per-chunk event, channel send or
 // decode of the whole frame.
 
-// The update kinds of streamed chunks from the agent, each in two parts of
-// at most 16 bytes: the compiler turns a comparison with a constant that
-// short into a few loads, and one with a longer constant (or through
-// Envelope.MethodIs) into a call of runtime.memequal, which cost these
-// checks, made for every chunk, most of their time.
-const (
-	msgChunkHead     = "agent_message_ch"
-	thoughtChunkHead = "agent_thought_ch"
-	chunkTail        = "unk"
-	updMessageChunk  = msgChunkHead + chunkTail // 19 bytes, as updThoughtChunk
-	updThoughtChunk  = thoughtChunkHead + chunkTail
-)
-
-// isChunk says whether a frame is a streamed chunk: a session/update
-// notification from the agent with an agent_message_chunk or
-// agent_thought_chunk. The chain offers these only to the interceptors that
-// may claim one (see Chain).
-func isChunk(dir proxy.Direction, env *proxy.Envelope) bool {
-	u := env.Update
-	if dir != proxy.AgentToClient || env.Kind != proxy.KindNotification || len(u) != len(updMessageChunk) {
-		return false
-	}
-	return string(env.Method) == wire.Update && string(u[len(msgChunkHead):]) == chunkTail &&
-		(string(u[:len(msgChunkHead)]) == msgChunkHead || string(u[:len(thoughtChunkHead)]) == thoughtChunkHead)
-}
-
-// isMessageChunk says whether an update kind is agent_message_chunk.
-func isMessageChunk(update []byte) bool {
-	return len(update) == len(updMessageChunk) &&
-		string(update[:len(msgChunkHead)]) == msgChunkHead && string(update[len(msgChunkHead):]) == chunkTail
-}
-
-// How the stages stand to chunks (see Chain). The sidecar's commands and
-// the request tracker never claim one; the record does while a turn runs,
-// and takes it in one call; the lifeline and the id mapping claim one only
-// while their shared gate is open. TestChunkScopes and TestChunkGate hold
-// them to it.
-//
-// A ChunkGate is open while a stage gated by it may claim a chunk: while
-// the replay of a native load is kept from the client, or while some
-// session id may need splicing. They are the two conditions the lifeline's
-// and the id mapping's Claims test for a chunk.
-type ChunkGate struct{ led *ledger.Ledger }
-
-func (g *ChunkGate) open() bool { return g.led.Hushing() || g.led.Splicing() }
-
-// ChunkPolicy: the record takes a chunk in one call (takeChunk).
-func (r *Recorder) ChunkPolicy() ChunkPolicy { return ChunkPolicy{Take: r.takeChunk} }
-
-// takeChunk is Claims and then Intercept for a chunk, in one call
-// (ChunkPolicy.Take): a message chunk of a running turn is collected, and
-// nothing else is claimed.
-func (r *Recorder) takeChunk(f *proxy.Frame) {
-	if r.led.Running() && isMessageChunk(f.Env.Update) {
+// TakeChunk is Claims and then Intercept for a chunk, in one call (the
+// chain's ChunkPolicy.Take): a message chunk of a running turn is
+// collected, and nothing else is claimed.
+func (r *Recorder) TakeChunk(f *proxy.Frame) {
+	if r.led.Running() && wire.IsMessageChunk(f.Env.Update) {
 		r.collect(f)
 	}
 }
@@ -230,7 +180,7 @@ func clipped(s string, n int) string {
 }
 
 // takeAnswer hands over and forgets what was collected for a native session.
-func (r *Recorder) takeAnswer(native string) string {
+func (r *Recorder) TakeAnswer(native string) string {
 	r.mu.Lock()
 	buf := r.answers[native]
 	delete(r.answers, native)

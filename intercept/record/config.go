@@ -1,4 +1,4 @@
-package intercept
+package record
 
 import (
 	"encoding/json"
@@ -9,9 +9,9 @@ import (
 // The config operations the record and the rebuild share: a config is
 // never changed in place, so a capture taken earlier stays what it was.
 
-// cloneConfig copies a config deeply enough that later changes to one never
+// CloneConfig copies a config deeply enough that later changes to one never
 // show in the other (the capture must be immutable, DESIGN.md step 1).
-func cloneConfig(c *state.Config) *state.Config {
+func CloneConfig(c *state.Config) *state.Config {
 	if c == nil {
 		return nil
 	}
@@ -23,10 +23,10 @@ func cloneConfig(c *state.Config) *state.Config {
 	return &out
 }
 
-// withOptions returns c with its options replaced by a full list the agent
+// WithOptions returns c with its options replaced by a full list the agent
 // reported: lists are always replaced, never merged (protocol.md §8, 13).
-func withOptions(c *state.Config, opts []state.Option) *state.Config {
-	n := cloneConfig(c)
+func WithOptions(c *state.Config, opts []state.Option) *state.Config {
+	n := CloneConfig(c)
 	if n == nil {
 		n = &state.Config{}
 	}
@@ -49,28 +49,28 @@ func withOptions(c *state.Config, opts []state.Option) *state.Config {
 	return n
 }
 
-// carryLegacy keeps the legacy modes and models of a session in a load or
+// CarryLegacy keeps the legacy modes and models of a session in a load or
 // resume result that lacks them (codex-acp 2.6.0's resume has only
 // configOptions): the agent still has them and did not report a change, so
 // the record keeps what it reported before, with the current value of the
 // option of the same category where the result has one.
-func carryLegacy(cfg, prev *state.Config) *state.Config {
+func CarryLegacy(cfg, prev *state.Config) *state.Config {
 	if cfg == nil || prev == nil || (cfg.Mode != nil || prev.Mode == nil) && (cfg.Model != nil || prev.Model == nil) {
 		return cfg
 	}
-	n := cloneConfig(cfg)
-	p := cloneConfig(prev)
+	n := CloneConfig(cfg)
+	p := CloneConfig(prev)
 	if n.Mode == nil {
 		n.Mode = p.Mode
 	}
 	if n.Model == nil {
 		n.Model = p.Model
 	}
-	return withOptions(n, n.Options) // the options name the current values
+	return WithOptions(n, n.Options) // the options name the current values
 }
 
-func withLegacy(c *state.Config, field, current string) *state.Config {
-	n := cloneConfig(c)
+func WithLegacy(c *state.Config, field, current string) *state.Config {
+	n := CloneConfig(c)
 	if n == nil {
 		n = &state.Config{}
 	}

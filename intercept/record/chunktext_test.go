@@ -1,4 +1,4 @@
-package intercept
+package record
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package intercept
+package record
 
 import (
 	"context"
@@ -18,16 +18,6 @@ import (
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
-// Sidecar is what the recorder needs of the relay to act on its own: the
-// sidecar's calls to the agent, and frames of its own. *proxy.Relay
-// implements it.
-type Sidecar interface {
-	Call(ctx context.Context, method string, params, result any) error
-	Send(dir proxy.Direction, line []byte) error
-}
-
-var _ Sidecar = (*proxy.Relay)(nil)
-
 // recorded are the client requests whose outcome the record needs.
 var recorded = map[string]bool{
 	wire.Initialize: true, wire.Authenticate: true, wire.SessionNew: true, wire.SessionLoad: true, wire.SessionResume: true, wire.SessionFork: true,
@@ -35,42 +25,48 @@ var recorded = map[string]bool{
 	wire.SessionClose: true, wire.SessionDelete: true,
 }
 
-// RecorderConfig wires a Recorder.
-type RecorderConfig struct {
+// Config wires a Recorder.
+type Config struct {
 	Store state.Store
-	// Sidecar makes the sidecar's own calls (start-up settings). Set it with
-	// Recorder.Bind when the relay exists.
-	Log *slog.Logger
+	Log   *slog.Logger
 	// Agent is the agent's command line, kept with each session.
 	Agent []string
 	// Name is the agent's configured name when several agents share the
 	// client ("" with one): each session and turn records the agent that
 	// ran it.
 	Name string
-	// Version is the sidecar's, advertised in initialize.
-	Version string
-	// Settings are applied to every new session before the client sees it.
+	// Settings are applied to every new session before the client sees it
+	// (Then.ApplySettings).
 	Settings []Setting
 	// Queue bounds the events waiting for the recorder; a full queue slows
 	// the relay rather than lose a frame (DESIGN.md "Speed").
 	Queue int
 	// Durable bounds how long a completing response waits for its write.
 	Durable time.Duration
-	// HandoffBudget bounds the kept-turn handoff in bytes (0: the default).
+	// HandoffBudget bounds the kept-turn handoff in bytes (0: the default);
+	// the record keeps no more of a turn's answer than a handoff can carry.
 	HandoffBudget int
-	// CallTimeout bounds each of the sidecar's own calls.
-	CallTimeout time.Duration
-	// HoldTimeout bounds how long a client request waits for a restarting
-	// agent or a rebuild (0: DefaultHoldTimeout).
-	HoldTimeout time.Duration
-	Now         func() time.Time
+	Now           func() time.Time
 }
 
-// DefaultCallTimeout bounds each of the sidecar's own calls. Real agents
-// take up to seconds for a session/new on a loaded machine (claude-agent-acp
-// took 13 s at a load of 16 on two cores), and a restore that gives up too
-// soon blocks the session for nothing.
-const DefaultCallTimeout = 30 * time.Second
+// Then is what the sidecar does next when the record has taken in a
+// response it held: the rebuilds and the session operations, which live
+// above the record. Each runs on the record's goroutine, and the ones
+// given the event let its response go (Event.Release) themselves.
+type Then interface {
+	// ApplySettings puts the start-up settings on a new session.
+	ApplySettings(ctx context.Context, s *Session, ev Event)
+	// Opened restores the config the agent's own load, resume or fork
+	// dropped (before), if it did.
+	Opened(ctx context.Context, s *Session, req *Request, ev Event, result json.RawMessage, before *state.Config)
+	// Translate answers a config change the agent refused with -32601
+	// through the surface it has, and says whether it took the event.
+	Translate(ctx context.Context, ev Event) bool
+	// Closed marks a session the agent closed.
+	Closed(ctx context.Context, sid string)
+	// Forget forgets a session the agent deleted.
+	Forget(ctx context.Context, sid string) error
+}
 
 // Recorder keeps the record of every session that passes: the config layers
 // and every turn. It observes off the relay's path: Intercept copies what it
@@ -78,13 +74,13 @@ const DefaultCallTimeout = 30 * time.Second
 // holds a response only where DESIGN.md "Processes" requires the write to
 // land first: a config change accepted, a turn ended.
 type Recorder struct {
-	cfg    RecorderConfig
+	cfg    Config
 	log    *slog.Logger
-	sc     Sidecar
-	events chan event
+	then   Then
+	events chan Event
 	stop   chan struct{}
 	done   chan struct{}
-	wg     sync.WaitGroup // the goroutines that make the sidecar's own calls
+	wg     sync.WaitGroup // the goroutines started with Go
 
 	mu      sync.Mutex
 	answers answers    // native session id -> the running turn's text so far
@@ -92,22 +88,17 @@ type Recorder struct {
 	discard *answerBuf // full from the start: where a child's chunks go
 	chunks  chunkCache // the agent pump's own; see collect
 
-	led   *ledger.Ledger
-	life  *life.Life
-	ready *life.Signal    // fires when the agent's phase or a rebuild changes
-	quit  chan struct{}   // closed when Close begins: nobody waits any longer
-	watch *watch          // waits on life, woken by ready
-	gate  *ChunkGate      // shared by the stages gated for chunks
-	eng   *engine         // builds native sessions and restores their config
-	agent *Agent          // the agent's life as the supervisor tells it
-	rb    *rebuilder      // carries out the rebuilds (Run)
-	ops   *Sessions       // what the sidecar does to sessions
-	ctx   context.Context // for the goroutines the recorder owns; set by Start
+	led  *ledger.Ledger
+	life *life.Life
+	ctx  context.Context // for the goroutines the recorder owns; set by Start
 
 	// Owned by the run goroutine.
-	sessions map[string]*session
+	sessions map[string]*Session
 	params   map[string]json.RawMessage // client request id -> its params, until its response
 }
+
+// Reopened clears a closed mark: the client opened the session again.
+func (s *Session) Reopened() { s.Rec.Closed = nil }
 
 // Setting is one start-up --set ID=VALUE. ID is an option id, or the
 // category "model" or "mode".
@@ -116,45 +107,48 @@ type Setting struct {
 	Value string
 }
 
-// request is a client request the recorder waits to see answered.
-type request struct {
-	id     string
-	method string
-	params json.RawMessage
-	sid    string
+// Request is a client request the record waits to see answered.
+type Request struct {
+	ID     string
+	Method string
+	Params json.RawMessage
+	SID    string
 }
 
-// event is one unit of the recorder's work, in relay order.
-type event struct {
-	dir    proxy.Direction
-	method string
-	update string
-	raw    []byte
-	req    *request // for responses: what they answer
-	// release, when set, lets a held response go once the event is written.
-	release func(lines ...[]byte)
-	// fn, when set, runs on the recorder goroutine instead (internal events).
-	fn func(ctx context.Context)
-	// handoff is set on a prompt that carries the kept turns.
-	handoff *replay.Handoff
-	// life is the agent's life a response came from: a session it opened
+// Event is one unit of the record's work, in relay order.
+type Event struct {
+	Dir    proxy.Direction
+	Method string
+	Update string
+	Raw    []byte
+	Req    *Request // for responses: what they answer
+	// Release, when set, lets a held response go once the event is written.
+	Release func(lines ...[]byte)
+	// Fn, when set, runs on the record's goroutine instead (internal events).
+	Fn func(ctx context.Context)
+	// Handoff is set on a prompt that carries the kept turns.
+	Handoff *replay.Handoff
+	// Life is the agent's life a response came from: a session it opened
 	// is stale at once when that agent has died since (ledger Remap).
-	life uint64
+	Life uint64
 }
 
-// session is the recorder's working copy of one session's record.
-type session struct {
-	rec     state.Session
-	turns   []state.Turn
-	turn    *state.Turn // the running turn
-	started bool        // the original has been written
-	// textFrom is the first turn (after the first) whose text is still in
+// Session is the record's working copy of one session's record. It lives
+// on the record's goroutine: only a function that runs there (Do,
+// OnSession, Then) touches it.
+type Session struct {
+	Rec     state.Session
+	Turns   []state.Turn
+	Turn    *state.Turn // the running turn
+	Started bool        // the original has been written
+	// TextFrom is the first turn (after the first) whose text is still in
 	// memory; before it, only the store has the text (see thinOut).
-	textFrom int
+	TextFrom int
 }
 
-// NewRecorder builds a recorder. Start runs it; Bind gives it the relay.
-func NewRecorder(cfg RecorderConfig) *Recorder {
+// New builds a record that shares the ledger and the agent's life with
+// the stages; then is what follows the responses it holds. Start runs it.
+func New(cfg Config, led *ledger.Ledger, lf *life.Life, then Then) *Recorder {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
@@ -164,73 +158,38 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 	if cfg.Durable <= 0 {
 		cfg.Durable = 2 * time.Second
 	}
-	if cfg.CallTimeout <= 0 {
-		cfg.CallTimeout = DefaultCallTimeout
-	}
-	if cfg.HoldTimeout <= 0 {
-		cfg.HoldTimeout = DefaultHoldTimeout
-	}
-	ready := life.NewSignal()
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	r := &Recorder{
 		cfg: cfg, log: cfg.Log,
-		events:   make(chan event, cfg.Queue),
+		events:   make(chan Event, cfg.Queue),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 		answers:  answers{},
 		kids:     children{},
-		sessions: map[string]*session{},
+		sessions: map[string]*Session{},
 		params:   map[string]json.RawMessage{},
-		led:      ledger.New(ready.Fire),
-		life:     life.New(ready),
-		ready:    ready,
-		quit:     make(chan struct{}),
+		led:      led,
+		life:     lf,
+		then:     then,
 		ctx:      context.Background(),
 	}
 	r.discard = &answerBuf{}
 	r.discard.full.Store(true)
-	r.watch = &watch{life: r.life, ready: ready, quit: r.quit, timeout: cfg.HoldTimeout}
-	r.eng = &engine{led: r.led, life: r.life, watch: r.watch, log: cfg.Log, callTimeout: cfg.CallTimeout}
-	r.gate = &ChunkGate{led: r.led}
-	r.rb = &rebuilder{rec: r, eng: r.eng, led: r.led, life: r.life, watch: r.watch, log: cfg.Log, cfg: &r.cfg}
-	r.ops = &Sessions{rec: r, rb: r.rb, eng: r.eng, led: r.led, life: r.life, log: cfg.Log, cfg: &r.cfg}
-	r.agent = &Agent{life: r.life, led: r.led, turns: r.ops, log: cfg.Log, callTimeout: cfg.CallTimeout}
 	return r
 }
 
-// Stages are the chain's stages for one agent. cmd lists them in chain
-// order (buildChain): the lifeline first, to gate requests on the agent's
-// life; the sidecar's own surfaces (what they answer is never recorded nor
-// sent on); the record itself; the session-id mapping, which must see
-// client ids on their way in and give agent frames their client ids on
-// their way out; and the tracker last, to note only what really reaches
-// the agent.
-type Stages struct {
-	Lifeline, Commands, Record, IDs, Tracker Interceptor
+// Go runs fn on a goroutine Close waits for, with the record's own
+// context, which outlives a request: the sidecar's own calls for a session
+// (a slash command, a rebuild).
+func (r *Recorder) Go(fn func(ctx context.Context)) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		fn(r.ctx)
+	}()
 }
-
-// Stages builds the chain's stages, each from only what it uses of the
-// owners they share.
-func (r *Recorder) Stages() Stages {
-	return Stages{
-		Lifeline: newLifeline(r.life, r.led, r.watch, r.gate, r.ops, r.log),
-		Commands: newCommands(r.ops, r.led, r.life, r.cfg.Version),
-		Record:   r,
-		IDs:      newIDs(r.led, r.gate),
-		Tracker:  newTracker(r.led),
-	}
-}
-
-// Bind gives the recorder the relay it acts through. Call it before frames flow.
-func (r *Recorder) Bind(sc Sidecar) { r.sc, r.eng.sc, r.agent.sc = sc, sc, sc }
-
-// Agent is the agent's life, which the supervisor moves.
-func (r *Recorder) Agent() *Agent { return r.agent }
-
-// Sessions is what the sidecar does to sessions, for the switchboard.
-func (r *Recorder) Sessions() *Sessions { return r.ops }
 
 // Start runs the recorder's goroutine until Close.
 func (r *Recorder) Start(ctx context.Context) {
@@ -241,11 +200,6 @@ func (r *Recorder) Start(ctx context.Context) {
 // Close lets the recorder finish the events already queued, writes what it
 // holds, and waits for its goroutine.
 func (r *Recorder) Close(ctx context.Context) error {
-	select {
-	case <-r.quit:
-	default:
-		close(r.quit)
-	}
 	// The goroutines the recorder started (slash commands, rebuilds) end
 	// with their calls, which time out when the agent is gone.
 	spawned := make(chan struct{})
@@ -293,7 +247,7 @@ func (r *Recorder) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 // Intercept copies the frame to the recorder, and holds the responses whose
 // write must land before the client sees them.
 func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict, error) {
-	if f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindNotification && isMessageChunk(f.Env.Update) {
+	if f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindNotification && wire.IsMessageChunk(f.Env.Update) {
 		r.collect(f)
 		return proxy.Verdict{}, nil
 	}
@@ -307,27 +261,27 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		}
 		return proxy.Verdict{}, nil
 	}
-	ev := event{dir: f.Dir, method: string(f.Env.Method), update: string(f.Env.Update), raw: append([]byte(nil), f.Raw...)}
+	ev := Event{Dir: f.Dir, Method: string(f.Env.Method), Update: string(f.Env.Update), Raw: append([]byte(nil), f.Raw...)}
 	if f.Dir == proxy.ClientToAgent && f.Env.Kind == proxy.KindRequest {
 		// The params are decoded on the recorder's goroutine, off the
 		// relay's path; only the session id is read here, from its span.
-		req := &request{id: ledger.Key(f.Env.ID), method: ev.method, sid: wire.SessionIDOf(f)}
-		native := req.sid
-		if ev.method == wire.SessionLoad || ev.method == wire.SessionResume {
-			native = r.led.NativeOf(req.sid)
+		req := &Request{ID: ledger.Key(f.Env.ID), Method: ev.Method, SID: wire.SessionIDOf(f)}
+		native := req.SID
+		if ev.Method == wire.SessionLoad || ev.Method == wire.SessionResume {
+			native = r.led.NativeOf(req.SID)
 		}
 		r.led.Update(func(f *ledger.Flight) {
-			f.Record(req.id, req.method, req.sid)
-			switch ev.method {
+			f.Record(req.ID, req.Method, req.SID)
+			switch ev.Method {
 			case wire.SessionLoad, wire.SessionResume:
 				f.Opening(native)
 			case wire.Prompt:
-				if h, ok := f.CarriedBy(req.sid); ok {
-					ev.handoff = &h
+				if h, ok := f.CarriedBy(req.SID); ok {
+					ev.Handoff = &h
 				}
 			}
 		})
-		ev.req = req
+		ev.Req = req
 	}
 	if f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindResponse {
 		id := ledger.Key(f.Env.ID)
@@ -337,10 +291,10 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		if ok && q.Recorded {
 			// The params are the record goroutine's own (apply); the
 			// response finds them there by the request's id.
-			ev.req = &request{id: id, method: q.Method, sid: q.Session}
+			ev.Req = &Request{ID: id, Method: q.Method, SID: q.Session}
 		}
-		ev.life = r.life.Gen()
-		if ev.req != nil && holds(ev.req.method) {
+		ev.Life = r.life.Gen()
+		if ev.Req != nil && holds(ev.Req.Method) {
 			return r.holdFor(ev), nil
 		}
 	}
@@ -367,11 +321,11 @@ func holds(method string) bool {
 // recorder calls the event's release once, with what goes to the client in
 // the response's place (the response, and whatever the sidecar adds after
 // it).
-func (r *Recorder) holdFor(ev event) proxy.Verdict {
+func (r *Recorder) holdFor(ev Event) proxy.Verdict {
 	lines := make(chan [][]byte, 1)
 	var once sync.Once
-	ev.release = func(l ...[]byte) { once.Do(func() { lines <- l }) }
-	raw := ev.raw
+	ev.Release = func(l ...[]byte) { once.Do(func() { lines <- l }) }
+	raw := ev.Raw
 	r.enqueue(ev)
 	return proxy.Verdict{Do: proxy.Hold, Later: func(ctx context.Context) proxy.Decision {
 		select {
@@ -383,13 +337,80 @@ func (r *Recorder) holdFor(ev event) proxy.Verdict {
 	}}
 }
 
-func (r *Recorder) enqueue(ev event) {
+func (r *Recorder) enqueue(ev Event) {
 	select {
 	case r.events <- ev:
 	case <-r.done:
-		if ev.release != nil {
-			ev.release(ev.raw)
+		if ev.Release != nil {
+			ev.Release(ev.Raw)
 		}
+	}
+}
+
+// Queue runs fn on the record's goroutine, in relay order with the frames
+// queued before it, and does not wait for it.
+func (r *Recorder) Queue(fn func(ctx context.Context)) { r.enqueue(Event{Fn: fn}) }
+
+// Settle runs fn on the record's goroutine for the held response of ev,
+// and waits for it. Whatever befalls fn, the response goes: as fn lets it
+// (ev.Release), or as it came when fn fails on it or the record has
+// stopped (apply, enqueue).
+func (r *Recorder) Settle(ev Event, fn func(ctx context.Context)) {
+	done := make(chan struct{})
+	r.enqueue(Event{Fn: func(ctx context.Context) {
+		defer close(done)
+		fn(ctx)
+	}, Release: ev.Release, Raw: ev.Raw})
+	select {
+	case <-done:
+	case <-r.done:
+	}
+}
+
+// Session is the record of sid in this process, nil if none. Call it on
+// the record's goroutine only (Do, Queue, Settle, OnSession, Then).
+func (r *Recorder) Session(sid string) *Session { return r.sessions[sid] }
+
+// SetSession puts s behind sid; nil forgets sid in this process (the store
+// keeps what it has). On the record's goroutine only.
+func (r *Recorder) SetSession(sid string, s *Session) {
+	if s == nil {
+		delete(r.sessions, sid)
+		return
+	}
+	r.sessions[sid] = s
+}
+
+// Interrupted is the record's half of the agent's death: a prompt in
+// flight is recorded as interrupted (it stays among the kept turns), and
+// what it carried is owed again. It runs after the ledger let go of what
+// the dead agent had (Agent.Gone).
+func (r *Recorder) Interrupted(ctx context.Context) {
+	err := r.Do(ctx, func(ctx context.Context) {
+		clear(r.params) // no response comes for what the dead agent had
+		for sid, s := range r.sessions {
+			// An unsent prompt's turn is taken back (unbegin).
+			if s.Turn != nil && !r.led.UnsentPrompt(sid) {
+				s.Turn.Status = state.TurnInterrupted
+				s.Turn.Ended = r.cfg.Now()
+				s.Turn.Answer += r.TakeAnswer(s.Turn.NativeID)
+				r.PutTurn(ctx, s, s.Turn)
+				if s.Turn.HandoffDelivered {
+					// The agent died under the prompt that carried the
+					// kept turns: what it kept of them is unknown, so the
+					// rebuilt session is handed them again.
+					s.Rec.HandoffPending = true
+					r.PutSession(ctx, s)
+				}
+				s.Turn = nil
+			}
+		}
+		r.Flush(ctx)
+	})
+	if err != nil {
+		// Only a stopping recorder refuses, and then no session is
+		// rebuilt any more.
+		r.log.Warn("the running turns were not marked interrupted", "err", err)
 	}
 }
 
@@ -406,7 +427,7 @@ func (r *Recorder) run(ctx context.Context) {
 				case ev := <-r.events:
 					r.apply(ctx, ev)
 				default:
-					r.flush(ctx)
+					r.Flush(ctx)
 					return
 				}
 			}
@@ -414,35 +435,35 @@ func (r *Recorder) run(ctx context.Context) {
 	}
 }
 
-func (r *Recorder) apply(ctx context.Context, ev event) {
+func (r *Recorder) apply(ctx context.Context, ev Event) {
 	defer func() {
 		if p := recover(); p != nil {
 			// A frame the recorder cannot digest must not take the relay down.
-			r.log.Error("recorder failed on a frame; it was relayed unchanged", "method", ev.method, "panic", fmt.Sprint(p))
-			if ev.release != nil {
-				ev.release(ev.raw)
+			r.log.Error("recorder failed on a frame; it was relayed unchanged", "method", ev.Method, "panic", fmt.Sprint(p))
+			if ev.Release != nil {
+				ev.Release(ev.Raw)
 			}
 		}
 	}()
 	switch {
-	case ev.fn != nil:
-		ev.fn(ctx)
-	case ev.dir == proxy.ClientToAgent && ev.req != nil:
+	case ev.Fn != nil:
+		ev.Fn(ctx)
+	case ev.Dir == proxy.ClientToAgent && ev.Req != nil:
 		var msg struct {
 			Params json.RawMessage `json:"params"`
 		}
 		// A frame that scanned is a JSON object, and any member decodes
 		// as raw JSON.
-		_ = json.Unmarshal(ev.raw, &msg)
-		ev.req.params = msg.Params
-		r.params[ev.req.id] = msg.Params
+		_ = json.Unmarshal(ev.Raw, &msg)
+		ev.Req.Params = msg.Params
+		r.params[ev.Req.ID] = msg.Params
 		r.clientRequest(ctx, ev)
-	case ev.dir == proxy.ClientToAgent:
+	case ev.Dir == proxy.ClientToAgent:
 		// A session/cancel: the turn's status comes from its stop reason,
 		// as a cancel is only a request, and the agent may finish anyway.
-	case ev.req != nil:
-		ev.req.params = r.params[ev.req.id]
-		delete(r.params, ev.req.id)
+	case ev.Req != nil:
+		ev.Req.Params = r.params[ev.Req.ID]
+		delete(r.params, ev.Req.ID)
 		r.response(ctx, ev)
 	default:
 		r.update(ctx, ev)
@@ -452,113 +473,113 @@ func (r *Recorder) apply(ctx context.Context, ev event) {
 // clientRequest notes a request before the agent sees it. The first change
 // or prompt the client makes fixes the original: the agent's defaults and
 // the start-up settings have settled by then.
-func (r *Recorder) clientRequest(ctx context.Context, ev event) {
-	switch ev.method {
+func (r *Recorder) clientRequest(ctx context.Context, ev Event) {
+	switch ev.Method {
 	case wire.Initialize, wire.Authenticate:
-		r.life.Told(ev.method == wire.Initialize, wire.CompactJSON(ev.req.params))
+		r.life.Told(ev.Method == wire.Initialize, wire.CompactJSON(ev.Req.Params))
 	case wire.SetMode, wire.SetConfigOption, wire.SetModel:
-		r.fixOriginal(ctx, ev.req.sid)
+		r.FixOriginal(ctx, ev.Req.SID)
 	case wire.Prompt:
-		s := r.sessions[ev.req.sid]
+		s := r.sessions[ev.Req.SID]
 		if s == nil {
 			return
 		}
-		r.fixOriginal(ctx, ev.req.sid)
-		blocks, text := wire.PromptContent(ev.req.params, ev.handoff != nil)
+		r.FixOriginal(ctx, ev.Req.SID)
+		blocks, text := wire.PromptContent(ev.Req.Params, ev.Handoff != nil)
 		t := state.Turn{
-			Index: len(s.turns) + 1, Prompt: blocks, PromptText: text, NativeID: s.rec.NativeID,
+			Index: len(s.Turns) + 1, Prompt: blocks, PromptText: text, NativeID: s.Rec.NativeID,
 			Status: state.TurnRunning, Agent: r.cfg.Name, Started: r.cfg.Now(),
-			HandoffDelivered: ev.handoff != nil,
+			HandoffDelivered: ev.Handoff != nil,
 		}
-		if h := ev.handoff; h != nil {
-			s.rec.HandoffPending = false
-			s.rec.Handoff = &state.Handoff{NativeID: s.rec.NativeID, Turn: t.Index, Kept: h.Kept, Omitted: h.Omitted, At: t.Started}
-			r.putSession(ctx, s)
+		if h := ev.Handoff; h != nil {
+			s.Rec.HandoffPending = false
+			s.Rec.Handoff = &state.Handoff{NativeID: s.Rec.NativeID, Turn: t.Index, Kept: h.Kept, Omitted: h.Omitted, At: t.Started}
+			r.PutSession(ctx, s)
 		}
 		// The turn is written when it ends. A sidecar killed mid-turn
 		// leaves no half-written turn behind: it is absent, never a
 		// completed turn with half an answer.
-		s.turns = append(s.turns, t)
-		s.turn = &s.turns[len(s.turns)-1]
+		s.Turns = append(s.Turns, t)
+		s.Turn = &s.Turns[len(s.Turns)-1]
 	}
 }
 
-func (r *Recorder) fixOriginal(ctx context.Context, sid string) {
+func (r *Recorder) FixOriginal(ctx context.Context, sid string) {
 	s := r.sessions[sid]
-	if s == nil || s.started {
+	if s == nil || s.Started {
 		return
 	}
-	s.started = true
-	s.rec.Original = cloneConfig(s.rec.Live)
-	r.putSession(ctx, s)
+	s.Started = true
+	s.Rec.Original = CloneConfig(s.Rec.Live)
+	r.PutSession(ctx, s)
 }
 
 // response records what a request achieved, then lets a held response go.
-func (r *Recorder) response(ctx context.Context, ev event) {
+func (r *Recorder) response(ctx context.Context, ev Event) {
 	var msg struct {
 		Result json.RawMessage `json:"result"`
 		Error  json.RawMessage `json:"error"`
 	}
-	_ = json.Unmarshal(ev.raw, &msg) // a scanned object's members decode as raw JSON
+	_ = json.Unmarshal(ev.Raw, &msg) // a scanned object's members decode as raw JSON
 	failed := !wire.IsNull(msg.Error)
-	req := ev.req
-	switch req.method {
+	req := ev.Req
+	switch req.Method {
 	case wire.SessionNew, wire.SessionLoad, wire.SessionResume, wire.SessionFork:
 		if !failed {
 			// The config the agent's own load, resume or fork may drop: the
 			// session's (a load or resume of a session this process knows)
 			// or the parent's (a fork).
 			var before *state.Config
-			if prev := r.sessions[req.sid]; prev != nil && req.method != wire.SessionNew {
-				before = cloneConfig(r.led.TargetOr(req.sid, prev.rec.Live))
+			if prev := r.sessions[req.SID]; prev != nil && req.Method != wire.SessionNew {
+				before = CloneConfig(r.led.TargetOr(req.SID, prev.Rec.Live))
 			}
-			s := r.sessionResult(ctx, req, msg.Result, ev.life)
-			if s != nil && ev.release != nil {
-				if req.method == wire.SessionNew && len(r.cfg.Settings) > 0 {
+			s := r.sessionResult(ctx, req, msg.Result, ev.Life)
+			if s != nil && ev.Release != nil {
+				if req.Method == wire.SessionNew && len(r.cfg.Settings) > 0 {
 					// The response waits until the start-up settings are in.
-					applySettings(r.rb, ctx, s, ev)
+					r.then.ApplySettings(ctx, s, ev)
 					return
 				}
-				opened(r.rb, ctx, s, req, ev, msg.Result, before)
+				r.then.Opened(ctx, s, req, ev, msg.Result, before)
 				return
 			}
 		}
 	case wire.SetConfigOption, wire.SetMode, wire.SetModel:
 		if !failed {
-			r.configAccepted(ctx, req, msg.Result)
-		} else if ev.release != nil && errorCodeOf(msg.Error) == proxy.CodeMethodNotFound && translate(r.rb, ctx, ev) {
+			r.ConfigAccepted(ctx, req, msg.Result)
+		} else if ev.Release != nil && wire.ErrorCodeOf(msg.Error) == proxy.CodeMethodNotFound && r.then.Translate(ctx, ev) {
 			return
 		}
 	case wire.Prompt:
-		r.turnEnded(ctx, req.sid, msg.Result, failed)
+		r.turnEnded(ctx, req.SID, msg.Result, failed)
 	case wire.SessionClose:
 		if !failed {
-			r.ops.markClosed(ctx, req.sid)
+			r.then.Closed(ctx, req.SID)
 		}
 	case wire.SessionDelete:
 		if !failed {
-			if err := r.ops.forget(ctx, req.sid); err != nil {
+			if err := r.then.Forget(ctx, req.SID); err != nil {
 				// The agent deleted it; the record could not follow. Say so
 				// in the log, where the user looks when `show` still has it.
-				r.log.Error("the agent deleted the session, the record did not", "session", req.sid, "err", err)
+				r.log.Error("the agent deleted the session, the record did not", "session", req.SID, "err", err)
 			}
 		}
 	}
-	if ev.release != nil {
-		r.flush(ctx)
-		ev.release(ev.raw)
+	if ev.Release != nil {
+		r.Flush(ctx)
+		ev.Release(ev.Raw)
 	}
 }
 
 // sessionResult starts or refreshes a session's record from a session result.
-func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.RawMessage, life uint64) *session {
+func (r *Recorder) sessionResult(ctx context.Context, req *Request, result json.RawMessage, life uint64) *Session {
 	var ids struct {
 		SessionID string `json:"sessionId"`
 	}
-	decoded(r.log, req.method+" result", result, &ids) // without an id, the request names the session
+	decoded(r.log, req.Method+" result", result, &ids) // without an id, the request names the session
 	sid := ids.SessionID
 	if sid == "" {
-		sid = req.sid // load and resume answer without the id
+		sid = req.SID // load and resume answer without the id
 	}
 	if sid == "" {
 		return nil
@@ -568,18 +589,18 @@ func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.
 		McpServers            json.RawMessage `json:"mcpServers"`
 		AdditionalDirectories []string        `json:"additionalDirectories"`
 	}
-	decoded(r.log, req.method+" params", req.params, &p) // what decoded is kept; a bad field stays empty
+	decoded(r.log, req.Method+" params", req.Params, &p) // what decoded is kept; a bad field stays empty
 	cfg := wire.ConfigFromResult(result)
 	s := r.sessions[sid]
 	if s == nil {
-		s = &session{}
+		s = &Session{}
 		if old, err := r.cfg.Store.Session(ctx, sid); err == nil {
 			// A session recorded without an original keeps having none:
 			// nothing reconstructs one from mutable data.
-			s.rec = *old
-			s.started = true
+			s.Rec = *old
+			s.Started = true
 			if turns, err := r.cfg.Store.Turns(ctx, sid); err == nil {
-				s.turns = turns
+				s.Turns = turns
 			}
 		}
 		r.sessions[sid] = s
@@ -589,40 +610,40 @@ func (r *Recorder) sessionResult(ctx context.Context, req *request, result json.
 	// resume went to the native session the client id maps to, which a
 	// rebuild may have replaced.
 	native := sid
-	if req.method == wire.SessionLoad || req.method == wire.SessionResume {
+	if req.Method == wire.SessionLoad || req.Method == wire.SessionResume {
 		native = r.led.NativeOf(sid)
 	}
-	s.rec.ClientID, s.rec.NativeID = sid, native
-	if len(s.rec.NativeHistory) == 0 || s.rec.NativeHistory[len(s.rec.NativeHistory)-1] != native {
-		s.rec.NativeHistory = append(s.rec.NativeHistory, native)
+	s.Rec.ClientID, s.Rec.NativeID = sid, native
+	if len(s.Rec.NativeHistory) == 0 || s.Rec.NativeHistory[len(s.Rec.NativeHistory)-1] != native {
+		s.Rec.NativeHistory = append(s.Rec.NativeHistory, native)
 	}
-	s.rec.Agent, s.rec.AgentName, s.rec.Cwd = r.cfg.Agent, r.cfg.Name, p.Cwd
-	s.rec.McpServers, s.rec.AdditionalDirectories = wire.CompactJSON(p.McpServers), p.AdditionalDirectories
-	if s.rec.Created.IsZero() {
-		s.rec.Created = now
+	s.Rec.Agent, s.Rec.AgentName, s.Rec.Cwd = r.cfg.Agent, r.cfg.Name, p.Cwd
+	s.Rec.McpServers, s.Rec.AdditionalDirectories = wire.CompactJSON(p.McpServers), p.AdditionalDirectories
+	if s.Rec.Created.IsZero() {
+		s.Rec.Created = now
 	}
-	reopened(&s.rec)
-	if s.rec.Baseline == nil {
-		s.rec.Baseline = cloneConfig(cfg)
+	s.Reopened()
+	if s.Rec.Baseline == nil {
+		s.Rec.Baseline = CloneConfig(cfg)
 	}
-	if req.method == wire.SessionLoad || req.method == wire.SessionResume {
-		cfg = carryLegacy(cfg, s.rec.Live)
+	if req.Method == wire.SessionLoad || req.Method == wire.SessionResume {
+		cfg = CarryLegacy(cfg, s.Rec.Live)
 	}
-	s.rec.Live = cfg
+	s.Rec.Live = cfg
 	r.led.Update(func(f *ledger.Flight) { f.Remap(sid, native, life) })
-	if req.method == wire.SessionFork && req.sid != "" {
-		s.rec.Lineage = &state.Lineage{ParentID: req.sid, ForkTurn: len(keptTurns(r.sessions[req.sid])) + 1}
+	if req.Method == wire.SessionFork && req.SID != "" {
+		s.Rec.Lineage = &state.Lineage{ParentID: req.SID, ForkTurn: len(keptTurns(r.sessions[req.SID])) + 1}
 	}
-	r.putSession(ctx, s)
+	r.PutSession(ctx, s)
 	return s
 }
 
-func keptTurns(s *session) []state.Turn {
+func keptTurns(s *Session) []state.Turn {
 	if s == nil {
 		return nil
 	}
 	var out []state.Turn
-	for _, t := range s.turns {
+	for _, t := range s.Turns {
 		if t.Status != state.TurnRolledBack {
 			out = append(out, t)
 		}
@@ -632,8 +653,8 @@ func keptTurns(s *session) []state.Turn {
 
 // configAccepted records a client change the agent accepted: into live, as
 // the agent reported it, and into the overrides.
-func (r *Recorder) configAccepted(ctx context.Context, req *request, result json.RawMessage) {
-	s := r.sessions[req.sid]
+func (r *Recorder) ConfigAccepted(ctx context.Context, req *Request, result json.RawMessage) {
+	s := r.sessions[req.SID]
 	if s == nil {
 		return
 	}
@@ -643,45 +664,45 @@ func (r *Recorder) configAccepted(ctx context.Context, req *request, result json
 		ModeID   string          `json:"modeId"`
 		ModelID  string          `json:"modelId"`
 	}
-	if !decoded(r.log, req.method+" params", req.params, &p) {
+	if !decoded(r.log, req.Method+" params", req.Params, &p) {
 		return // the agent took a change we cannot read: the record keeps what it knew
 	}
 	ov := state.Override{At: r.cfg.Now()}
-	switch req.method {
+	switch req.Method {
 	case wire.SetConfigOption:
 		var res wire.ConfigPayload
-		if decoded(r.log, req.method+" result", result, &res) {
+		if decoded(r.log, req.Method+" result", result, &res) {
 			if opts, ok := wire.ParseOptions(res.ConfigOptions); ok {
-				s.rec.Live = withOptions(s.rec.Live, opts)
+				s.Rec.Live = WithOptions(s.Rec.Live, opts)
 			}
 		}
 		ov.OptionID, ov.Value = p.ConfigID, wire.CompactJSON(p.Value)
-		if o := s.rec.Live.Option(p.ConfigID); o != nil {
+		if o := s.Rec.Live.Option(p.ConfigID); o != nil {
 			ov.Category = o.Category
 		}
 	case wire.SetMode:
-		s.rec.Live = withLegacy(s.rec.Live, "mode", p.ModeID)
+		s.Rec.Live = WithLegacy(s.Rec.Live, "mode", p.ModeID)
 		ov.OptionID, ov.Category = "mode", "mode"
 		ov.Value = wire.String(p.ModeID)
 	case wire.SetModel:
-		s.rec.Live = withLegacy(s.rec.Live, "model", p.ModelID)
+		s.Rec.Live = WithLegacy(s.Rec.Live, "model", p.ModelID)
 		ov.OptionID, ov.Category = "model", "model"
 		ov.Value = wire.String(p.ModelID)
-		if o := s.rec.Live.ByCategory("model"); o != nil {
+		if o := s.Rec.Live.ByCategory("model"); o != nil {
 			o.Current = ov.Value // the same model, accepted through the legacy call
 		}
 	}
-	s.rec.Overrides = append(s.rec.Overrides, ov)
-	r.putSession(ctx, s)
+	s.Rec.Overrides = append(s.Rec.Overrides, ov)
+	r.PutSession(ctx, s)
 }
 
 // turnEnded closes the running turn with its stop reason.
 func (r *Recorder) turnEnded(ctx context.Context, sid string, result json.RawMessage, failed bool) {
 	s := r.sessions[sid]
-	if s == nil || s.turn == nil {
+	if s == nil || s.Turn == nil {
 		return
 	}
-	t := s.turn
+	t := s.Turn
 	var res struct {
 		StopReason string `json:"stopReason"`
 	}
@@ -696,19 +717,19 @@ func (r *Recorder) turnEnded(ctx context.Context, sid string, result json.RawMes
 		t.Status = state.TurnCompleted
 	}
 	t.Ended = r.cfg.Now()
-	t.Answer += r.takeAnswer(t.NativeID)
-	r.putTurn(ctx, s, t)
-	lighten(t)
+	t.Answer += r.TakeAnswer(t.NativeID)
+	r.PutTurn(ctx, s, t)
+	Lighten(t)
 	t.Answer = strings.Clone(t.Answer) // not the collecting buffer's spare room
-	thinOut(s)
-	s.turn = nil
+	ThinOut(s)
+	s.Turn = nil
 }
 
-// lighten keeps in memory only what a handoff or a rollback can use of a
+// Lighten keeps in memory only what a handoff or a rollback can use of a
 // turn the store already holds: not the prompt's raw blocks (an image can
 // be megabytes), and no text longer than the largest handoff, which could
 // never carry it anyway. A session of ten thousand turns stays small.
-func lighten(t *state.Turn) {
+func Lighten(t *state.Turn) {
 	t.Prompt = nil
 	t.PromptText = capText(t.PromptText)
 	t.Answer = capText(t.Answer)
@@ -720,49 +741,49 @@ func capText(s string) string { return clip(s, replay.MaxBudget) }
 // largest handoff, which picks the newest turns and the first user message.
 const keepText = 2 * replay.MaxBudget
 
-// thinOut drops from memory the text of turns older than the newest
+// ThinOut drops from memory the text of turns older than the newest
 // keepText bytes, except the first turn's. What needs them (a rollback to
 // an old turn, a fork from one, a load that replays the history) reads the
 // turns from the store (fullTurns).
-func thinOut(s *session) {
+func ThinOut(s *Session) {
 	total := 0
-	for i := len(s.turns) - 1; i >= max(1, s.textFrom); i-- {
-		total += len(s.turns[i].PromptText) + len(s.turns[i].Answer)
+	for i := len(s.Turns) - 1; i >= max(1, s.TextFrom); i-- {
+		total += len(s.Turns[i].PromptText) + len(s.Turns[i].Answer)
 		if total <= keepText {
 			continue
 		}
-		for j := max(1, s.textFrom); j <= i; j++ {
-			s.turns[j].PromptText, s.turns[j].Answer, s.turns[j].ToolCalls = "", "", nil
+		for j := max(1, s.TextFrom); j <= i; j++ {
+			s.Turns[j].PromptText, s.Turns[j].Answer, s.Turns[j].ToolCalls = "", "", nil
 		}
-		s.textFrom = i + 1
+		s.TextFrom = i + 1
 		return
 	}
 }
 
 // fullTurns is the session's turns with all their text: from memory while
 // none was dropped, else from the store.
-func (r *Recorder) fullTurns(ctx context.Context, s *session) []state.Turn {
-	if s.textFrom <= 1 {
-		return s.turns
+func (r *Recorder) FullTurns(ctx context.Context, s *Session) []state.Turn {
+	if s.TextFrom <= 1 {
+		return s.Turns
 	}
-	turns, err := r.cfg.Store.Turns(ctx, s.rec.ClientID)
+	turns, err := r.cfg.Store.Turns(ctx, s.Rec.ClientID)
 	if err != nil {
-		r.log.Warn("read turns for a handoff; using what memory holds", "session", s.rec.ClientID, "err", err)
-		return s.turns
+		r.log.Warn("read turns for a handoff; using what memory holds", "session", s.Rec.ClientID, "err", err)
+		return s.Turns
 	}
 	return turns
 }
 
 // update applies a session/update: config reports to live, the rest to the
 // running turn.
-func (r *Recorder) update(ctx context.Context, ev event) {
+func (r *Recorder) update(ctx context.Context, ev Event) {
 	var n struct {
 		Params struct {
 			SessionID string `json:"sessionId"`
 			wire.UpdateFields
 		} `json:"params"`
 	}
-	if err := json.Unmarshal(ev.raw, &n); err != nil {
+	if err := json.Unmarshal(ev.Raw, &n); err != nil {
 		// A member of another type than the recorder reads (a tool call's
 		// content is a list, a chunk's one block) costs only that member:
 		// encoding/json fills in the rest.
@@ -776,7 +797,7 @@ func (r *Recorder) update(ctx context.Context, ev event) {
 		r.mu.Lock()
 		parent := r.kids[n.Params.SessionID]
 		r.mu.Unlock()
-		if parent != "" && (ev.update == "tool_call" || ev.update == "tool_call_update") {
+		if parent != "" && (ev.Update == "tool_call" || ev.Update == "tool_call_update") {
 			s = r.sessions[r.led.ClientOf(parent)] // a subagent's tool call belongs to its parent's turn
 		}
 	}
@@ -784,27 +805,27 @@ func (r *Recorder) update(ctx context.Context, ev event) {
 		return
 	}
 	u := n.Params.Update
-	switch ev.update {
+	switch ev.Update {
 	case "config_option_update":
 		if opts, ok := wire.ParseOptions(u.ConfigOptions); ok {
-			s.rec.Live = withOptions(s.rec.Live, opts)
-			r.putSession(ctx, s)
+			s.Rec.Live = WithOptions(s.Rec.Live, opts)
+			r.PutSession(ctx, s)
 		}
 	case "current_mode_update":
 		if u.CurrentModeID == "" {
 			return // no mode id: nothing the agent reported goes into live
 		}
-		s.rec.Live = withLegacy(s.rec.Live, "mode", u.CurrentModeID)
-		r.putSession(ctx, s)
+		s.Rec.Live = WithLegacy(s.Rec.Live, "mode", u.CurrentModeID)
+		r.PutSession(ctx, s)
 	case "agent_message_chunk":
-		if s.turn != nil && u.Content.Type == "text" {
-			s.turn.Answer += u.Content.Text
+		if s.Turn != nil && u.Content.Type == "text" {
+			s.Turn.Answer += u.Content.Text
 		}
 	case "tool_call", "tool_call_update":
-		if s.turn == nil {
+		if s.Turn == nil {
 			return
 		}
-		tc := findToolCall(s.turn, u.ToolCallID)
+		tc := findToolCall(s.Turn, u.ToolCallID)
 		if u.Title != nil {
 			tc.Title = *u.Title
 		}
@@ -824,12 +845,12 @@ func findToolCall(t *state.Turn, id string) *state.ToolCall {
 	return &t.ToolCalls[len(t.ToolCalls)-1]
 }
 
-func (r *Recorder) putSession(ctx context.Context, s *session) {
-	s.rec.Updated = r.cfg.Now()
-	rec := s.rec
+func (r *Recorder) PutSession(ctx context.Context, s *Session) {
+	s.Rec.Updated = r.cfg.Now()
+	rec := s.Rec
 	rec.Original = nil // written once, by fixOriginal
-	if s.started && s.rec.Original != nil {
-		rec.Original = s.rec.Original
+	if s.Started && s.Rec.Original != nil {
+		rec.Original = s.Rec.Original
 	}
 	err := r.cfg.Store.PutSession(ctx, &rec)
 	switch {
@@ -837,16 +858,16 @@ func (r *Recorder) putSession(ctx context.Context, s *session) {
 		// Deleted while this process held it (`acp-sidecar delete` from the
 		// shell, another sidecar): the store refuses its writes, and
 		// nothing here writes it back.
-		sid := s.rec.ClientID
+		sid := s.Rec.ClientID
 		delete(r.sessions, sid)
 		r.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
 		r.log.Info("session was deleted elsewhere; no longer recorded", "session", sid)
 	case err != nil && !errors.Is(err, state.ErrOriginalExists):
-		r.log.Warn("record session", "session", s.rec.ClientID, "err", err)
+		r.log.Warn("record session", "session", s.Rec.ClientID, "err", err)
 	}
 }
 
-func (r *Recorder) putTurn(ctx context.Context, s *session, t *state.Turn) {
+func (r *Recorder) PutTurn(ctx context.Context, s *Session, t *state.Turn) {
 	cp := *t
 	// A prompt with a 20 MiB image is relayed whole, but the record keeps
 	// its text, not its blocks: one turn must fit the store's value limit.
@@ -855,10 +876,10 @@ func (r *Recorder) putTurn(ctx context.Context, s *session, t *state.Turn) {
 	}
 	cp.PromptText = clip(cp.PromptText, maxRecordedText)
 	cp.Answer = clipped(cp.Answer, answerBudget(r.cfg.HandoffBudget))
-	if err := r.cfg.Store.PutTurn(ctx, s.rec.ClientID, &cp); err != nil {
+	if err := r.cfg.Store.PutTurn(ctx, s.Rec.ClientID, &cp); err != nil {
 		// The store's error can quote the value; the log never holds the
 		// conversation, so only the error's kind is kept.
-		r.log.Warn("record turn", "session", s.rec.ClientID, "turn", t.Index, "err", clip(err.Error(), 200))
+		r.log.Warn("record turn", "session", s.Rec.ClientID, "turn", t.Index, "err", clip(err.Error(), 200))
 	}
 }
 
@@ -885,7 +906,7 @@ func clip(s string, n int) string {
 }
 
 // flush waits, within a bound, for what was written to land.
-func (r *Recorder) flush(ctx context.Context) {
+func (r *Recorder) Flush(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.Durable)
 	defer cancel()
 	if err := r.cfg.Store.Flush(ctx); err != nil {
@@ -908,9 +929,9 @@ func decoded(log *slog.Logger, what string, raw json.RawMessage, v any) bool {
 
 // do runs fn on the recorder's goroutine, where the sessions live, and waits
 // for it. Never call it from that goroutine.
-func (r *Recorder) do(ctx context.Context, fn func(ctx context.Context)) error {
+func (r *Recorder) Do(ctx context.Context, fn func(ctx context.Context)) error {
 	done := make(chan struct{})
-	ev := event{fn: func(ctx context.Context) {
+	ev := Event{Fn: func(ctx context.Context) {
 		defer close(done)
 		fn(ctx)
 	}}
@@ -933,24 +954,18 @@ func (r *Recorder) do(ctx context.Context, fn func(ctx context.Context)) error {
 	}
 }
 
-func (r *Recorder) snapshot(ctx context.Context, sid string) (snapshot, error) {
-	var snap snapshot
-	err := r.onSession(ctx, sid, func(_ context.Context, s *session) { snap = snapshotOf(s) })
-	return snap, err
-}
-
 // onSession runs fn on the recorder's goroutine with the session sid, or
 // refuses when the recorder holds no such session.
-func (r *Recorder) onSession(ctx context.Context, sid string, fn func(ctx context.Context, s *session)) error {
+func (r *Recorder) OnSession(ctx context.Context, sid string, fn func(ctx context.Context, s *Session)) error {
 	found := false
-	err := r.do(ctx, func(ctx context.Context) {
+	err := r.Do(ctx, func(ctx context.Context) {
 		if s := r.sessions[sid]; s != nil {
 			found = true
 			fn(ctx, s)
 		}
 	})
 	if err == nil && !found {
-		err = refuse(proxy.CodeInvalidParams, "acp-sidecar knows no session %q", sid)
+		err = wire.Refuse(proxy.CodeInvalidParams, "acp-sidecar knows no session %q", sid)
 	}
 	return err
 }

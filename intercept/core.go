@@ -1,0 +1,182 @@
+package intercept
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
+	"github.com/acp-sidecar/acp-sidecar/intercept/life"
+	"github.com/acp-sidecar/acp-sidecar/intercept/record"
+	"github.com/acp-sidecar/acp-sidecar/proxy"
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// Sidecar is what the sidecar needs of the relay to act on its own: its
+// calls to the agent, and frames of its own. *proxy.Relay implements it.
+type Sidecar interface {
+	Call(ctx context.Context, method string, params, result any) error
+	Send(dir proxy.Direction, line []byte) error
+}
+
+var _ Sidecar = (*proxy.Relay)(nil)
+
+// Config wires a Core.
+type Config struct {
+	Store state.Store
+	Log   *slog.Logger
+	// Agent is the agent's command line, kept with each session.
+	Agent []string
+	// Name is the agent's configured name when several agents share the
+	// client ("" with one): each session and turn records the agent that
+	// ran it.
+	Name string
+	// Version is the sidecar's, advertised in initialize.
+	Version string
+	// Settings are applied to every new session before the client sees it.
+	Settings []record.Setting
+	// Queue bounds the events waiting for the record; a full queue slows
+	// the relay rather than lose a frame (DESIGN.md "Speed").
+	Queue int
+	// Durable bounds how long a completing response waits for its write.
+	Durable time.Duration
+	// HandoffBudget bounds the kept-turn handoff in bytes (0: the default).
+	HandoffBudget int
+	// CallTimeout bounds each of the sidecar's own calls.
+	CallTimeout time.Duration
+	// HoldTimeout bounds how long a client request waits for a restarting
+	// agent or a rebuild (0: DefaultHoldTimeout).
+	HoldTimeout time.Duration
+	Now         func() time.Time
+}
+
+// DefaultCallTimeout bounds each of the sidecar's own calls. Real agents
+// take up to seconds for a session/new on a loaded machine (claude-agent-acp
+// took 13 s at a load of 16 on two cores), and a restore that gives up too
+// soon blocks the session for nothing.
+const DefaultCallTimeout = 30 * time.Second
+
+// Core is the sidecar's part for one agent, built once: the owners (the
+// ledger, the agent's life, the record), the rebuilds and session
+// operations over them, and the stages built from them. cmd asks it for
+// the stages (Stages) and lists them in order (buildChain).
+type Core struct {
+	cfg   Config
+	log   *slog.Logger
+	led   *ledger.Ledger
+	life  *life.Life
+	rec   *record.Recorder
+	watch *watch        // waits on life, woken by the ledger and the life
+	gate  *ChunkGate    // shared by the stages gated for chunks
+	eng   *engine       // builds native sessions and restores their config
+	agent *Agent        // the agent's life as the supervisor tells it
+	rb    *rebuilder    // carries out the rebuilds (Run)
+	ops   *Sessions     // what the sidecar does to sessions
+	quit  chan struct{} // closed when Close begins: nobody waits any longer
+}
+
+// New builds the core for one agent. Start runs its record; Bind gives it
+// the relay.
+func New(cfg Config) *Core {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.HoldTimeout <= 0 {
+		cfg.HoldTimeout = DefaultHoldTimeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	ready := life.NewSignal()
+	c := &Core{cfg: cfg, log: cfg.Log, led: ledger.New(ready.Fire), life: life.New(ready)}
+	c.quit = make(chan struct{})
+	t := &then{}
+	c.rec = record.New(record.Config{
+		Store: cfg.Store, Log: cfg.Log, Agent: cfg.Agent, Name: cfg.Name, Settings: cfg.Settings,
+		Queue: cfg.Queue, Durable: cfg.Durable, HandoffBudget: cfg.HandoffBudget, Now: cfg.Now,
+	}, c.led, c.life, t)
+	c.watch = &watch{life: c.life, ready: ready, quit: c.quit, timeout: cfg.HoldTimeout}
+	c.eng = &engine{led: c.led, life: c.life, watch: c.watch, log: cfg.Log, callTimeout: cfg.CallTimeout}
+	c.gate = &ChunkGate{led: c.led}
+	c.rb = &rebuilder{ctx: context.Background(), rec: c.rec, eng: c.eng, led: c.led, life: c.life, watch: c.watch, log: cfg.Log, cfg: &c.cfg}
+	c.ops = &Sessions{rec: c.rec, rb: c.rb, eng: c.eng, led: c.led, life: c.life, log: cfg.Log, cfg: &c.cfg}
+	c.agent = &Agent{life: c.life, led: c.led, turns: c.rec, log: cfg.Log, callTimeout: cfg.CallTimeout}
+	t.rb, t.ops = c.rb, c.ops
+	return c
+}
+
+// Stages are the chain's stages for one agent. cmd lists them in chain
+// order (buildChain): the lifeline first, to gate requests on the agent's
+// life; the sidecar's own surfaces (what they answer is never recorded nor
+// sent on); the record itself; the session-id mapping, which must see
+// client ids on their way in and give agent frames their client ids on
+// their way out; and the tracker last, to note only what really reaches
+// the agent.
+type Stages struct {
+	Lifeline, Commands, Record, IDs, Tracker Interceptor
+}
+
+// Stages builds the chain's stages, each from only what it uses of the
+// owners they share.
+func (c *Core) Stages() Stages {
+	return Stages{
+		Lifeline: newLifeline(c.life, c.led, c.watch, c.gate, c.ops, c.log),
+		Commands: newCommands(c.ops, c.led, c.life, c.cfg.Version),
+		Record:   newRecordStage(c.rec),
+		IDs:      newIDs(c.led, c.gate),
+		Tracker:  newTracker(c.led),
+	}
+}
+
+// Bind gives the core the relay it acts through. Call it before frames flow.
+func (c *Core) Bind(sc Sidecar) { c.eng.sc, c.agent.sc, c.ops.sc, c.rb.sc = sc, sc, sc, sc }
+
+// Agent is the agent's life, which the supervisor moves.
+func (c *Core) Agent() *Agent { return c.agent }
+
+// Sessions is what the sidecar does to sessions, for the switchboard.
+func (c *Core) Sessions() *Sessions { return c.ops }
+
+// Start runs the record's goroutine until Close. The rebuilds' own work
+// outlives the request that started it: it has ctx's values, not its end.
+func (c *Core) Start(ctx context.Context) {
+	c.rb.ctx = context.WithoutCancel(ctx)
+	c.rec.Start(ctx)
+}
+
+// Close stops the waits for the agent and the rebuilds, lets the record
+// finish what is queued, and waits for it and for the sidecar's own calls
+// it started.
+func (c *Core) Close(ctx context.Context) error {
+	select {
+	case <-c.quit:
+	default:
+		close(c.quit)
+	}
+	return c.rec.Close(ctx)
+}
+
+// then is what follows in the record's responses (record.Then): the
+// rebuilds and the session operations.
+type then struct {
+	rb  *rebuilder
+	ops *Sessions
+}
+
+func (t *then) ApplySettings(ctx context.Context, s *record.Session, ev record.Event) {
+	applySettings(t.rb, ctx, s, ev)
+}
+
+func (t *then) Opened(ctx context.Context, s *record.Session, req *record.Request, ev record.Event, result json.RawMessage, before *state.Config) {
+	opened(t.rb, ctx, s, req, ev, result, before)
+}
+
+func (t *then) Translate(ctx context.Context, ev record.Event) bool { return translate(t.rb, ctx, ev) }
+
+func (t *then) Closed(ctx context.Context, sid string) { t.ops.markClosed(ctx, sid) }
+
+func (t *then) Forget(ctx context.Context, sid string) error { return t.ops.forget(ctx, sid) }

@@ -1,0 +1,59 @@
+package record
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
+	"github.com/acp-sidecar/acp-sidecar/intercept/life"
+	"github.com/acp-sidecar/acp-sidecar/proxy"
+	"github.com/acp-sidecar/acp-sidecar/state"
+)
+
+// chunkFrame is raw, an agent's frame, scanned as the relay scans it.
+func chunkFrame(t *testing.T, raw string) *proxy.Frame {
+	t.Helper()
+	env, err := proxy.Scan([]byte(raw))
+	if err != nil {
+		t.Fatalf("scan %s: %v", raw, err)
+	}
+	return &proxy.Frame{Dir: proxy.AgentToClient, Raw: []byte(raw), Env: env}
+}
+
+// TestCollectCutsAsClip: an answer collected past the budget is what
+// putTurn stores of the whole answer, clip's cut, whatever the chunks' sizes,
+// and clipped hands it on as it is.
+func TestCollectCutsAsClip(t *testing.T) {
+	if got, want := clip(strings.Repeat("é", 10), 7), "ééé\xc3"+cutMark; got != want {
+		t.Fatalf("clip = %q, want %q: cutMark is not what clip appends", got, want)
+	}
+	for _, tt := range []struct {
+		budget int
+		chunks []string
+	}{
+		{10, []string{"abc", "defg", "hij"}},         // exactly the budget: kept whole, no mark
+		{10, []string{"abc", "defg", "hijk", "lmn"}}, // one byte over
+		{10, []string{strings.Repeat("x", 100)}},     // one chunk far over
+		{10, []string{"ab", "ééééé", "z"}},           // cut inside a rune, as clip cuts
+		{10, []string{"abc"}},                        // under the budget
+	} {
+		led := ledger.New(func() {})
+		r := New(Config{Store: state.NewMemory(), HandoffBudget: tt.budget}, led, life.New(life.NewSignal()), nil)
+		led.Update(func(f *ledger.Flight) { f.Record("test-prompt", "session/prompt", "s1") })
+		for _, text := range tt.chunks {
+			r.TakeChunk(chunkFrame(t, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`+text+`"}}}}`))
+		}
+		got := r.TakeAnswer("s1")
+		want := clip(strings.Join(tt.chunks, ""), tt.budget)
+		if got != want {
+			t.Errorf("chunks %q: collected %q, want clip's %q", tt.chunks, got, want)
+		}
+		if c := clipped(got, tt.budget); c != want {
+			t.Errorf("chunks %q: clipped = %q, want %q", tt.chunks, c, want)
+		}
+		var sink string
+		if n := testing.AllocsPerRun(10, func() { sink = clipped(got, tt.budget) }); n != 0 || sink != want {
+			t.Errorf("chunks %q: clipped allocates %v times, want no copy", tt.chunks, n)
+		}
+	}
+}
