@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
 )
@@ -123,14 +124,20 @@ func TestWaitCancelWhileRestarting(t *testing.T) {
 func TestWaitBoundedByHoldTimeout(t *testing.T) {
 	t.Parallel()
 	wrap, open := gatedAgent(t)
-	lp := startLadderWith(t, []string{"--hold-timeout", "300ms"}, wrap)
+	logFile := filepath.Join(t.TempDir(), "sidecar.log")
+	lp := startLadderWith(t, []string{"--hold-timeout", "300ms", "--log-file", logFile}, wrap)
 	killAgent(t, lp.peer)
 	resp, _, _ := lp.prompt("waits in vain")
 	_, code, msg := decodeRPCError(t, resp)
 	if code != -32012 || !strings.Contains(msg, "waited 300ms for the agent to restart") {
 		t.Errorf("the prompt past --hold-timeout got %d %q, want -32012 saying what it waited for", code, msg)
 	}
-	open() // the agent comes back, and the session goes on
+	// The agent comes back, and the session goes on. The next prompt is
+	// sent once the agent is up: sent while it still restarts, it would
+	// wait under the same 300 ms, which a loaded machine's restart can
+	// take. Once the agent is up, its rebuild is not bounded by the hold.
+	open()
+	awaitLogged(t, logFile, "the restarted agent is initialized")
 	resp, text, _ := lp.prompt("echo: after the wait")
 	mustSucceed(t, "the prompt after the agent came back", resp)
 	if r, ok := fakeagent.ParseReply(text); !ok || r.Model != fakeagent.ModelDeep || r.Mode != "plan" {
@@ -138,5 +145,23 @@ func TestWaitBoundedByHoldTimeout(t *testing.T) {
 	}
 	if got := fakeagent.Methods(secondLife(t, readCalls(t, lp.calls))); slices.Contains(got, "session/new") {
 		t.Errorf("the restarted agent got %q; the load should have held", got)
+	}
+}
+
+// awaitLogged waits until the sidecar's log file holds what. A file gives
+// no event to wait on, so it is read every few milliseconds; only the
+// line ends the wait, within waitBound.
+func awaitLogged(t *testing.T, path, what string) {
+	t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for {
+		if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), what) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(path)
+			t.Fatalf("the sidecar did not log %q within %v:\n%s", what, waitBound, b)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
