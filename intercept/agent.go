@@ -99,3 +99,19 @@ func (a *Agent) Back(ctx context.Context) error {
 // Dead is called when the agent will not be restarted again: every request
 // from now on gets a clear error.
 func (a *Agent) Dead(reason string) { a.life.Dead(reason) }
+
+// parseCaps reads what the agent said it can do from its initialize result.
+func parseCaps(result json.RawMessage) life.Caps {
+	var r struct {
+		AgentCapabilities struct {
+			LoadSession         bool `json:"loadSession"`
+			SessionCapabilities map[string]json.RawMessage
+		} `json:"agentCapabilities"`
+	}
+	if json.Unmarshal(result, &r) != nil {
+		return life.Caps{} // a result we cannot read promises nothing
+	}
+	has := func(k string) bool { v, ok := r.AgentCapabilities.SessionCapabilities[k]; return ok && !wire.IsNull(v) }
+	return life.Caps{Load: r.AgentCapabilities.LoadSession, Resume: has("resume"), List: has("list"), Fork: has("fork"),
+		Close: has("close"), Delete: has("delete")}
+}

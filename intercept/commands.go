@@ -9,6 +9,7 @@ import (
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/life"
+	"github.com/acp-sidecar/acp-sidecar/intercept/rebuild"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
@@ -66,12 +67,12 @@ func newCommands(ops sessionOps, led *ledger.Ledger, lf *life.Life, version stri
 // rebuilds, the rollbacks and the reports, as slash commands and as
 // `_sidecar/*` methods alike.
 type sessionOps interface {
-	Reset(ctx context.Context, sid string) (Report, error)
-	RestoreOriginal(ctx context.Context, sid string) (Report, error)
+	Reset(ctx context.Context, sid string) (rebuild.Report, error)
+	RestoreOriginal(ctx context.Context, sid string) (rebuild.Report, error)
 	AcceptConfig(ctx context.Context, sid string) error
-	Rewind(ctx context.Context, sid string, n int) (RollbackReport, error)
-	Rollback(ctx context.Context, sid string, keep int) (RollbackReport, error)
-	Fork(ctx context.Context, parent string, at int) (Report, error)
+	Rewind(ctx context.Context, sid string, n int) (rebuild.RollbackReport, error)
+	Rollback(ctx context.Context, sid string, keep int) (rebuild.RollbackReport, error)
+	Fork(ctx context.Context, parent string, at int) (rebuild.Report, error)
 	Status(ctx context.Context, sid string) (map[string]any, error)
 	StatusText(ctx context.Context, sid string) (string, error)
 }
@@ -304,13 +305,13 @@ func (c *commands) slash(ctx context.Context, id []byte, sid, name, args string)
 	var err error
 	switch name {
 	case "reset":
-		var rep Report
+		var rep rebuild.Report
 		rep, err = c.ops.Reset(ctx, sid)
-		text = rep.text("reset")
+		text = rep.Text("reset")
 	case "restore-original":
-		var rep Report
+		var rep rebuild.Report
 		rep, err = c.ops.RestoreOriginal(ctx, sid)
-		text = rep.text("restore-original")
+		text = rep.Text("restore-original")
 	case "accept-config":
 		err = c.ops.AcceptConfig(ctx, sid)
 		text = "acp-sidecar: the session continues on the agent's current config; prompts go through again."
@@ -327,9 +328,9 @@ func (c *commands) slash(ctx context.Context, id []byte, sid, name, args string)
 			}
 			n = v
 		}
-		var rep RollbackReport
+		var rep rebuild.RollbackReport
 		rep, err = c.ops.Rewind(ctx, sid, n)
-		text = rep.text()
+		text = rep.Text()
 	}
 	if err != nil {
 		text = "acp-sidecar: /" + name + " failed: " + err.Error()

@@ -2,25 +2,18 @@ package intercept
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/life"
+	"github.com/acp-sidecar/acp-sidecar/intercept/rebuild"
 	"github.com/acp-sidecar/acp-sidecar/intercept/record"
-	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
-// Sidecar is what the sidecar needs of the relay to act on its own: its
-// calls to the agent, and frames of its own. *proxy.Relay implements it.
-type Sidecar interface {
-	Call(ctx context.Context, method string, params, result any) error
-	Send(dir proxy.Direction, line []byte) error
-}
-
-var _ Sidecar = (*proxy.Relay)(nil)
+// Sidecar is what the sidecar needs of the relay to act on its own.
+type Sidecar = rebuild.Sidecar
 
 // Config wires a Core.
 type Config struct {
@@ -67,13 +60,12 @@ type Core struct {
 	led   *ledger.Ledger
 	life  *life.Life
 	rec   *record.Recorder
-	watch *watch        // waits on life, woken by the ledger and the life
-	gate  *ChunkGate    // shared by the stages gated for chunks
-	eng   *engine       // builds native sessions and restores their config
-	agent *Agent        // the agent's life as the supervisor tells it
-	rb    *rebuilder    // carries out the rebuilds (Run)
-	ops   *Sessions     // what the sidecar does to sessions
-	quit  chan struct{} // closed when Close begins: nobody waits any longer
+	watch *rebuild.Watch     // waits on life, woken by the ledger and the life
+	gate  *ChunkGate         // shared by the stages gated for chunks
+	agent *Agent             // the agent's life as the supervisor tells it
+	rb    *rebuild.Rebuilder // carries out the rebuilds (Run)
+	ops   *Sessions          // what the sidecar does to sessions
+	quit  chan struct{}      // closed when Close begins: nobody waits any longer
 }
 
 // New builds the core for one agent. Start runs its record; Bind gives it
@@ -86,7 +78,7 @@ func New(cfg Config) *Core {
 		cfg.CallTimeout = DefaultCallTimeout
 	}
 	if cfg.HoldTimeout <= 0 {
-		cfg.HoldTimeout = DefaultHoldTimeout
+		cfg.HoldTimeout = rebuild.DefaultHoldTimeout
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -99,13 +91,16 @@ func New(cfg Config) *Core {
 		Store: cfg.Store, Log: cfg.Log, Agent: cfg.Agent, Name: cfg.Name, Settings: cfg.Settings,
 		Queue: cfg.Queue, Durable: cfg.Durable, HandoffBudget: cfg.HandoffBudget, Now: cfg.Now,
 	}, c.led, c.life, t)
-	c.watch = &watch{life: c.life, ready: ready, quit: c.quit, timeout: cfg.HoldTimeout}
-	c.eng = &engine{led: c.led, life: c.life, watch: c.watch, log: cfg.Log, callTimeout: cfg.CallTimeout}
+	c.watch = &rebuild.Watch{Life: c.life, Ready: ready, Quit: c.quit, Timeout: cfg.HoldTimeout}
 	c.gate = &ChunkGate{led: c.led}
-	c.rb = &rebuilder{ctx: context.Background(), rec: c.rec, eng: c.eng, led: c.led, life: c.life, watch: c.watch, log: cfg.Log, cfg: &c.cfg}
-	c.ops = &Sessions{rec: c.rec, rb: c.rb, eng: c.eng, led: c.led, life: c.life, log: cfg.Log, cfg: &c.cfg}
+	c.rb = rebuild.New(rebuild.Config{
+		Store: cfg.Store, Agent: cfg.Agent, Name: cfg.Name, Settings: cfg.Settings, HandoffBudget: cfg.HandoffBudget,
+		CallTimeout: cfg.CallTimeout, Now: cfg.Now, Log: cfg.Log,
+		Commands: func(native, client string) [][]byte { return ownCommands(c.led, native, client) },
+	}, c.rec, c.led, c.life, c.watch)
+	c.ops = &Sessions{rec: c.rec, rb: c.rb, led: c.led, life: c.life, log: cfg.Log, cfg: &c.cfg}
 	c.agent = &Agent{life: c.life, led: c.led, turns: c.rec, log: cfg.Log, callTimeout: cfg.CallTimeout}
-	t.rb, t.ops = c.rb, c.ops
+	t.Rebuilder, t.ops = c.rb, c.ops
 	return c
 }
 
@@ -133,7 +128,10 @@ func (c *Core) Stages() Stages {
 }
 
 // Bind gives the core the relay it acts through. Call it before frames flow.
-func (c *Core) Bind(sc Sidecar) { c.eng.sc, c.agent.sc, c.ops.sc, c.rb.sc = sc, sc, sc, sc }
+func (c *Core) Bind(sc Sidecar) {
+	c.agent.sc, c.ops.sc = sc, sc
+	c.rb.Bind(sc)
+}
 
 // Agent is the agent's life, which the supervisor moves.
 func (c *Core) Agent() *Agent { return c.agent }
@@ -144,7 +142,7 @@ func (c *Core) Sessions() *Sessions { return c.ops }
 // Start runs the record's goroutine until Close. The rebuilds' own work
 // outlives the request that started it: it has ctx's values, not its end.
 func (c *Core) Start(ctx context.Context) {
-	c.rb.ctx = context.WithoutCancel(ctx)
+	c.rb.Start(ctx)
 	c.rec.Start(ctx)
 }
 
@@ -161,21 +159,11 @@ func (c *Core) Close(ctx context.Context) error {
 }
 
 // then is what follows in the record's responses (record.Then): the
-// rebuilds and the session operations.
+// rebuilds, and the session operations for a close and a delete.
 type then struct {
-	rb  *rebuilder
+	*rebuild.Rebuilder
 	ops *Sessions
 }
-
-func (t *then) ApplySettings(ctx context.Context, s *record.Session, ev record.Event) {
-	applySettings(t.rb, ctx, s, ev)
-}
-
-func (t *then) Opened(ctx context.Context, s *record.Session, req *record.Request, ev record.Event, result json.RawMessage, before *state.Config) {
-	opened(t.rb, ctx, s, req, ev, result, before)
-}
-
-func (t *then) Translate(ctx context.Context, ev record.Event) bool { return translate(t.rb, ctx, ev) }
 
 func (t *then) Closed(ctx context.Context, sid string) { t.ops.markClosed(ctx, sid) }
 

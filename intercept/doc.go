@@ -77,17 +77,18 @@
 //     only through Ledger.Update.
 //   - The agent's life (life/) owns the phase, the generation, the
 //     capabilities and the initialize and authenticate params. The
-//     supervisor moves it through Agent (agent.go); watch (watch.go) waits
+//     supervisor moves it through Agent (agent.go); rebuild.Watch waits
 //     on it.
 //   - The record (record/) owns the sessions' records and the store
 //     writes, on its goroutine; everyone else reaches a session there
 //     (Recorder.Do, OnSession, Settle), and the record tells what follows a
 //     response it held through record.Then, which the rebuilds and the
 //     session operations implement (core.go).
-//   - Run (rebuild.go) is the one way a native session is replaced or its
-//     config restored: each kind of rebuild is a Plan in plans.go, and the
-//     engine (engine.go, restore.go) talks to the agent for it. Run is the
-//     only attempt loop, so a kill at any point converges there.
+//   - The rebuilds (rebuild/) are the one way a native session is
+//     replaced or its config restored: Rebuilder.Run carries out each kind
+//     of rebuild, a Plan in rebuild/plans.go, and the engine talks to the
+//     agent for it. Run is the only attempt loop, so a kill at any point
+//     converges there.
 //   - Sessions (sessions.go) is what the sidecar does to a session for the
 //     client: the slash commands' and `_sidecar/*` operations, the
 //     emulated load, list, close, delete and fork, and a switch's two

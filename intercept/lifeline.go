@@ -8,6 +8,7 @@ import (
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/life"
+	"github.com/acp-sidecar/acp-sidecar/intercept/rebuild"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
@@ -26,7 +27,7 @@ import (
 type lifeline struct {
 	life  *life.Life
 	led   *ledger.Ledger
-	watch *watch
+	watch *rebuild.Watch
 	gate  *ChunkGate
 	rec   lifelineRecord
 	rest  restOfChain // where a held request goes on (holder)
@@ -54,7 +55,7 @@ type lifelineRecord interface {
 	takeBack(sid string)
 }
 
-func newLifeline(lf *life.Life, led *ledger.Ledger, watch *watch, gate *ChunkGate, rec lifelineRecord, log *slog.Logger) *lifeline {
+func newLifeline(lf *life.Life, led *ledger.Ledger, watch *rebuild.Watch, gate *ChunkGate, rec lifelineRecord, log *slog.Logger) *lifeline {
 	return &lifeline{life: lf, led: led, watch: watch, gate: gate, rec: rec, log: log}
 }
 
@@ -72,12 +73,6 @@ func hushes(h ledger.Hush, f *proxy.Frame) bool {
 		return u == "config_option_update" || u == "current_mode_update"
 	}
 	return false
-}
-
-// hush keeps h of native's updates from the client until done is called.
-func hush(led *ledger.Ledger, native string, h ledger.Hush) (done func()) {
-	led.Update(func(f *ledger.Flight) { f.Hush(native, h) })
-	return func() { led.Update(func(f *ledger.Flight) { f.Unhush(native) }) }
 }
 
 // Claims: client requests while the agent is not up, or when some session
@@ -137,7 +132,7 @@ func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdic
 	}
 	// A client request.
 	if ll.life.Phase() == life.Dead {
-		return answer(proxy.ErrorResponse(f.Env.ID, proxy.CodeAgentGone, ll.watch.deadError().Error())), nil
+		return answer(proxy.ErrorResponse(f.Env.ID, proxy.CodeAgentGone, ll.watch.DeadError().Error())), nil
 	}
 	method := string(f.Env.Method)
 	if method == wire.SessionClose && f.Env.SessionID.Present() {
@@ -334,13 +329,13 @@ func (ll *lifeline) holdAfter(f *proxy.Frame, sid string, decide decider, minGen
 // wait for that rebuild.
 func (ll *lifeline) awaitReady(ctx context.Context, w *ledger.Waiter) (uint64, error) {
 	wt := ll.watch
-	deadline := time.NewTimer(wt.timeout)
+	deadline := time.NewTimer(wt.Timeout)
 	defer deadline.Stop()
 	for {
-		changed := wt.ready.Changed()
+		changed := wt.Ready.Changed()
 		switch ll.life.Phase() {
 		case life.Dead:
-			return 0, wt.deadError()
+			return 0, wt.DeadError()
 		case life.Up:
 			if ll.life.Gen() < w.MinLife {
 				break // the dead agent's exit is not noticed yet
@@ -366,8 +361,8 @@ func (ll *lifeline) awaitReady(ctx context.Context, w *ledger.Waiter) (uint64, e
 		case <-w.Cancel:
 			return 0, errCancelled
 		case <-deadline.C:
-			return 0, wt.timeoutError()
-		case <-wt.quit:
+			return 0, wt.TimeoutError()
+		case <-wt.Quit:
 			return 0, wire.Refuse(proxy.CodeAgentGone, "acp-sidecar is shutting down; the request was not sent")
 		case <-ctx.Done():
 			return 0, ctx.Err()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/life"
+	"github.com/acp-sidecar/acp-sidecar/intercept/rebuild"
 	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
@@ -27,8 +28,7 @@ import (
 type Sessions struct {
 	rec  *record.Recorder
 	sc   Sidecar // the relay (Core.Bind)
-	rb   *rebuilder
-	eng  *engine
+	rb   *rebuild.Rebuilder
 	led  *ledger.Ledger
 	life *life.Life
 	log  *slog.Logger
@@ -36,20 +36,20 @@ type Sessions struct {
 }
 
 // Reset gives a session a fresh native session with the same config
-// (resetPlan).
-func (o *Sessions) Reset(ctx context.Context, sid string) (Report, error) {
-	return o.rb.Run(ctx, resetPlan(o.rb, sid))
+// (rebuild.ResetPlan).
+func (o *Sessions) Reset(ctx context.Context, sid string) (rebuild.Report, error) {
+	return o.rb.Run(ctx, rebuild.ResetPlan(o.rb, sid))
 }
 
 // RestoreOriginal puts the session's immutable original back on it
-// (restoreOriginalPlan).
-func (o *Sessions) RestoreOriginal(ctx context.Context, sid string) (Report, error) {
-	return o.rb.Run(ctx, restoreOriginalPlan(o.rb, sid))
+// (rebuild.RestoreOriginalPlan).
+func (o *Sessions) RestoreOriginal(ctx context.Context, sid string) (rebuild.Report, error) {
+	return o.rb.Run(ctx, rebuild.RestoreOriginalPlan(o.rb, sid))
 }
 
 // AcceptConfig lifts a block: the session goes on with what the agent has.
 func (o *Sessions) AcceptConfig(ctx context.Context, sid string) error {
-	if _, err := snapshotIn(ctx, o.rec, sid); err != nil {
+	if _, err := rebuild.SnapshotIn(ctx, o.rec, sid); err != nil {
 		return err
 	}
 	o.led.Update(func(f *ledger.Flight) { f.SetBlocked(sid, nil) })
@@ -75,7 +75,7 @@ func (o *Sessions) Status(ctx context.Context, sid string) (map[string]any, erro
 		}
 		res = map[string]any{
 			"sessionId": sid, "nativeSessionId": s.Rec.NativeID, "nativeHistory": s.Rec.NativeHistory,
-			"live": configMap(s.Rec.Live), "original": nilOr(s.Rec.Original), "blocked": s.Rec.Blocked,
+			"live": rebuild.ConfigMap(s.Rec.Live), "original": rebuild.NilOr(s.Rec.Original), "blocked": s.Rec.Blocked,
 			"turns": len(s.Turns), "keptTurns": kept,
 		}
 		if o.cfg.Name != "" {
@@ -96,7 +96,7 @@ func (o *Sessions) StatusText(ctx context.Context, sid string) (string, error) {
 	if a, ok := st["agent"].(string); ok {
 		fmt.Fprintf(&b, " on agent %s", a)
 	}
-	fmt.Fprintf(&b, "\nconfig: %s\nturns: %v (%v kept)", configLine(st["live"].(map[string]string)), st["turns"], st["keptTurns"])
+	fmt.Fprintf(&b, "\nconfig: %s\nturns: %v (%v kept)", rebuild.ConfigLine(st["live"].(map[string]string)), st["turns"], st["keptTurns"])
 	if blocked, ok := st["blocked"].(*state.Blocked); ok && blocked != nil {
 		fmt.Fprintf(&b, "\nblocked: %s", blocked.Reason)
 	}
@@ -104,24 +104,24 @@ func (o *Sessions) StatusText(ctx context.Context, sid string) (string, error) {
 }
 
 // Rewind takes back the last n turns.
-func (o *Sessions) Rewind(ctx context.Context, sid string, n int) (RollbackReport, error) {
+func (o *Sessions) Rewind(ctx context.Context, sid string, n int) (rebuild.RollbackReport, error) {
 	count := 0
-	if err := o.rec.OnSession(ctx, sid, func(_ context.Context, s *record.Session) { count = len(visible(s)) }); err != nil {
-		return RollbackReport{}, err
+	if err := o.rec.OnSession(ctx, sid, func(_ context.Context, s *record.Session) { count = len(rebuild.Visible(s)) }); err != nil {
+		return rebuild.RollbackReport{}, err
 	}
 	if n < 1 || n > count {
-		return RollbackReport{}, wire.Refuse(proxy.CodeInvalidParams, "cannot rewind %d turns: the conversation has %d", n, count)
+		return rebuild.RollbackReport{}, wire.Refuse(proxy.CodeInvalidParams, "cannot rewind %d turns: the conversation has %d", n, count)
 	}
 	return o.Rollback(ctx, sid, count-n)
 }
 
 // Rollback keeps turns 1..keep of the current conversation and takes the
-// rest back (rollbackPlan).
-func (o *Sessions) Rollback(ctx context.Context, sid string, keep int) (RollbackReport, error) {
-	var rep RollbackReport
-	res, err := o.rb.Run(ctx, rollbackPlan(o.rb, sid, keep, &rep))
+// rest back (rebuild.RollbackPlan).
+func (o *Sessions) Rollback(ctx context.Context, sid string, keep int) (rebuild.RollbackReport, error) {
+	var rep rebuild.RollbackReport
+	res, err := o.rb.Run(ctx, rebuild.RollbackPlan(o.rb, sid, keep, &rep))
 	if err != nil {
-		return RollbackReport{}, err
+		return rebuild.RollbackReport{}, err
 	}
 	rep.Report = res
 	return rep, nil
@@ -132,8 +132,8 @@ func (o *Sessions) Rollback(ctx context.Context, sid string, keep int) (Rollback
 // and the lineage recorded. A fork of the whole conversation on an agent
 // that forks is the agent's session/fork; any other is a fresh native
 // session, handed the inherited turns with its first prompt.
-func (o *Sessions) Fork(ctx context.Context, parent string, at int) (Report, error) {
-	var snap snapshot
+func (o *Sessions) Fork(ctx context.Context, parent string, at int) (rebuild.Report, error) {
+	var snap rebuild.Snapshot
 	var fail error
 	whole := false // the fork takes the whole conversation
 	err := o.rec.Do(ctx, func(ctx context.Context) {
@@ -142,7 +142,7 @@ func (o *Sessions) Fork(ctx context.Context, parent string, at int) (Report, err
 			fail = wire.Refuse(proxy.CodeInvalidParams, "acp-sidecar knows no session %q", parent)
 			return
 		}
-		n := len(visible(p))
+		n := len(rebuild.Visible(p))
 		if at == 0 {
 			at = n
 		}
@@ -151,16 +151,16 @@ func (o *Sessions) Fork(ctx context.Context, parent string, at int) (Report, err
 			return
 		}
 		whole = at == n
-		snap = snapshot{native: p.Rec.NativeID, live: record.CloneConfig(o.led.TargetOr(parent, p.Rec.Live)), cwd: p.Rec.Cwd, mcp: p.Rec.McpServers, dirs: p.Rec.AdditionalDirectories}
+		snap = rebuild.Snapshot{Native: p.Rec.NativeID, Live: record.CloneConfig(o.led.TargetOr(parent, p.Rec.Live)), Cwd: p.Rec.Cwd, Mcp: p.Rec.McpServers, Dirs: p.Rec.AdditionalDirectories}
 	})
 	if err != nil {
-		return Report{}, fmt.Errorf("fork %s: %w", parent, err)
+		return rebuild.Report{}, fmt.Errorf("fork %s: %w", parent, err)
 	}
 	if fail != nil {
-		return Report{}, fail
+		return rebuild.Report{}, fail
 	}
-	child := newClientID()
-	return o.rb.Run(ctx, forkPlan(o.rb, parent, child, at, whole, snap))
+	child := rebuild.NewClientID()
+	return o.rb.Run(ctx, rebuild.ForkPlan(o.rb, parent, child, at, whole, snap))
 }
 
 // forkHere implements lifelineRecord: a fork of the whole conversation, and
@@ -170,18 +170,18 @@ func (o *Sessions) forkHere(ctx context.Context, parent string) (string, []byte,
 	if err != nil {
 		return "", nil, err
 	}
-	snap, err := snapshotIn(ctx, o.rec, rep.SessionID)
+	snap, err := rebuild.SnapshotIn(ctx, o.rec, rep.SessionID)
 	if err != nil {
 		return "", nil, fmt.Errorf("fork %s: %w", parent, err)
 	}
 	result := wire.Encode(map[string]string{"sessionId": rep.SessionID})
-	return rep.SessionID, withPickers(result, nil, snap.live), nil
+	return rep.SessionID, rebuild.WithPickers(result, nil, snap.Live), nil
 }
 
 // Recover rebuilds a session whose native session died with the agent, by
-// the crash ladder (recoverPlan).
+// the crash ladder (rebuild.RecoverPlan).
 func (o *Sessions) Recover(ctx context.Context, sid string) error {
-	_, err := o.rb.Run(ctx, recoverPlan(o.rb, sid))
+	_, err := o.rb.Run(ctx, rebuild.RecoverPlan(o.rb, sid))
 	return err
 }
 
@@ -210,23 +210,23 @@ func (o *Sessions) reopen(ctx context.Context, sid, method string) ([]byte, erro
 	if !o.led.IsStale(sid) {
 		return nil, state.ErrNotFound
 	}
-	var a attempt
-	if _, err := o.rb.Run(ctx, reopenPlan(o.rb, sid, method, &a)); err != nil {
+	var a rebuild.Attempt
+	if _, err := o.rb.Run(ctx, rebuild.ReopenPlan(o.rb, sid, method, &a)); err != nil {
 		return nil, err
 	}
-	out, catalog, snap := a.out, a.catalog, a.snap
+	out, catalog, snap := a.Out, a.Catalog, a.Snap
 	// The agent's newest full option list, and the pickers with the
 	// values it accepted in the restore (pickers.go).
 	result := map[string]any{}
-	if out.optionsRaw != nil {
-		result["configOptions"] = out.optionsRaw
+	if out.OptionsRaw != nil {
+		result["configOptions"] = out.OptionsRaw
 	} else if catalog != nil && len(catalog.Raw) > 0 {
 		var p wire.ConfigPayload
 		if json.Unmarshal(catalog.Raw, &p) == nil && p.ConfigOptions != nil {
 			result["configOptions"] = p.ConfigOptions
 		}
 	}
-	return withPickers(wire.Encode(result), snap.live, out.catalog), nil
+	return rebuild.WithPickers(wire.Encode(result), snap.Live, out.Catalog), nil
 }
 
 // reopenLive answers a load or resume of a session this process holds live
@@ -235,24 +235,24 @@ func (o *Sessions) reopen(ctx context.Context, sid, method string) ([]byte, erro
 // is its config, and a load is the recorded history, then its config.
 func (o *Sessions) reopenLive(ctx context.Context, sid, method string) ([]byte, error) {
 	var history [][]byte
-	snap, err := snapshotIn(ctx, o.rec, sid)
+	snap, err := rebuild.SnapshotIn(ctx, o.rec, sid)
 	if err != nil {
 		return nil, err
 	}
-	o.led.Update(func(f *ledger.Flight) { f.Opening(snap.native) }) // an open, though the agent hears of none: the sidecar's commands follow it
+	o.led.Update(func(f *ledger.Flight) { f.Opening(snap.Native) }) // an open, though the agent hears of none: the sidecar's commands follow it
 	if method == wire.SessionLoad {
 		if err := o.rec.OnSession(ctx, sid, func(ctx context.Context, s *record.Session) {
-			history = historyUpdates(sid, replay.Visible(&s.Rec, o.rec.FullTurns(ctx, s)))
+			history = rebuild.HistoryUpdates(sid, replay.Visible(&s.Rec, o.rec.FullTurns(ctx, s)))
 		}); err != nil {
 			return nil, err
 		}
 	}
 	for _, line := range history {
-		sendOwn(o.sc, o.log, proxy.AgentToClient, line)
+		rebuild.SendOwn(o.sc, o.log, proxy.AgentToClient, line)
 	}
 	// The config as the record has it now: the options with their current
-	// values, the pickers on theirs (withPickers builds them all).
-	return withPickers([]byte("{}"), nil, snap.live), nil
+	// values, the pickers on theirs (rebuild.WithPickers builds them all).
+	return rebuild.WithPickers([]byte("{}"), nil, snap.Live), nil
 }
 
 // listSessions answers session/list from the record, for agents that
@@ -299,7 +299,7 @@ func (o *Sessions) listSessions(ctx context.Context, id, raw []byte) []byte {
 		s := match[i]
 		title := ""
 		if turns, err := o.cfg.Store.Turns(ctx, s.ID); err == nil && len(turns) > 0 {
-			title = firstLine(turns[0].PromptText)
+			title = rebuild.FirstLine(turns[0].PromptText)
 		}
 		list = append(list, info{SessionID: s.ID, Cwd: s.Cwd, Title: title, UpdatedAt: s.LastActivity.UTC().Format(time.RFC3339)})
 	}
@@ -411,7 +411,7 @@ func (o *Sessions) keepInheritance(ctx context.Context, parent string) error {
 		if rec.Lineage.ParentID != parent {
 			continue
 		}
-		inherited := replay.Inherited(rec, o.rb.lookup(ctx))
+		inherited := replay.Inherited(rec, o.rb.Lookup(ctx))
 		if len(inherited) == 0 {
 			continue
 		}
@@ -518,46 +518,14 @@ func (o *Sessions) unbegin(ctx context.Context, sid string) {
 	s.Turn = nil
 	if handoff {
 		s.Rec.Handoff = nil
-		o.rb.arm(s)
+		o.rb.Arm(s)
 		o.rec.PutSession(ctx, s)
 	}
 }
 
-// Lend readies a session to leave this agent: it refuses while a turn runs
-// or a rebuild is under way, writes what the record holds, and keeps the
-// session busy until the returned function says how the move ended. A
-// session that moved is forgotten here; its native session stays with the
-// agent, unused, and its late frames keep their client id.
+// Lend readies a session to leave this agent (rebuild.Rebuilder.Lend).
 func (o *Sessions) Lend(ctx context.Context, sid string) (done func(moved bool), err error) {
-	end, what, ok := begin(o.led, sid, "switch")
-	if !ok {
-		return nil, wire.Refuse(proxy.CodeBusy, "a %s is already running on this session", what)
-	}
-	running := false
-	err = o.rec.Do(ctx, func(ctx context.Context) {
-		s := o.rec.Session(sid)
-		if s == nil {
-			return
-		}
-		if running = s.Turn != nil; !running {
-			o.rec.PutSession(ctx, s)
-			o.rec.Flush(ctx)
-		}
-	})
-	if err == nil && running {
-		err = wire.Refuse(proxy.CodeBusy, "a turn is running; cancel it or wait for it to end, then switch agents")
-	}
-	if err != nil {
-		end()
-		return nil, err
-	}
-	return func(moved bool) {
-		if moved {
-			o.rec.Do(context.WithoutCancel(ctx), func(context.Context) { o.rec.SetSession(sid, nil) })
-			o.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
-		}
-		end()
-	}, nil
+	return o.rb.Lend(ctx, sid)
 }
 
 // Adopt takes over a session another agent ran, from the record: a fresh
@@ -567,12 +535,12 @@ func (o *Sessions) Lend(ctx context.Context, sid string) (done func(moved bool),
 // handoff of every kept turn, whichever agent ran it, armed for the next
 // prompt. What did not carry is reported, not blocking: the user chose the
 // move, and the agent's own values are a sound place to start.
-func (o *Sessions) Adopt(ctx context.Context, sid string) (SwitchReport, error) {
-	var rep SwitchReport
-	if _, err := o.rb.Run(ctx, adoptPlan(o.rb, sid, &rep)); err != nil {
+func (o *Sessions) Adopt(ctx context.Context, sid string) (rebuild.SwitchReport, error) {
+	var rep rebuild.SwitchReport
+	if _, err := o.rb.Run(ctx, rebuild.AdoptPlan(o.rb, sid, &rep)); err != nil {
 		o.rec.Do(context.WithoutCancel(ctx), func(context.Context) { o.rec.SetSession(sid, nil) })
 		o.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
-		return SwitchReport{}, err
+		return rebuild.SwitchReport{}, err
 	}
 	return rep, nil
 }
@@ -581,7 +549,7 @@ func (o *Sessions) Adopt(ctx context.Context, sid string) (SwitchReport, error) 
 // reported it, for a move that finds the session already where it should be.
 func (o *Sessions) ConfigOptions(ctx context.Context, sid string) (json.RawMessage, error) {
 	var out json.RawMessage
-	err := o.rec.OnSession(ctx, sid, func(_ context.Context, s *record.Session) { out = optionsOf(s.Rec.Live) })
+	err := o.rec.OnSession(ctx, sid, func(_ context.Context, s *record.Session) { out = rebuild.OptionsOf(s.Rec.Live) })
 	return out, err
 }
 

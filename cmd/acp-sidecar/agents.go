@@ -16,10 +16,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/record"
+
 	"github.com/BurntSushi/toml"
 	"github.com/urfave/cli/v2"
-
-	"github.com/acp-sidecar/acp-sidecar/intercept"
 )
 
 // agentDef is one agent the sidecar may run.
@@ -381,7 +381,7 @@ func (f agentsFile) check() (loadedAgents, error) {
 			d.Env = append(d.Env, k+"="+v)
 		}
 		for _, s := range e.Set {
-			if _, err := intercept.ParseSetting(s); err != nil {
+			if _, err := record.ParseSetting(s); err != nil {
 				return loadedAgents{}, fmt.Errorf("agent %s: set: %w", e.Name, err)
 			}
 			d.Sets = append(d.Sets, s)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/rebuild"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/bench"
@@ -53,7 +55,7 @@ func relayFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "record", EnvVars: envs("RECORD"), Value: true, Usage: "keep the session record; --record=false relays only (for measuring the recorder's cost)"},
 		&cli.IntFlag{Name: "handoff-budget", EnvVars: envs("HANDOFF_BUDGET"), Value: 16 << 10, Usage: "bytes of kept turns handed to a fresh native session (at most 65536)"},
 		&cli.DurationFlag{Name: "call-timeout", EnvVars: envs("CALL_TIMEOUT"), Value: intercept.DefaultCallTimeout, Usage: "how long each of the sidecar's own calls to the agent (session/new, set_*) may take before a restore reports it failed"},
-		&cli.DurationFlag{Name: "hold-timeout", EnvVars: envs("HOLD_TIMEOUT"), Value: intercept.DefaultHoldTimeout, Usage: "how long a request waits while the agent restarts or its session is rebuilt, before it gets an error"},
+		&cli.DurationFlag{Name: "hold-timeout", EnvVars: envs("HOLD_TIMEOUT"), Value: rebuild.DefaultHoldTimeout, Usage: "how long a request waits while the agent restarts or its session is rebuilt, before it gets an error"},
 		&cli.BoolFlag{Name: "restart", EnvVars: envs("RESTART"), Value: true, Usage: "start the agent again when it exits while the editor is still there"},
 		&cli.IntFlag{Name: "max-restarts", EnvVars: envs("MAX_RESTARTS"), Value: proxy.DefaultRestartPolicy.Max, Usage: "restarts allowed within --restart-window before giving up"},
 		&cli.DurationFlag{Name: "restart-window", EnvVars: envs("RESTART_WINDOW"), Value: proxy.DefaultRestartPolicy.Window, Usage: "the window --max-restarts counts in"},

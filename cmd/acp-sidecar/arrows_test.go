@@ -116,16 +116,17 @@ func TestImportArrows(t *testing.T) {
 // intercept/ it may import. The ledger and the agent's life own one kind
 // of state each and import nothing of intercept/; wire/ is what frames
 // look like; the record owns the sessions' records and reads the ledger
-// and the life, and never a stage; the stages, the rebuilds and the
-// session operations are intercept/ itself; the switchboard stands above
-// one agent's intercept.
+// and the life; the rebuilds work on the record, the ledger and the life
+// and never on a stage; the stages and the session operations are
+// intercept/ itself; the switchboard stands above one agent's intercept.
 var interceptArrows = map[string][]string{
 	"intercept/ledger":      {},
 	"intercept/life":        {},
 	"intercept/wire":        {},
 	"intercept/record":      {"intercept/ledger", "intercept/life", "intercept/wire"},
-	"intercept":             {"intercept/ledger", "intercept/life", "intercept/record", "intercept/wire"},
-	"intercept/switchboard": {"intercept", "intercept/wire"},
+	"intercept/rebuild":     {"intercept/ledger", "intercept/life", "intercept/record", "intercept/wire"},
+	"intercept":             {"intercept/ledger", "intercept/life", "intercept/rebuild", "intercept/record", "intercept/wire"},
+	"intercept/switchboard": {"intercept", "intercept/rebuild", "intercept/wire"},
 }
 
 // rule says what from/ may import, for a failure message.

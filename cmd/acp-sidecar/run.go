@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/acp-sidecar/acp-sidecar/intercept"
 	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
@@ -81,7 +80,7 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 func parseSettings(raw []string) ([]record.Setting, error) {
 	var out []record.Setting
 	for _, r := range raw {
-		st, err := intercept.ParseSetting(r)
+		st, err := record.ParseSetting(r)
 		if err != nil {
 			return nil, err
 		}

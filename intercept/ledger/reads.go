@@ -179,3 +179,9 @@ func (l *Ledger) UnsentPrompt(sid string) bool {
 	})
 	return unsent
 }
+
+// Hush keeps h of native's updates from the client until done is called.
+func (l *Ledger) Hush(native string, h Hush) (done func()) {
+	l.Update(func(f *Flight) { f.Hush(native, h) })
+	return func() { l.Update(func(f *Flight) { f.Unhush(native) }) }
+}

@@ -969,3 +969,12 @@ func (r *Recorder) OnSession(ctx context.Context, sid string, fn func(ctx contex
 	}
 	return err
 }
+
+// ParseSetting reads one --set ID=VALUE.
+func ParseSetting(s string) (Setting, error) {
+	id, v, ok := strings.Cut(s, "=")
+	if !ok || id == "" || v == "" {
+		return Setting{}, fmt.Errorf("--set %q: want ID=VALUE", s)
+	}
+	return Setting{ID: id, Value: v}, nil
+}

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/acp-sidecar/acp-sidecar/intercept"
+	"github.com/acp-sidecar/acp-sidecar/intercept/rebuild"
+
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
@@ -95,7 +96,7 @@ func (sw *Switchboard) startMove(ctx context.Context, id []byte, sid, name strin
 // must be, the source lends the session, the target adopts it, and only
 // then does the session's traffic go to the target. A failure leaves the
 // session where it was.
-func (sw *Switchboard) move(ctx context.Context, sid, from, to string) (intercept.SwitchReport, error) {
+func (sw *Switchboard) move(ctx context.Context, sid, from, to string) (rebuild.SwitchReport, error) {
 	// Both agents' idle clocks start again once the move is over.
 	defer func() {
 		sw.mu.Lock()
@@ -104,14 +105,14 @@ func (sw *Switchboard) move(ctx context.Context, sid, from, to string) (intercep
 	}()
 	target, err := sw.ensure(ctx, to)
 	if err != nil {
-		return intercept.SwitchReport{}, err
+		return rebuild.SwitchReport{}, err
 	}
 	if from == to {
 		opts, err := target.Rec.ConfigOptions(ctx, sid)
-		return intercept.SwitchReport{SessionID: sid, Agent: to, Options: opts}, err
+		return rebuild.SwitchReport{SessionID: sid, Agent: to, Options: opts}, err
 	}
 	if err := sw.mcpFits(ctx, sid, to); err != nil {
-		return intercept.SwitchReport{}, err
+		return rebuild.SwitchReport{}, err
 	}
 	done := func(bool) {}
 	sw.mu.Lock()
@@ -119,13 +120,13 @@ func (sw *Switchboard) move(ctx context.Context, sid, from, to string) (intercep
 	sw.mu.Unlock()
 	if source != nil {
 		if done, err = source.Rec.Lend(ctx, sid); err != nil {
-			return intercept.SwitchReport{}, err
+			return rebuild.SwitchReport{}, err
 		}
 	}
 	rep, err := target.Rec.Adopt(ctx, sid)
 	done(err == nil)
 	if err != nil {
-		return intercept.SwitchReport{}, err
+		return rebuild.SwitchReport{}, err
 	}
 	sw.mu.Lock()
 	sw.setBound(sid, to)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/rebuild"
+
 	"github.com/acp-sidecar/acp-sidecar/intercept"
 )
 
@@ -15,7 +17,7 @@ type Recorder interface {
 	// ended.
 	Lend(ctx context.Context, sid string) (done func(moved bool), err error)
 	// Adopt takes over a session another agent ran, from the record.
-	Adopt(ctx context.Context, sid string) (intercept.SwitchReport, error)
+	Adopt(ctx context.Context, sid string) (rebuild.SwitchReport, error)
 	// Revive brings back a session the agent ran before it was started
 	// again.
 	Revive(ctx context.Context, sid string) error

@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/rebuild"
+
 	"go.uber.org/goleak"
 
-	"github.com/acp-sidecar/acp-sidecar/intercept"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -58,15 +59,15 @@ type fakeRecorder struct {
 
 func (f *fakeRecorder) Lend(context.Context, string) (func(bool), error) { return func(bool) {}, nil }
 
-func (f *fakeRecorder) Adopt(ctx context.Context, sid string) (intercept.SwitchReport, error) {
+func (f *fakeRecorder) Adopt(ctx context.Context, sid string) (rebuild.SwitchReport, error) {
 	if f.adopt != nil {
 		select {
 		case <-f.adopt:
 		case <-ctx.Done():
-			return intercept.SwitchReport{}, ctx.Err()
+			return rebuild.SwitchReport{}, ctx.Err()
 		}
 	}
-	return intercept.SwitchReport{SessionID: sid, Options: json.RawMessage(`[]`)}, nil
+	return rebuild.SwitchReport{SessionID: sid, Options: json.RawMessage(`[]`)}, nil
 }
 
 func (f *fakeRecorder) Revive(context.Context, string) error { return nil }

@@ -1,4 +1,4 @@
-package intercept
+package rebuild
 
 import (
 	"encoding/json"
@@ -18,13 +18,13 @@ import (
 // added that the agent never offered for the session, and no current value
 // it did not report.
 
-// withPickers completes an open's result: the legacy modes and models, and
+// WithPickers completes an open's result: the legacy modes and models, and
 // configOptions, each where the result lacks it and the session had it.
 // recorded is the session's config before the open, now the config after
 // the sidecar's restore (or the result's own when nothing was restored).
 // Where the result has a picker, its current value is set to now's when the
 // agent offers that value in it.
-func withPickers(result json.RawMessage, recorded, now *state.Config) json.RawMessage {
+func WithPickers(result json.RawMessage, recorded, now *state.Config) json.RawMessage {
 	if now == nil {
 		now = &state.Config{}
 	}

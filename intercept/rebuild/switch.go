@@ -1,12 +1,15 @@
-package intercept
+package rebuild
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
+	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -42,7 +45,7 @@ func (s SwitchReport) Text(from string) string {
 	}
 	fmt.Fprintf(&b, ", in a fresh native session; %d kept turn(s) go with your next prompt.", s.KeptTurns)
 	if len(s.Config) > 0 {
-		fmt.Fprintf(&b, "\nconfig %s", configLine(s.Config))
+		fmt.Fprintf(&b, "\nconfig %s", ConfigLine(s.Config))
 	}
 	if len(s.Carried) > 0 {
 		fmt.Fprintf(&b, "\ncarried over: %s", strings.Join(s.Carried, ", "))
@@ -121,9 +124,9 @@ func setMode(target *state.Config, mode string) bool {
 	return false
 }
 
-// optionsOf is the configOptions list a session result reported, nil when
+// OptionsOf is the configOptions list a session result reported, nil when
 // the agent has none.
-func optionsOf(c *state.Config) json.RawMessage {
+func OptionsOf(c *state.Config) json.RawMessage {
 	if c == nil || len(c.Raw) == 0 {
 		return nil
 	}
@@ -132,4 +135,41 @@ func optionsOf(c *state.Config) json.RawMessage {
 		return nil
 	}
 	return p.ConfigOptions
+}
+
+// Lend readies a session to leave this agent: it refuses while a turn runs
+// or a rebuild is under way, writes what the record holds, and keeps the
+// session busy until the returned function says how the move ended. A
+// session that moved is forgotten here; its native session stays with the
+// agent, unused, and its late frames keep their client id.
+func (b *Rebuilder) Lend(ctx context.Context, sid string) (done func(moved bool), err error) {
+	end, what, ok := begin(b.led, sid, "switch")
+	if !ok {
+		return nil, wire.Refuse(proxy.CodeBusy, "a %s is already running on this session", what)
+	}
+	running := false
+	err = b.rec.Do(ctx, func(ctx context.Context) {
+		s := b.rec.Session(sid)
+		if s == nil {
+			return
+		}
+		if running = s.Turn != nil; !running {
+			b.rec.PutSession(ctx, s)
+			b.rec.Flush(ctx)
+		}
+	})
+	if err == nil && running {
+		err = wire.Refuse(proxy.CodeBusy, "a turn is running; cancel it or wait for it to end, then switch agents")
+	}
+	if err != nil {
+		end()
+		return nil, err
+	}
+	return func(moved bool) {
+		if moved {
+			b.rec.Do(context.WithoutCancel(ctx), func(context.Context) { b.rec.SetSession(sid, nil) })
+			b.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
+		}
+		end()
+	}, nil
 }

@@ -1,4 +1,4 @@
-package intercept
+package rebuild
 
 import (
 	"context"
@@ -22,26 +22,26 @@ import (
 // then mode, then the other options in id order.
 //
 // It knows the agent, the agent's life and the ledger, never the record:
-// Run (rebuild.go) hands it a snapshot of a session, and settles what it
+// Run (rebuild.go) hands it a Snapshot of a session, and settles what it
 // built.
 type engine struct {
 	sc          Sidecar // bound with the Recorder (Bind)
 	led         *ledger.Ledger
 	life        *life.Life
-	watch       *watch
+	watch       *Watch
 	log         *slog.Logger
 	callTimeout time.Duration
 }
 
 // newNative creates a fresh native session like the client's (the same cwd,
 // MCP servers and additional directories) and puts it behind the client's id.
-func (e *engine) newNative(ctx context.Context, sid string, snap snapshot) (string, *state.Config, error) {
+func (e *engine) newNative(ctx context.Context, sid string, snap Snapshot) (string, *state.Config, error) {
 	return e.create(ctx, sid, wire.SessionNew, sessionParams(snap))
 }
 
 // forkNative asks the agent to fork the native session parent, with its
 // whole history, for the client session sid.
-func (e *engine) forkNative(ctx context.Context, sid, parent string, snap snapshot) (string, *state.Config, error) {
+func (e *engine) forkNative(ctx context.Context, sid, parent string, snap Snapshot) (string, *state.Config, error) {
 	params := sessionParams(snap)
 	params["sessionId"] = parent
 	return e.create(ctx, sid, wire.SessionFork, params)
@@ -49,10 +49,10 @@ func (e *engine) forkNative(ctx context.Context, sid, parent string, snap snapsh
 
 // sessionParams are what a native session is created with: the session's
 // cwd, MCP servers and additional directories, as the client gave them.
-func sessionParams(snap snapshot) map[string]any {
-	params := map[string]any{"cwd": snap.cwd, "mcpServers": mcpOrEmpty(snap.mcp)}
-	if len(snap.dirs) > 0 {
-		params["additionalDirectories"] = snap.dirs
+func sessionParams(snap Snapshot) map[string]any {
+	params := map[string]any{"cwd": snap.Cwd, "mcpServers": mcpOrEmpty(snap.Mcp)}
+	if len(snap.Dirs) > 0 {
+		params["additionalDirectories"] = snap.Dirs
 	}
 	return params
 }
@@ -83,33 +83,33 @@ func (e *engine) create(ctx context.Context, sid, method string, params map[stri
 // climb runs the recovery ladder and returns the native session it ended
 // on, its config, and which rung held: "resume", "load" or "new". With
 // quiet, a native load's replay is kept from the client.
-func (e *engine) climb(ctx context.Context, sid string, snap snapshot, quiet bool) (string, *state.Config, string, error) {
+func (e *engine) climb(ctx context.Context, sid string, snap Snapshot, quiet bool) (string, *state.Config, string, error) {
 	caps := e.life.Caps()
-	params := map[string]any{"sessionId": snap.native, "cwd": snap.cwd, "mcpServers": mcpOrEmpty(snap.mcp)}
-	e.led.Update(func(f *ledger.Flight) { f.Opening(snap.native) })
-	if caps.Resume && snap.native != "" {
+	params := map[string]any{"sessionId": snap.Native, "cwd": snap.Cwd, "mcpServers": mcpOrEmpty(snap.Mcp)}
+	e.led.Update(func(f *ledger.Flight) { f.Opening(snap.Native) })
+	if caps.Resume && snap.Native != "" {
 		// What the agent says while it resumes is about a resume the
 		// client did not ask for ("recorded with model X but is resuming
 		// with Y", codex-acp 2.6.0), and the restore that follows makes it
 		// untrue: its messages are kept from the client.
-		done := hush(e.led, snap.native, ledger.HushMessages)
+		done := e.led.Hush(snap.Native, ledger.HushMessages)
 		res, err := e.callRaw(ctx, wire.SessionResume, params)
 		done()
 		if err == nil {
-			return snap.native, record.CarryLegacy(wire.ConfigFromResult(res), snap.live), "resume", nil
+			return snap.Native, record.CarryLegacy(wire.ConfigFromResult(res), snap.Live), "resume", nil
 		} else {
 			e.log.Info("session/resume failed; trying the next rung", "session", sid, "err", err)
 		}
 	}
-	if caps.Load && snap.native != "" {
+	if caps.Load && snap.Native != "" {
 		done := func() {}
 		if quiet {
-			done = hush(e.led, snap.native, ledger.HushAll) // the client has the history
+			done = e.led.Hush(snap.Native, ledger.HushAll) // the client has the history
 		}
 		res, err := e.callRaw(ctx, wire.SessionLoad, params)
 		done()
 		if err == nil {
-			return snap.native, record.CarryLegacy(wire.ConfigFromResult(res), snap.live), "load", nil
+			return snap.Native, record.CarryLegacy(wire.ConfigFromResult(res), snap.Live), "load", nil
 		}
 		e.log.Info("session/load failed; creating a new session", "session", sid, "err", err)
 	}
@@ -139,15 +139,15 @@ func mcpOrEmpty(m json.RawMessage) json.RawMessage {
 // as replay.Next decides, each after the previous answer, through the
 // sidecar's own calls. It never stops at the first failure: every field that
 // cannot be restored is named, so the user sees them all at once.
-func (e *engine) restore(ctx context.Context, nativeID string, target, catalog *state.Config) outcome {
-	out := outcome{catalog: record.CloneConfig(catalog), target: target}
-	if out.catalog == nil {
-		out.catalog = &state.Config{}
+func (e *engine) restore(ctx context.Context, nativeID string, target, catalog *state.Config) Outcome {
+	out := Outcome{Catalog: record.CloneConfig(catalog), target: target}
+	if out.Catalog == nil {
+		out.Catalog = &state.Config{}
 	}
 	done := map[string]bool{}
 	var silent error // the agent stopped answering: the rest is not tried
 	for {
-		step, fe, ok := replay.Next(target, out.catalog, done)
+		step, fe, ok := replay.Next(target, out.Catalog, done)
 		if !ok {
 			return out
 		}
@@ -180,13 +180,13 @@ func (e *engine) restore(ctx context.Context, nativeID string, target, catalog *
 	}
 }
 
-func (e *engine) runStep(ctx context.Context, nativeID string, step replay.Step, out *outcome) error {
+func (e *engine) runStep(ctx context.Context, nativeID string, step replay.Step, out *Outcome) error {
 	ctx, cancel := context.WithTimeout(ctx, e.callTimeout)
 	defer cancel()
 	switch step.Method {
 	case replay.MethodSetConfigOption:
 		params := map[string]any{"sessionId": nativeID, "configId": step.OptionID, "value": step.Value}
-		if o := out.catalog.Option(step.OptionID); o != nil && o.Type == "boolean" {
+		if o := out.Catalog.Option(step.OptionID); o != nil && o.Type == "boolean" {
 			params["type"] = "boolean"
 		}
 		var res wire.ConfigPayload
@@ -194,14 +194,14 @@ func (e *engine) runStep(ctx context.Context, nativeID string, step replay.Step,
 			return err
 		}
 		if opts, ok := wire.ParseOptions(res.ConfigOptions); ok {
-			out.catalog = record.WithOptions(out.catalog, opts)
-			out.optionsRaw = wire.CompactJSON(res.ConfigOptions)
+			out.Catalog = record.WithOptions(out.Catalog, opts)
+			out.OptionsRaw = wire.CompactJSON(res.ConfigOptions)
 		}
 		if step.Field == replay.FieldMode {
 			out.modeSet = true
 			var id string
-			if json.Unmarshal(step.Value, &id) == nil && out.catalog.Mode != nil {
-				out.catalog.Mode.Current = id
+			if json.Unmarshal(step.Value, &id) == nil && out.Catalog.Mode != nil {
+				out.Catalog.Mode.Current = id
 			}
 		}
 	case replay.MethodSetMode:
@@ -212,7 +212,7 @@ func (e *engine) runStep(ctx context.Context, nativeID string, step replay.Step,
 		if err := e.sc.Call(ctx, step.Method, map[string]any{"sessionId": nativeID, "modeId": id}, nil); err != nil {
 			return err
 		}
-		out.catalog = record.WithLegacy(out.catalog, "mode", id)
+		out.Catalog = record.WithLegacy(out.Catalog, "mode", id)
 		out.modeSet = true
 	case replay.MethodSetModel:
 		var id string
@@ -222,7 +222,7 @@ func (e *engine) runStep(ctx context.Context, nativeID string, step replay.Step,
 		if err := e.sc.Call(ctx, step.Method, map[string]any{"sessionId": nativeID, "modelId": id}, nil); err != nil {
 			return err
 		}
-		out.catalog = record.WithLegacy(out.catalog, "model", id)
+		out.Catalog = record.WithLegacy(out.Catalog, "model", id)
 	default:
 		return fmt.Errorf("unknown step %s", step.Method)
 	}

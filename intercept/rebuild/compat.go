@@ -1,4 +1,4 @@
-package intercept
+package rebuild
 
 import (
 	"context"
@@ -15,10 +15,10 @@ import (
 // the agent answers one with -32601 (method not found), the sidecar asks in
 // the other way, and the client gets the answer it asked for.
 
-// translate retries a model change the agent did not understand the other
+// Translate retries a model change the agent did not understand the other
 // way, on a goroutine (the answer comes through the agent's pump), and
 // reports whether it took the response over.
-func translate(b *rebuilder, ctx context.Context, ev record.Event) bool {
+func (b *Rebuilder) Translate(ctx context.Context, ev record.Event) bool {
 	req := ev.Req
 	s := b.rec.Session(req.SID)
 	if s == nil {

@@ -1,25 +1,14 @@
-package intercept
+package rebuild
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"strings"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
-
-// ParseSetting reads one --set ID=VALUE.
-func ParseSetting(s string) (record.Setting, error) {
-	id, v, ok := strings.Cut(s, "=")
-	if !ok || id == "" || v == "" {
-		return record.Setting{}, fmt.Errorf("--set %q: want ID=VALUE", s)
-	}
-	return record.Setting{ID: id, Value: v}, nil
-}
 
 // settingsTarget turns the start-up settings into a restore target over the
 // fresh session's config. A setting the agent has no field for is an error
@@ -63,9 +52,9 @@ func settingsTarget(live *state.Config, settings []record.Setting) (*state.Confi
 	return target, errs
 }
 
-// applySettings applies the start-up settings to a new session while its
+// ApplySettings applies the start-up settings to a new session while its
 // session/new response is held (settingsPlan).
-func applySettings(b *rebuilder, ctx context.Context, s *record.Session, ev record.Event) {
+func (b *Rebuilder) ApplySettings(ctx context.Context, s *record.Session, ev record.Event) {
 	// Async, and the plan's settle records what did not apply.
 	_, _ = b.Run(ctx, settingsPlan(b, s, ev))
 }

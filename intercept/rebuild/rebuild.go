@@ -1,4 +1,4 @@
-package intercept
+package rebuild
 
 import (
 	"context"
@@ -41,7 +41,7 @@ type Report struct {
 	Config          map[string]string   `json:"config"`
 }
 
-func (r Report) text(what string) string {
+func (r Report) Text(what string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "acp-sidecar: %s done", what)
 	if what == "reset" {
@@ -49,7 +49,7 @@ func (r Report) text(what string) string {
 	}
 	if len(r.Config) > 0 {
 		b.WriteString(", config ")
-		b.WriteString(configLine(r.Config))
+		b.WriteString(ConfigLine(r.Config))
 	}
 	if len(r.Restored) > 0 {
 		fmt.Fprintf(&b, " (restored: %s)", strings.Join(r.Restored, ", "))
@@ -65,7 +65,7 @@ func (r Report) text(what string) string {
 	return b.String()
 }
 
-func configLine(m map[string]string) string {
+func ConfigLine(m map[string]string) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -78,8 +78,8 @@ func configLine(m map[string]string) string {
 	return strings.Join(parts, " ")
 }
 
-// configMap is a config's current values as text, model and mode by category.
-func configMap(c *state.Config) map[string]string {
+// ConfigMap is a config's current values as text, model and mode by category.
+func ConfigMap(c *state.Config) map[string]string {
 	out := map[string]string{}
 	if c == nil {
 		return out
@@ -96,52 +96,102 @@ func configMap(c *state.Config) map[string]string {
 	return out
 }
 
-// snapshot is what a rebuild needs of a session, copied off the recorder.
-type snapshot struct {
-	client  string
-	native  string
-	live    *state.Config
-	orig    *state.Config
-	cwd     string
-	mcp     json.RawMessage
-	dirs    []string
-	running bool
+// Snapshot is what a rebuild needs of a session, copied off the recorder.
+type Snapshot struct {
+	Client  string
+	Native  string
+	Live    *state.Config
+	Orig    *state.Config
+	Cwd     string
+	Mcp     json.RawMessage
+	Dirs    []string
+	Running bool
 }
 
 // snapshotOf copies what a rebuild needs of s; it runs on the recorder's
 // goroutine.
-func snapshotOf(s *record.Session) snapshot {
-	return snapshot{
-		client: s.Rec.ClientID, native: s.Rec.NativeID, live: record.CloneConfig(s.Rec.Live), orig: record.CloneConfig(s.Rec.Original),
-		cwd: s.Rec.Cwd, mcp: s.Rec.McpServers, dirs: s.Rec.AdditionalDirectories, running: s.Turn != nil,
+func snapshotOf(s *record.Session) Snapshot {
+	return Snapshot{
+		Client: s.Rec.ClientID, Native: s.Rec.NativeID, Live: record.CloneConfig(s.Rec.Live), Orig: record.CloneConfig(s.Rec.Original),
+		Cwd: s.Rec.Cwd, Mcp: s.Rec.McpServers, Dirs: s.Rec.AdditionalDirectories, Running: s.Turn != nil,
 	}
 }
 
-// snapshotIn takes the snapshot of sid on the record's goroutine.
-func snapshotIn(ctx context.Context, rec *record.Recorder, sid string) (snapshot, error) {
-	var snap snapshot
+// SnapshotIn takes the Snapshot of sid on the record's goroutine.
+func SnapshotIn(ctx context.Context, rec *record.Recorder, sid string) (Snapshot, error) {
+	var snap Snapshot
 	err := rec.OnSession(ctx, sid, func(_ context.Context, s *record.Session) { snap = snapshotOf(s) })
 	return snap, err
 }
 
-// rebuilder carries out Plans (Run) on the native sessions behind the
+// Sidecar is what the rebuilds need of the relay: the sidecar's calls to
+// the agent, and frames of its own. *proxy.Relay implements it.
+type Sidecar interface {
+	Call(ctx context.Context, method string, params, result any) error
+	Send(dir proxy.Direction, line []byte) error
+}
+
+var _ Sidecar = (*proxy.Relay)(nil)
+
+// Config is what the rebuilds read of the sidecar's settings.
+type Config struct {
+	Store state.Store
+	// Agent and Name are the agent's command line and configured name,
+	// kept with each session a rebuild makes.
+	Agent []string
+	Name  string
+	// Settings are the start-up --set, put on every new session.
+	Settings []record.Setting
+	// HandoffBudget bounds the kept-turn handoff in bytes (0: the default).
+	HandoffBudget int
+	// CallTimeout bounds each of the sidecar's own calls.
+	CallTimeout time.Duration
+	Now         func() time.Time
+	Log         *slog.Logger
+	// Commands is the sidecar's command list to send after the open of a
+	// native session (the commands stage's), nil when none is owed.
+	Commands func(native, client string) [][]byte
+}
+
+// Rebuilder carries out Plans (Run) on the native sessions behind the
 // record's sessions: it asks the engine for a native session and a
-// restore, and settles the outcome on the record's goroutine.
-type rebuilder struct {
-	rec   *record.Recorder // the record; its sessions live on its goroutine (do)
-	sc    Sidecar          // the relay (Core.Bind)
-	ctx   context.Context  // the rebuilds\' own, which outlives a request (Core.Start)
+// restore, and settles the Outcome on the record's goroutine.
+type Rebuilder struct {
+	rec   *record.Recorder // the record; its sessions live on its goroutine (Do)
+	sc    Sidecar          // the relay (Bind)
+	ctx   context.Context  // the rebuilds' own, which outlives a request (Start)
 	eng   *engine
 	led   *ledger.Ledger
 	life  *life.Life
-	watch *watch
+	watch *Watch
 	log   *slog.Logger
-	cfg   *Config
+	cfg   Config
 }
+
+// New builds the rebuilds over the record, the ledger and the agent's
+// life; watch is how they wait for the agent.
+func New(cfg Config, rec *record.Recorder, led *ledger.Ledger, lf *life.Life, watch *Watch) *Rebuilder {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Commands == nil {
+		cfg.Commands = func(string, string) [][]byte { return nil }
+	}
+	eng := &engine{led: led, life: lf, watch: watch, log: cfg.Log, callTimeout: cfg.CallTimeout}
+	return &Rebuilder{ctx: context.Background(), rec: rec, eng: eng, led: led, life: lf, watch: watch, log: cfg.Log, cfg: cfg}
+}
+
+// Bind gives the rebuilds the relay they act through. Call it before
+// frames flow.
+func (b *Rebuilder) Bind(sc Sidecar) { b.sc, b.eng.sc = sc, sc }
+
+// Start gives the rebuilds their own context: their work outlives the
+// request that started it, so it has ctx's values, not its end.
+func (b *Rebuilder) Start(ctx context.Context) { b.ctx = context.WithoutCancel(ctx) }
 
 // A Plan is one kind of rebuild as data (plans.go has every one): how the
 // attempt gets its native session, which config goes onto it, and what the
-// record makes of the outcome. Run carries out each the same way.
+// record makes of the Outcome. Run carries out each the same way.
 type Plan struct {
 	what string // names it: the session's busy mark, the log, the refusals
 	sid  string // the client session it rebuilds
@@ -151,20 +201,20 @@ type Plan struct {
 	busy, shared bool
 	// read takes what the plan needs of the session once, before the
 	// first attempt; it refuses a plan that cannot run (nil: none needed).
-	read func(ctx context.Context) (snapshot, error)
+	read func(ctx context.Context) (Snapshot, error)
 	// skip, when it says so once the session is marked, ends the plan at
 	// once: nothing to rebuild any more.
 	skip func() bool
-	// native gets the attempt its native session: a.native, a.catalog
+	// native gets the attempt its native session: a.native, a.Catalog
 	// and, for a climb, a.path.
-	native func(ctx context.Context, a *attempt) error
+	native func(ctx context.Context, a *Attempt) error
 	// target is the config the attempt puts on the native session.
-	target func(a *attempt) *state.Config
+	target func(a *Attempt) *state.Config
 	// owes: an attempt the agent dies under leaves its target owed, so a
 	// rebuild that follows aims there and not at a partial config.
 	owes bool
 	// once: the plan is not run again when the agent dies under it; its
-	// settle sees the outcome as it is (a restore on a native session the
+	// settle sees the Outcome as it is (a restore on a native session the
 	// client opened dies with it).
 	once bool
 	// hushConfig keeps the agent's config reports of the restore from the
@@ -172,10 +222,10 @@ type Plan struct {
 	hushConfig bool
 	// after is the plan's part of the record's settle (nil: none); settle,
 	// when set, replaces the record's settle whole.
-	after  func(s *record.Session, a *attempt)
-	settle func(ctx context.Context, a *attempt) Report
+	after  func(s *record.Session, a *Attempt)
+	settle func(ctx context.Context, a *Attempt) Report
 	// done runs once the attempt has settled (nil: nothing more).
-	done func(ctx context.Context, a *attempt)
+	done func(ctx context.Context, a *Attempt)
 	// async: Run marks the session busy and returns; the attempts run on a
 	// goroutine the recorder owns. The record's goroutine starts such plans
 	// (a restore under a held response), and must go on draining the
@@ -183,67 +233,67 @@ type Plan struct {
 	async bool
 }
 
-// attempt is one try of a plan, on one life of the agent.
-type attempt struct {
+// Attempt is one try of a plan, on one life of the agent.
+type Attempt struct {
 	gen     uint64
-	snap    snapshot
+	Snap    Snapshot
 	native  string
-	catalog *state.Config // the native session's config before the restore
+	Catalog *state.Config // the native session's config before the restore
 	path    string        // which rung of a climb held: "resume", "load" or "new"
 	target  *state.Config
-	out     outcome
+	Out     Outcome
 }
 
 // blockedBy is the mark of a session whose restore failed: the fields it
 // names refuse prompts until the user resets or accepts (fail closed).
-func blockedBy(out outcome, at time.Time) *state.Blocked {
+func blockedBy(out Outcome, at time.Time) *state.Blocked {
 	re := &replay.RestoreError{Fields: out.failed}
 	return &state.Blocked{Fields: re.Names(), Reason: re.Error(), At: at}
 }
 
-func nilOr(c *state.Config) any {
+func NilOr(c *state.Config) any {
 	if c == nil {
 		return nil
 	}
-	return configMap(c)
+	return ConfigMap(c)
 }
 
 // fresh gets an attempt a new native session like the client's.
-func (b *rebuilder) fresh(what string) func(ctx context.Context, a *attempt) error {
-	return func(ctx context.Context, a *attempt) error {
-		native, catalog, err := b.eng.newNative(ctx, a.snap.client, a.snap)
+func (b *Rebuilder) fresh(what string) func(ctx context.Context, a *Attempt) error {
+	return func(ctx context.Context, a *Attempt) error {
+		native, catalog, err := b.eng.newNative(ctx, a.Snap.Client, a.Snap)
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", what, a.snap.client, err)
+			return fmt.Errorf("%s %s: %w", what, a.Snap.Client, err)
 		}
-		a.native, a.catalog, a.path = native, catalog, "new"
+		a.native, a.Catalog, a.path = native, catalog, "new"
 		return nil
 	}
 }
 
 // climb gets an attempt a native session by the ladder: resume, load,
 // new. With quiet, a native load's replay is kept from the client.
-func (b *rebuilder) climb(quiet bool) func(ctx context.Context, a *attempt) error {
-	return func(ctx context.Context, a *attempt) (err error) {
-		a.native, a.catalog, a.path, err = b.eng.climb(ctx, a.snap.client, a.snap, quiet)
+func (b *Rebuilder) climb(quiet bool) func(ctx context.Context, a *Attempt) error {
+	return func(ctx context.Context, a *Attempt) (err error) {
+		a.native, a.Catalog, a.path, err = b.eng.climb(ctx, a.Snap.Client, a.Snap, quiet)
 		return err
 	}
 }
 
 // owed is what a rebuild restores: the config a failed restore still owes,
 // else live.
-func (b *rebuilder) owed(a *attempt) *state.Config { return b.led.TargetOr(a.snap.client, a.snap.live) }
+func (b *Rebuilder) owed(a *Attempt) *state.Config { return b.led.TargetOr(a.Snap.Client, a.Snap.Live) }
 
 // arm marks the session's native session as lacking the kept turns, and
 // readies the text its next prompt carries.
-func (b *rebuilder) arm(s *record.Session) {
+func (b *Rebuilder) Arm(s *record.Session) {
 	h := replay.BuildHandoff(replay.Kept(b.conversation(s)), b.cfg.HandoffBudget)
 	s.Rec.HandoffPending = h.Text != ""
 	b.led.Update(func(f *ledger.Flight) { f.Arm(s.Rec.ClientID, h) })
 }
 
 // conversation is what a fresh native session must be told for s.
-func (b *rebuilder) conversation(s *record.Session) []state.Turn {
-	return replay.Conversation(&s.Rec, b.rec.FullTurns(b.ctx, s), b.lookup(b.ctx))
+func (b *Rebuilder) conversation(s *record.Session) []state.Turn {
+	return replay.Conversation(&s.Rec, b.rec.FullTurns(b.ctx, s), b.Lookup(b.ctx))
 }
 
 // Run carries out a plan: begin (the busy mark), attempt (a native
@@ -252,7 +302,7 @@ func (b *rebuilder) conversation(s *record.Session) []state.Turn {
 // session owes its target, and once a restarted agent is up the attempt
 // runs again, from the same capture (DESIGN.md "While the agent's side is
 // being rebuilt, the client waits"). So a kill at any point converges.
-func (b *rebuilder) Run(ctx context.Context, p Plan) (Report, error) {
+func (b *Rebuilder) Run(ctx context.Context, p Plan) (Report, error) {
 	end := func() {}
 	if p.busy {
 		var cur string
@@ -275,11 +325,11 @@ func (b *rebuilder) Run(ctx context.Context, p Plan) (Report, error) {
 
 // attempts is Run's loop: it tries the plan until an attempt settles on an
 // agent that stayed up through it, or fails for a reason of its own.
-func (b *rebuilder) attempts(ctx context.Context, p Plan) (Report, error) {
+func (b *Rebuilder) attempts(ctx context.Context, p Plan) (Report, error) {
 	if p.skip != nil && p.skip() {
 		return Report{}, nil
 	}
-	var snap snapshot
+	var snap Snapshot
 	if p.read != nil {
 		var err error
 		if snap, err = p.read(ctx); err != nil {
@@ -293,7 +343,7 @@ func (b *rebuilder) attempts(ctx context.Context, p Plan) (Report, error) {
 		// The life is read before the phase; Agent.Gone sets the phase
 		// before it counts the life, so an attempt never pairs the dead
 		// agent's phase with the next life's count.
-		a := &attempt{gen: b.life.Gen(), snap: snap}
+		a := &Attempt{gen: b.life.Gen(), Snap: snap}
 		if !p.once && b.life.Phase() != life.Up {
 			if err := b.watch.awaitUp(ctx, func() bool { return true }); err != nil {
 				return Report{}, fmt.Errorf("%s %s: %w", p.what, p.sid, err)
@@ -312,11 +362,11 @@ func (b *rebuilder) attempts(ctx context.Context, p Plan) (Report, error) {
 		a.target = p.target(a)
 		done := func() {}
 		if p.hushConfig {
-			done = hush(b.led, a.native, ledger.HushConfig)
+			done = b.led.Hush(a.native, ledger.HushConfig)
 		}
-		a.out = b.eng.restore(ctx, a.native, a.target, a.catalog)
+		a.Out = b.eng.restore(ctx, a.native, a.target, a.Catalog)
 		done()
-		if (a.out.lost || b.life.Gen() != a.gen) && !p.once {
+		if (a.Out.lost || b.life.Gen() != a.gen) && !p.once {
 			if err := b.lost(ctx, p, a); err != nil {
 				return Report{}, err
 			}
@@ -326,7 +376,7 @@ func (b *rebuilder) attempts(ctx context.Context, p Plan) (Report, error) {
 		if p.settle != nil {
 			rep = p.settle(ctx, a)
 		} else {
-			rep = b.settle(ctx, p.sid, a.native, a.out, func(s *record.Session) {
+			rep = b.settle(ctx, p.sid, a.native, a.Out, func(s *record.Session) {
 				if p.after != nil {
 					p.after(s, a)
 				}
@@ -344,7 +394,7 @@ func (b *rebuilder) attempts(ctx context.Context, p Plan) (Report, error) {
 
 // lost ends an attempt the agent died under: the target is owed, and the
 // next attempt waits for a restarted agent.
-func (b *rebuilder) lost(ctx context.Context, p Plan, a *attempt) error {
+func (b *Rebuilder) lost(ctx context.Context, p Plan, a *Attempt) error {
 	if p.owes && a.target != nil {
 		b.led.Update(func(f *ledger.Flight) { f.Owe(p.sid, a.target) })
 	}
@@ -355,10 +405,10 @@ func (b *rebuilder) lost(ctx context.Context, p Plan, a *attempt) error {
 	return nil
 }
 
-// settle records a rebuild's outcome, blocks the session when a field
+// settle records a rebuild's Outcome, blocks the session when a field
 // failed, and tells the client what changed.
-func (b *rebuilder) settle(ctx context.Context, sid, native string, out outcome, also func(*record.Session)) Report {
-	rep := Report{SessionID: sid, NativeSessionID: native, Failed: out.failed, Blocked: len(out.failed) > 0, Config: configMap(out.catalog)}
+func (b *Rebuilder) settle(ctx context.Context, sid, native string, out Outcome, also func(*record.Session)) Report {
+	rep := Report{SessionID: sid, NativeSessionID: native, Failed: out.failed, Blocked: len(out.failed) > 0, Config: ConfigMap(out.Catalog)}
 	for _, s := range out.applied {
 		rep.Restored = append(rep.Restored, s.Field)
 	}
@@ -379,7 +429,7 @@ func (b *rebuilder) settle(ctx context.Context, sid, native string, out outcome,
 			s.Rec.NativeID = native
 			s.Rec.NativeHistory = append(s.Rec.NativeHistory, native)
 		}
-		s.Rec.Live = out.catalog
+		s.Rec.Live = out.Catalog
 		s.Rec.Blocked = blocked
 		if also != nil {
 			also(s)
@@ -393,7 +443,7 @@ func (b *rebuilder) settle(ctx context.Context, sid, native string, out outcome,
 		b.log.Error("rebuilt session not recorded", "session", sid, "native", native, "err", err)
 	}
 	for _, line := range out.notifications(sid) {
-		sendOwn(b.sc, b.log, proxy.AgentToClient, line)
+		SendOwn(b.sc, b.log, proxy.AgentToClient, line)
 	}
 	if blocked != nil {
 		b.log.Error("restore failed; prompts to this session are refused", "session", sid, "fields", strings.Join(blocked.Fields, ","))
@@ -402,13 +452,13 @@ func (b *rebuilder) settle(ctx context.Context, sid, native string, out outcome,
 }
 
 // spawn runs fn on a goroutine the record's Close waits for.
-func (b *rebuilder) spawn(fn func(ctx context.Context)) {
+func (b *Rebuilder) spawn(fn func(ctx context.Context)) {
 	b.rec.Go(fn)
 }
 
 // lookup finds a fork's parent for its inheritance: in this process, else
 // in the store (the parent may belong to an earlier run).
-func (b *rebuilder) lookup(ctx context.Context) replay.Lookup {
+func (b *Rebuilder) Lookup(ctx context.Context) replay.Lookup {
 	return func(id string) (*state.Session, []state.Turn, bool) {
 		if p := b.rec.Session(id); p != nil {
 			return &p.Rec, b.rec.FullTurns(ctx, p), true

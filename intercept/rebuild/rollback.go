@@ -1,4 +1,4 @@
-package intercept
+package rebuild
 
 import (
 	"crypto/rand"
@@ -23,9 +23,9 @@ type RollbackReport struct {
 	RolledBack []string `json:"rolledBack"` // the first line of each turn taken back
 }
 
-// visible are the turns of the current conversation that were not taken
+// Visible are the turns of the current conversation that were not taken
 // back, in order: the ones a rewind counts.
-func visible(s *record.Session) []*state.Turn {
+func Visible(s *record.Session) []*state.Turn {
 	var out []*state.Turn
 	for i := range s.Turns {
 		if t := &s.Turns[i]; replay.InConversation(&s.Rec, t) {
@@ -35,15 +35,15 @@ func visible(s *record.Session) []*state.Turn {
 	return out
 }
 
-// newClientID names a session the sidecar made: the client never saw a
+// NewClientID names a session the sidecar made: the client never saw a
 // native id for it, and it must not collide with one.
-func newClientID() string {
+func NewClientID() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return "acp-sidecar-" + hex.EncodeToString(b[:])
 }
 
-func firstLine(s string) string {
+func FirstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	if len(s) > 80 {
 		s = s[:77] + "..."
@@ -51,7 +51,7 @@ func firstLine(s string) string {
 	return s
 }
 
-func (r RollbackReport) text() string {
+func (r RollbackReport) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "acp-sidecar: rewound; %d turn(s) kept", r.Kept)
 	if len(r.RolledBack) > 0 {
@@ -61,10 +61,10 @@ func (r RollbackReport) text() string {
 		}
 	}
 	if len(r.Config) > 0 {
-		fmt.Fprintf(&b, "\nconfig %s", configLine(r.Config))
+		fmt.Fprintf(&b, "\nconfig %s", ConfigLine(r.Config))
 	}
 	if len(r.Failed) > 0 {
-		b.WriteString("\n" + r.Report.text("rollback"))
+		b.WriteString("\n" + r.Report.Text("rollback"))
 	}
 	return b.String()
 }

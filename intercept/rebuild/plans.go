@@ -1,4 +1,4 @@
-package intercept
+package rebuild
 
 import (
 	"context"
@@ -19,37 +19,37 @@ import (
 // session", step 1), and every one restores model, then mode, then the
 // rest, failing closed, through the same engine.
 
-// resetPlan gives a session a fresh native session with the same config:
+// ResetPlan gives a session a fresh native session with the same config:
 // the conversation is cleared on purpose, the client's id stays.
-func resetPlan(b *rebuilder, sid string) Plan {
+func ResetPlan(b *Rebuilder, sid string) Plan {
 	return Plan{
 		what: "reset", sid: sid, busy: true, owes: true,
-		read: func(ctx context.Context) (snapshot, error) {
-			snap, err := snapshotIn(ctx, b.rec, sid)
-			if err == nil && snap.running {
+		read: func(ctx context.Context) (Snapshot, error) {
+			snap, err := SnapshotIn(ctx, b.rec, sid)
+			if err == nil && snap.Running {
 				err = wire.Refuse(proxy.CodeBusy, "a turn is running; cancel it or wait for it to end, then reset")
 			}
 			return snap, err
 		},
 		native: b.fresh("reset"),
 		target: b.owed,
-		after: func(s *record.Session, _ *attempt) {
+		after: func(s *record.Session, _ *Attempt) {
 			s.Rec.ContextFrom = len(s.Turns) + 1
 			s.Rec.Handoff = nil
 		},
 	}
 }
 
-// rollbackPlan keeps turns 1..keep of the current conversation and takes
+// RollbackPlan keeps turns 1..keep of the current conversation and takes
 // the rest back: they are marked rolled_back, never deleted, and a fresh
 // native session gets the kept turns with the next prompt. A rollback
 // never uses session/load or resume: the agent's own history holds the
 // turns taken back. rep gets the kept count and the turns taken back.
-func rollbackPlan(b *rebuilder, sid string, keep int, rep *RollbackReport) Plan {
+func RollbackPlan(b *Rebuilder, sid string, keep int, rep *RollbackReport) Plan {
 	return Plan{
 		what: "rollback", sid: sid, busy: true, owes: true,
-		read: func(ctx context.Context) (snapshot, error) {
-			var snap snapshot
+		read: func(ctx context.Context) (Snapshot, error) {
+			var snap Snapshot
 			var fail error
 			err := b.rec.Do(ctx, func(ctx context.Context) {
 				s := b.rec.Session(sid)
@@ -61,7 +61,7 @@ func rollbackPlan(b *rebuilder, sid string, keep int, rep *RollbackReport) Plan 
 					fail = wire.Refuse(proxy.CodeBusy, "a turn is running; a rollback waits until it ends or is cancelled")
 					return
 				}
-				vis := visible(s)
+				vis := Visible(s)
 				if keep < 0 || keep > len(vis) {
 					fail = wire.Refuse(proxy.CodeInvalidParams, "keepTurns %d is out of range: the conversation has %d turns", keep, len(vis))
 					return
@@ -69,7 +69,7 @@ func rollbackPlan(b *rebuilder, sid string, keep int, rep *RollbackReport) Plan 
 				snap = snapshotOf(s)
 				rep.Kept = keep
 				for _, t := range vis[keep:] {
-					rep.RolledBack = append(rep.RolledBack, firstLine(t.PromptText))
+					rep.RolledBack = append(rep.RolledBack, FirstLine(t.PromptText))
 				}
 			})
 			if err != nil {
@@ -79,8 +79,8 @@ func rollbackPlan(b *rebuilder, sid string, keep int, rep *RollbackReport) Plan 
 		},
 		native: b.fresh("rollback"),
 		target: b.owed,
-		after: func(s *record.Session, _ *attempt) {
-			vis := visible(s)
+		after: func(s *record.Session, _ *Attempt) {
+			vis := Visible(s)
 			after := s.Rec.ContextFrom - 1 // the last turn kept, by index
 			if keep > 0 {
 				after = vis[keep-1].Index
@@ -92,30 +92,30 @@ func rollbackPlan(b *rebuilder, sid string, keep int, rep *RollbackReport) Plan 
 			if err := b.cfg.Store.RollBack(b.ctx, sid, max(after, 0)); err != nil {
 				b.log.Warn("record rollback", "session", sid, "err", err)
 			}
-			b.arm(s)
+			b.Arm(s)
 		},
 	}
 }
 
-// restoreOriginalPlan applies the session's immutable original to its
+// RestoreOriginalPlan applies the session's immutable original to its
 // current native session, and records those values as the client's
 // explicit selections. A session without an original is refused and left
 // unchanged: nothing reconstructs one from mutable data.
-func restoreOriginalPlan(b *rebuilder, sid string) Plan {
+func RestoreOriginalPlan(b *Rebuilder, sid string) Plan {
 	return Plan{
 		what: "restore-original", sid: sid, busy: true,
-		read: func(ctx context.Context) (snapshot, error) {
+		read: func(ctx context.Context) (Snapshot, error) {
 			if err := b.rec.Do(ctx, func(ctx context.Context) { b.rec.FixOriginal(ctx, sid) }); err != nil {
-				return snapshot{}, fmt.Errorf("restore-original %s: %w", sid, err)
+				return Snapshot{}, fmt.Errorf("restore-original %s: %w", sid, err)
 			}
-			snap, err := snapshotIn(ctx, b.rec, sid)
-			if err == nil && snap.orig == nil {
+			snap, err := SnapshotIn(ctx, b.rec, sid)
+			if err == nil && snap.Orig == nil {
 				err = wire.Refuse(proxy.CodeInvalidParams, "session %s has no recorded original config (it was recorded before originals existed, or imported); nothing was changed", sid)
 			}
 			return snap, err
 		},
-		native: func(ctx context.Context, a *attempt) error {
-			a.native, a.catalog = a.snap.native, a.snap.live
+		native: func(ctx context.Context, a *Attempt) error {
+			a.native, a.Catalog = a.Snap.Native, a.Snap.Live
 			if !b.led.IsStale(sid) {
 				return nil
 			}
@@ -123,15 +123,15 @@ func restoreOriginalPlan(b *rebuilder, sid string) Plan {
 			// native session again before the original goes onto it.
 			return b.climb(true)(ctx, a)
 		},
-		target: func(a *attempt) *state.Config { return a.snap.orig },
-		after: func(s *record.Session, a *attempt) {
+		target: func(a *Attempt) *state.Config { return a.Snap.Orig },
+		after: func(s *record.Session, a *Attempt) {
 			if a.path == "new" {
-				b.arm(s)
+				b.Arm(s)
 			}
-			if len(a.out.failed) > 0 {
+			if len(a.Out.failed) > 0 {
 				return
 			}
-			orig, now := a.snap.orig, b.cfg.Now()
+			orig, now := a.Snap.Orig, b.cfg.Now()
 			for _, o := range orig.Options {
 				s.Rec.Overrides = append(s.Rec.Overrides, state.Override{OptionID: o.ID, Category: o.Category, Value: o.Current, At: now})
 			}
@@ -147,81 +147,81 @@ func restoreOriginalPlan(b *rebuilder, sid string) Plan {
 	}
 }
 
-// recoverPlan is the crash ladder: a session whose native session died
+// RecoverPlan is the crash ladder: a session whose native session died
 // with the agent is rebuilt by session/resume if the agent offers it, then
 // session/load (its replay kept from the client, which has the history),
 // then session/new with the kept turns handed over. Whichever rung holds,
 // the config is restored after: a native load does not keep it.
-func recoverPlan(b *rebuilder, sid string) Plan {
+func RecoverPlan(b *Rebuilder, sid string) Plan {
 	return Plan{
 		what: "recovery", sid: sid, busy: true, owes: true,
 		skip:   func() bool { return !b.led.IsStale(sid) }, // another request rebuilt it meanwhile
-		read:   func(ctx context.Context) (snapshot, error) { return snapshotIn(ctx, b.rec, sid) },
+		read:   func(ctx context.Context) (Snapshot, error) { return SnapshotIn(ctx, b.rec, sid) },
 		native: b.climb(true),
 		target: b.owed,
-		after: func(s *record.Session, a *attempt) {
+		after: func(s *record.Session, a *Attempt) {
 			// A native session the agent brought back still lacks a
 			// handoff that never reached its predecessor.
 			if a.path == "new" || s.Rec.HandoffPending {
-				b.arm(s)
+				b.Arm(s)
 			}
 		},
-		done: func(_ context.Context, a *attempt) {
+		done: func(_ context.Context, a *Attempt) {
 			b.log.Info("session rebuilt after the agent's exit", "session", sid, "path", a.path)
 		},
 	}
 }
 
-// reopenPlan brings back, for a client's load or resume, a session whose
+// ReopenPlan brings back, for a client's load or resume, a session whose
 // native session is not live here, by the ladder. A native load the client
 // asked for sends the agent's replay to the client, under its own id; a
 // resume sends none, and after a resume or a new session the sidecar sends
 // the recorded history for a load itself.
-func reopenPlan(b *rebuilder, sid, method string, got *attempt) Plan {
+func ReopenPlan(b *Rebuilder, sid, method string, got *Attempt) Plan {
 	var history [][]byte
 	return Plan{
 		what: "reopen", sid: sid, busy: true, owes: true,
-		read:   func(ctx context.Context) (snapshot, error) { return snapshotIn(ctx, b.rec, sid) },
+		read:   func(ctx context.Context) (Snapshot, error) { return SnapshotIn(ctx, b.rec, sid) },
 		native: b.climb(false),
 		target: b.owed,
-		after: func(s *record.Session, a *attempt) {
+		after: func(s *record.Session, a *Attempt) {
 			s.Reopened()
 			if a.path == "new" {
-				b.arm(s)
+				b.Arm(s)
 			}
 			if method == wire.SessionLoad && a.path != "load" {
-				history = historyUpdates(sid, replay.Visible(&s.Rec, b.rec.FullTurns(b.ctx, s)))
+				history = HistoryUpdates(sid, replay.Visible(&s.Rec, b.rec.FullTurns(b.ctx, s)))
 			}
 		},
-		done: func(_ context.Context, a *attempt) {
+		done: func(_ context.Context, a *Attempt) {
 			*got = *a
 			for _, line := range history {
-				sendOwn(b.sc, b.log, proxy.AgentToClient, line)
+				SendOwn(b.sc, b.log, proxy.AgentToClient, line)
 			}
 			b.log.Info("session reopened", "session", sid, "method", method, "path", a.path)
 		},
 	}
 }
 
-// forkPlan starts the client session child from a parent's conversation,
+// ForkPlan starts the client session child from a parent's conversation,
 // as snap captured it, with the parent's config restored and the lineage
 // recorded. A fork of the whole conversation on an agent that forks is the
 // agent's own session/fork, which keeps the real history, tool results
 // and all, where a handoff would carry a summary; any other is a fresh
 // native session, handed the inherited turns with its first prompt.
-func forkPlan(b *rebuilder, parent, child string, at int, whole bool, snap snapshot) Plan {
+func ForkPlan(b *Rebuilder, parent, child string, at int, whole bool, snap Snapshot) Plan {
 	agentForks := false
 	return Plan{
 		what: "fork", sid: child,
-		read: func(context.Context) (snapshot, error) { return snap, nil },
-		native: func(ctx context.Context, a *attempt) error {
+		read: func(context.Context) (Snapshot, error) { return snap, nil },
+		native: func(ctx context.Context, a *Attempt) error {
 			// The agent cannot fork a native session that died with it.
-			agentForks = whole && b.life.Caps().Fork && snap.native != "" && !b.led.IsStale(parent)
+			agentForks = whole && b.life.Caps().Fork && snap.Native != "" && !b.led.IsStale(parent)
 			var err error
 			if agentForks {
-				a.native, a.catalog, err = b.eng.forkNative(ctx, child, snap.native, snap)
+				a.native, a.Catalog, err = b.eng.forkNative(ctx, child, snap.Native, snap)
 			} else {
-				a.native, a.catalog, err = b.eng.newNative(ctx, child, snap)
+				a.native, a.Catalog, err = b.eng.newNative(ctx, child, snap)
 			}
 			if err != nil {
 				return fmt.Errorf("fork %s: %w", parent, err)
@@ -231,8 +231,8 @@ func forkPlan(b *rebuilder, parent, child string, at int, whole bool, snap snaps
 				s := &record.Session{Started: true}
 				s.Rec = state.Session{
 					ClientID: child, NativeID: a.native, NativeHistory: []string{a.native}, Agent: b.cfg.Agent, AgentName: b.cfg.Name,
-					Cwd: snap.cwd, McpServers: snap.mcp, AdditionalDirectories: snap.dirs, Created: now,
-					Baseline: record.CloneConfig(a.catalog), Live: a.catalog, Original: record.CloneConfig(snap.live),
+					Cwd: snap.Cwd, McpServers: snap.Mcp, AdditionalDirectories: snap.Dirs, Created: now,
+					Baseline: record.CloneConfig(a.Catalog), Live: a.Catalog, Original: record.CloneConfig(snap.Live),
 					Lineage: &state.Lineage{ParentID: parent, ForkTurn: at},
 				}
 				b.rec.SetSession(child, s)
@@ -243,16 +243,16 @@ func forkPlan(b *rebuilder, parent, child string, at int, whole bool, snap snaps
 			}
 			return nil
 		},
-		target: func(*attempt) *state.Config { return snap.live },
-		after: func(s *record.Session, _ *attempt) {
+		target: func(*Attempt) *state.Config { return snap.Live },
+		after: func(s *record.Session, _ *Attempt) {
 			if !agentForks {
-				b.arm(s) // the fresh session lacks the conversation: hand it over
+				b.Arm(s) // the fresh session lacks the conversation: hand it over
 			}
 		},
 	}
 }
 
-// adoptPlan takes over a session another agent ran, from its record: a
+// AdoptPlan takes over a session another agent ran, from its record: a
 // fresh native session with the same cwd, MCP servers and directories;
 // this agent's start-up settings; the mode carried over when this agent
 // offers the same mode id (models and other options stay with their
@@ -261,19 +261,19 @@ func forkPlan(b *rebuilder, parent, child string, at int, whole bool, snap snaps
 // user chose the move, and the agent's own values are a sound place to
 // start. The target may die under the move: it starts again on the
 // restarted target, from the same record.
-func adoptPlan(b *rebuilder, sid string, rep *SwitchReport) Plan {
+func AdoptPlan(b *Rebuilder, sid string, rep *SwitchReport) Plan {
 	var old *state.Session
 	var setErrs []state.SetError
 	return Plan{
 		what: "switch", sid: sid, busy: true,
-		read: func(ctx context.Context) (snapshot, error) {
+		read: func(ctx context.Context) (Snapshot, error) {
 			var err error
 			if old, err = b.cfg.Store.Session(ctx, sid); err != nil {
-				return snapshot{}, fmt.Errorf("adopt %s: read the record: %w", sid, err)
+				return Snapshot{}, fmt.Errorf("adopt %s: read the record: %w", sid, err)
 			}
 			turns, err := b.cfg.Store.Turns(ctx, sid)
 			if err != nil {
-				return snapshot{}, fmt.Errorf("adopt %s: read the turns: %w", sid, err)
+				return Snapshot{}, fmt.Errorf("adopt %s: read the turns: %w", sid, err)
 			}
 			err = b.rec.Do(ctx, func(context.Context) {
 				s := &record.Session{Rec: *old, Turns: turns, Started: true}
@@ -284,42 +284,43 @@ func adoptPlan(b *rebuilder, sid string, rep *SwitchReport) Plan {
 				b.rec.SetSession(sid, s)
 			})
 			if err != nil {
-				return snapshot{}, fmt.Errorf("adopt %s: %w", sid, err)
+				return Snapshot{}, fmt.Errorf("adopt %s: %w", sid, err)
 			}
-			return snapshot{client: sid, cwd: old.Cwd, mcp: old.McpServers, dirs: old.AdditionalDirectories}, nil
+			return Snapshot{
+				Client: sid, Cwd: old.Cwd, Mcp: old.McpServers, Dirs: old.AdditionalDirectories}, nil
 		},
 		native: b.fresh("adopt"),
-		target: func(a *attempt) *state.Config {
+		target: func(a *Attempt) *state.Config {
 			var target *state.Config
-			target, setErrs = settingsTarget(a.catalog, b.cfg.Settings)
+			target, setErrs = settingsTarget(a.Catalog, b.cfg.Settings)
 			*rep = SwitchReport{SessionID: sid, Agent: b.cfg.Name, NativeSessionID: a.native}
 			rep.Carried, rep.NotCarried = carry(old.Live, target, b.cfg.Name)
 			return target
 		},
-		settle: func(ctx context.Context, a *attempt) Report {
+		settle: func(ctx context.Context, a *Attempt) Report {
 			// A value this agent did not take is a note, not a block (see above).
-			for _, f := range a.out.failed {
+			for _, f := range a.Out.failed {
 				rep.NotCarried = append(rep.NotCarried, fmt.Sprintf("%s=%s: %s", f.Field, wire.Unquote(f.Want), f.Reason))
 			}
 			for _, e := range setErrs {
 				rep.NotCarried = append(rep.NotCarried, fmt.Sprintf("%s=%s (start-up setting): %s", e.OptionID, e.Value, e.Err))
 			}
-			out := a.out
+			out := a.Out
 			out.failed = nil
 			res := b.settle(ctx, sid, a.native, out, func(s *record.Session) {
 				s.Rec.AgentName, s.Rec.Agent = b.cfg.Name, b.cfg.Agent
-				s.Rec.Baseline = record.CloneConfig(a.catalog)
+				s.Rec.Baseline = record.CloneConfig(a.Catalog)
 				s.Rec.SetErrors = append(s.Rec.SetErrors, setErrs...)
-				b.arm(s)
+				b.Arm(s)
 				rep.KeptTurns = len(replay.Kept(b.conversation(s)))
 			})
 			rep.Config = res.Config
 			return res
 		},
-		done: func(_ context.Context, a *attempt) {
-			rep.Options = a.out.optionsRaw
+		done: func(_ context.Context, a *Attempt) {
+			rep.Options = a.Out.OptionsRaw
 			if rep.Options == nil {
-				rep.Options = optionsOf(a.out.catalog)
+				rep.Options = OptionsOf(a.Out.Catalog)
 			}
 			b.log.Info("session moved to this agent", "session", sid, "agent", b.cfg.Name, "native", a.native)
 		},
@@ -328,9 +329,9 @@ func adoptPlan(b *rebuilder, sid string, rep *SwitchReport) Plan {
 
 // keep gets an attempt the native session it has now, on catalog: a copy
 // of the config the record holds for it, taken on the record's goroutine.
-func keep(native string, catalog *state.Config) func(ctx context.Context, a *attempt) error {
-	return func(_ context.Context, a *attempt) error {
-		a.native, a.catalog = native, catalog
+func keep(native string, catalog *state.Config) func(ctx context.Context, a *Attempt) error {
+	return func(_ context.Context, a *Attempt) error {
+		a.native, a.Catalog = native, catalog
 		return nil
 	}
 }
@@ -343,14 +344,14 @@ func keep(native string, catalog *state.Config) func(ctx context.Context, a *att
 // config_option_update that follows a model change names the effort and
 // mode before their calls): they are kept from the client, and the
 // response is followed by the restore's own report of where it settled.
-func openRestorePlan(b *rebuilder, s *record.Session, ev record.Event, result json.RawMessage, before *state.Config) Plan {
+func openRestorePlan(b *Rebuilder, s *record.Session, ev record.Event, result json.RawMessage, before *state.Config) Plan {
 	native, client := s.Rec.NativeID, s.Rec.ClientID
 	return Plan{
 		what: "restore after " + ev.Req.Method, sid: client, busy: true, shared: true, once: true, hushConfig: true, async: true,
 		native: keep(native, record.CloneConfig(s.Rec.Live)),
-		target: func(*attempt) *state.Config { return before },
-		settle: func(ctx context.Context, a *attempt) Report {
-			out := a.out
+		target: func(*Attempt) *state.Config { return before },
+		settle: func(ctx context.Context, a *Attempt) Report {
+			out := a.Out
 			b.rec.Settle(ev, func(ctx context.Context) {
 				var blocked *state.Blocked
 				switch {
@@ -365,17 +366,17 @@ func openRestorePlan(b *rebuilder, s *record.Session, ev record.Event, result js
 					b.led.Update(func(f *ledger.Flight) { f.Owe(client, nil) })
 				}
 				b.led.Update(func(f *ledger.Flight) { f.SetBlocked(client, blocked) })
-				s.Rec.Live, s.Rec.Blocked = out.catalog, blocked
+				s.Rec.Live, s.Rec.Blocked = out.Catalog, blocked
 				b.rec.PutSession(ctx, s)
 				b.rec.Flush(ctx)
 				res := result
-				if out.optionsRaw != nil {
-					if next, err := wire.SetPath(res, out.optionsRaw, "configOptions"); err == nil {
+				if out.OptionsRaw != nil {
+					if next, err := wire.SetPath(res, out.OptionsRaw, "configOptions"); err == nil {
 						res = next
 					}
 				}
-				lines := [][]byte{withResult(ev.Raw, withPickers(res, before, out.catalog))}
-				lines = append(lines, ownCommands(b.led, native, client)...)
+				lines := [][]byte{withResult(ev.Raw, WithPickers(res, before, out.Catalog))}
+				lines = append(lines, b.cfg.Commands(native, client)...)
 				ev.Release(append(lines, out.notifications(client)...)...)
 			})
 			return Report{}
@@ -388,17 +389,17 @@ func openRestorePlan(b *rebuilder, s *record.Session, ev record.Event, result js
 // the session is followed at once by the settled config, and the original
 // is taken only after it. A setting the agent does not take is recorded
 // and logged, not blocking: the session runs on the agent's value.
-func settingsPlan(b *rebuilder, s *record.Session, ev record.Event) Plan {
+func settingsPlan(b *Rebuilder, s *record.Session, ev record.Event) Plan {
 	native, client := s.Rec.NativeID, s.Rec.ClientID
 	target, setErrs := settingsTarget(s.Rec.Live, b.cfg.Settings)
 	return Plan{
 		what: "start-up settings", sid: client, once: true, hushConfig: true, async: true,
 		native: keep(native, record.CloneConfig(s.Rec.Live)),
-		target: func(*attempt) *state.Config { return target },
-		settle: func(ctx context.Context, a *attempt) Report {
-			out := a.out
+		target: func(*Attempt) *state.Config { return target },
+		settle: func(ctx context.Context, a *Attempt) Report {
+			out := a.Out
 			b.rec.Settle(ev, func(ctx context.Context) {
-				s.Rec.Live = out.catalog
+				s.Rec.Live = out.Catalog
 				for _, f := range out.failed {
 					s.Rec.SetErrors = append(s.Rec.SetErrors, state.SetError{OptionID: f.Field, Value: wire.Unquote(f.Want), Err: f.Reason})
 				}
@@ -408,7 +409,7 @@ func settingsPlan(b *rebuilder, s *record.Session, ev record.Event) Plan {
 				}
 				b.rec.PutSession(ctx, s)
 				b.rec.Flush(ctx)
-				lines := append([][]byte{ev.Raw}, ownCommands(b.led, native, client)...)
+				lines := append([][]byte{ev.Raw}, b.cfg.Commands(native, client)...)
 				ev.Release(append(lines, out.notifications(client)...)...)
 			})
 			return Report{}

@@ -1,4 +1,4 @@
-package intercept
+package rebuild
 
 import (
 	"encoding/json"
@@ -10,17 +10,17 @@ import (
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
-// outcome is what a restore achieved, in the agent's own words.
-type outcome struct {
+// Outcome is what a restore achieved, in the agent's own words.
+type Outcome struct {
 	// target is what the restore aimed at.
 	target *state.Config
 	// catalog is the config as the agent last reported it during the restore.
-	catalog *state.Config
+	Catalog *state.Config
 	applied []replay.Step
 	failed  []replay.FieldError
-	// optionsRaw is the full configOptions list of the last
+	// OptionsRaw is the full configOptions list of the last
 	// set_config_option response, to pass on to the client unchanged.
-	optionsRaw json.RawMessage
+	OptionsRaw json.RawMessage
 	// modeSet is true when the mode changed.
 	modeSet bool
 	// lost says the agent died under the restore: it stopped there, and
@@ -35,13 +35,13 @@ func agentLost(err error) bool { return errors.Is(err, proxy.ErrAgentGone) }
 // would have: the full option list the agent last returned, and the mode for
 // clients that follow only the legacy modes (protocol.md §8, 14). Nothing is
 // reported that the agent did not accept.
-func (o outcome) notifications(clientID string) [][]byte {
+func (o Outcome) notifications(clientID string) [][]byte {
 	var lines [][]byte
-	if o.optionsRaw != nil {
-		lines = append(lines, wire.SessionUpdate(clientID, map[string]any{"sessionUpdate": "config_option_update", "configOptions": o.optionsRaw}))
+	if o.OptionsRaw != nil {
+		lines = append(lines, wire.SessionUpdate(clientID, map[string]any{"sessionUpdate": "config_option_update", "configOptions": o.OptionsRaw}))
 	}
-	if o.modeSet && o.catalog.Mode != nil && o.catalog.Mode.Current != "" {
-		lines = append(lines, wire.SessionUpdate(clientID, map[string]any{"sessionUpdate": "current_mode_update", "currentModeId": o.catalog.Mode.Current}))
+	if o.modeSet && o.Catalog.Mode != nil && o.Catalog.Mode.Current != "" {
+		lines = append(lines, wire.SessionUpdate(clientID, map[string]any{"sessionUpdate": "current_mode_update", "currentModeId": o.Catalog.Mode.Current}))
 	}
 	return lines
 }

@@ -1,4 +1,4 @@
-package intercept
+package rebuild
 
 import (
 	"context"
@@ -22,8 +22,8 @@ import (
 // the session's (the parent's) config back before the client sees the
 // result, restored as any rebuild restores it, and failing closed.
 
-// opened lets an open's held response go, once the record has it.
-func opened(b *rebuilder, ctx context.Context, s *record.Session, req *record.Request, ev record.Event, result json.RawMessage, before *state.Config) {
+// Opened lets an open's held response go, once the record has it.
+func (b *Rebuilder) Opened(ctx context.Context, s *record.Session, req *record.Request, ev record.Event, result json.RawMessage, before *state.Config) {
 	reopened := req.Method == wire.SessionLoad || req.Method == wire.SessionResume
 	if before != nil && (reopened || req.Method == wire.SessionFork) {
 		restoreAfterOpen(b, ctx, s, ev, result, before)
@@ -31,15 +31,15 @@ func opened(b *rebuilder, ctx context.Context, s *record.Session, req *record.Re
 	}
 	line := ev.Raw
 	if reopened {
-		line = withResult(line, withPickers(result, s.Rec.Baseline, s.Rec.Live))
+		line = withResult(line, WithPickers(result, s.Rec.Baseline, s.Rec.Live))
 	}
 	b.rec.Flush(ctx)
-	ev.Release(append([][]byte{line}, ownCommands(b.led, s.Rec.NativeID, s.Rec.ClientID)...)...)
+	ev.Release(append([][]byte{line}, b.cfg.Commands(s.Rec.NativeID, s.Rec.ClientID)...)...)
 }
 
 // restoreAfterOpen puts the config the session had before the agent's own
 // load or resume back on it (openRestorePlan), then lets the response go.
-func restoreAfterOpen(b *rebuilder, ctx context.Context, s *record.Session, ev record.Event, result json.RawMessage, before *state.Config) {
+func restoreAfterOpen(b *Rebuilder, ctx context.Context, s *record.Session, ev record.Event, result json.RawMessage, before *state.Config) {
 	// Async: only the marking is done here; the plan's settle says
 	// whatever went wrong, with the response it lets go.
 	_, _ = b.Run(ctx, openRestorePlan(b, s, ev, result, before))
