@@ -2,6 +2,7 @@ package intercept
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"time"
 
@@ -100,7 +101,7 @@ func New(cfg Config) *Core {
 	}, c.rec, c.led, c.life, c.watch)
 	c.ops = &Sessions{rec: c.rec, rb: c.rb, led: c.led, life: c.life, log: cfg.Log, cfg: &c.cfg}
 	c.agent = &Agent{life: c.life, led: c.led, turns: c.rec, log: cfg.Log, callTimeout: cfg.CallTimeout}
-	t.Rebuilder, t.ops = c.rb, c.ops
+	t.rb, t.ops = c.rb, c.ops
 	return c
 }
 
@@ -161,8 +162,20 @@ func (c *Core) Close(ctx context.Context) error {
 // then is what follows in the record's responses (record.Then): the
 // rebuilds, and the session operations for a close and a delete.
 type then struct {
-	*rebuild.Rebuilder
+	rb  *rebuild.Rebuilder
 	ops *Sessions
+}
+
+func (t *then) ApplySettings(ctx context.Context, s *record.Session, ev record.Event) {
+	rebuild.ApplySettings(t.rb, ctx, s, ev)
+}
+
+func (t *then) Opened(ctx context.Context, s *record.Session, req *record.Request, ev record.Event, result json.RawMessage, before *state.Config) {
+	rebuild.Opened(t.rb, ctx, s, req, ev, result, before)
+}
+
+func (t *then) Translate(ctx context.Context, ev record.Event) bool {
+	return rebuild.Translate(t.rb, ctx, ev)
 }
 
 func (t *then) Closed(ctx context.Context, sid string) { t.ops.markClosed(ctx, sid) }

@@ -523,9 +523,9 @@ func (o *Sessions) unbegin(ctx context.Context, sid string) {
 	}
 }
 
-// Lend readies a session to leave this agent (rebuild.Rebuilder.Lend).
+// Lend readies a session to leave this agent (rebuild.Lend).
 func (o *Sessions) Lend(ctx context.Context, sid string) (done func(moved bool), err error) {
-	return o.rb.Lend(ctx, sid)
+	return rebuild.Lend(o.rb, ctx, sid)
 }
 
 // Adopt takes over a session another agent ran, from the record: a fresh

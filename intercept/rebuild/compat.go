@@ -18,7 +18,7 @@ import (
 // Translate retries a model change the agent did not understand the other
 // way, on a goroutine (the answer comes through the agent's pump), and
 // reports whether it took the response over.
-func (b *Rebuilder) Translate(ctx context.Context, ev record.Event) bool {
+func Translate(b *Rebuilder, ctx context.Context, ev record.Event) bool {
 	req := ev.Req
 	s := b.rec.Session(req.SID)
 	if s == nil {

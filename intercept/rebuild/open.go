@@ -23,7 +23,7 @@ import (
 // result, restored as any rebuild restores it, and failing closed.
 
 // Opened lets an open's held response go, once the record has it.
-func (b *Rebuilder) Opened(ctx context.Context, s *record.Session, req *record.Request, ev record.Event, result json.RawMessage, before *state.Config) {
+func Opened(b *Rebuilder, ctx context.Context, s *record.Session, req *record.Request, ev record.Event, result json.RawMessage, before *state.Config) {
 	reopened := req.Method == wire.SessionLoad || req.Method == wire.SessionResume
 	if before != nil && (reopened || req.Method == wire.SessionFork) {
 		restoreAfterOpen(b, ctx, s, ev, result, before)

@@ -54,7 +54,7 @@ func settingsTarget(live *state.Config, settings []record.Setting) (*state.Confi
 
 // ApplySettings applies the start-up settings to a new session while its
 // session/new response is held (settingsPlan).
-func (b *Rebuilder) ApplySettings(ctx context.Context, s *record.Session, ev record.Event) {
+func ApplySettings(b *Rebuilder, ctx context.Context, s *record.Session, ev record.Event) {
 	// Async, and the plan's settle records what did not apply.
 	_, _ = b.Run(ctx, settingsPlan(b, s, ev))
 }
