@@ -171,3 +171,22 @@ func TestFzToolCallWithContentList(t *testing.T) {
 		t.Fatalf("tool call with a content list recorded as %+v", s.Turn.ToolCalls)
 	}
 }
+
+// TestSetModeMovesTheModeOption: a session/set_mode the agent accepted moves
+// the mode option of live too, before the agent's config_option_update
+// says so. A rebuild reads the option first; left stale, a rebuild the
+// agent died under before its update came restored the mode the client
+// had left (the soak's partial-config, seed 1796184479347269614).
+func TestSetModeMovesTheModeOption(t *testing.T) {
+	r, s := fzRecorder()
+	s.Rec.Live.Options = []state.Option{{ID: "mode", Category: "mode", Type: "select", Current: json.RawMessage(`"ask"`),
+		Values: []state.Value{{Value: json.RawMessage(`"ask"`)}, {Value: json.RawMessage(`"plan"`)}}}}
+	r.response(context.Background(), Event{Dir: proxy.AgentToClient, Raw: []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`),
+		Req: &Request{Method: wire.SetMode, SID: "fz-s", Params: json.RawMessage(`{"sessionId":"fz-s","modeId":"plan"}`)}})
+	if got := s.Rec.Live.Mode.Current; got != "plan" {
+		t.Errorf("legacy mode after set_mode = %q, want plan", got)
+	}
+	if got := string(s.Rec.Live.ByCategory("mode").Current); got != `"plan"` {
+		t.Errorf("mode option after set_mode = %s, want \"plan\"", got)
+	}
+}

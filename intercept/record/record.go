@@ -684,6 +684,14 @@ func (r *Recorder) ConfigAccepted(ctx context.Context, req *Request, result json
 		s.Rec.Live = WithLegacy(s.Rec.Live, "mode", p.ModeID)
 		ov.OptionID, ov.Category = "mode", "mode"
 		ov.Value = wire.String(p.ModeID)
+		if o := s.Rec.Live.ByCategory("mode"); o != nil {
+			// The same mode, accepted through the legacy call. A restore
+			// reads the mode option first (replay's categoryValue): left
+			// stale until the agent's config_option_update, it made a
+			// rebuild the agent died under before that update restore the
+			// old mode and report success.
+			o.Current = ov.Value
+		}
 	case wire.SetModel:
 		s.Rec.Live = WithLegacy(s.Rec.Live, "model", p.ModelID)
 		ov.OptionID, ov.Category = "model", "model"
