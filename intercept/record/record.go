@@ -681,27 +681,27 @@ func (r *Recorder) ConfigAccepted(ctx context.Context, req *Request, result json
 			ov.Category = o.Category
 		}
 	case wire.SetMode:
-		s.Rec.Live = WithLegacy(s.Rec.Live, "mode", p.ModeID)
-		ov.OptionID, ov.Category = "mode", "mode"
-		ov.Value = wire.String(p.ModeID)
-		if o := s.Rec.Live.ByCategory("mode"); o != nil {
-			// The same mode, accepted through the legacy call. A restore
-			// reads the mode option first (replay's categoryValue): left
-			// stale until the agent's config_option_update, it made a
-			// rebuild the agent died under before that update restore the
-			// old mode and report success.
-			o.Current = ov.Value
-		}
+		ov = legacyAccepted(s, "mode", p.ModeID, ov.At)
 	case wire.SetModel:
-		s.Rec.Live = WithLegacy(s.Rec.Live, "model", p.ModelID)
-		ov.OptionID, ov.Category = "model", "model"
-		ov.Value = wire.String(p.ModelID)
-		if o := s.Rec.Live.ByCategory("model"); o != nil {
-			o.Current = ov.Value // the same model, accepted through the legacy call
-		}
+		ov = legacyAccepted(s, "model", p.ModelID, ov.At)
 	}
 	s.Rec.Overrides = append(s.Rec.Overrides, ov)
 	r.PutSession(ctx, s)
+}
+
+// legacyAccepted records a mode or model the agent accepted through the
+// legacy call, and returns the override it makes. The option of the same
+// category moves too: a restore reads it before the legacy value
+// (replay's categoryValue), and left stale until the agent's
+// config_option_update it made a rebuild the agent died under before that
+// update restore the old value and report success.
+func legacyAccepted(s *Session, category, id string, at time.Time) state.Override {
+	s.Rec.Live = WithLegacy(s.Rec.Live, category, id)
+	ov := state.Override{OptionID: category, Category: category, Value: wire.String(id), At: at}
+	if o := s.Rec.Live.ByCategory(category); o != nil {
+		o.Current = ov.Value
+	}
+	return ov
 }
 
 // turnEnded closes the running turn with its stop reason.
