@@ -53,20 +53,24 @@ func commandsJSON() [][]byte {
 // commands is the front interceptor: it runs before the recorder, so what
 // it answers itself is never recorded as a turn nor reaches the agent.
 type commands struct {
-	ops     sessionOps
+	ops     SessionOps
 	led     *ledger.Ledger
 	life    *life.Life // what the agent can do, learnt from its initialize result
 	version string
 }
 
-func newCommands(ops sessionOps, led *ledger.Ledger, lf *life.Life, version string) *commands {
+// NewCommands builds the sidecar's own surfaces over the session
+// operations they run, the ledger, and the agent's life, whose initialize
+// result they extend with the capabilities the sidecar adds; version is
+// the sidecar's, advertised there.
+func NewCommands(ops SessionOps, led *ledger.Ledger, lf *life.Life, version string) Interceptor {
 	return &commands{ops: ops, led: led, life: lf, version: version}
 }
 
-// sessionOps is what the sidecar's commands run on a session: the
+// SessionOps is what the sidecar's commands run on a session: the
 // rebuilds, the rollbacks and the reports, as slash commands and as
 // `_sidecar/*` methods alike.
-type sessionOps interface {
+type SessionOps interface {
 	Reset(ctx context.Context, sid string) (rebuild.Report, error)
 	RestoreOriginal(ctx context.Context, sid string) (rebuild.Report, error)
 	AcceptConfig(ctx context.Context, sid string) error

@@ -53,8 +53,8 @@ const DefaultCallTimeout = 30 * time.Second
 
 // Core is the sidecar's part for one agent, built once: the owners (the
 // ledger, the agent's life, the record), the rebuilds and session
-// operations over them, and the stages built from them. cmd asks it for
-// the stages (Stages) and lists them in order (buildChain).
+// operations over them. cmd builds the chain's stages from the owners, in
+// order (buildChain).
 type Core struct {
 	cfg   Config
 	log   *slog.Logger
@@ -105,28 +105,26 @@ func New(cfg Config) *Core {
 	return c
 }
 
-// Stages are the chain's stages for one agent. cmd lists them in chain
-// order (buildChain): the lifeline first, to gate requests on the agent's
-// life; the sidecar's own surfaces (what they answer is never recorded nor
-// sent on); the record itself; the session-id mapping, which must see
-// client ids on their way in and give agent frames their client ids on
-// their way out; and the tracker last, to note only what really reaches
-// the agent.
-type Stages struct {
-	Lifeline, Commands, Record, IDs, Tracker Interceptor
-}
+// The owners, for cmd to build the chain's stages from (each stage's
+// constructor takes only what it uses of them).
 
-// Stages builds the chain's stages, each from only what it uses of the
-// owners they share.
-func (c *Core) Stages() Stages {
-	return Stages{
-		Lifeline: newLifeline(c.life, c.led, c.watch, c.gate, c.ops, c.log),
-		Commands: newCommands(c.ops, c.led, c.life, c.cfg.Version),
-		Record:   newRecordStage(c.rec),
-		IDs:      newIDs(c.led, c.gate),
-		Tracker:  newTracker(c.led),
-	}
-}
+// Ledger is what is in flight, for the stages that gate, map and track it.
+func (c *Core) Ledger() *ledger.Ledger { return c.led }
+
+// Life is the agent's life: its phase, generation and capabilities.
+func (c *Core) Life() *life.Life { return c.life }
+
+// Watch is how a held request waits on the agent's life.
+func (c *Core) Watch() *rebuild.Watch { return c.watch }
+
+// ChunkGate is shared by the stages that see chunks only while gated.
+func (c *Core) ChunkGate() *ChunkGate { return c.gate }
+
+// Recorder is the record.
+func (c *Core) Recorder() *record.Recorder { return c.rec }
+
+// Version is the sidecar's, advertised in initialize.
+func (c *Core) Version() string { return c.cfg.Version }
 
 // Bind gives the core the relay it acts through. Call it before frames flow.
 func (c *Core) Bind(sc Sidecar) {

@@ -6,8 +6,13 @@ import "github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 // tests that run frames through it: both lists name every stage in the
 // same order.
 func StageList(r *Core) []Interceptor {
-	st := r.Stages()
-	return []Interceptor{st.Lifeline, st.Commands, st.Record, st.IDs, st.Tracker}
+	return []Interceptor{
+		NewLifeline(r.Life(), r.Ledger(), r.Watch(), r.ChunkGate(), r.Sessions(), r.log),
+		NewCommands(r.Sessions(), r.Ledger(), r.Life(), r.Version()),
+		NewRecordStage(r.Recorder()),
+		NewIDs(r.Ledger(), r.ChunkGate()),
+		NewTracker(r.Ledger()),
+	}
 }
 
 // promptInFlight puts a prompt the record waits for in r's ledger, as a

@@ -25,7 +25,9 @@ type idMapper struct {
 	gate *ChunkGate
 }
 
-func newIDs(led *ledger.Ledger, gate *ChunkGate) idMapper { return idMapper{led: led, gate: gate} }
+// NewIDs maps session ids through the ledger's client-to-native table. The
+// gate says when it must see chunks: while some session's id differs.
+func NewIDs(led *ledger.Ledger, gate *ChunkGate) Interceptor { return idMapper{led: led, gate: gate} }
 
 // Claims takes frames with a sessionId once anything is mapped, or while
 // the sidecar is creating a session.

@@ -29,13 +29,15 @@ type lifeline struct {
 	led   *ledger.Ledger
 	watch *rebuild.Watch
 	gate  *ChunkGate
-	rec   lifelineRecord
+	rec   LifelineOps
 	rest  restOfChain // where a held request goes on (holder)
 	log   *slog.Logger
 }
 
-// lifelineRecord is what the lifeline asks of the record and its rebuilds.
-type lifelineRecord interface {
+// LifelineOps is what the lifeline asks of the record and its rebuilds
+// (*Sessions). Its methods but Recover are the package's own: a session
+// operation that answers for the agent belongs beside the others.
+type LifelineOps interface {
 	// Recover rebuilds a stale session before a held request goes on.
 	Recover(ctx context.Context, sid string) error
 	// reopen brings back a session the record knows for a client's load
@@ -55,7 +57,11 @@ type lifelineRecord interface {
 	takeBack(sid string)
 }
 
-func newLifeline(lf *life.Life, led *ledger.Ledger, watch *rebuild.Watch, gate *ChunkGate, rec lifelineRecord, log *slog.Logger) *lifeline {
+// NewLifeline builds the lifeline over the agent's life and the ledger it
+// gates on, the watch it waits with, the gate that lets a held request's
+// chunks through, and the session operations it asks to reopen, list,
+// close, delete and fork where the agent cannot.
+func NewLifeline(lf *life.Life, led *ledger.Ledger, watch *rebuild.Watch, gate *ChunkGate, rec LifelineOps, log *slog.Logger) Interceptor {
 	return &lifeline{life: lf, led: led, watch: watch, gate: gate, rec: rec, log: log}
 }
 

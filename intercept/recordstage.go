@@ -11,7 +11,8 @@ import (
 // to say (record.Recorder.Claims), and it takes a chunk in one call.
 type recordStage struct{ rec *record.Recorder }
 
-func newRecordStage(rec *record.Recorder) recordStage { return recordStage{rec: rec} }
+// NewRecordStage hands the frames the record reads to rec.
+func NewRecordStage(rec *record.Recorder) Interceptor { return recordStage{rec: rec} }
 
 // Claims is the record's.
 func (st recordStage) Claims(dir proxy.Direction, env *proxy.Envelope) bool {

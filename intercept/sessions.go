@@ -163,7 +163,7 @@ func (o *Sessions) Fork(ctx context.Context, parent string, at int) (rebuild.Rep
 	return o.rb.Run(ctx, rebuild.ForkPlan(o.rb, parent, child, at, whole, snap))
 }
 
-// forkHere implements lifelineRecord: a fork of the whole conversation, and
+// forkHere implements LifelineOps: a fork of the whole conversation, and
 // the session/fork result that tells the client about it.
 func (o *Sessions) forkHere(ctx context.Context, parent string) (string, []byte, error) {
 	rep, err := o.Fork(ctx, parent, 0)

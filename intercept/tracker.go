@@ -13,7 +13,8 @@ import (
 // requests, whose late answers must not reach its successor.
 type tracker struct{ led *ledger.Ledger }
 
-func newTracker(led *ledger.Ledger) tracker { return tracker{led: led} }
+// NewTracker notes in the ledger each request that reaches the agent.
+func NewTracker(led *ledger.Ledger) Interceptor { return tracker{led: led} }
 
 // Claims takes client requests and agent requests that made it through,
 // and the agent's answers to the client's.

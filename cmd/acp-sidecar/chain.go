@@ -15,25 +15,25 @@ import (
 func buildChain(ctx context.Context, log *slog.Logger, core *intercept.Core, record bool) *intercept.Chain {
 	var stages []intercept.Interceptor
 	if record {
-		st := core.Stages()
+		led, gate, ops := core.Ledger(), core.ChunkGate(), core.Sessions()
 		stages = []intercept.Interceptor{
 			// Gates client requests on the agent's life: a request that
 			// must wait (the agent restarts, its session is rebuilt) is
 			// held here, and goes on through the stages after this one.
 			// It drops an agent's second answer to a request.
-			st.Lifeline,
+			intercept.NewLifeline(core.Life(), led, core.Watch(), gate, ops, log),
 			// The sidecar's own surfaces: slash commands, `_sidecar/*`,
 			// the capabilities it adds to initialize, the prompt gate.
 			// What they answer is never recorded nor sent on.
-			st.Commands,
+			intercept.NewCommands(ops, led, core.Life(), core.Version()),
 			// The record: config layers and turns.
-			st.Record,
+			intercept.NewRecordStage(core.Recorder()),
 			// Keeps the client's session ids stable over rebuilds: it sees
 			// client ids on their way in, and gives agent frames theirs.
-			st.IDs,
+			intercept.NewIDs(led, gate),
 			// Notes what really reaches the agent, to answer it if the
 			// agent dies.
-			st.Tracker,
+			intercept.NewTracker(led),
 		}
 	}
 	if log.Enabled(ctx, slog.LevelDebug) {
