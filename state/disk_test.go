@@ -85,8 +85,8 @@ func TestPermissions(t *testing.T) {
 		}
 	}
 	check("after open") // includes store.sock
-	if len(s.sock) < len(dir) || !strings.HasPrefix(s.sock, dir) {
-		t.Errorf("socket %s not in %s", s.sock, dir)
+	if sock := s.src.(*diskSource).sock; len(sock) < len(dir) || !strings.HasPrefix(sock, dir) {
+		t.Errorf("socket %s not in %s", sock, dir)
 	}
 	for i := range 200 {
 		writeSample(t.Context(), s, "s"+string(rune('a'+i%26))+strings.Repeat("x", i))

@@ -11,9 +11,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/acp-sidecar/acp-sidecar/state/pgtest"
 	"go.uber.org/goleak"
 )
 
@@ -23,7 +25,61 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv(helperEnv); role != "" {
 		os.Exit(helperMain(role))
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(withPostgres{m})
+}
+
+// withPostgres runs the tests, then stops the PostgreSQL server they
+// started (if any) before goleak looks for what was left running.
+type withPostgres struct{ m *testing.M }
+
+func (w withPostgres) Run() int {
+	code := w.m.Run()
+	if pg.srv != nil {
+		if err := pg.srv.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop the test PostgreSQL:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// pg is the test binary's one PostgreSQL server, started by the first test
+// that needs it; each test gets a database of its own (postgresDSN).
+var pg struct {
+	once sync.Once
+	srv  *pgtest.Server
+	err  error
+	n    atomic.Int64
+}
+
+// postgresDSN starts the binary's PostgreSQL server if it does not run yet
+// and returns the DSN of a new, empty database on it.
+func postgresDSN(t *testing.T) string {
+	t.Helper()
+	pg.once.Do(func() { pg.srv, pg.err = pgtest.Start(context.Background(), pgtest.Options{}) })
+	if pg.err != nil {
+		t.Fatal(pg.err)
+	}
+	dsn, err := pg.srv.CreateDB(t.Context(), fmt.Sprintf("t%d", pg.n.Add(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dsn
+}
+
+// openPostgresT opens the fleet's store on a new database for t, closed
+// when t ends.
+func openPostgresT(t *testing.T, opts PostgresOptions) *pgStore {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t)
+	}
+	p, err := openPostgres(t.Context(), postgresDSN(t), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeOK(t, p) })
+	return p
 }
 
 const helperEnv = "ACP_STATE_TEST_HELPER"

@@ -41,9 +41,10 @@ type Options struct {
 // A delete goes on the same queue, behind the writes before it, and
 // DeleteSession waits for it to land.
 type Shared struct {
-	dir, sock string
-	log       *slog.Logger
-	opts      Options
+	dir  string // the state directory, or the fleet's database, for messages
+	src  backendSource
+	log  *slog.Logger
+	opts Options
 
 	ctx    context.Context // ends when Close gives up on the queue
 	cancel context.CancelFunc
@@ -114,6 +115,13 @@ func Open(ctx context.Context, dir string, opts Options) (*Shared, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	log := opts.Logger.With("component", "state", "dir", dir)
+	return startShared(ctx, dir, &diskSource{dir: dir, sock: sock, log: log}, log, opts)
+}
+
+// startShared starts a shared store on src, connecting once within
+// ConnectTimeout. Only an error that a retry cannot mend fails it.
+func startShared(ctx context.Context, where string, src backendSource, log *slog.Logger, opts Options) (*Shared, error) {
 	if opts.ConnectTimeout <= 0 {
 		opts.ConnectTimeout = 2 * time.Second
 	}
@@ -121,7 +129,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Shared, error) {
 		opts.CloseTimeout = 5 * time.Second
 	}
 	s := &Shared{
-		dir: dir, sock: sock, log: opts.Logger.With("component", "state", "dir", dir), opts: opts,
+		dir: where, src: src, log: log, opts: opts,
 		wake: make(chan struct{}, 1), pend: map[string][]*op{}, agents: map[string]*op{}, progress: make(chan struct{}),
 		originals: map[string]*Config{}, claims: map[string]bool{}, deleted: map[string]bool{},
 	}
@@ -147,33 +155,70 @@ func Open(ctx context.Context, dir string, opts Options) (*Shared, error) {
 	return s, nil
 }
 
-// connect finds a backend once: the owner's socket, else badger itself. The
-// error wraps errConn or errLocked when the other side is merely busy or gone.
+// connect finds a backend once, from the store's source. The error wraps
+// errConn or errLocked when the other side is merely busy or gone.
 func (s *Shared) connect(ctx context.Context) error {
 	s.mu.Lock()
 	claims := slices.Sorted(maps.Keys(s.claims))
 	s.mu.Unlock()
-	r, derr := dial(ctx, s.sock, claims)
-	if derr == nil {
-		s.setBackend(r, false)
-		return nil
-	}
-	if errors.Is(derr, ErrNewerSchema) {
-		return fmt.Errorf("open store %s: %w", s.dir, derr)
-	}
-	st, err := openBadger(s.dir, s.log)
+	b, owner, err := s.src.connect(ctx, claims)
 	if err != nil {
 		return err
 	}
-	st.claim(claims...)
-	srv, err := serve(st, s.sock, s.log)
-	if err != nil {
-		// This process can still record; the others wait for a socket.
-		s.log.Warn("cannot serve the store to other processes", "err", err)
-	}
-	s.setBackend(&owned{badgerStore: st, srv: srv}, true)
+	s.setBackend(b, owner)
 	return nil
 }
+
+// A backendSource is where a Shared store finds its backend, and finds it
+// again after losing it.
+type backendSource interface {
+	// connect returns a backend, and whether this process owns the store
+	// on disk through it. claims are the sessions this process wrote.
+	connect(ctx context.Context, claims []string) (b Store, owner bool, err error)
+	// close lets go of what outlives one backend, after the last one closed.
+	close() error
+	// refuse is why a write for session id must not even be queued (nil:
+	// it may be).
+	refuse(id string) error
+	// holder is the host a listing names for the sessions this process
+	// writes ("": a store without leases names none).
+	holder() string
+}
+
+// diskSource is the state directory's: the owner's socket, else badger
+// itself, served to the other processes.
+type diskSource struct {
+	dir, sock string
+	log       *slog.Logger
+}
+
+func (d *diskSource) connect(ctx context.Context, claims []string) (Store, bool, error) {
+	r, derr := dial(ctx, d.sock, claims)
+	if derr == nil {
+		return r, false, nil
+	}
+	if errors.Is(derr, ErrNewerSchema) {
+		return nil, false, fmt.Errorf("open store %s: %w", d.dir, derr)
+	}
+	st, err := openBadger(d.dir, d.log)
+	if err != nil {
+		return nil, false, err
+	}
+	st.claim(claims...)
+	srv, err := serve(st, d.sock, d.log)
+	if err != nil {
+		// This process can still record; the others wait for a socket.
+		d.log.Warn("cannot serve the store to other processes", "err", err)
+	}
+	return &owned{badgerStore: st, srv: srv}, true, nil
+}
+
+func (d *diskSource) close() error { return nil }
+
+// refuse: every process of a host writes every session of its directory.
+func (d *diskSource) refuse(string) error { return nil }
+
+func (d *diskSource) holder() string { return "" }
 
 func (s *Shared) setBackend(b Store, owner bool) {
 	s.mu.Lock()
@@ -365,6 +410,16 @@ func (s *Shared) enqueue(o *op) {
 
 var errClosed = errors.New("store closed")
 
+// refused is why a write for session id is refused at once, nil if it is
+// not: the session was deleted, or (a fleet's store) another sidecar took
+// its lease. s.mu is held.
+func (s *Shared) refused(id string) error {
+	if s.deleted[id] {
+		return ErrDeleted
+	}
+	return s.src.refuse(id)
+}
+
 // PutSession queues the write. A different original than the one this process
 // knows of is refused at once; one it could not know of (no backend at the
 // time) is refused when the write lands, and reported by Flush.
@@ -381,8 +436,8 @@ func (s *Shared) PutSession(ctx context.Context, sess *Session) error {
 	if s.closing {
 		return fmt.Errorf("put session %s: %w", id, errClosed)
 	}
-	if s.deleted[id] {
-		return fmt.Errorf("put session %s: %w", id, ErrDeleted)
+	if err := s.refused(id); err != nil {
+		return fmt.Errorf("put session %s: %w", id, err)
 	}
 	if sess.Original != nil && s.originals[id] == nil {
 		s.originals[id] = sess.Original
@@ -423,8 +478,8 @@ func (s *Shared) PutTurn(ctx context.Context, sessionID string, t *Turn) error {
 	if s.closing {
 		return fmt.Errorf("put turn %s #%d: %w", sessionID, t.Index, errClosed)
 	}
-	if s.deleted[sessionID] {
-		return fmt.Errorf("put turn %s #%d: %w", sessionID, t.Index, ErrDeleted)
+	if err := s.refused(sessionID); err != nil {
+		return fmt.Errorf("put turn %s #%d: %w", sessionID, t.Index, err)
 	}
 	s.enqueue(&op{sid: sessionID, turn: t})
 	return nil
@@ -436,8 +491,8 @@ func (s *Shared) RollBack(ctx context.Context, sessionID string, keep int) error
 	if s.closing {
 		return fmt.Errorf("roll back %s: %w", sessionID, errClosed)
 	}
-	if s.deleted[sessionID] {
-		return fmt.Errorf("roll back %s: %w", sessionID, ErrDeleted)
+	if err := s.refused(sessionID); err != nil {
+		return fmt.Errorf("roll back %s: %w", sessionID, err)
 	}
 	s.enqueue(&op{sid: sessionID, keep: keep})
 	return nil
@@ -707,6 +762,9 @@ func (s *Shared) Sessions(ctx context.Context) ([]Summary, error) {
 		if ok {
 			sum.LastActivity = later(sum.LastActivity, got[i].LastActivity)
 		}
+		if sum.Live {
+			sum.Holder = s.src.holder() // its queued writes are this process's
+		}
 		for _, t := range turns {
 			if t.Status != TurnRolledBack {
 				sum.Turns++
@@ -818,6 +876,7 @@ func (s *Shared) Close() error {
 	if b != nil {
 		err = b.Close()
 	}
+	err = errors.Join(err, s.src.close())
 	if lost > 0 {
 		err = errors.Join(err, fmt.Errorf("close store %s: %d writes not stored: no backend", s.dir, lost))
 	}

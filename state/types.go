@@ -214,6 +214,9 @@ type Summary struct {
 	Live bool `json:"live,omitempty"`
 	// Closed says the client closed the session (Session.Closed).
 	Closed bool `json:"closed,omitempty"`
+	// Holder is the host whose sidecar holds the session's lease, in a
+	// fleet's store ("" elsewhere, and when no lease is live).
+	Holder string `json:"holder,omitempty"`
 }
 
 // AgentInfo is what the sidecar learned about a named agent when it first

@@ -111,7 +111,7 @@ func (e *remoteError) Unwrap() error { return e.sentinel }
 
 // errConn marks a failure of the connection to the owner, as opposed to an
 // error the owner returned. The shared store retries the write elsewhere.
-var errConn = errors.New("connection to store owner lost")
+var errConn = errors.New("connection to the store lost")
 
 // socketPath is where the owner of dir listens. A unix socket path is limited
 // to about 108 bytes; a state dir too deep for dir/store.sock gets a socket in

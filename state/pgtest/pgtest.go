@@ -1,0 +1,280 @@
+// Package pgtest starts a throwaway PostgreSQL server for a test binary: a
+// real server, from the binaries on the machine, in a temporary directory,
+// on a unix socket only. The fleet's tests use it so that what they check is
+// what a real database does (locks, now(), a killed server), not a mock.
+//
+// It imports no other package of this module, so any test may use it.
+package pgtest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Options tune Start. The zero value is what most tests want.
+type Options struct {
+	// Fsync keeps PostgreSQL's fsync on. It is off by default for speed:
+	// a killed server loses nothing either way (the WAL is in the kernel's
+	// page cache); only the machine's crash would.
+	Fsync bool
+	// Log gets the server's log lines (nil: discarded).
+	Log io.Writer
+}
+
+// Server is one running PostgreSQL. Its superuser is "postgres", trusted
+// on the socket, and only processes on this machine can reach it.
+type Server struct {
+	dir  string // the server's own temporary directory: data/ and the socket
+	bin  string // the directory of initdb and postgres
+	opts Options
+	cred *syscall.Credential // the postgres user's, when started as root
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+}
+
+// ReadyTimeout bounds how long Start and Restart wait for the server to
+// accept connections. initdb and a first start take a second or two on an
+// idle machine; a loaded CI machine takes longer.
+const ReadyTimeout = 2 * time.Minute
+
+// Start runs initdb in a new temporary directory and starts the server,
+// returning once it accepts connections. Stop it when done.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	bin, err := findBinaries()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{bin: bin, opts: opts}
+	if os.Geteuid() == 0 {
+		// initdb and postgres refuse to run as root.
+		if s.cred, err = postgresUser(); err != nil {
+			return nil, err
+		}
+	}
+	// Not a test's TempDir: its parents are root's 0700 directories, which
+	// the postgres user cannot enter.
+	if s.dir, err = os.MkdirTemp("", "acp-sidecar-pg-"); err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	if s.cred != nil {
+		if err := os.Chown(s.dir, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
+			os.RemoveAll(s.dir)
+			return nil, fmt.Errorf("pgtest: %w", err)
+		}
+	}
+	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", s.data(), "-U", "postgres",
+		"--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	initdb.Dir = s.dir
+	if out, err := initdb.CombinedOutput(); err != nil {
+		os.RemoveAll(s.dir)
+		return nil, fmt.Errorf("pgtest: initdb: %w\n%s", err, out)
+	}
+	if err := s.start(ctx); err != nil {
+		os.RemoveAll(s.dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+// findBinaries finds initdb and postgres: on PATH, else in Debian's
+// versioned directory.
+func findBinaries() (string, error) {
+	if p, err := exec.LookPath("postgres"); err == nil {
+		if _, err := exec.LookPath("initdb"); err == nil {
+			return filepath.Dir(p), nil
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin") // a bad pattern is the only error, and this one is good
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if _, err := os.Stat(filepath.Join(dirs[i], "initdb")); err == nil {
+			return dirs[i], nil
+		}
+	}
+	return "", errors.New("pgtest: PostgreSQL's initdb and postgres are not installed; scripts/test installs them (apt install postgresql) on Debian")
+}
+
+// postgresUser is the credential of the "postgres" user, which Debian's
+// package creates.
+func postgresUser() (*syscall.Credential, error) {
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: running as root needs a postgres user to run the server as: %w", err)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, fmt.Errorf("pgtest: postgres user: %w", err)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+func (s *Server) data() string { return filepath.Join(s.dir, "data") }
+
+// Socket is the directory of the server's unix socket: libpq's and pgx's
+// host for it.
+func (s *Server) Socket() string { return s.dir }
+
+// DSN is the connection string for database db as the superuser.
+func (s *Server) DSN(db string) string {
+	return fmt.Sprintf("host=%s port=5432 user=postgres dbname=%s sslmode=disable", s.dir, db)
+}
+
+// URL is DSN as a postgres:// URL, the form --store takes.
+func (s *Server) URL(db string) string {
+	return fmt.Sprintf("postgres://postgres@/%s?host=%s&sslmode=disable", db, s.dir)
+}
+
+// CreateDB creates an empty database and returns its DSN: each test gets
+// its own, on the one server of its binary.
+func (s *Server) CreateDB(ctx context.Context, name string) (string, error) {
+	conn, err := pgx.Connect(ctx, s.DSN("postgres"))
+	if err != nil {
+		return "", fmt.Errorf("pgtest: connect: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("pgtest: create database %s: %w", name, err)
+	}
+	return s.DSN(name), nil
+}
+
+// start runs postgres and waits until its log says it accepts connections.
+func (s *Server) start(ctx context.Context) error {
+	fsync := "off"
+	if s.opts.Fsync {
+		fsync = "on"
+	}
+	// Not CommandContext: the server outlives the call that starts it.
+	cmd := exec.Command(filepath.Join(s.bin, "postgres"), "-D", s.data(), "-k", s.dir,
+		"-c", "listen_addresses=", "-c", "fsync="+fsync, "-c", "full_page_writes="+fsync,
+		"-c", "max_connections=300", "-c", "shared_buffers=32MB", "-c", "logging_collector=off")
+	// The server dies with the test binary, even one killed at once.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGKILL}
+	cmd.Dir = s.dir
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("pgtest: start postgres: %w", err)
+	}
+	done := make(chan struct{})
+	ready := make(chan struct{})
+	var tail lastLines
+	go func() {
+		// Owned by the server's life: it ends when the server closes its
+		// stderr, which is when it exits.
+		sc := bufio.NewScanner(stderr)
+		once := sync.Once{}
+		for sc.Scan() {
+			line := sc.Text()
+			tail.add(line)
+			if s.opts.Log != nil {
+				fmt.Fprintln(s.opts.Log, line)
+			}
+			if strings.Contains(line, "database system is ready to accept connections") {
+				once.Do(func() { close(ready) })
+			}
+		}
+		cmd.Wait() // its exit status says nothing the log did not
+		close(done)
+	}()
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+	timer := time.NewTimer(ReadyTimeout)
+	defer timer.Stop()
+	select {
+	case <-ready:
+		return nil
+	case <-done:
+		return fmt.Errorf("pgtest: postgres exited before it was ready:\n%s", tail.String())
+	case <-ctx.Done():
+		s.Kill()
+		return fmt.Errorf("pgtest: wait for postgres: %w", ctx.Err())
+	case <-timer.C:
+		s.Kill()
+		return fmt.Errorf("pgtest: postgres not ready after %s:\n%s", ReadyTimeout, tail.String())
+	}
+}
+
+// Kill stops the server with SIGKILL, as a crash would, and waits for it.
+// Its backends notice the postmaster's death and exit by themselves.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Kill() // an exited process is the only error, and then it is dead already
+	<-done
+}
+
+// Restart starts a killed or stopped server again on the same data.
+func (s *Server) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	select {
+	case <-done:
+	default:
+		return errors.New("pgtest: restart a server that still runs")
+	}
+	return s.start(ctx)
+}
+
+// Stop shuts the server down (fast shutdown: SIGINT) and removes its
+// directory.
+func (s *Server) Stop() error {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	if cmd != nil {
+		select {
+		case <-done:
+		default:
+			cmd.Process.Signal(syscall.SIGINT) // it may have just exited: then done is closed below
+			<-done
+		}
+	}
+	return os.RemoveAll(s.dir)
+}
+
+// lastLines keeps the last lines of the server's log for an error.
+type lastLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *lastLines) add(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) == 20 {
+		l.lines = l.lines[1:]
+	}
+	l.lines = append(l.lines, line)
+}
+
+func (l *lastLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
