@@ -40,6 +40,42 @@ func readStat(pid int) (procInfo, bool) {
 	return procInfo{pid: pid, ppid: ppid, state: f[0][0], start: start}, true
 }
 
+// threadStates are the states of pid's threads, from /proc/PID/task.
+func threadStates(pid int) string {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return ""
+	}
+	var states []byte
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
+			states = append(states, b[i+2])
+		}
+	}
+	return string(states)
+}
+
+// waitStopped waits until every thread of pid is stopped (T). A SIGSTOP
+// stops a process's threads one at a time, each as it next enters the
+// kernel, and kill(2) returns before they all have.
+func waitStopped(pid int, bound time.Duration) bool {
+	deadline := time.Now().Add(bound)
+	for {
+		st := threadStates(pid)
+		if st != "" && strings.Trim(st, "T") == "" {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // children lists the live (not zombie) children of pid.
 func children(pid int) []procInfo {
 	ents, err := os.ReadDir("/proc")

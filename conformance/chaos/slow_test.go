@@ -278,20 +278,26 @@ func agentNeverAnswers(t *testing.T, rep *report) {
 	if err := syscall.Kill(p.pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	if !waitStopped(p.pid, 30*time.Second) {
+		t.Fatalf("the agent %d did not stop within 30s of SIGSTOP: its threads are %q", p.pid, threadStates(p.pid))
+	}
 	start := time.Now()
 	res, err := s.prompt(t, rep, sid, "/reset")
 	took := time.Since(start)
-	// What was stopped, read before SIGCONT: if the /reset succeeds, the
-	// process stopped was not the one that answered (seen once in CI, not
-	// reproduced), and this says which it was.
+	// What was stopped, read before SIGCONT, in case the /reset succeeds.
+	// It did twice in CI before the test waited for every thread to stop:
+	// kill(2) returns while the agent's other threads still run (on this
+	// machine 65 times in 100, for up to 12 ms), and the Go runtime ran the
+	// agent's goroutines on them long enough to serve the whole reset.
 	stopped, _ := readStat(p.pid)
+	threads := threadStates(p.pid)
 	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.pid))
 	kids := children(s.pid)
 	syscall.Kill(p.pid, syscall.SIGCONT)
 	t.Logf("/reset to a stopped agent answered after %v: %v %q", took.Round(time.Millisecond), err, res.text)
 	if err == nil && !strings.Contains(res.text, "failed") && !strings.Contains(res.text, "could not") {
-		t.Errorf("/reset to an agent that answers nothing reported success: %q; the process stopped was %+v (%q), the sidecar %d has children %+v",
-			res.text, stopped, strings.ReplaceAll(string(cmdline), "\x00", " "), s.pid, kids)
+		t.Errorf("/reset to an agent that answers nothing reported success: %q; the process stopped was %+v (%q, threads %q), the sidecar %d has children %+v",
+			res.text, stopped, strings.ReplaceAll(string(cmdline), "\x00", " "), threads, s.pid, kids)
 	}
 	res, err = s.prompt(t, rep, sid, "after the stuck restore")
 	if acpclient.Code(err) != -32010 && err == nil && res.ok {
