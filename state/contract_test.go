@@ -227,6 +227,21 @@ func TestContract(t *testing.T) {
 				t.Errorf("ClientID(unknown) err = %v, want ErrNotFound", err)
 			}
 		}},
+		{"native id in its own history", func(t *testing.T, ctx context.Context, s Store) {
+			// What the record writes: NativeHistory holds the current
+			// native id as well.
+			sess := sampleSession("a")
+			sess.NativeHistory = append(sess.NativeHistory, sess.NativeID)
+			mustPut(t, s, sess)
+			if err := s.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range sess.NativeHistory {
+				if got, err := s.ClientID(ctx, n); err != nil || got != "a" {
+					t.Errorf("ClientID(%s) = %q, %v, want a", n, got, err)
+				}
+			}
+		}},
 		{"listing", func(t *testing.T, ctx context.Context, s Store) {
 			old, recent := sampleSession("old"), sampleSession("recent")
 			recent.Updated = t0.Add(48 * time.Hour)

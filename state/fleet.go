@@ -141,3 +141,14 @@ var (
 	_ Store  = (*Fleet)(nil)
 	_ Leaser = (*Fleet)(nil)
 )
+
+// DescribePostgres names the database a connection string points at, by
+// host and name: what the sidecar shows of it, never the password. Its
+// error does not quote the string either.
+func DescribePostgres(dsn string) (string, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return "", errors.New("the PostgreSQL connection string does not parse (it is not shown: it may hold a password)")
+	}
+	return PostgresWhere(cfg.ConnConfig), nil
+}

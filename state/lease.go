@@ -56,7 +56,7 @@ func (e *LeaseError) Error() string {
 		return fmt.Sprintf("session %s is now held by %s; this sidecar lost its lease and no longer writes it: reconnect the editor to the sidecar that holds it", e.Session, e.Holder)
 	}
 	return fmt.Sprintf("session %s is held by %s until %s unless it renews; open it there, wait for the lease to end, or take it over (--takeover) if that host is gone",
-		e.Session, e.Holder, e.Until.UTC().Format(time.RFC3339))
+		e.Session, e.Holder, e.Until.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
 }
 
 func (e *LeaseError) Unwrap() error {

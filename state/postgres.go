@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -104,7 +105,11 @@ func PostgresWhere(c *pgx.ConnConfig) string {
 	} else if c.Port != 0 && c.Port != 5432 {
 		host = net.JoinHostPort(host, fmt.Sprint(c.Port))
 	}
-	return fmt.Sprintf("database %s on %s", c.Database, host)
+	db := c.Database
+	if db == "" {
+		db = c.User // libpq's default: the database named after the user
+	}
+	return fmt.Sprintf("database %s on %s", db, host)
 }
 
 // thisHolder names this process: its host, its pid, and a random instance.
@@ -194,6 +199,9 @@ func (p *pgStore) fence(ctx context.Context, tx pgx.Tx, id string, mode leaseMod
 			FROM acp_sidecar.sessions WHERE client_id = $1 FOR UPDATE`, id).Scan(&inst, &host, &pid, &dbEpoch, &until, &live)
 	}
 	err = row()
+	if errors.Is(err, pgx.ErrNoRows) && mode != leaseWrite {
+		return 0, nil // a session the store does not have: its first write takes the lease
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		tag, ierr := tx.Exec(ctx, `INSERT INTO acp_sidecar.sessions (client_id, lease_instance, lease_host, lease_pid, lease_epoch, lease_expires)
 			VALUES ($1, $2, $3, $4, 1, now() + make_interval(secs => $5)) ON CONFLICT (client_id) DO NOTHING`,
@@ -424,7 +432,7 @@ func (p *pgStore) PutSession(ctx context.Context, s *Session) error {
 			return fmt.Errorf("put session %s: %w", s.ClientID, err)
 		}
 	}
-	natives := nativeIDs(s)
+	natives := slices.Compact(slices.Sorted(slices.Values(nativeIDs(s)))) // the history holds the current id too
 	return p.write(ctx, "put session", s.ClientID, leaseWrite, func(tx pgx.Tx) error {
 		if s.Original != nil {
 			var stored []byte
