@@ -42,7 +42,10 @@ type Config struct {
 	// HoldTimeout bounds how long a client request waits for a restarting
 	// agent or a rebuild (0: DefaultHoldTimeout).
 	HoldTimeout time.Duration
-	Now         func() time.Time
+	// Takeover: a client's load or resume takes the session's lease in a
+	// fleet's store even from a live holder, which is fenced (--takeover).
+	Takeover bool
+	Now      func() time.Time
 }
 
 // DefaultCallTimeout bounds each of the sidecar's own calls. Real agents
@@ -99,7 +102,7 @@ func New(cfg Config) *Core {
 		CallTimeout: cfg.CallTimeout, Now: cfg.Now, Log: cfg.Log,
 		Commands: func(native, client string) [][]byte { return ownCommands(c.led, native, client) },
 	}, c.rec, c.led, c.life, c.watch)
-	c.ops = &Sessions{rec: c.rec, rb: c.rb, led: c.led, life: c.life, log: cfg.Log, cfg: &c.cfg}
+	c.ops = &Sessions{rec: c.rec, rb: c.rb, led: c.led, life: c.life, log: cfg.Log, cfg: &c.cfg, leases: state.LeaseOf(cfg.Store)}
 	c.agent = &Agent{life: c.life, led: c.led, turns: c.rec, log: cfg.Log, callTimeout: cfg.CallTimeout}
 	t.rb, t.ops = c.rb, c.ops
 	return c

@@ -55,6 +55,9 @@ type LifelineOps interface {
 	forkHere(ctx context.Context, parent string) (child string, result []byte, err error)
 	// takeBack takes back the turn of a prompt the agent never received.
 	takeBack(sid string)
+	// lost is the error for request f on a session another sidecar of a
+	// fleet took over (nil while this one serves it).
+	lost(f *proxy.Frame) error
 }
 
 // NewLifeline builds the lifeline over the agent's life and the ledger it
@@ -141,6 +144,13 @@ func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdic
 		return answer(proxy.ErrorResponse(f.Env.ID, proxy.CodeAgentGone, ll.watch.DeadError().Error())), nil
 	}
 	method := string(f.Env.Method)
+	if f.Env.SessionID.Present() && method != wire.SessionLoad && method != wire.SessionResume {
+		// A load or resume may take the lease back (reopen); anything else
+		// on a session whose lease is lost would fork the record.
+		if err := ll.rec.lost(f); err != nil {
+			return answer(proxy.ErrorResponse(f.Env.ID, wire.CodeOf(err), err.Error())), nil
+		}
+	}
 	if method == wire.SessionClose && f.Env.SessionID.Present() {
 		return ll.closing(f, wire.SessionIDOf(f)), nil
 	}

@@ -33,6 +33,50 @@ type Sessions struct {
 	life *life.Life
 	log  *slog.Logger
 	cfg  *Config
+	// leases are the fleet store's (nil for a store of one host): a
+	// session is served here only while this sidecar holds its lease.
+	leases state.Leaser
+}
+
+// lease takes session sid's lease in a fleet's store before the client's
+// load or resume of it is served here (--takeover: even from a live
+// holder). A lease another sidecar holds is refused with the holder's name.
+// A copy of the session this sidecar kept after it lost the lease is
+// dropped, so that the session is rebuilt from what the holder since wrote.
+// A database out of reach does not refuse the open: the session goes on
+// here, not shared, and its writes wait for the database.
+func (o *Sessions) lease(ctx context.Context, sid string) error {
+	if o.leases == nil {
+		return nil
+	}
+	_, wasLost := o.leases.Lost(sid)
+	err := o.leases.Acquire(ctx, sid, o.cfg.Takeover)
+	switch {
+	case errors.Is(err, state.ErrUnavailable):
+		o.log.Warn("the fleet's store is out of reach; the session is served here, not shared, until it is back", "session", sid, "err", err)
+		return nil
+	case err != nil:
+		return wire.Refuse(proxy.CodeLeaseHeld, "acp-sidecar: %v", err)
+	case wasLost:
+		return o.rec.Do(ctx, func(ctx context.Context) {
+			o.rec.SetSession(sid, nil)
+			o.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
+		})
+	}
+	return nil
+}
+
+// lost is the error for request f on a session another sidecar took the
+// lease of: this one no longer serves it (nil while it does). Without a
+// fleet it costs a nil check.
+func (o *Sessions) lost(f *proxy.Frame) error {
+	if o.leases == nil {
+		return nil
+	}
+	if le, lost := o.leases.Lost(wire.SessionIDOf(f)); lost {
+		return wire.Refuse(proxy.CodeLeaseHeld, "acp-sidecar: %v", le)
+	}
+	return nil
 }
 
 // Reset gives a session a fresh native session with the same config
@@ -191,14 +235,25 @@ func (o *Sessions) Recover(ctx context.Context, sid string) error {
 // is emulated, the recorded history goes to the client first, as the agent
 // would have sent it.
 func (o *Sessions) reopen(ctx context.Context, sid, method string) ([]byte, error) {
+	if err := o.lease(ctx, sid); err != nil {
+		return nil, err
+	}
 	live := false
+	var gone error
 	err := o.rec.Do(ctx, func(ctx context.Context) {
-		if held, _ := o.revive(ctx, sid); held {
+		held, err := o.revive(ctx, sid)
+		if held {
 			live = !o.led.IsStale(sid)
 		}
+		gone = err
 	})
 	if err != nil {
 		return nil, err
+	}
+	if gone != nil && !errors.Is(gone, state.ErrNotFound) {
+		// The record may know the session but could not be read: the
+		// agent's own answer would be a wrong "not found".
+		return nil, fmt.Errorf("reopen %s: %w", sid, gone)
 	}
 	if live {
 		caps := o.life.Caps()
@@ -580,6 +635,15 @@ func (o *Sessions) revive(ctx context.Context, sid string) (held bool, err error
 		s.Turns = turns
 	}
 	o.rec.SetSession(sid, s)
+	// No turn runs on a session brought back from the store: one that reads
+	// running died with the process that ran it (a crash, or another host
+	// of a fleet), and is marked so.
+	for i := range s.Turns {
+		if t := &s.Turns[i]; t.Status == state.TurnRunning {
+			t.Status = state.TurnInterrupted
+			o.rec.PutTurn(ctx, s, t)
+		}
+	}
 	o.led.Update(func(f *ledger.Flight) {
 		f.Remap(sid, old.NativeID, f.Life())
 		f.MarkStale(sid)

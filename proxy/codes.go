@@ -3,7 +3,7 @@ package proxy
 // The JSON-RPC error codes the sidecar answers with, in one place: the
 // relay's own, and those of the stages that answer for it. JSON-RPC leaves
 // -32000 to -32099 to implementations; ACP uses -32000 (auth required) and
-// -32002 (resource not found), so the sidecar's own codes take three that
+// -32002 (resource not found), so the sidecar's own codes take four that
 // neither uses.
 const (
 	CodeParseError     = -32700
@@ -20,4 +20,7 @@ const (
 	// CodeAgentGone answers a request the agent received and then died
 	// under, or one that waited past --hold-timeout for it.
 	CodeAgentGone = -32012
+	// CodeLeaseHeld answers a request on a session that another sidecar of
+	// a fleet holds (its lease): the editor should reconnect to that one.
+	CodeLeaseHeld = -32013
 )

@@ -496,11 +496,15 @@ func (r *Recorder) clientRequest(ctx context.Context, ev Event) {
 			s.Rec.Handoff = &state.Handoff{NativeID: s.Rec.NativeID, Turn: t.Index, Kept: h.Kept, Omitted: h.Omitted, At: t.Started}
 			r.PutSession(ctx, s)
 		}
-		// The turn is written when it ends. A sidecar killed mid-turn
-		// leaves no half-written turn behind: it is absent, never a
-		// completed turn with half an answer.
+		// The turn is written as it begins, running, and again whole when
+		// it ends. A sidecar killed mid-turn leaves it running, never a
+		// completed turn with half an answer; whoever brings the session
+		// back (a restarted sidecar, another host of a fleet) marks it
+		// interrupted. The first write needs no wait: only the end is
+		// acknowledged.
 		s.Turns = append(s.Turns, t)
 		s.Turn = &s.Turns[len(s.Turns)-1]
+		r.PutTurn(ctx, s, s.Turn)
 	}
 }
 
