@@ -17,6 +17,7 @@ import (
 	"github.com/acp-sidecar/acp-sidecar/conformance/suite"
 	"github.com/acp-sidecar/acp-sidecar/intercept"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
+	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -51,7 +52,9 @@ func relayFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-frame", EnvVars: envs("MAX_FRAME"), Value: proxy.DefaultMaxFrame, Usage: "largest frame in bytes; larger ones get a clear error"},
 		&cli.DurationFlag{Name: "grace", EnvVars: envs("GRACE"), Value: proxy.DefaultGrace, Usage: "how long the agent gets at each shutdown step"},
 		&cli.StringFlag{Name: "state-dir", EnvVars: envs("STATE_DIR"), Usage: "where sessions and logs are kept (default $XDG_STATE_HOME/acp-sidecar)"},
-		&cli.StringFlag{Name: "store", EnvVars: envs("STORE"), Value: "disk", Usage: "disk (badger in the state dir, shared by every sidecar) or memory"},
+		&cli.StringFlag{Name: "store", EnvVars: envs("STORE"), Value: "disk", Usage: storeUsage},
+		&cli.DurationFlag{Name: "lease-ttl", EnvVars: envs("LEASE_TTL"), Value: state.DefaultLeaseTTL, Usage: "with a fleet's store: how long a session stays this sidecar's without a renewal (renewed every third of it)"},
+		&cli.BoolFlag{Name: "takeover", EnvVars: envs("TAKEOVER"), Usage: "with a fleet's store: a client's load or resume takes the session from another sidecar even while its lease is live (for orchestrators that know that host is gone)"},
 		&cli.BoolFlag{Name: "record", EnvVars: envs("RECORD"), Value: true, Usage: "keep the session record; --record=false relays only (for measuring the recorder's cost)"},
 		&cli.IntFlag{Name: "handoff-budget", EnvVars: envs("HANDOFF_BUDGET"), Value: 16 << 10, Usage: "bytes of kept turns handed to a fresh native session (at most 65536)"},
 		&cli.DurationFlag{Name: "call-timeout", EnvVars: envs("CALL_TIMEOUT"), Value: intercept.DefaultCallTimeout, Usage: "how long each of the sidecar's own calls to the agent (session/new, set_*) may take before a restore reports it failed"},
@@ -173,6 +176,10 @@ func relayOptions(c *cli.Context) (runOptions, error) {
 		return runOptions{}, err
 	}
 	def, _ := agents.def(agents.defaultName)
+	store, err := parseStore(c.String("store"))
+	if err != nil {
+		return runOptions{}, err
+	}
 	opts := runOptions{
 		argv:        def.Argv,
 		logFile:     c.String("log-file"),
@@ -181,7 +188,9 @@ func relayOptions(c *cli.Context) (runOptions, error) {
 		maxFrame:    c.Int("max-frame"),
 		grace:       c.Duration("grace"),
 		stateDir:    c.String("state-dir"),
-		store:       c.String("store"),
+		store:       store,
+		leaseTTL:    c.Duration("lease-ttl"),
+		takeover:    c.Bool("takeover"),
 		sets:        c.StringSlice("set"),
 		record:      c.Bool("record"),
 		budget:      c.Int("handoff-budget"),

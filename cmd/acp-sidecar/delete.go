@@ -31,7 +31,7 @@ func deleteCommand(s stdio) *cli.Command {
 		Usage:           "forget recorded sessions: record, config and turns leave the store and the disk",
 		UsageText:       "acp-sidecar delete SESSION [SESSION...] [--state-dir DIR]",
 		HideHelpCommand: true,
-		Flags:           []cli.Flag{stateDirFlag()},
+		Flags:           []cli.Flag{stateDirFlag(), storeFlag()},
 		Action: func(c *cli.Context) error {
 			a, err := readArgs(c)
 			if err == nil && a.json {
@@ -40,13 +40,13 @@ func deleteCommand(s stdio) *cli.Command {
 			if err != nil || len(a.pos) == 0 {
 				return usageError(c, err, deleteUsage)
 			}
-			st, err := openForReading(c.Context, a.dir)
+			st, err := openForReading(c.Context, a)
 			if err != nil {
-				return &exitError{code: 1, err: storeError(a.dir, err)}
+				return &exitError{code: 1, err: storeError(a, err)}
 			}
 			failed := false
 			for _, id := range a.pos {
-				if err := deleteSession(c.Context, st, a.dir, id); err != nil {
+				if err := deleteSession(c.Context, st, a, id); err != nil {
 					fmt.Fprintf(s.err, "acp-sidecar: %v\n", err)
 					failed = true
 					continue
@@ -54,7 +54,7 @@ func deleteCommand(s stdio) *cli.Command {
 				fmt.Fprintf(s.out, "deleted %s\n", cell(id, 0))
 			}
 			if err := st.Close(); err != nil {
-				fmt.Fprintf(s.err, "acp-sidecar: close store %s: %v\n", a.dir, err)
+				fmt.Fprintf(s.err, "acp-sidecar: close store %s: %v\n", a.place(), err)
 				failed = true
 			}
 			if failed {
@@ -67,7 +67,8 @@ func deleteCommand(s stdio) *cli.Command {
 
 // deleteSession deletes one session and explains a failure the user can act
 // on.
-func deleteSession(ctx context.Context, st state.Store, dir, id string) error {
+func deleteSession(ctx context.Context, st state.Store, a readCmdArgs, id string) error {
+	dir := a.place()
 	ctx, cancel := context.WithTimeout(ctx, deleteTimeout)
 	defer cancel()
 	err := st.DeleteSession(ctx, id)
@@ -82,5 +83,5 @@ func deleteSession(ctx context.Context, st state.Store, dir, id string) error {
 		return fmt.Errorf("the delete of %q was not confirmed within %v: the store in %s is busy or unreachable; "+
 			"it may still land while this command exits, so run it again to check (%w)", cell(id, 0), deleteTimeout, dir, err)
 	}
-	return storeError(dir, err)
+	return storeError(a, err)
 }

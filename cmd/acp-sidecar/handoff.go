@@ -20,7 +20,7 @@ func handoffCommand(s stdio) *cli.Command {
 		Usage:           "print the kept turns a fresh native session of SESSION would be handed",
 		UsageText:       "acp-sidecar handoff [--budget BYTES] SESSION [--state-dir DIR]",
 		HideHelpCommand: true,
-		Flags: []cli.Flag{stateDirFlag(),
+		Flags: []cli.Flag{stateDirFlag(), storeFlag(),
 			&cli.IntFlag{Name: "budget", Value: replay.DefaultBudget, Usage: "the handoff's size limit in bytes, as the sidecar's --handoff-budget"}},
 		Action: func(c *cli.Context) error {
 			a, err := readArgs(c)
@@ -28,10 +28,10 @@ func handoffCommand(s stdio) *cli.Command {
 				return usageError(c, err, "usage: acp-sidecar handoff [--budget BYTES] SESSION [--state-dir DIR]")
 			}
 			id := a.pos[0]
-			return withStore(c.Context, a.dir, func(ctx context.Context, st state.Store) error {
+			return withStore(c.Context, a, func(ctx context.Context, st state.Store) error {
 				sess, turns, err := sessionAndTurns(ctx, st, id)
 				if errors.Is(err, state.ErrNotFound) {
-					return fmt.Errorf("no session %q in %s (acp-sidecar sessions lists them)", id, a.dir)
+					return fmt.Errorf("no session %q in %s (acp-sidecar sessions lists them)", id, a.place())
 				}
 				if err != nil {
 					return err

@@ -105,9 +105,6 @@ func prepare(ctx context.Context, o *runOptions, s stdio) (*runEnv, error) {
 	if o.stateDir == "" {
 		o.stateDir = defaultStateDir()
 	}
-	if o.store != "disk" && o.store != "memory" {
-		return nil, &exitError{code: 2, err: fmt.Errorf("--store %q: want disk or memory", o.store)}
-	}
 	if o.budget < 1024 || o.budget > 64<<10 {
 		return nil, &exitError{code: 2, err: fmt.Errorf("--handoff-budget %d: want 1024 to 65536 bytes", o.budget)}
 	}

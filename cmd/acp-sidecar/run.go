@@ -26,7 +26,9 @@ type runOptions struct {
 	maxFrame    int
 	grace       time.Duration
 	stateDir    string
-	store       string
+	store       storeSpec
+	leaseTTL    time.Duration // a fleet's store: state.PostgresOptions.LeaseTTL
+	takeover    bool          // a fleet's store: intercept.Config.Takeover
 	sets        []string
 	record      bool
 	budget      int
@@ -93,11 +95,22 @@ func parseSettings(raw []string) ([]record.Setting, error) {
 // damaged gives way to one in memory, with the reason on stderr and in the
 // log, and the damaged files are left where they are for the user.
 func openStore(ctx context.Context, o runOptions, log *slog.Logger, s stdio) (state.Store, func()) {
-	if o.store == "memory" {
+	var st state.Store
+	var err error
+	switch o.store.kind {
+	case "memory":
 		m := state.NewMemory()
 		return m, func() { m.Close() }
+	case "postgres":
+		if st, err = o.store.openPostgres(ctx, log, o.leaseTTL); err != nil {
+			mem := state.NewMemory()
+			fmt.Fprintf(s.err, "acp-sidecar: %s cannot be used (%v); recording in memory only\n", o.store.describe(""), err)
+			log.Error("store unusable; recording in memory", "store", o.store.where, "err", err)
+			return mem, func() { mem.Close() }
+		}
+	default:
+		st, err = state.Open(ctx, o.stateDir, state.Options{Logger: log})
 	}
-	st, err := state.Open(ctx, o.stateDir, state.Options{Logger: log})
 	if err != nil {
 		mem, notice := state.Fallback(o.stateDir, err)
 		fmt.Fprintf(s.err, "acp-sidecar: %s\n", notice)

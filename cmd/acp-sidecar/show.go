@@ -54,6 +54,9 @@ type sessionJSON struct {
 	// Closed says the editor closed the session (session/close); its own
 	// load or resume reopens it.
 	Closed bool `json:"closed"`
+	// Holder is, in a fleet's store, the host whose sidecar holds the
+	// session's live lease; left out elsewhere and when none does.
+	Holder string `json:"holder,omitempty"`
 }
 
 // showJSON is the `show SESSION --json` object.
@@ -222,6 +225,13 @@ func stateDirFlag() cli.Flag {
 	return &cli.StringFlag{Name: "state-dir", Usage: "where sessions are kept (default $XDG_STATE_HOME/acp-sidecar)"}
 }
 
+// storeFlag is --store on a read-only subcommand, as stateDirFlag is
+// --state-dir: the app's flag, with its env var and default, stands behind
+// it.
+func storeFlag() cli.Flag {
+	return &cli.StringFlag{Name: "store", Usage: storeUsage}
+}
+
 func jsonFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table (schema in docs/record.md)"}
 }
@@ -232,13 +242,13 @@ func sessionsCommand(s stdio) *cli.Command {
 		Usage:           "list the recorded sessions, most recent first",
 		UsageText:       "acp-sidecar sessions [--json] [--state-dir DIR]",
 		HideHelpCommand: true,
-		Flags:           []cli.Flag{jsonFlag(), stateDirFlag()},
+		Flags:           []cli.Flag{jsonFlag(), stateDirFlag(), storeFlag()},
 		Action: func(c *cli.Context) error {
 			a, err := readArgs(c)
 			if err != nil || len(a.pos) > 0 {
 				return usageError(c, err, "usage: acp-sidecar sessions [--json] [--state-dir DIR]")
 			}
-			return withStore(c.Context, a.dir, func(ctx context.Context, st state.Store) error {
+			return withStore(c.Context, a, func(ctx context.Context, st state.Store) error {
 				list, err := st.Sessions(ctx)
 				if err != nil {
 					return err
@@ -258,23 +268,26 @@ func showCommand(s stdio) *cli.Command {
 		Usage:           "print one session's record: identity, config layers, overrides and turns",
 		UsageText:       "acp-sidecar show SESSION [--json] [--state-dir DIR]",
 		HideHelpCommand: true,
-		Flags:           []cli.Flag{jsonFlag(), stateDirFlag()},
+		Flags:           []cli.Flag{jsonFlag(), stateDirFlag(), storeFlag()},
 		Action: func(c *cli.Context) error {
 			a, err := readArgs(c)
 			if err != nil || len(a.pos) != 1 {
 				return usageError(c, err, "usage: acp-sidecar show SESSION [--json] [--state-dir DIR]")
 			}
 			id := a.pos[0]
-			return withStore(c.Context, a.dir, func(ctx context.Context, st state.Store) error {
+			return withStore(c.Context, a, func(ctx context.Context, st state.Store) error {
 				sess, err := st.Session(ctx, id)
 				if errors.Is(err, state.ErrNotFound) {
-					return fmt.Errorf("no session %q in %s (acp-sidecar sessions lists them)", id, a.dir)
+					return fmt.Errorf("no session %q in %s (acp-sidecar sessions lists them)", id, a.place())
 				}
 				if err != nil {
 					return err
 				}
 				turns, err := st.Turns(ctx, id)
 				if err != nil && !errors.Is(err, state.ErrNotFound) {
+					return err
+				}
+				if err := settleRunning(ctx, st, id, turns); err != nil {
 					return err
 				}
 				if a.json {
@@ -286,11 +299,44 @@ func showCommand(s stdio) *cli.Command {
 	}
 }
 
+// settleRunning shows a turn recorded running as interrupted when no
+// sidecar serves its session now: the process that ran it died (the record
+// writes a turn as it begins), and the turn ends only when someone brings
+// the session back and marks it so.
+func settleRunning(ctx context.Context, st state.Store, id string, turns []state.Turn) error {
+	if !slices.ContainsFunc(turns, func(t state.Turn) bool { return t.Status == state.TurnRunning }) {
+		return nil
+	}
+	list, err := st.Sessions(ctx)
+	if err != nil {
+		return err
+	}
+	if slices.ContainsFunc(list, func(s state.Summary) bool { return s.ID == id && s.Live }) {
+		return nil
+	}
+	for i := range turns {
+		if turns[i].Status == state.TurnRunning {
+			turns[i].Status = state.TurnInterrupted
+		}
+	}
+	return nil
+}
+
 // readCmdArgs are a read-only command's arguments and flags.
 type readCmdArgs struct {
-	pos  []string // positional arguments
-	json bool
-	dir  string // the state dir to read
+	pos   []string // positional arguments
+	json  bool
+	dir   string    // the state dir to read
+	store storeSpec // --store: the state dir's store, or a fleet's
+}
+
+// place names where the command reads, for its messages: the state dir,
+// or the fleet's database by host and name.
+func (a readCmdArgs) place() string {
+	if a.store.kind == "postgres" {
+		return a.store.where
+	}
+	return a.dir
 }
 
 // readArgs collects the arguments and flags wherever they stand. urfave/cli
@@ -310,15 +356,29 @@ func readArgs(c *cli.Context) (readCmdArgs, error) {
 			break
 		}
 	}
+	store := "disk"
+	for _, cc := range c.Lineage() {
+		// The subcommand's own, when given, else the app's (its env var
+		// counts as set).
+		if cc.IsSet("store") && cc.String("store") != "" {
+			store = cc.String("store")
+			break
+		}
+	}
 	fs := flag.NewFlagSet(c.Command.Name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.BoolVar(&a.json, "json", a.json, "")
 	fs.StringVar(&a.dir, "state-dir", a.dir, "")
+	fs.StringVar(&store, "store", store, "")
 	for rest := c.Args().Slice(); len(rest) > 0; rest = fs.Args() {
 		a.pos = append(a.pos, rest[0])
 		if err := fs.Parse(rest[1:]); err != nil {
 			return a, err
 		}
+	}
+	var err error
+	if a.store, err = parseStore(store); err != nil {
+		return a, err
 	}
 	if a.dir == "" {
 		d, err := state.DefaultDir()
@@ -344,33 +404,49 @@ func usageError(c *cli.Context, err error, usage string) error {
 
 // withStore opens the store in dir for reading, runs f and closes the store.
 // Every failure is exit status 1 with a message on stderr.
-func withStore(ctx context.Context, dir string, f func(ctx context.Context, st state.Store) error) error {
-	st, err := openForReading(ctx, dir)
+func withStore(ctx context.Context, a readCmdArgs, f func(ctx context.Context, st state.Store) error) error {
+	st, err := openForReading(ctx, a)
 	if err != nil {
-		return &exitError{code: 1, err: storeError(dir, err)}
+		return &exitError{code: 1, err: storeError(a, err)}
 	}
 	err = f(ctx, st)
 	if cerr := st.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("close store %s: %w", dir, cerr)
+		err = fmt.Errorf("close store %s: %w", a.place(), cerr)
 	}
 	if err != nil {
-		return &exitError{code: 1, err: storeError(dir, err)}
+		return &exitError{code: 1, err: storeError(a, err)}
 	}
 	return nil
 }
 
-// openForReading opens the store in dir. A directory that does not exist
-// holds no sessions, and a read-only command should not create it, so it
-// reads as an empty store.
-func openForReading(ctx context.Context, dir string) (state.Store, error) {
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+// openForReading opens the store the command reads: the state dir's, or
+// the fleet's. A directory that does not exist holds no sessions, and a
+// read-only command should not create it, so it reads as an empty store.
+func openForReading(ctx context.Context, a readCmdArgs) (state.Store, error) {
+	switch {
+	case a.store.kind == "postgres":
+		return a.store.openPostgres(ctx, nil, 0)
+	case a.store.kind == "memory":
 		return state.NewMemory(), nil
 	}
-	return state.Open(ctx, dir, state.Options{})
+	if _, err := os.Stat(a.dir); errors.Is(err, fs.ErrNotExist) {
+		return state.NewMemory(), nil
+	}
+	return state.Open(ctx, a.dir, state.Options{})
 }
 
 // storeError explains the store's failures that a user can act on.
-func storeError(dir string, err error) error {
+func storeError(a readCmdArgs, err error) error {
+	if a.store.kind == "postgres" {
+		switch {
+		case errors.Is(err, state.ErrNewerSchema):
+			return fmt.Errorf("the fleet's store (%s) was migrated by a newer acp-sidecar; use that version to read it (%w)", a.store.where, err)
+		case errors.Is(err, state.ErrUnavailable):
+			return fmt.Errorf("the fleet's store (%s) is unreachable; try again (%w)", a.store.where, err)
+		}
+		return err
+	}
+	dir := a.dir
 	switch {
 	case errors.Is(err, state.ErrCorrupt):
 		return fmt.Errorf("the state store in %s is damaged and cannot be read (%w); "+
@@ -395,7 +471,7 @@ func sessionsJSON(list []state.Summary) []sessionJSON {
 	for _, s := range list {
 		out = append(out, sessionJSON{
 			SessionID: s.ID, Agent: nonNil(s.Agent), AgentName: s.AgentName, Cwd: s.Cwd,
-			Turns: s.Turns, LastActivity: s.LastActivity, Live: s.Live, Closed: s.Closed,
+			Turns: s.Turns, LastActivity: s.LastActivity, Live: s.Live, Closed: s.Closed, Holder: s.Holder,
 		})
 	}
 	return out
@@ -409,6 +485,8 @@ func writeSessions(w io.Writer, list []state.Summary) error {
 		switch {
 		case s.Closed:
 			live = "closed"
+		case s.Live && s.Holder != "":
+			live = "live on " + s.Holder
 		case s.Live:
 			live = "live"
 		}

@@ -1,0 +1,204 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
+	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
+	"github.com/acp-sidecar/acp-sidecar/proxy"
+	"github.com/acp-sidecar/acp-sidecar/state/pgtest"
+)
+
+// The fleet (docs/fleet.md): sidecars that stand for several hosts, each
+// with its own state dir and its own fake agent, share one record on a real
+// PostgreSQL, and each session has one writer at a time.
+
+// startPostgres starts a throwaway PostgreSQL for one test and returns the
+// --store URL of its database.
+func startPostgres(t *testing.T) string {
+	t.Helper()
+	srv, err := pgtest.Start(t.Context(), pgtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return srv.URL("postgres")
+}
+
+// host starts another sidecar on store in front of a fake agent of its own
+// that knows no session, and initializes it.
+func host(t *testing.T, flags ...string) *ladderPeer {
+	t.Helper()
+	dir := t.TempDir()
+	var stderr acpclient.Buffer
+	lp := &ladderPeer{stderr: &stderr, nextID: 1}
+	logFile := filepath.Join(dir, "sidecar.log")
+	flags = append([]string{"--log-file", logFile}, flags...)
+	lp.peer = startPeer(t, boundedCtx(t), &stderr, sidecarArgv(t, flags, "acp-sidecar", "fakeagent", "-state", filepath.Join(dir, "state.json"))...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			log, _ := os.ReadFile(logFile)
+			t.Logf("sidecar %d stderr:\n%s\nlog:\n%s", lp.c.Pid(), stderr.String(), log)
+		}
+	})
+	initialize(lp.peer)
+	return lp
+}
+
+var leaseEnd = regexp.MustCompile(`until (\S+) unless`)
+
+// loadUntilFree loads sid on lp until the lease is free (each refusal must
+// name holder's pid) and returns the load's response and the refusals.
+func loadUntilFree(t *testing.T, lp *ladderPeer, sid string, holder int) (resp []byte, refused int) {
+	t.Helper()
+	for {
+		_, resp := lp.request("session/load", map[string]any{"sessionId": sid, "cwd": t.TempDir(), "mcpServers": []any{}})
+		if strings.Contains(string(resp), `"result"`) {
+			return resp, refused
+		}
+		_, code, msg := decodeRPCError(t, resp)
+		if code != proxy.CodeLeaseHeld || !strings.Contains(msg, fmt.Sprintf("pid %d", holder)) {
+			t.Fatalf("load while the lease is %d's: %s, want %d naming it", holder, clip(resp), proxy.CodeLeaseHeld)
+		}
+		refused++
+		// The refusal says when the lease ends, as an orchestrator would
+		// read it: try again then, not before.
+		m := leaseEnd.FindStringSubmatch(msg)
+		if m == nil {
+			t.Fatalf("the refusal does not say when the lease ends: %s", msg)
+		}
+		until, err := time.Parse(time.RFC3339, m[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-time.After(time.Until(until) + 10*time.Millisecond):
+		case <-lp.ctx.Done():
+			t.Fatalf("the lease of %d did not end: %s", holder, msg)
+		}
+	}
+}
+
+// turnStatuses are the statuses of sid's turns, as `show --json` reads
+// them from the fleet's store, from any host.
+func turnStatuses(t *testing.T, store, sid string) []string {
+	t.Helper()
+	out, err := exec.CommandContext(boundedCtx(t), "acp-sidecar", "show", sid, "--json", "--store", store).Output()
+	if err != nil {
+		t.Fatalf("show: %v\n%s", err, out)
+	}
+	var v struct {
+		Turns []struct {
+			Status string `json:"status"`
+		} `json:"turns"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("show: %v\n%s", err, out)
+	}
+	var st []string
+	for _, tr := range v.Turns {
+		st = append(st, tr.Status)
+	}
+	return st
+}
+
+// TestFleetFailover: host A dies (SIGKILL, its whole tree) in the middle of
+// a turn. The editor reconnects to host B and loads the session: B refuses
+// while A's lease is live, naming A, then takes it once it expired, and the
+// session goes on there with its config and its kept turns; the turn that
+// was running on A is marked interrupted.
+func TestFleetFailover(t *testing.T) {
+	t.Parallel()
+	store := startPostgres(t)
+	flags := []string{"--store", store, "--lease-ttl", "2s"}
+	a := startLadderWith(t, flags, func(agent []string) []string { return agent })
+	a.send(`{"jsonrpc":"2.0","id":"hang","method":"session/prompt","params":{"sessionId":"` + a.sid + `","prompt":[{"type":"text","text":"hang"}]}}`)
+	a.await("the turn that hangs", func(l []byte) bool { return strings.Contains(string(l), "fake-agent waiting for session/cancel") })
+	// The host dies once the turn's start is in the fleet's store, as a
+	// host that dies seconds into a turn does: a kill within the
+	// milliseconds before leaves the turn absent, never half-written.
+	for !slices.Equal(turnStatuses(t, store, a.sid), []string{"completed", "completed", "running"}) {
+		if a.ctx.Err() != nil {
+			t.Fatal("the running turn never reached the fleet's store")
+		}
+	}
+	holder := a.c.Pid()
+	if err := a.c.Kill(); err != nil {
+		t.Fatal(err)
+	}
+
+	b := host(t, flags...)
+	resp, refused := loadUntilFree(t, b, a.sid, holder)
+	t.Logf("host B's load was refused %d times while host A's lease ran out", refused)
+	mustSucceed(t, "load on host B", resp)
+	b.sid = a.sid
+	_, text, _ := b.prompt("charlie on host b")
+	r, ok := fakeagent.ParseReply(text)
+	if !ok || r.Model != fakeagent.ModelDeep || r.Mode != "plan" {
+		t.Errorf("the first prompt on host B ran on %+v (%v), want deep-3 / plan", r, ok)
+	}
+	if ok && r.Blocks != 2 {
+		t.Errorf("the first prompt on host B had %d blocks, want 2: the kept turns, then the prompt", r.Blocks)
+	}
+	if got, want := turnStatuses(t, store, a.sid), []string{"completed", "completed", "interrupted", "completed"}; !slices.Equal(got, want) {
+		t.Errorf("turns in the fleet's store = %q, want %q", got, want)
+	}
+}
+
+// TestFleetFencesTheOldHolder: host A is paused (SIGSTOP) past its lease,
+// host B takes the session, and A, resumed, tries to go on with it: A's
+// client gets an error that names B and says to reconnect, and nothing A
+// does reaches the record B writes.
+func TestFleetFencesTheOldHolder(t *testing.T) {
+	t.Parallel()
+	store := startPostgres(t)
+	flags := []string{"--store", store, "--lease-ttl", "2s"}
+	a := startLadderWith(t, flags, func(agent []string) []string { return agent })
+	if err := syscall.Kill(a.c.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	b := host(t, flags...)
+	resp, _ := loadUntilFree(t, b, a.sid, a.c.Pid())
+	mustSucceed(t, "load on host B", resp)
+	b.sid = a.sid
+	resp, _, _ = b.prompt("charlie on host b")
+	mustSucceed(t, "prompt on host B", resp)
+	if err := syscall.Kill(a.c.Pid(), syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+
+	// A learns of B at its next renewal or write; either way its client's
+	// next request on the session is refused, and never runs.
+	for {
+		_, resp := a.request("session/prompt", map[string]any{"sessionId": a.sid, "prompt": []map[string]any{{"type": "text", "text": "delta on host a"}}})
+		if strings.Contains(string(resp), `"result"`) {
+			// The renewal had not run yet, and the write of this turn
+			// was refused: A learned it there.
+			continue
+		}
+		_, code, msg := decodeRPCError(t, resp)
+		if code != proxy.CodeLeaseHeld || !strings.Contains(msg, fmt.Sprintf("pid %d", b.c.Pid())) || !strings.Contains(msg, "reconnect") {
+			t.Fatalf("host A's prompt after B took over: %s, want %d naming B and saying to reconnect", clip(resp), proxy.CodeLeaseHeld)
+		}
+		break
+	}
+	if got, want := turnStatuses(t, store, a.sid), []string{"completed", "completed", "completed"}; !slices.Equal(got, want) {
+		t.Errorf("turns in the fleet's store = %q, want %q: B's three, none of A's after the takeover", got, want)
+	}
+}
