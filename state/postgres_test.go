@@ -386,3 +386,45 @@ func TestFirstWriterWins(t *testing.T) {
 		t.Errorf("%d writers won, want 1", won)
 	}
 }
+
+// TestPostgresVerifyFull: sslmode=verify-full works: the store connects
+// over TLS to a server whose certificate its CA signed for the name it
+// dialled, and refuses a server it cannot verify.
+func TestPostgresVerifyFull(t *testing.T) {
+	ctx := t.Context()
+	srv, err := pgtest.Start(ctx, pgtest.Options{TLS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	url := fmt.Sprintf("postgres://postgres@localhost:%d/postgres?sslmode=verify-full&sslrootcert=%s&connect_timeout=10", srv.Port(), srv.CAFile())
+	p, err := openPostgres(ctx, url, PostgresOptions{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatalf("open with verify-full: %v", err)
+	}
+	var ssl bool
+	if err := p.pool.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl); err != nil || !ssl {
+		t.Errorf("the connection uses TLS: %v, %v; want true", ssl, err)
+	}
+	mustPut(t, p, sampleSession("s"))
+	closeOK(t, p)
+
+	// Another CA: the server's certificate does not verify.
+	other, err := pgtest.Start(ctx, pgtest.Options{TLS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := other.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	wrong := fmt.Sprintf("postgres://postgres@localhost:%d/postgres?sslmode=verify-full&sslrootcert=%s&connect_timeout=10", srv.Port(), other.CAFile())
+	if _, err := openPostgres(ctx, wrong, PostgresOptions{Logger: testLogger(t)}); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("open against a server another CA signed = %v, want a certificate error", err)
+	}
+}

@@ -24,6 +24,10 @@ type Options struct {
 	// CloseTimeout bounds how long Close tries to land queued writes. Zero
 	// means 5 s.
 	CloseTimeout time.Duration
+	// WriteTimeout bounds one attempt to land a write: past it the
+	// connection counts as broken (a half-open one never answers), and the
+	// write is tried again on another. Zero means 30 s.
+	WriteTimeout time.Duration
 }
 
 // Shared is the store a sidecar process uses (DESIGN.md "The store"). badger
@@ -127,6 +131,9 @@ func startShared(ctx context.Context, where string, src backendSource, log *slog
 	}
 	if opts.CloseTimeout <= 0 {
 		opts.CloseTimeout = 5 * time.Second
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = 30 * time.Second
 	}
 	s := &Shared{
 		dir: where, src: src, log: log, opts: opts,
@@ -309,7 +316,7 @@ func (s *Shared) run() {
 			}
 			continue
 		}
-		ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+		ctx, cancel := context.WithTimeout(s.ctx, s.opts.WriteTimeout)
 		err := s.apply(ctx, b, o)
 		cancel()
 		if errors.Is(err, errConn) {

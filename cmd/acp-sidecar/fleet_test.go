@@ -19,6 +19,7 @@ import (
 	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // The fleet (docs/fleet.md): sidecars that stand for several hosts, each
@@ -200,5 +201,99 @@ func TestFleetFencesTheOldHolder(t *testing.T) {
 	}
 	if got, want := turnStatuses(t, store, a.sid), []string{"completed", "completed", "completed"}; !slices.Equal(got, want) {
 		t.Errorf("turns in the fleet's store = %q, want %q: B's three, none of A's after the takeover", got, want)
+	}
+}
+
+// TestFleetStartupStorm: 50 sidecars start at once on an empty database.
+// Every one of them opens the store, and the schema is migrated once.
+func TestFleetStartupStorm(t *testing.T) {
+	t.Parallel()
+	store := startPostgres(t)
+	const n = 50
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			// A sidecar whose editor closes its stdin at once: it opens the
+			// store, starts the agent, and goes down cleanly.
+			cmd := exec.CommandContext(boundedCtx(t), "acp-sidecar", "--state-dir", t.TempDir(), "--store", store, "--", "acp-sidecar", "fakeagent")
+			out, err := cmd.CombinedOutput()
+			if err == nil && strings.Contains(string(out), "cannot be used") {
+				err = fmt.Errorf("the store was refused: %s", out)
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	out, err := exec.CommandContext(boundedCtx(t), "acp-sidecar", "sessions", "--json", "--store", store).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "[]" {
+		t.Errorf("sessions after the storm: %v %s", err, out)
+	}
+	conn, err := pgx.Connect(t.Context(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	var applied, distinct int
+	if err := conn.QueryRow(t.Context(), "SELECT count(*), count(DISTINCT version) FROM acp_sidecar.schema_version").Scan(&applied, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if applied != distinct || applied == 0 {
+		t.Errorf("schema_version has %d rows for %d versions: migrated more than once", applied, distinct)
+	}
+}
+
+// TestFleetDatabaseKilledMidWrite: PostgreSQL is SIGKILLed while a session
+// writes, then started again. The relay never stops (every prompt is
+// answered), and once the database is back every acknowledged turn is in
+// it, once.
+func TestFleetDatabaseKilledMidWrite(t *testing.T) {
+	t.Parallel()
+	srv, err := pgtest.Start(t.Context(), pgtest.Options{Fsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	store := srv.URL("postgres")
+	a := startLadderWith(t, []string{"--store", store}, func(agent []string) []string { return agent })
+	answered := 2 // startLadder's two turns
+	prompt := func(text string) {
+		resp, _, _ := a.prompt(text)
+		mustSucceed(t, text, resp)
+		answered++
+	}
+	a.send(`{"jsonrpc":"2.0","id":"long","method":"session/prompt","params":{"sessionId":"` + a.sid + `","prompt":[{"type":"text","text":"stream 2000 100"}]}}`)
+	srv.Kill() // in the middle of the stream, and of the writes it makes
+	a.await("the long turn's answer", acpclient.HasID(`"long"`))
+	answered++
+	prompt("while the database is down")
+	if err := srv.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	prompt("once it is back")
+	if code := a.finish(); code != 0 {
+		t.Fatalf("the sidecar exited %d", code)
+	}
+
+	conn, err := pgx.Connect(t.Context(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	var count, distinct, completed, kept int
+	if err := conn.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT idx), count(*) FILTER (WHERE status = 'completed'),
+		(SELECT turns_kept FROM acp_sidecar.sessions WHERE client_id = $1) FROM acp_sidecar.turns WHERE client_id = $1`, a.sid).
+		Scan(&count, &distinct, &completed, &kept); err != nil {
+		t.Fatal(err)
+	}
+	if count != answered || distinct != answered || completed != answered || kept != answered {
+		t.Errorf("the database holds %d turns (%d distinct, %d completed, counted %d); want the %d answered, once each", count, distinct, completed, kept, answered)
 	}
 }

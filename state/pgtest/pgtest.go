@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -33,6 +34,13 @@ type Options struct {
 	Fsync bool
 	// Log gets the server's log lines (nil: discarded).
 	Log io.Writer
+	// TCP makes the server listen on a free port of 127.0.0.1 too, for the
+	// tests that put something between a client and the server.
+	TCP bool
+	// TLS serves TLS on TCP (it implies TCP), with a certificate for
+	// localhost and 127.0.0.1 from a CA of its own (CAFile), so that a
+	// client can check both with sslmode=verify-full.
+	TLS bool
 }
 
 // Server is one running PostgreSQL. Its superuser is "postgres", trusted
@@ -43,10 +51,18 @@ type Server struct {
 	opts Options
 	cred *syscall.Credential // the postgres user's, when started as root
 
+	port int // the TCP port, 0 without TCP
+
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
 }
+
+// Port is the server's TCP port on 127.0.0.1 (Options.TCP), else 0.
+func (s *Server) Port() int { return s.port }
+
+// CAFile is the CA that signed the server's certificate (Options.TLS).
+func (s *Server) CAFile() string { return filepath.Join(s.dir, "ca.crt") }
 
 // ReadyTimeout bounds how long Start and Restart wait for the server to
 // accept connections. initdb and a first start take a second or two on an
@@ -86,11 +102,35 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		os.RemoveAll(s.dir)
 		return nil, fmt.Errorf("pgtest: initdb: %w\n%s", err, out)
 	}
+	if opts.TLS {
+		opts.TCP = true
+		s.opts.TCP = true
+		if err := writeCerts(s.dir, s.data(), s.cred); err != nil {
+			os.RemoveAll(s.dir)
+			return nil, err
+		}
+	}
+	if opts.TCP {
+		if s.port, err = freePort(); err != nil {
+			os.RemoveAll(s.dir)
+			return nil, err
+		}
+	}
 	if err := s.start(ctx); err != nil {
 		os.RemoveAll(s.dir)
 		return nil, err
 	}
 	return s, nil
+}
+
+// freePort is a TCP port of 127.0.0.1 that nothing listens on now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pgtest: find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // findBinaries finds initdb and postgres: on PATH, else in Debian's
@@ -131,14 +171,23 @@ func (s *Server) data() string { return filepath.Join(s.dir, "data") }
 // host for it.
 func (s *Server) Socket() string { return s.dir }
 
-// DSN is the connection string for database db as the superuser.
+// socketPort is the port the unix socket's name carries.
+func (s *Server) socketPort() int {
+	if s.port != 0 {
+		return s.port
+	}
+	return 5432
+}
+
+// DSN is the connection string for database db as the superuser, on the
+// unix socket.
 func (s *Server) DSN(db string) string {
-	return fmt.Sprintf("host=%s port=5432 user=postgres dbname=%s sslmode=disable", s.dir, db)
+	return fmt.Sprintf("host=%s port=%d user=postgres dbname=%s sslmode=disable", s.dir, s.socketPort(), db)
 }
 
 // URL is DSN as a postgres:// URL, the form --store takes.
 func (s *Server) URL(db string) string {
-	return fmt.Sprintf("postgres://postgres@/%s?host=%s&sslmode=disable", db, s.dir)
+	return fmt.Sprintf("postgres://postgres@/%s?host=%s&port=%d&sslmode=disable", db, s.dir, s.socketPort())
 }
 
 // CreateDB creates an empty database and returns its DSN: each test gets
@@ -162,9 +211,22 @@ func (s *Server) start(ctx context.Context) error {
 		fsync = "on"
 	}
 	// Not CommandContext: the server outlives the call that starts it.
-	cmd := exec.Command(filepath.Join(s.bin, "postgres"), "-D", s.data(), "-k", s.dir,
-		"-c", "listen_addresses=", "-c", "fsync="+fsync, "-c", "full_page_writes="+fsync,
-		"-c", "max_connections=300", "-c", "shared_buffers=32MB", "-c", "logging_collector=off")
+	listen := ""
+	if s.opts.TCP {
+		listen = "127.0.0.1"
+	}
+	args := []string{"-D", s.data(), "-k", s.dir,
+		"-c", "listen_addresses=" + listen, "-c", "fsync=" + fsync, "-c", "full_page_writes=" + fsync,
+		"-c", "max_connections=300", "-c", "shared_buffers=32MB", "-c", "logging_collector=off"}
+	if s.opts.TCP {
+		// The socket's name carries the port too: DSN says so.
+		args = append(args, "-p", fmt.Sprint(s.port))
+	}
+	if s.opts.TLS {
+		args = append(args, "-c", "ssl=on", "-c", "ssl_cert_file="+filepath.Join(s.data(), "server.crt"),
+			"-c", "ssl_key_file="+filepath.Join(s.data(), "server.key"))
+	}
+	cmd := exec.Command(filepath.Join(s.bin, "postgres"), args...)
 	// The server dies with the test binary, even one killed at once.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGKILL}
 	cmd.Dir = s.dir
