@@ -152,3 +152,41 @@ func DescribePostgres(dsn string) (string, error) {
 	}
 	return PostgresWhere(cfg.ConnConfig), nil
 }
+
+// WatchChannel is the channel the fleet's database notifies with a
+// session's id whenever the session or its turns change (pgschema 0002).
+const WatchChannel = "acp_sidecar_sessions"
+
+// Watch calls changed with the id of each session that changes, as the
+// database notifies it (LISTEN), until ctx ends (nil) or the connection
+// breaks. A transaction notifies each id once; the data is the caller's to
+// read after. listening is called once the database listens, before any
+// change: what the caller reads then misses nothing that follows.
+func (f *Fleet) Watch(ctx context.Context, listening func(), changed func(id string)) error {
+	p := f.src.store()
+	if p == nil {
+		return fmt.Errorf("watch %s: %w", f.dir, ErrUnavailable)
+	}
+	pooled, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", f.dir, pgErr(err))
+	}
+	// A connection that waited for notifications is not given back for
+	// queries: its wait may have ended mid-message. It is the watch's own.
+	conn := pooled.Hijack()
+	defer conn.Close(context.Background()) // it goes away either way; a failed goodbye changes nothing
+	if _, err := conn.Exec(ctx, "LISTEN "+WatchChannel); err != nil {
+		return fmt.Errorf("watch %s: %w", f.dir, pgErr(err))
+	}
+	listening()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("watch %s: %w", f.dir, pgErr(err))
+		}
+		changed(n.Payload)
+	}
+}

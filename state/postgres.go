@@ -557,6 +557,12 @@ func (p *pgStore) PutTurn(ctx context.Context, sessionID string, t *Turn) error 
 	if at := t.activity(); !at.IsZero() {
 		activity = &at
 	}
+	if done, err := p.putTurnHeld(ctx, sessionID, t, recJSON, activity); done || err != nil {
+		if err != nil {
+			return fmt.Errorf("put turn %s #%d: %w", sessionID, t.Index, pgErr(err))
+		}
+		return nil
+	}
 	return p.write(ctx, "put turn", sessionID, leaseWrite, func(tx pgx.Tx) error {
 		var old string
 		err := tx.QueryRow(ctx, "SELECT status FROM acp_sidecar.turns WHERE client_id = $1 AND idx = $2", sessionID, t.Index).Scan(&old)
@@ -572,6 +578,45 @@ func (p *pgStore) PutTurn(ctx context.Context, sessionID string, t *Turn) error 
 			WHERE client_id = $1`, sessionID, keptStatus(string(t.Status))-keptStatus(old), activity)
 		return err
 	})
+}
+
+// putTurnHeld writes a turn of a session whose lease this store holds in
+// one statement, one round trip: a turn's end waits for it. It checks the
+// lease under the session row's lock as fence does, and says done false,
+// having written nothing, when the lease is not this store's at its epoch
+// (not taken yet, lost, or the session deleted): the caller then goes the
+// long way, which takes a free lease or says why not.
+func (p *pgStore) putTurnHeld(ctx context.Context, sid string, t *Turn, rec []byte, activity *time.Time) (done bool, err error) {
+	p.mu.Lock()
+	epoch, held := p.held[sid]
+	p.mu.Unlock()
+	if !held {
+		return false, nil
+	}
+	var n int
+	err = p.pool.QueryRow(ctx, `WITH lease AS (
+			SELECT client_id FROM acp_sidecar.sessions
+			WHERE client_id = $1 AND lease_instance = $5 AND lease_epoch = $6 FOR UPDATE
+		), old AS (
+			SELECT status FROM acp_sidecar.turns WHERE client_id = $1 AND idx = $2
+		), put AS (
+			INSERT INTO acp_sidecar.turns (client_id, idx, status, record) SELECT $1, $2, $3, $4 FROM lease
+			ON CONFLICT (client_id, idx) DO UPDATE SET status = excluded.status, record = excluded.record
+			RETURNING 1
+		), counted AS (
+			UPDATE acp_sidecar.sessions SET
+				turns_kept = turns_kept + (CASE WHEN $3 IN ('rolled_back', '') THEN 0 ELSE 1 END)
+					- coalesce((SELECT CASE WHEN status IN ('rolled_back', '') THEN 0 ELSE 1 END FROM old), 0),
+				last_activity = greatest(last_activity, $7)
+			WHERE client_id IN (SELECT client_id FROM lease)
+			RETURNING 1
+		)
+		SELECT (SELECT count(*) FROM put) + (SELECT count(*) FROM counted)`,
+		sid, t.Index, string(t.Status), rec, p.me.Instance, epoch, activity).Scan(&n)
+	if err != nil {
+		return false, err
+	}
+	return n == 2, nil
 }
 
 func (p *pgStore) Turns(ctx context.Context, sessionID string) ([]Turn, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -426,5 +427,51 @@ func TestPostgresVerifyFull(t *testing.T) {
 	wrong := fmt.Sprintf("postgres://postgres@localhost:%d/postgres?sslmode=verify-full&sslrootcert=%s&connect_timeout=10", srv.Port(), other.CAFile())
 	if _, err := openPostgres(ctx, wrong, PostgresOptions{Logger: testLogger(t)}); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("open against a server another CA signed = %v, want a certificate error", err)
+	}
+}
+
+// TestFleetWatch: a watcher hears of each session that changes, by id, as
+// the writes of another host's store commit.
+func TestFleetWatch(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	dsn := postgresDSN(t)
+	w, err := OpenPostgres(ctx, dsn, Options{Logger: testLogger(t)}, PostgresOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeOK(t, w)
+	heard := make(chan string, 100)
+	listening := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- w.Watch(ctx, func() { close(listening) }, func(id string) { heard <- id })
+	}()
+	<-listening
+	a, err := openPostgres(ctx, dsn, PostgresOptions{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeOK(t, a)
+	mustPut(t, a, sampleSession("s1"))
+	mustTurn(t, a, "s2", sampleTurn(1, TurnCompleted))
+	if err := a.DeleteSession(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for len(got) < 3 {
+		select {
+		case id := <-heard:
+			got = append(got, id)
+		case <-ctx.Done():
+			t.Fatalf("heard %q, want s1, s2, s1", got)
+		}
+	}
+	if want := []string{"s1", "s2", "s1"}; !slices.Equal(got, want) {
+		t.Errorf("heard %q, want %q", got, want)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Watch ended with %v", err)
 	}
 }

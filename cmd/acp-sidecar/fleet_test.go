@@ -297,3 +297,31 @@ func TestFleetDatabaseKilledMidWrite(t *testing.T) {
 		t.Errorf("the database holds %d turns (%d distinct, %d completed, counted %d); want the %d answered, once each", count, distinct, completed, kept, answered)
 	}
 }
+
+// TestSessionsWatch: `sessions --watch --json` on a fleet's store prints
+// the listing, then a line for each session as a sidecar on another host
+// creates it, records its turns and deletes it.
+func TestSessionsWatch(t *testing.T) {
+	t.Parallel()
+	store := startPostgres(t)
+	w := startPeer(t, boundedCtx(t), nil, "acp-sidecar", "sessions", "--watch", "--json", "--store", store)
+	w.await("the listing", func(l []byte) bool { return string(l) == "[]" })
+
+	a := startLadderWith(t, []string{"--store", store}, func(agent []string) []string { return agent })
+	row := w.await("the session's row", func(l []byte) bool {
+		return strings.Contains(string(l), a.sid) && strings.Contains(string(l), `"turns":2`)
+	})
+	if !strings.Contains(string(row), `"live":true`) {
+		t.Errorf("the row of a session a sidecar serves: %s, want it live", row)
+	}
+	if code := a.finish(); code != 0 {
+		t.Fatalf("the sidecar exited %d", code)
+	}
+	out, err := exec.CommandContext(boundedCtx(t), "acp-sidecar", "delete", a.sid, "--store", store).CombinedOutput()
+	if err != nil {
+		t.Fatalf("delete: %v\n%s", err, out)
+	}
+	w.await("the delete", func(l []byte) bool {
+		return strings.Contains(string(l), a.sid) && strings.Contains(string(l), `"gone":true`)
+	})
+}

@@ -242,11 +242,20 @@ func sessionsCommand(s stdio) *cli.Command {
 		Usage:           "list the recorded sessions, most recent first",
 		UsageText:       "acp-sidecar sessions [--json] [--state-dir DIR]",
 		HideHelpCommand: true,
-		Flags:           []cli.Flag{jsonFlag(), stateDirFlag(), storeFlag()},
+		Flags: []cli.Flag{jsonFlag(), stateDirFlag(), storeFlag(),
+			&cli.BoolFlag{Name: "watch", Usage: "with a fleet's store: after the listing, print each session that changes, as it changes"}},
 		Action: func(c *cli.Context) error {
 			a, err := readArgs(c)
 			if err != nil || len(a.pos) > 0 {
-				return usageError(c, err, "usage: acp-sidecar sessions [--json] [--state-dir DIR]")
+				return usageError(c, err, "usage: acp-sidecar sessions [--json] [--watch] [--state-dir DIR] [--store STORE]")
+			}
+			if a.watch {
+				if a.store.kind != "postgres" {
+					return usageError(c, errors.New("--watch follows a fleet's store (--store postgres://…)"), "usage: acp-sidecar sessions --watch --store STORE")
+				}
+				return withStore(c.Context, a, func(ctx context.Context, st state.Store) error {
+					return watchSessions(ctx, st.(*state.Fleet), a.json, s.out)
+				})
 			}
 			return withStore(c.Context, a, func(ctx context.Context, st state.Store) error {
 				list, err := st.Sessions(ctx)
@@ -326,6 +335,7 @@ func settleRunning(ctx context.Context, st state.Store, id string, turns []state
 type readCmdArgs struct {
 	pos   []string // positional arguments
 	json  bool
+	watch bool      // sessions --watch
 	dir   string    // the state dir to read
 	store storeSpec // --store: the state dir's store, or a fleet's
 }
@@ -349,7 +359,7 @@ func (a readCmdArgs) place() string {
 // is not enough: urfave/cli resolves a name in the nearest context that
 // declares it, so the subcommand's unset flag would hide the app's.
 func readArgs(c *cli.Context) (readCmdArgs, error) {
-	a := readCmdArgs{json: c.Bool("json")}
+	a := readCmdArgs{json: c.Bool("json"), watch: c.Bool("watch")}
 	for _, cc := range c.Lineage() {
 		if cc.IsSet("state-dir") && cc.String("state-dir") != "" {
 			a.dir = cc.String("state-dir")
@@ -368,6 +378,7 @@ func readArgs(c *cli.Context) (readCmdArgs, error) {
 	fs := flag.NewFlagSet(c.Command.Name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.BoolVar(&a.json, "json", a.json, "")
+	fs.BoolVar(&a.watch, "watch", a.watch, "")
 	fs.StringVar(&a.dir, "state-dir", a.dir, "")
 	fs.StringVar(&store, "store", store, "")
 	for rest := c.Args().Slice(); len(rest) > 0; rest = fs.Args() {
@@ -375,6 +386,9 @@ func readArgs(c *cli.Context) (readCmdArgs, error) {
 		if err := fs.Parse(rest[1:]); err != nil {
 			return a, err
 		}
+	}
+	if a.watch && c.Command.Name != "sessions" {
+		return a, errors.New("--watch is a flag of sessions")
 	}
 	var err error
 	if a.store, err = parseStore(store); err != nil {
@@ -478,8 +492,20 @@ func sessionsJSON(list []state.Summary) []sessionJSON {
 }
 
 func writeSessions(w io.Writer, list []state.Summary) error {
+	return writeSessionTable(w, list, true)
+}
+
+// writeSessionRows prints rows of the listing without its header, as
+// `sessions --watch` does for each change.
+func writeSessionRows(w io.Writer, list []state.Summary) error {
+	return writeSessionTable(w, list, false)
+}
+
+func writeSessionTable(w io.Writer, list []state.Summary, header bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tAGENT\tCWD\tTURNS\tLAST ACTIVITY\tLIVE")
+	if header {
+		fmt.Fprintln(tw, "SESSION\tAGENT\tCWD\tTURNS\tLAST ACTIVITY\tLIVE")
+	}
 	for _, s := range list {
 		live := ""
 		switch {

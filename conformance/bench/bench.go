@@ -86,14 +86,18 @@ const (
 	wTurns     = "turns"     // peak_rss_N_turns
 	wRecovery  = "recovery"  // recovery
 	wSeveral   = "several"   // several_agents_small, several_agents_large
+	wStore     = "store"     // store_*: only when named (it needs PostgreSQL; store.go)
 )
 
-var allWorkloads = []string{wSmall, wLarge, wRT, wRecording, wTurns, wRecovery, wSeveral}
+var allWorkloads = []string{wSmall, wLarge, wRT, wRecording, wTurns, wRecovery, wSeveral, wStore}
 
 // workloads is the set -only names; a nil set is every workload.
 type workloads map[string]bool
 
-func (w workloads) has(name string) bool { return w == nil || w[name] }
+func (w workloads) has(name string) bool { return w == nil && name != wStore || w[name] }
+
+// storeOnly says -only names the store workload alone: no relay rounds.
+func (w workloads) storeOnly() bool { return len(w) == 1 && w[wStore] }
 
 func (w *workloads) String() string {
 	var names []string
@@ -243,6 +247,16 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 // short warm-up of each that is not counted (it pages the binary in).
 func measure(ctx context.Context, r *runner, o options, progress io.Writer) (*results, error) {
 	res := newResults(o)
+	if o.only.has(wStore) {
+		st, err := r.storeWorkload(ctx, o, progress)
+		if err != nil {
+			return nil, err
+		}
+		res.store = st
+		if o.only.storeOnly() {
+			return res, nil
+		}
+	}
 	for _, k := range []relayKind{byteCopyRelay, sidecarRelay} {
 		if _, err := r.throughput(ctx, k, kindChunk, min(o.small, 10_000), o.smallSize); err != nil {
 			return nil, fmt.Errorf("warm-up: %w", err)

@@ -41,6 +41,7 @@ type results struct {
 	o      options
 	rounds []roundValues
 	turns  *turnsResult // nil: not run
+	store  *storeResult // nil: not run
 }
 
 func newResults(o options) *results { return &results{o: o} }
@@ -132,6 +133,13 @@ func perSecond(n float64, d time.Duration) float64 {
 
 // metrics are the report's lines, in the order printed.
 func (r *results) metrics() []Metric {
+	if len(r.rounds) == 0 {
+		// -only store: no relay rounds ran.
+		if r.store == nil {
+			return nil
+		}
+		return storeMetrics(r.store)
+	}
 	small := r.metric("small_throughput", "frames/s", false, func(v roundValues, k relayKind) float64 {
 		return perSecond(float64(v.small[k].frames), v.small[k].elapsed)
 	})
@@ -213,6 +221,9 @@ func (r *results) metrics() []Metric {
 			ms = append(ms, m)
 		}
 	}
+	if r.store != nil {
+		ms = append(ms, storeMetrics(r.store)...)
+	}
 	if t := r.turns; t != nil && t.hwm > 0 {
 		m := Metric{Name: fmt.Sprintf("peak_rss_%d_turns", t.turns), Unit: "MiB", Sidecar: float64(t.hwm) / (1 << 20),
 			Target: fmt.Sprintf("< %d MiB", targetRSSTurns>>20)}
@@ -284,6 +295,9 @@ func (r *results) writeTable(w io.Writer) error {
 	fmt.Fprintln(tw, "recording_*: SIDECAR records (the default), BYTECOPY is the same sidecar with --record=false")
 	if r.o.only.has(wSeveral) {
 		fmt.Fprintln(tw, "several_agents_*: SIDECAR runs two named agents, the default one streaming, BYTECOPY the same agent alone; both checked byte for byte")
+	}
+	if r.store != nil {
+		fmt.Fprintln(tw, "store_*: SIDECAR is the fleet's PostgreSQL (a local unix socket, fsync on), BYTECOPY the disk store (badger); store_recording_*: --store on PostgreSQL, against --record=false")
 	}
 	if r.o.only.has(wRecovery) {
 		fmt.Fprintln(tw, "recovery: SIDECAR is the agent's SIGKILL to the answer of a prompt sent at once, BYTECOPY the agent alone: start, initialize, session/new, the prompt")
