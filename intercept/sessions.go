@@ -125,6 +125,13 @@ func (o *Sessions) Status(ctx context.Context, sid string) (map[string]any, erro
 		if o.cfg.Name != "" {
 			res["agent"] = o.cfg.Name
 		}
+		if o.leases != nil {
+			shared, why := o.leases.Sharing(sid)
+			res["shared"] = shared
+			if !shared {
+				res["notShared"] = why
+			}
+		}
 	})
 	return res, err
 }
@@ -143,6 +150,9 @@ func (o *Sessions) StatusText(ctx context.Context, sid string) (string, error) {
 	fmt.Fprintf(&b, "\nconfig: %s\nturns: %v (%v kept)", rebuild.ConfigLine(st["live"].(map[string]string)), st["turns"], st["keptTurns"])
 	if blocked, ok := st["blocked"].(*state.Blocked); ok && blocked != nil {
 		fmt.Fprintf(&b, "\nblocked: %s", blocked.Reason)
+	}
+	if why, ok := st["notShared"].(string); ok {
+		fmt.Fprintf(&b, "\nnot shared: %s", why)
 	}
 	return b.String(), nil
 }

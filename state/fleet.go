@@ -80,6 +80,20 @@ func (f *Fleet) Lost(id string) (*LeaseError, bool) {
 	return p.Lost(id)
 }
 
+// Sharing implements Leaser.
+func (f *Fleet) Sharing(id string) (bool, string) {
+	if le, lost := f.Lost(id); lost {
+		return false, le.Error()
+	}
+	f.mu.Lock()
+	b, waiting := f.backend, len(f.pend[id])
+	f.mu.Unlock()
+	if b == nil {
+		return false, fmt.Sprintf("the fleet's store (%s) is out of reach: %d of this session's writes wait in this sidecar's memory, and land once it is back", f.dir, waiting)
+	}
+	return true, ""
+}
+
 // fleetSource is the fleet's database: one pgStore, opened at the first
 // connect that reaches the database, and kept: its pool reconnects by
 // itself, and its leases outlive a broken connection.

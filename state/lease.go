@@ -80,6 +80,10 @@ type Leaser interface {
 	// It is known without asking the database: the renewal and every write
 	// notice it.
 	Lost(id string) (*LeaseError, bool)
+	// Sharing says whether session id's record is shared with the fleet
+	// now, and if not, why: its lease was lost, or the database is out of
+	// reach and its writes wait in this process.
+	Sharing(id string) (shared bool, why string)
 }
 
 // LeaseOf is the store's Leaser, or nil for a store without leases.

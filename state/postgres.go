@@ -298,6 +298,15 @@ func (p *pgStore) Lost(id string) (*LeaseError, bool) {
 	return le, ok
 }
 
+// Sharing implements Leaser: a write that returned has committed, so only
+// a lost lease keeps a session from being shared.
+func (p *pgStore) Sharing(id string) (bool, string) {
+	if le, lost := p.Lost(id); lost {
+		return false, le.Error()
+	}
+	return true, ""
+}
+
 // renewal renews the leases this store holds every third of their ttl,
 // until Close.
 func (p *pgStore) renewal() {

@@ -274,10 +274,28 @@ func TestFleetDatabaseKilledMidWrite(t *testing.T) {
 	a.await("the long turn's answer", acpclient.HasID(`"long"`))
 	answered++
 	prompt("while the database is down")
+	status := func() map[string]any {
+		_, resp := a.request("_sidecar/status", map[string]any{"sessionId": a.sid})
+		var r struct {
+			Result map[string]any `json:"result"`
+		}
+		if err := json.Unmarshal(resp, &r); err != nil || r.Result == nil {
+			t.Fatalf("_sidecar/status: %s", clip(resp))
+		}
+		return r.Result
+	}
+	if st := status(); st["shared"] != false || !strings.Contains(fmt.Sprint(st["notShared"]), "out of reach") {
+		t.Errorf("status with the database down: shared=%v notShared=%v, want not shared, out of reach", st["shared"], st["notShared"])
+	}
 	if err := srv.Restart(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	prompt("once it is back")
+	for st := status(); st["shared"] != true; st = status() {
+		if a.ctx.Err() != nil {
+			t.Fatalf("the session was never shared again: %v", st["notShared"])
+		}
+	}
 	if code := a.finish(); code != 0 {
 		t.Fatalf("the sidecar exited %d", code)
 	}
