@@ -58,6 +58,11 @@ type LifelineOps interface {
 	// lost is the error for request f on a session another sidecar of a
 	// fleet took over (nil while this one serves it).
 	lost(f *proxy.Frame) error
+	// fleet says whether sessions have leases; confirm then checks with
+	// the database, before a prompt goes on, that the lease is still this
+	// sidecar's.
+	fleet() bool
+	confirm(ctx context.Context, sid string) error
 }
 
 // NewLifeline builds the lifeline over the agent's life and the ledger it
@@ -161,7 +166,7 @@ func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdic
 		return ll.forking(f, wire.SessionIDOf(f)), nil
 	}
 	emulated := method == wire.SessionLoad || method == wire.SessionResume || method == wire.SessionList
-	if !emulated && !ll.anyWait() {
+	if !emulated && !ll.anyWait() && !(method == wire.Prompt && ll.rec.fleet()) {
 		return proxy.Verdict{}, nil // the common request: nothing waits, nothing to decode
 	}
 	sid := ""
@@ -176,6 +181,11 @@ func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdic
 		return ll.hold(f, sid, ll.emulate), nil
 	}
 	if !ll.mustWait(sid) {
+		if method == wire.Prompt && ll.rec.fleet() {
+			// Off the relay's path: the lease is confirmed with the
+			// database before the turn starts (holdAfter).
+			return ll.hold(f, sid, nil), nil
+		}
 		return proxy.Verdict{}, nil
 	}
 	// The agent is restarting, or the session's native session is being
@@ -333,9 +343,13 @@ func (ll *lifeline) holdAfter(f *proxy.Frame, sid string, decide decider, minGen
 			return answerWith(proxy.ErrorResponse(id, wire.CodeOf(err), err.Error()))
 		case decide != nil:
 			return decide(ctx, waited{method: method, sid: sid, id: id, raw: raw})
-		default:
-			return ll.rest(ctx, proxy.ClientToAgent, raw)
 		}
+		if method == wire.Prompt {
+			if err := ll.rec.confirm(ctx, sid); err != nil {
+				return answerWith(proxy.ErrorResponse(id, wire.CodeOf(err), err.Error()))
+			}
+		}
+		return ll.rest(ctx, proxy.ClientToAgent, raw)
 	}}
 }
 

@@ -66,6 +66,24 @@ func (o *Sessions) lease(ctx context.Context, sid string) error {
 	return nil
 }
 
+// fleet says whether sessions are a fleet's, with leases: each prompt is
+// then confirmed with the database before it runs (confirm).
+func (o *Sessions) fleet() bool { return o.leases != nil }
+
+// confirm checks, before a prompt on session sid goes to the agent, that
+// this sidecar still holds the session's lease in the fleet's store: a
+// lease another host took is refused with its name, and the turn never
+// starts here.
+func (o *Sessions) confirm(ctx context.Context, sid string) error {
+	if o.leases == nil || sid == "" {
+		return nil
+	}
+	if err := o.leases.Confirm(ctx, sid); err != nil {
+		return wire.Refuse(proxy.CodeLeaseHeld, "acp-sidecar: %v", err)
+	}
+	return nil
+}
+
 // lost is the error for request f on a session another sidecar took the
 // lease of: this one no longer serves it (nil while it does). Without a
 // fleet it costs a nil check.

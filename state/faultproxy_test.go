@@ -215,4 +215,5 @@ func TestFleetThroughANetworkThatBreaks(t *testing.T) {
 	if count != n || distinct != n || kept != n {
 		t.Errorf("turns in the database = %d (%d distinct), counted %d; want %d of each", count, distinct, kept, n)
 	}
+	t.Logf("fleet report network: written=%d lost=%d doubled=%d miscounted=%d", n, max(0, n-distinct), count-distinct, kept-n)
 }

@@ -80,6 +80,26 @@ func (f *Fleet) Lost(id string) (*LeaseError, bool) {
 	return p.Lost(id)
 }
 
+// Confirm implements Leaser. With the database out of reach it confirms
+// nothing and refuses nothing: the session goes on here, not shared.
+func (f *Fleet) Confirm(ctx context.Context, id string) error {
+	f.mu.Lock()
+	b := f.backend
+	f.mu.Unlock()
+	if b == nil {
+		if le, lost := f.Lost(id); lost {
+			return le
+		}
+		return nil
+	}
+	err := b.(fleetBackend).Confirm(ctx, id)
+	if errors.Is(err, errConn) {
+		f.drop(b, err)
+		return nil
+	}
+	return err
+}
+
 // Sharing implements Leaser.
 func (f *Fleet) Sharing(id string) (bool, string) {
 	if le, lost := f.Lost(id); lost {

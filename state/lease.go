@@ -80,6 +80,13 @@ type Leaser interface {
 	// It is known without asking the database: the renewal and every write
 	// notice it.
 	Lost(id string) (*LeaseError, bool)
+	// Confirm asks the database whether this sidecar still holds session
+	// id's lease, before a prompt runs on it: a turn never starts here
+	// after another host took the session. A lease found lost is a
+	// *LeaseError (ErrFenced); a database out of reach is not an error
+	// (the session goes on, not shared), nor a session this sidecar never
+	// wrote.
+	Confirm(ctx context.Context, id string) error
 	// Sharing says whether session id's record is shared with the fleet
 	// now, and if not, why: its lease was lost, or the database is out of
 	// reach and its writes wait in this process.

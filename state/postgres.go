@@ -298,6 +298,55 @@ func (p *pgStore) Lost(id string) (*LeaseError, bool) {
 	return le, ok
 }
 
+// Confirm implements Leaser.
+func (p *pgStore) Confirm(ctx context.Context, id string) error {
+	p.mu.Lock()
+	epoch, held := p.held[id]
+	lost := p.lost[id]
+	p.mu.Unlock()
+	if lost != nil {
+		return lost
+	}
+	if !held {
+		return nil
+	}
+	var inst, host *string
+	var pid *int32
+	var dbEpoch int64
+	var until *time.Time
+	err := p.pool.QueryRow(ctx, "SELECT lease_instance, lease_host, lease_pid, lease_epoch, lease_expires FROM acp_sidecar.sessions WHERE client_id = $1", id).
+		Scan(&inst, &host, &pid, &dbEpoch, &until)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil // deleted: its next write finds the tombstone
+	case err != nil:
+		return pgErr(err)
+	case inst != nil && *inst == p.me.Instance && dbEpoch == epoch:
+		return nil
+	}
+	le := &LeaseError{Session: id, Fenced: true}
+	if host != nil {
+		le.Holder.Host = *host
+	}
+	if pid != nil {
+		le.Holder.PID = int(*pid)
+	}
+	if inst != nil {
+		le.Holder.Instance = *inst
+	}
+	if until != nil {
+		le.Until = *until
+	}
+	p.mu.Lock()
+	if p.held[id] == epoch {
+		delete(p.held, id)
+		p.lost[id] = le
+	}
+	p.mu.Unlock()
+	p.log.Warn("lost a session's lease to another sidecar; it is no longer written here", "session", id, "holder", le.Holder.String())
+	return le
+}
+
 // Sharing implements Leaser: a write that returned has committed, so only
 // a lost lease keeps a session from being shared.
 func (p *pgStore) Sharing(id string) (bool, string) {
