@@ -227,8 +227,7 @@ func (s *Server) start(ctx context.Context) error {
 			"-c", "ssl_key_file="+filepath.Join(s.data(), "server.key"))
 	}
 	cmd := exec.Command(filepath.Join(s.bin, "postgres"), args...)
-	// The server dies with the test binary, even one killed at once.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = serverAttr(s.cred)
 	cmd.Dir = s.dir
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
