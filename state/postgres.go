@@ -29,6 +29,13 @@ type PostgresOptions struct {
 	// Holder names this process in the leases it takes. Zero: this host,
 	// this pid and a random instance.
 	Holder Holder
+	// Local is the host's own store (the state dir's), where the fleet's
+	// store also keeps a session's writes while the database is out of
+	// reach, so that a sidecar killed meanwhile loses none of them; the
+	// next one to open the fleet's store in LocalDir replays them. Nil:
+	// they wait in memory only.
+	Local    Store
+	LocalDir string
 }
 
 // DefaultLeaseTTL is --lease-ttl's default: a host that died frees its

@@ -475,3 +475,87 @@ func TestFleetWatch(t *testing.T) {
 		t.Errorf("Watch ended with %v", err)
 	}
 }
+
+// TestFleetKeepsWritesThroughACrash: with the database down, a sidecar
+// keeps its writes in the host's own store too, and is killed before they
+// land. The next sidecar on the host replays them once the database is
+// back (waiting out the dead one's lease): nothing acknowledged is lost.
+func TestFleetKeepsWritesThroughACrash(t *testing.T) {
+	ctx := t.Context()
+	srv, err := pgtest.Start(ctx, pgtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	dir := t.TempDir()
+	open := func() (*Fleet, *Shared) {
+		local, err := Open(ctx, dir, Options{Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := OpenPostgres(ctx, srv.DSN("postgres"), Options{Logger: testLogger(t), CloseTimeout: 100 * time.Millisecond},
+			PostgresOptions{LeaseTTL: time.Second, Local: local, LocalDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f, local
+	}
+	f, local := open()
+	mustPut(t, f, sampleSession("s"))
+	mustTurn(t, f, "s", sampleTurn(1, TurnCompleted))
+	if err := f.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	mustTurn(t, f, "s", sampleTurn(2, TurnCompleted))
+	mustTurn(t, f, "s", sampleTurn(3, TurnCompleted))
+	// The sidecar goes down with its writes unlanded: its close gives up
+	// on the database, and what it kept is in the host's store.
+	if err := f.Close(); err == nil {
+		t.Error("Close landed the writes with the database down")
+	}
+	closeOK(t, local)
+	if ents, _ := os.ReadDir(dir + "/" + localKeepDir); len(ents) != 1 {
+		t.Fatalf("marks of kept sessions: %v, want s's", ents)
+	}
+
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f2, local2 := open()
+	defer closeOK(t, local2)
+	defer closeOK(t, f2)
+	conn, err := pgx.Connect(ctx, srv.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for {
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM acp_sidecar.turns WHERE client_id = 's' AND status = 'completed'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 3 {
+			break
+		}
+		if n > 3 || ctx.Err() != nil {
+			t.Fatalf("the database holds %d completed turns of s, want 3", n)
+		}
+	}
+	// Once everything landed, the mark is lifted.
+	for {
+		if ents, _ := os.ReadDir(dir + "/" + localKeepDir); len(ents) == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the mark of the replayed session stays")
+		}
+		if err := f2.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

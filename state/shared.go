@@ -190,6 +190,13 @@ type backendSource interface {
 	// holder is the host a listing names for the sessions this process
 	// writes ("": a store without leases names none).
 	holder() string
+	// landed is told of each write of session sid the backend took or
+	// refused (err), and whether none of sid's is queued any more. It runs
+	// under s.mu and must not block.
+	landed(sid string, err error, drained bool)
+	// dropped is told of the writes queued when the backend was lost:
+	// they wait for the next one.
+	dropped(queued []*op)
 }
 
 // diskSource is the state directory's: the owner's socket, else badger
@@ -227,6 +234,11 @@ func (d *diskSource) refuse(string) error { return nil }
 
 func (d *diskSource) holder() string { return "" }
 
+func (d *diskSource) landed(string, error, bool) {}
+
+// dropped: the writes wait in memory for the directory's next owner.
+func (d *diskSource) dropped([]*op) {}
+
 func (s *Shared) setBackend(b Store, owner bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -249,9 +261,11 @@ func (s *Shared) drop(b Store, err error) {
 	}
 	s.backend = nil
 	s.signal()
+	queued := slices.Clone(s.queue)
 	s.mu.Unlock()
 	s.log.Info("lost store owner; looking for a new one", "err", err)
 	b.Close()
+	s.src.dropped(queued)
 	s.kick()
 }
 
@@ -335,6 +349,9 @@ func (s *Shared) run() {
 			if s.pend[o.sid] = l[1:]; len(l) == 1 {
 				delete(s.pend, o.sid)
 			}
+		}
+		if o.agent == nil {
+			s.src.landed(o.sid, err, len(s.pend[o.sid]) == 0)
 		}
 		s.done = o.seq
 		switch {

@@ -361,3 +361,56 @@ func TestSessionsWatch(t *testing.T) {
 		return strings.Contains(string(l), a.sid) && strings.Contains(string(l), `"gone":true`)
 	})
 }
+
+// TestFleetKilledDuringAnOutage: the database is down, a turn ends, and
+// the sidecar is SIGKILLed before the turn reached the database. The host
+// kept it: `sessions` says the session is not shared, and the next sidecar
+// on the host replays it once the database is back.
+func TestFleetKilledDuringAnOutage(t *testing.T) {
+	t.Parallel()
+	srv, err := pgtest.Start(t.Context(), pgtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	store, dir := srv.URL("postgres"), t.TempDir()
+	flags := []string{"--state-dir", dir, "--store", store, "--lease-ttl", "1s"}
+	a := startLadderWith(t, flags, func(agent []string) []string { return agent })
+	srv.Kill()
+	resp, _, _ := a.prompt("charlie while the database is down")
+	mustSucceed(t, "the prompt while the database is down", resp)
+	if err := a.c.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	listing := func() sessionJSON {
+		out, err := exec.CommandContext(boundedCtx(t), "acp-sidecar", "sessions", "--json", "--store", store, "--state-dir", dir).Output()
+		if err != nil {
+			t.Fatalf("sessions: %v\n%s", err, out)
+		}
+		var rows []sessionJSON
+		if err := json.Unmarshal(out, &rows); err != nil || len(rows) != 1 {
+			t.Fatalf("sessions: %v\n%s", err, out)
+		}
+		return rows[0]
+	}
+	if row := listing(); !row.NotShared || row.Turns != 2 {
+		t.Errorf("sessions after the kill: %+v, want the two turns the database has, not shared", row)
+	}
+
+	// The next sidecar of the host replays what was kept.
+	next := host(t, flags...)
+	for row := listing(); row.NotShared || row.Turns != 3; row = listing() {
+		if next.ctx.Err() != nil {
+			t.Fatalf("the kept turn never reached the database: %+v", row)
+		}
+	}
+	got := turnStatuses(t, store, a.sid)
+	t.Logf("fleet report killed-in-outage: acknowledged=3 in-database=%d lost=%d", len(got), lostOf(got, []string{"completed", "completed", "completed"}))
+}

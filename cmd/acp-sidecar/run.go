@@ -102,11 +102,32 @@ func openStore(ctx context.Context, o runOptions, log *slog.Logger, s stdio) (st
 		m := state.NewMemory()
 		return m, func() { m.Close() }
 	case "postgres":
-		if st, err = o.store.openPostgres(ctx, log, o.leaseTTL); err != nil {
+		// The host's own store keeps what the fleet's cannot take while
+		// the database is out of reach; without it, that waits in memory.
+		local, lerr := state.Open(ctx, o.stateDir, state.Options{Logger: log})
+		if lerr != nil {
+			log.Warn("no store of this host's to keep writes in while the fleet's database is out of reach", "err", lerr)
+			local = nil
+		}
+		fleet, err := o.store.openPostgres(ctx, log, o.leaseTTL, storeOrNil(local), o.stateDir)
+		if err != nil {
+			if local != nil {
+				local.Close() // closing what was only opened: nothing of it was written
+			}
 			mem := state.NewMemory()
 			fmt.Fprintf(s.err, "acp-sidecar: %s cannot be used (%v); recording in memory only\n", o.store.describe(""), err)
 			log.Error("store unusable; recording in memory", "store", o.store.where, "err", err)
 			return mem, func() { mem.Close() }
+		}
+		return fleet, func() {
+			if err := fleet.Close(); err != nil {
+				log.Warn("close store", "err", err)
+			}
+			if local != nil {
+				if err := local.Close(); err != nil {
+					log.Warn("close the host's store", "err", err)
+				}
+			}
 		}
 	default:
 		st, err = state.Open(ctx, o.stateDir, state.Options{Logger: log})
@@ -122,6 +143,14 @@ func openStore(ctx context.Context, o runOptions, log *slog.Logger, s stdio) (st
 			log.Warn("close store", "err", err)
 		}
 	}
+}
+
+// storeOrNil is s as a state.Store, or a nil interface for a nil s.
+func storeOrNil(s *state.Shared) state.Store {
+	if s == nil {
+		return nil
+	}
+	return s
 }
 
 // openLog opens the sidecar's log file. The sidecar's stderr stays quiet:

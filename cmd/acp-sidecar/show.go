@@ -57,12 +57,19 @@ type sessionJSON struct {
 	// Holder is, in a fleet's store, the host whose sidecar holds the
 	// session's live lease; left out elsewhere and when none does.
 	Holder string `json:"holder,omitempty"`
+	// NotShared: a sidecar of this host kept writes of the session that
+	// the fleet's database has not taken (docs/fleet.md).
+	NotShared bool `json:"notShared,omitempty"`
 }
 
 // showJSON is the `show SESSION --json` object.
 type showJSON struct {
 	// SessionID is the client-facing session id, stable across rebuilds.
 	SessionID string `json:"sessionId"`
+	// NotShared: a sidecar of this host kept writes of the session that
+	// the fleet's database has not taken (docs/fleet.md); left out
+	// otherwise.
+	NotShared bool `json:"notShared,omitempty"`
 	// NativeSessionID is the agent's id of the native session now behind
 	// SessionID, "" when none was recorded.
 	NativeSessionID string `json:"nativeSessionId"`
@@ -262,10 +269,18 @@ func sessionsCommand(s stdio) *cli.Command {
 				if err != nil {
 					return err
 				}
-				if a.json {
-					return writeJSON(s.out, sessionsJSON(list))
+				kept, err := keptHere(a)
+				if err != nil {
+					return err
 				}
-				return writeSessions(s.out, list)
+				rows := sessionsJSON(list)
+				for i := range rows {
+					rows[i].NotShared = slices.Contains(kept, rows[i].SessionID)
+				}
+				if a.json {
+					return writeJSON(s.out, rows)
+				}
+				return writeSessionTable(s.out, list, true, kept)
 			})
 		},
 	}
@@ -299,13 +314,33 @@ func showCommand(s stdio) *cli.Command {
 				if err := settleRunning(ctx, st, id, turns); err != nil {
 					return err
 				}
+				kept, err := keptHere(a)
+				if err != nil {
+					return err
+				}
+				notShared := slices.Contains(kept, id)
 				if a.json {
-					return writeJSON(s.out, buildShow(sess, turns))
+					v := buildShow(sess, turns)
+					v.NotShared = notShared
+					return writeJSON(s.out, v)
+				}
+				if notShared {
+					fmt.Fprintf(s.out, "not shared: a sidecar of this host kept writes of this session that the fleet's database has not taken (docs/fleet.md)\n")
 				}
 				return writeShow(s.out, sess, turns)
 			})
 		},
 	}
+}
+
+// keptHere are the sessions of a fleet's store a sidecar of this host kept
+// writes of that the database has not taken (state.KeptSessions); none for
+// the store of one host.
+func keptHere(a readCmdArgs) ([]string, error) {
+	if a.store.kind != "postgres" {
+		return nil, nil
+	}
+	return state.KeptSessions(a.dir)
 }
 
 // settleRunning shows a turn recorded running as interrupted when no
@@ -439,7 +474,7 @@ func withStore(ctx context.Context, a readCmdArgs, f func(ctx context.Context, s
 func openForReading(ctx context.Context, a readCmdArgs) (state.Store, error) {
 	switch {
 	case a.store.kind == "postgres":
-		return a.store.openPostgres(ctx, nil, 0)
+		return a.store.openPostgres(ctx, nil, 0, nil, "")
 	case a.store.kind == "memory":
 		return state.NewMemory(), nil
 	}
@@ -492,16 +527,18 @@ func sessionsJSON(list []state.Summary) []sessionJSON {
 }
 
 func writeSessions(w io.Writer, list []state.Summary) error {
-	return writeSessionTable(w, list, true)
+	return writeSessionTable(w, list, true, nil)
 }
 
 // writeSessionRows prints rows of the listing without its header, as
 // `sessions --watch` does for each change.
 func writeSessionRows(w io.Writer, list []state.Summary) error {
-	return writeSessionTable(w, list, false)
+	return writeSessionTable(w, list, false, nil)
 }
 
-func writeSessionTable(w io.Writer, list []state.Summary, header bool) error {
+// writeSessionTable prints the listing; the sessions in notShared (kept on
+// this host, not yet in the fleet's database) say so in LIVE.
+func writeSessionTable(w io.Writer, list []state.Summary, header bool, notShared []string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if header {
 		fmt.Fprintln(tw, "SESSION\tAGENT\tCWD\tTURNS\tLAST ACTIVITY\tLIVE")
@@ -515,6 +552,9 @@ func writeSessionTable(w io.Writer, list []state.Summary, header bool) error {
 			live = "live on " + s.Holder
 		case s.Live:
 			live = "live"
+		}
+		if slices.Contains(notShared, s.ID) {
+			live = strings.TrimSpace(live + " not shared")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n",
 			cell(s.ID, 0), cell(namedAgent(s.AgentName, shortAgent(s.Agent)), 40), cell(shortPath(s.Cwd), 40), s.Turns, showTime(s.LastActivity), live)

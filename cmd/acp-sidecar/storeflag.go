@@ -57,6 +57,10 @@ func (sp storeSpec) describe(dir string) string {
 
 // openPostgres opens the fleet's store. Reads of the CLI and the relay's
 // writes alike go through it; only the relay takes leases, by writing.
-func (sp storeSpec) openPostgres(ctx context.Context, log *slog.Logger, ttl time.Duration) (*state.Fleet, error) {
-	return state.OpenPostgres(ctx, sp.dsn, state.Options{Logger: log}, state.PostgresOptions{Logger: log, LeaseTTL: ttl})
+// local, when not nil, is the host's own store (the state dir's, in
+// localDir), where the relay keeps what it writes while the database is
+// out of reach.
+func (sp storeSpec) openPostgres(ctx context.Context, log *slog.Logger, ttl time.Duration, local state.Store, localDir string) (*state.Fleet, error) {
+	return state.OpenPostgres(ctx, sp.dsn, state.Options{Logger: log},
+		state.PostgresOptions{Logger: log, LeaseTTL: ttl, Local: local, LocalDir: localDir})
 }
