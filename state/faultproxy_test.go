@@ -145,15 +145,7 @@ func (p *faultProxy) copy(dst, src net.Conn) {
 // turn lost, none counted twice.
 func TestFleetThroughANetworkThatBreaks(t *testing.T) {
 	ctx := t.Context()
-	srv, err := pgtest.Start(ctx, pgtest.Options{TCP: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	srv := pgtest.For(t, pgtest.Options{TCP: true})
 	proxy := startFaultProxy(t, fmt.Sprintf("127.0.0.1:%d", srv.Port()))
 	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=1", proxy.port())
 	f, err := OpenPostgres(ctx, dsn, Options{Logger: testLogger(t), WriteTimeout: time.Second}, PostgresOptions{})

@@ -195,15 +195,12 @@ func (p *pgStore) fence(ctx context.Context, tx pgx.Tx, id string, mode leaseMod
 		return 0, lost
 	}
 	var (
-		inst, host *string
-		pid        *int32
-		dbEpoch    int64
-		until      *time.Time
-		live       bool
+		lr   leaseRow
+		live bool
 	)
 	row := func() error {
-		return tx.QueryRow(ctx, `SELECT lease_instance, lease_host, lease_pid, lease_epoch, lease_expires, coalesce(lease_expires > now(), false)
-			FROM acp_sidecar.sessions WHERE client_id = $1 FOR UPDATE`, id).Scan(&inst, &host, &pid, &dbEpoch, &until, &live)
+		return tx.QueryRow(ctx, `SELECT `+leaseColumns+`, coalesce(lease_expires > now(), false)
+			FROM acp_sidecar.sessions WHERE client_id = $1 FOR UPDATE`, id).Scan(append(lr.dest(), &live)...)
 	}
 	err = row()
 	if errors.Is(err, pgx.ErrNoRows) && mode != leaseWrite {
@@ -226,22 +223,10 @@ func (p *pgStore) fence(ctx context.Context, tx pgx.Tx, id string, mode leaseMod
 	if err != nil {
 		return 0, err
 	}
-	theirs := LeaseError{Session: id}
-	if host != nil {
-		theirs.Holder.Host = *host
-	}
-	if pid != nil {
-		theirs.Holder.PID = int(*pid)
-	}
-	if inst != nil {
-		theirs.Holder.Instance = *inst
-	}
-	if until != nil {
-		theirs.Until = *until
-	}
-	ours := inst != nil && *inst == p.me.Instance
+	theirs := *lr.err(id, false)
+	ours := lr.held(p.me.Instance)
 	switch {
-	case mine && ours && dbEpoch == epoch:
+	case mine && ours && lr.epoch == epoch:
 		return 0, nil
 	case mine:
 		// Another took the lease since this store took it: fenced.
@@ -264,6 +249,42 @@ func (p *pgStore) fence(ctx context.Context, tx pgx.Tx, id string, mode leaseMod
 		return 0, err
 	}
 	return took, nil
+}
+
+// leaseColumns are a session row's lease, in leaseRow.dest's order.
+const leaseColumns = "lease_instance, lease_host, lease_pid, lease_epoch, lease_expires"
+
+// leaseRow is a session's lease as the database holds it; every column
+// but the epoch may be NULL.
+type leaseRow struct {
+	inst, host *string
+	pid        *int32
+	epoch      int64
+	until      *time.Time
+}
+
+// dest are the Scan destinations of leaseColumns.
+func (l *leaseRow) dest() []any { return []any{&l.inst, &l.host, &l.pid, &l.epoch, &l.until} }
+
+// held says whether the lease is instance's.
+func (l *leaseRow) held(instance string) bool { return l.inst != nil && *l.inst == instance }
+
+// err is the error that names the lease's holder, for session id.
+func (l *leaseRow) err(id string, fenced bool) *LeaseError {
+	le := &LeaseError{Session: id, Fenced: fenced}
+	if l.host != nil {
+		le.Holder.Host = *l.host
+	}
+	if l.pid != nil {
+		le.Holder.PID = int(*l.pid)
+	}
+	if l.inst != nil {
+		le.Holder.Instance = *l.inst
+	}
+	if l.until != nil {
+		le.Until = *l.until
+	}
+	return le
 }
 
 // write runs fn in one transaction that holds session id's lease (fence).
@@ -317,33 +338,17 @@ func (p *pgStore) Confirm(ctx context.Context, id string) error {
 	if !held {
 		return nil
 	}
-	var inst, host *string
-	var pid *int32
-	var dbEpoch int64
-	var until *time.Time
-	err := p.pool.QueryRow(ctx, "SELECT lease_instance, lease_host, lease_pid, lease_epoch, lease_expires FROM acp_sidecar.sessions WHERE client_id = $1", id).
-		Scan(&inst, &host, &pid, &dbEpoch, &until)
+	var lr leaseRow
+	err := p.pool.QueryRow(ctx, "SELECT "+leaseColumns+" FROM acp_sidecar.sessions WHERE client_id = $1", id).Scan(lr.dest()...)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil // deleted: its next write finds the tombstone
 	case err != nil:
 		return pgErr(err)
-	case inst != nil && *inst == p.me.Instance && dbEpoch == epoch:
+	case lr.held(p.me.Instance) && lr.epoch == epoch:
 		return nil
 	}
-	le := &LeaseError{Session: id, Fenced: true}
-	if host != nil {
-		le.Holder.Host = *host
-	}
-	if pid != nil {
-		le.Holder.PID = int(*pid)
-	}
-	if inst != nil {
-		le.Holder.Instance = *inst
-	}
-	if until != nil {
-		le.Until = *until
-	}
+	le := lr.err(id, true)
 	p.mu.Lock()
 	if p.held[id] == epoch {
 		delete(p.held, id)
@@ -455,31 +460,15 @@ func indexOf(l []string, s string) int {
 func (p *pgStore) holders(ctx context.Context, ids []string) ([]*LeaseError, error) {
 	out := make([]*LeaseError, len(ids))
 	for i, id := range ids {
-		le := &LeaseError{Session: id, Fenced: true}
-		var host, inst *string
-		var pid *int32
-		var until *time.Time
-		err := p.pool.QueryRow(ctx, "SELECT lease_host, lease_pid, lease_instance, lease_expires FROM acp_sidecar.sessions WHERE client_id = $1", id).
-			Scan(&host, &pid, &inst, &until)
+		var lr leaseRow
+		err := p.pool.QueryRow(ctx, "SELECT "+leaseColumns+" FROM acp_sidecar.sessions WHERE client_id = $1", id).Scan(lr.dest()...)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		if host != nil {
-			le.Holder.Host = *host
-		}
-		if pid != nil {
-			le.Holder.PID = int(*pid)
-		}
-		if inst != nil {
-			le.Holder.Instance = *inst
-		}
-		if until != nil {
-			le.Until = *until
-		}
-		out[i] = le
+		out[i] = lr.err(id, true)
 	}
 	return out, nil
 }

@@ -287,15 +287,7 @@ func TestPostgresErrorsHideThePassword(t *testing.T) {
 // each once, and nothing written before is lost.
 func TestFleetRecordsThroughAnOutage(t *testing.T) {
 	ctx := t.Context()
-	srv, err := pgtest.Start(ctx, pgtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	srv := pgtest.For(t, pgtest.Options{})
 	f, err := OpenPostgres(ctx, srv.DSN("postgres"), Options{Logger: testLogger(t)}, PostgresOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -393,15 +385,7 @@ func TestFirstWriterWins(t *testing.T) {
 // dialled, and refuses a server it cannot verify.
 func TestPostgresVerifyFull(t *testing.T) {
 	ctx := t.Context()
-	srv, err := pgtest.Start(ctx, pgtest.Options{TLS: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	srv := pgtest.For(t, pgtest.Options{TLS: true})
 	url := fmt.Sprintf("postgres://postgres@localhost:%d/postgres?sslmode=verify-full&sslrootcert=%s&connect_timeout=10", srv.Port(), srv.CAFile())
 	p, err := openPostgres(ctx, url, PostgresOptions{Logger: testLogger(t)})
 	if err != nil {
@@ -415,15 +399,7 @@ func TestPostgresVerifyFull(t *testing.T) {
 	closeOK(t, p)
 
 	// Another CA: the server's certificate does not verify.
-	other, err := pgtest.Start(ctx, pgtest.Options{TLS: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := other.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	other := pgtest.For(t, pgtest.Options{TLS: true})
 	wrong := fmt.Sprintf("postgres://postgres@localhost:%d/postgres?sslmode=verify-full&sslrootcert=%s&connect_timeout=10", srv.Port(), other.CAFile())
 	if _, err := openPostgres(ctx, wrong, PostgresOptions{Logger: testLogger(t)}); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("open against a server another CA signed = %v, want a certificate error", err)
@@ -482,15 +458,7 @@ func TestFleetWatch(t *testing.T) {
 // back (waiting out the dead one's lease): nothing acknowledged is lost.
 func TestFleetKeepsWritesThroughACrash(t *testing.T) {
 	ctx := t.Context()
-	srv, err := pgtest.Start(ctx, pgtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	srv := pgtest.For(t, pgtest.Options{})
 	dir := t.TempDir()
 	open := func() (*Fleet, *Shared) {
 		local, err := Open(ctx, dir, Options{Logger: testLogger(t)})

@@ -26,20 +26,11 @@ import (
 // with its own state dir and its own fake agent, share one record on a real
 // PostgreSQL, and each session has one writer at a time.
 
-// startPostgres starts a throwaway PostgreSQL for one test and returns the
-// --store URL of its database.
+// startPostgres starts a PostgreSQL for one test (pgtest.For) and returns
+// its --store URL.
 func startPostgres(t *testing.T) string {
 	t.Helper()
-	srv, err := pgtest.Start(t.Context(), pgtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	return srv.URL("postgres")
+	return pgtest.For(t, pgtest.Options{}).URL("postgres")
 }
 
 // host starts another sidecar on store in front of a fake agent of its own
@@ -269,15 +260,7 @@ func TestFleetStartupStorm(t *testing.T) {
 // it, once.
 func TestFleetDatabaseKilledMidWrite(t *testing.T) {
 	t.Parallel()
-	srv, err := pgtest.Start(t.Context(), pgtest.Options{Fsync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	srv := pgtest.For(t, pgtest.Options{Fsync: true})
 	store := srv.URL("postgres")
 	a := startLadderWith(t, []string{"--store", store}, func(agent []string) []string { return agent })
 	answered := 2 // startLadder's two turns
@@ -368,15 +351,7 @@ func TestSessionsWatch(t *testing.T) {
 // on the host replays it once the database is back.
 func TestFleetKilledDuringAnOutage(t *testing.T) {
 	t.Parallel()
-	srv, err := pgtest.Start(t.Context(), pgtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	srv := pgtest.For(t, pgtest.Options{})
 	store, dir := srv.URL("postgres"), t.TempDir()
 	flags := []string{"--state-dir", dir, "--store", store, "--lease-ttl", "1s"}
 	a := startLadderWith(t, flags, func(agent []string) []string { return agent })

@@ -339,3 +339,29 @@ func (l *lastLines) String() string {
 	defer l.mu.Unlock()
 	return strings.Join(l.lines, "\n")
 }
+
+// TB is what For needs of a test (testing.TB has it): pgtest does not
+// import package testing, since bench uses it in the binary.
+type TB interface {
+	Helper()
+	Context() context.Context
+	Fatal(args ...any)
+	Error(args ...any)
+	Cleanup(func())
+}
+
+// For starts a server for test t alone, stopped when t ends: for the tests
+// that kill it, restart it or put a network in front of it.
+func For(t TB, opts Options) *Server {
+	t.Helper()
+	srv, err := Start(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return srv
+}
