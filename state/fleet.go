@@ -59,6 +59,9 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options, pg PostgresOpti
 	if pg.Holder.Instance == "" {
 		pg.Holder = thisHolder()
 	}
+	if pg.LeaseCallTimeout <= 0 {
+		pg.LeaseCallTimeout = 5 * time.Second
+	}
 	where := PostgresWhere(cfg.ConnConfig)
 	src := &fleetSource{dsn: dsn, opts: pg}
 	if pg.Local != nil {
@@ -95,6 +98,8 @@ func (f *Fleet) Acquire(ctx context.Context, id string, takeover bool) error {
 	if b == nil {
 		return fmt.Errorf("take the lease of %s: %w", id, ErrUnavailable)
 	}
+	ctx, cancel := context.WithTimeout(ctx, f.src.opts.LeaseCallTimeout)
+	defer cancel()
 	err = b.(fleetBackend).Acquire(ctx, id, takeover)
 	if errors.Is(err, errConn) {
 		f.drop(b, err)
@@ -124,6 +129,8 @@ func (f *Fleet) Confirm(ctx context.Context, id string) error {
 		}
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, f.src.opts.LeaseCallTimeout)
+	defer cancel()
 	err := b.(fleetBackend).Confirm(ctx, id)
 	if errors.Is(err, errConn) {
 		f.drop(b, err)

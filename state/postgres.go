@@ -29,6 +29,10 @@ type PostgresOptions struct {
 	// Holder names this process in the leases it takes. Zero: this host,
 	// this pid and a random instance.
 	Holder Holder
+	// LeaseCallTimeout bounds a lease's check before a prompt and its
+	// taking before a load, which hold the client's request: a database
+	// that does not answer in time counts as out of reach. Zero: 5 s.
+	LeaseCallTimeout time.Duration
 	// Local is the host's own store (the state dir's), where the fleet's
 	// store also keeps a session's writes while the database is out of
 	// reach, so that a sidecar killed meanwhile loses none of them; the
