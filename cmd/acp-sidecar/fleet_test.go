@@ -110,11 +110,12 @@ func turnStatuses(t *testing.T, store, sid string) []string {
 	return st
 }
 
-// TestFleetFailover: host A dies (SIGKILL, its whole tree) in the middle of
-// a turn. The editor reconnects to host B and loads the session: B refuses
-// while A's lease is live, naming A, then takes it once it expired, and the
-// session goes on there with its config and its kept turns; the turn that
-// was running on A is marked interrupted.
+// TestFleetFailover: three hosts. Host A dies (SIGKILL, its whole tree) in
+// the middle of a turn. The editor reconnects to host B and loads the
+// session: B refuses while A's lease is live, naming A, then takes it once
+// it expired, and the session goes on there with its config and its kept
+// turns; the turn that was running on A is marked interrupted. Host C,
+// asked for the session meanwhile, refuses it, naming B.
 func TestFleetFailover(t *testing.T) {
 	t.Parallel()
 	store := startPostgres(t)
@@ -140,6 +141,12 @@ func TestFleetFailover(t *testing.T) {
 	t.Logf("host B's load was refused %d times while host A's lease ran out", refused)
 	mustSucceed(t, "load on host B", resp)
 	b.sid = a.sid
+	// A third host, while B holds the session: refused, naming B.
+	c := host(t, flags...)
+	_, resp = c.request("session/load", map[string]any{"sessionId": a.sid, "cwd": t.TempDir(), "mcpServers": []any{}})
+	if _, code, msg := decodeRPCError(t, resp); code != proxy.CodeLeaseHeld || !strings.Contains(msg, fmt.Sprintf("pid %d", b.c.Pid())) {
+		t.Errorf("load on host C while B holds the session: %s, want %d naming B", clip(resp), proxy.CodeLeaseHeld)
+	}
 	_, text, _ := b.prompt("charlie on host b")
 	r, ok := fakeagent.ParseReply(text)
 	if !ok || r.Model != fakeagent.ModelDeep || r.Mode != "plan" {
@@ -388,4 +395,41 @@ func TestFleetKilledDuringAnOutage(t *testing.T) {
 	}
 	got := turnStatuses(t, store, a.sid)
 	t.Logf("fleet report killed-in-outage: acknowledged=3 in-database=%d lost=%d", len(got), lostOf(got, []string{"completed", "completed", "completed"}))
+}
+
+// TestFleetSidecarThroughABrokenNetwork: between a sidecar and PostgreSQL
+// the network delays, drops every connection, then goes half-open, a
+// prompt at a time. Every prompt is answered (the relay never stops), and
+// once the network is back every answered turn is in the database, once.
+func TestFleetSidecarThroughABrokenNetwork(t *testing.T) {
+	t.Parallel()
+	srv := pgtest.For(t, pgtest.Options{TCP: true})
+	net := pgtest.NewProxy(t, fmt.Sprintf("127.0.0.1:%d", srv.Port()))
+	store := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=2", net.Port())
+	a := startLadderWith(t, []string{"--store", store}, func(agent []string) []string { return agent })
+	answered := 2 // startLadder's
+	for _, mode := range []pgtest.Mode{pgtest.Delay, pgtest.Drop, pgtest.Stall, pgtest.Pass} {
+		net.SetMode(mode)
+		resp, _, _ := a.prompt("a turn while the network is " + string(mode))
+		mustSucceed(t, string(mode), resp)
+		answered++
+	}
+	if code := a.finish(); code != 0 {
+		t.Fatalf("the sidecar exited %d", code)
+	}
+	conn, err := pgx.Connect(t.Context(), srv.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	var count, distinct, completed, kept int
+	if err := conn.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT idx), count(*) FILTER (WHERE status = 'completed'),
+		(SELECT turns_kept FROM acp_sidecar.sessions WHERE client_id = $1) FROM acp_sidecar.turns WHERE client_id = $1`, a.sid).
+		Scan(&count, &distinct, &completed, &kept); err != nil {
+		t.Fatal(err)
+	}
+	if count != answered || distinct != answered || completed != answered || kept != answered {
+		t.Errorf("the database holds %d turns (%d distinct, %d completed, counted %d); want the %d answered, once each", count, distinct, completed, kept, answered)
+	}
+	t.Logf("fleet report sidecar-network: answered=%d lost=%d doubled=%d", answered, max(0, answered-distinct), count-distinct)
 }
