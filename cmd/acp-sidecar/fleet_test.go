@@ -343,6 +343,11 @@ func TestSessionsWatch(t *testing.T) {
 	if code := a.finish(); code != 0 {
 		t.Fatalf("the sidecar exited %d", code)
 	}
+	// Its sidecar gone, and its lease released with it: idle.
+	table, err := exec.CommandContext(boundedCtx(t), "acp-sidecar", "sessions", "--store", store).CombinedOutput()
+	if err != nil || !strings.Contains(string(table), "idle") {
+		t.Errorf("sessions after the sidecar exited: %v\n%s\nwant the session idle", err, table)
+	}
 	out, err := exec.CommandContext(boundedCtx(t), "acp-sidecar", "delete", a.sid, "--store", store).CombinedOutput()
 	if err != nil {
 		t.Fatalf("delete: %v\n%s", err, out)

@@ -280,7 +280,7 @@ func sessionsCommand(s stdio) *cli.Command {
 				if a.json {
 					return writeJSON(s.out, rows)
 				}
-				return writeSessionTable(s.out, list, true, kept)
+				return writeSessionTable(s.out, list, tableOpts{header: true, fleet: a.store.kind == "postgres", notShared: kept})
 			})
 		},
 	}
@@ -526,21 +526,21 @@ func sessionsJSON(list []state.Summary) []sessionJSON {
 	return out
 }
 
-func writeSessions(w io.Writer, list []state.Summary) error {
-	return writeSessionTable(w, list, true, nil)
+// tableOpts shape the listing's table.
+type tableOpts struct {
+	header bool
+	// fleet: a fleet's store, whose sessions are live on a host, idle or
+	// closed, each said in LIVE.
+	fleet bool
+	// notShared are the sessions kept on this host and not yet in the
+	// fleet's database: LIVE says so.
+	notShared []string
 }
 
-// writeSessionRows prints rows of the listing without its header, as
-// `sessions --watch` does for each change.
-func writeSessionRows(w io.Writer, list []state.Summary) error {
-	return writeSessionTable(w, list, false, nil)
-}
-
-// writeSessionTable prints the listing; the sessions in notShared (kept on
-// this host, not yet in the fleet's database) say so in LIVE.
-func writeSessionTable(w io.Writer, list []state.Summary, header bool, notShared []string) error {
+// writeSessionTable prints the listing.
+func writeSessionTable(w io.Writer, list []state.Summary, o tableOpts) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	if header {
+	if o.header {
 		fmt.Fprintln(tw, "SESSION\tAGENT\tCWD\tTURNS\tLAST ACTIVITY\tLIVE")
 	}
 	for _, s := range list {
@@ -552,8 +552,10 @@ func writeSessionTable(w io.Writer, list []state.Summary, header bool, notShared
 			live = "live on " + s.Holder
 		case s.Live:
 			live = "live"
+		case o.fleet:
+			live = "idle"
 		}
-		if slices.Contains(notShared, s.ID) {
+		if slices.Contains(o.notShared, s.ID) {
 			live = strings.TrimSpace(live + " not shared")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n",

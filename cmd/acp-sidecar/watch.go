@@ -96,10 +96,8 @@ func watchSessions(ctx context.Context, f *state.Fleet, asJSON bool, out io.Writ
 // then one JSON object a line for each change.
 func printRows(out io.Writer, list []state.Summary, asJSON, first bool) error {
 	if !asJSON {
-		if first {
-			return writeSessions(out, list)
-		}
-		return writeSessionRows(out, list)
+		o := tableOpts{header: first, fleet: true}
+		return writeSessionTable(out, list, o)
 	}
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
