@@ -77,6 +77,13 @@ func newRigWith(t testing.TB, opts rigOptions, cfg intercept.Config, agentArgs .
 			r.recorder.Agent().Gone(ctx, "exit status 3")
 			in, out := startAgent()
 			r.restarts.Add(1)
+			return in, out, true
+		}
+		// As the sidecar's supervisor does: the restarted agent is
+		// initialized once the relay has its stdin in place. Started from
+		// OnAgentExit, the initialize could go to the dead agent's stdin
+		// and fail with ErrAgentGone (seen once in CI).
+		pcfg.OnAgentStarted = func() {
 			r.agents.Add(1)
 			go func() {
 				defer r.agents.Done()
@@ -84,7 +91,6 @@ func newRigWith(t testing.TB, opts rigOptions, cfg intercept.Config, agentArgs .
 					t.Errorf("initialize the restarted agent: %v", err)
 				}
 			}()
-			return in, out, true
 		}
 	}
 	pcfg.Strict = true
