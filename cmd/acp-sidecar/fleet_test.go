@@ -307,21 +307,7 @@ func TestFleetDatabaseKilledMidWrite(t *testing.T) {
 		t.Fatalf("the sidecar exited %d", code)
 	}
 
-	conn, err := pgx.Connect(t.Context(), store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(t.Context())
-	var count, distinct, completed, kept int
-	if err := conn.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT idx), count(*) FILTER (WHERE status = 'completed'),
-		(SELECT turns_kept FROM acp_sidecar.sessions WHERE client_id = $1) FROM acp_sidecar.turns WHERE client_id = $1`, a.sid).
-		Scan(&count, &distinct, &completed, &kept); err != nil {
-		t.Fatal(err)
-	}
-	if count != answered || distinct != answered || completed != answered || kept != answered {
-		t.Errorf("the database holds %d turns (%d distinct, %d completed, counted %d); want the %d answered, once each", count, distinct, completed, kept, answered)
-	}
-	t.Logf("fleet report database-killed: answered=%d lost=%d doubled=%d", answered, max(0, answered-distinct), count-distinct)
+	checkTurnsLanded(t, store, a.sid, answered, "database-killed")
 }
 
 // TestSessionsWatch: `sessions --watch --json` on a fleet's store prints
@@ -422,19 +408,27 @@ func TestFleetSidecarThroughABrokenNetwork(t *testing.T) {
 	if code := a.finish(); code != 0 {
 		t.Fatalf("the sidecar exited %d", code)
 	}
-	conn, err := pgx.Connect(t.Context(), srv.DSN("postgres"))
+	checkTurnsLanded(t, srv.DSN("postgres"), a.sid, answered, "sidecar-network")
+}
+
+// checkTurnsLanded checks that the fleet's database holds each of the
+// answered turns of sid once, completed and counted once, and logs the
+// fault test's counters under label.
+func checkTurnsLanded(t *testing.T, dsn, sid string, answered int, label string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(t.Context())
 	var count, distinct, completed, kept int
 	if err := conn.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT idx), count(*) FILTER (WHERE status = 'completed'),
-		(SELECT turns_kept FROM acp_sidecar.sessions WHERE client_id = $1) FROM acp_sidecar.turns WHERE client_id = $1`, a.sid).
+		(SELECT turns_kept FROM acp_sidecar.sessions WHERE client_id = $1) FROM acp_sidecar.turns WHERE client_id = $1`, sid).
 		Scan(&count, &distinct, &completed, &kept); err != nil {
 		t.Fatal(err)
 	}
 	if count != answered || distinct != answered || completed != answered || kept != answered {
 		t.Errorf("the database holds %d turns (%d distinct, %d completed, counted %d); want the %d answered, once each", count, distinct, completed, kept, answered)
 	}
-	t.Logf("fleet report sidecar-network: answered=%d lost=%d doubled=%d", answered, max(0, answered-distinct), count-distinct)
+	t.Logf("fleet report %s: answered=%d lost=%d doubled=%d", label, answered, max(0, answered-distinct), count-distinct)
 }
