@@ -156,6 +156,9 @@ func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdic
 			return answer(proxy.ErrorResponse(f.Env.ID, wire.CodeOf(err), err.Error())), nil
 		}
 	}
+	if f.Env.SessionID.Present() && refusedWhenClosed(method) && ll.led.IsClosed(wire.SessionIDOf(f)) {
+		return answer(proxy.ErrorResponse(f.Env.ID, proxy.CodeSessionClosed, closedMessage(method, wire.SessionIDOf(f)))), nil
+	}
 	if method == wire.SessionClose && f.Env.SessionID.Present() {
 		return ll.closing(f, wire.SessionIDOf(f)), nil
 	}
@@ -243,6 +246,27 @@ func (ll *lifeline) closing(f *proxy.Frame, sid string) proxy.Verdict {
 		}
 		return answerWith(wire.Response(q.id, []byte("{}")))
 	})
+}
+
+// A closed session stays closed on every agent: on one without
+// session/close the sidecar answered the close, and the agent still holds
+// the session and would run a prompt on it. What would use the session or
+// change it is refused until the client's own load or resume reopens it;
+// what only reads the record (status, a fork of it) and what ends it
+// (close again, delete) go on.
+func refusedWhenClosed(method string) bool {
+	switch method {
+	case wire.Prompt, wire.SetMode, wire.SetModel, wire.SetConfigOption,
+		wire.ExtReset, wire.ExtRollback, wire.ExtRestoreOriginal, wire.ExtAcceptConfig, wire.ExtAgent:
+		return true
+	}
+	return false
+}
+
+// closedMessage is the error a request on a closed session gets: what
+// happened and the way out.
+func closedMessage(method, sid string) string {
+	return "acp-sidecar: session " + sid + " is closed, so its " + method + " was not run; session/load or session/resume reopens it"
 }
 
 // forking decides a client's session/fork on an agent without one: the

@@ -266,6 +266,7 @@ func (o *Sessions) reopen(ctx context.Context, sid, method string) ([]byte, erro
 	if err := o.lease(ctx, sid); err != nil {
 		return nil, err
 	}
+	o.led.Update(func(f *ledger.Flight) { f.Reopen(sid) })
 	live := false
 	var gone error
 	err := o.rec.Do(ctx, func(ctx context.Context) {
@@ -427,7 +428,7 @@ func (o *Sessions) markClosed(ctx context.Context, sid string) {
 	o.rec.PutSession(ctx, s)
 	o.rec.Flush(ctx)
 	o.rec.SetSession(sid, nil)
-	o.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
+	o.led.Update(func(f *ledger.Flight) { f.Close(sid) })
 	o.log.Info("session closed", "session", sid)
 }
 

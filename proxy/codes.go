@@ -3,7 +3,7 @@ package proxy
 // The JSON-RPC error codes the sidecar answers with, in one place: the
 // relay's own, and those of the stages that answer for it. JSON-RPC leaves
 // -32000 to -32099 to implementations; ACP uses -32000 (auth required) and
-// -32002 (resource not found), so the sidecar's own codes take four that
+// -32002 (resource not found), so the sidecar's own codes take five that
 // neither uses.
 const (
 	CodeParseError     = -32700
@@ -23,4 +23,7 @@ const (
 	// CodeLeaseHeld answers a request on a session that another sidecar of
 	// a fleet holds (its lease): the editor should reconnect to that one.
 	CodeLeaseHeld = -32013
+	// CodeSessionClosed answers a request on a session the client closed:
+	// its own session/load or session/resume reopens it.
+	CodeSessionClosed = -32014
 )

@@ -22,6 +22,7 @@ type Ledger struct {
 	hushN    atomic.Int32 // native sessions whose updates are kept from the client
 	running  atomic.Int32 // prompts the record waits to see answered
 	waiting  atomic.Int32 // client requests waiting for their session
+	closedN  atomic.Int32 // sessions the client closed and has not reopened
 
 	// wake tells whoever waits for a session (a held request, a rebuild)
 	// that something they wait for may have changed.
@@ -40,6 +41,7 @@ func New(wake func()) *Ledger {
 	return &Ledger{wake: wake, f: Flight{
 		requests: map[string]*Request{}, answered: map[string]bool{}, sessions: map[string]*Session{}, clients: map[string]string{},
 		agentAsks: map[string]bool{}, staleAsks: map[string]bool{}, commands: map[string]bool{}, hushes: map[string]Hush{},
+		closed: map[string]bool{},
 	}}
 }
 
@@ -66,6 +68,7 @@ func (l *Ledger) settle() bool {
 	l.hushN.Store(int32(len(f.hushes)))
 	l.running.Store(int32(f.runningN))
 	l.waiting.Store(int32(len(f.waiters)))
+	l.closedN.Store(int32(len(f.closed)))
 	woke := f.woke
 	f.woke = false
 	return woke
@@ -141,6 +144,7 @@ type Flight struct {
 	agentAsks, staleAsks map[string]bool
 	commands             map[string]bool // native ids the agent sent a command list for since they were opened
 	hushes               map[string]Hush // native id -> what of its updates is kept back
+	closed               map[string]bool // client ids closed and not reopened since
 	waiters              []*Waiter       // held client requests, in arrival order
 	last                 <-chan struct{} // the done of the newest waiter
 	created              chan struct{}   // closed when the creations in flight end
@@ -417,10 +421,12 @@ func (f *Flight) CarriedBy(sid string) (replay.Handoff, bool) {
 	return h, true
 }
 
-// Forget drops what the ledger knows of a session that left: closed,
-// deleted, or moved to another agent. The native ids it had keep pointing
-// at it, so their late frames keep the client's id.
+// Forget drops what the ledger knows of a session that left: deleted, or
+// moved to another agent (Close forgets a closed one, and remembers it is
+// closed). The native ids it had keep pointing at it, so their late frames
+// keep the client's id.
 func (f *Flight) Forget(sid string) {
+	delete(f.closed, sid)
 	s := f.sessions[sid]
 	if s == nil {
 		return
@@ -436,6 +442,18 @@ func (f *Flight) Forget(sid string) {
 	}
 	delete(f.sessions, sid)
 }
+
+// Close forgets a session the client closed, and remembers that it is
+// closed: its requests are refused until the client's own load or resume
+// reopens it (Reopen), whether the agent closed it or the sidecar did for
+// an agent without close.
+func (f *Flight) Close(sid string) {
+	f.Forget(sid)
+	f.closed[sid] = true
+}
+
+// Reopen notes that the client reopens a closed session.
+func (f *Flight) Reopen(sid string) { delete(f.closed, sid) }
 
 // SawCommands notes that the agent sent a command list for a native session.
 func (f *Flight) SawCommands(native string) { f.commands[native] = true }

@@ -97,6 +97,24 @@ func TestForgetKeepsARunningRebuild(t *testing.T) {
 	}
 }
 
+// TestClosedUntilReopened: a closed session is closed until the client
+// reopens it, and a delete forgets that it was.
+func TestClosedUntilReopened(t *testing.T) {
+	l := New(nil)
+	l.Update(func(f *Flight) { f.Remap("c1", "n1", 0); f.Remap("c2", "n2", 0) })
+	if l.IsClosed("c1") {
+		t.Fatal("an open session reads closed")
+	}
+	l.Update(func(f *Flight) { f.Close("c1"); f.Close("c2") })
+	if !l.IsClosed("c1") || !l.IsClosed("c2") || l.NativeOf("c1") != "c1" {
+		t.Fatalf("after the close: closed %v %v, native %s", l.IsClosed("c1"), l.IsClosed("c2"), l.NativeOf("c1"))
+	}
+	l.Update(func(f *Flight) { f.Reopen("c1"); f.Forget("c2") })
+	if l.IsClosed("c1") || l.IsClosed("c2") {
+		t.Errorf("after the reopen and the delete: closed %v %v", l.IsClosed("c1"), l.IsClosed("c2"))
+	}
+}
+
 // TestKeyFindsAnIDSpeltAnotherWay: an agent that writes an id back in its
 // own spelling still finds its request, and plain ids cost no decode.
 func TestKeyFindsAnIDSpeltAnotherWay(t *testing.T) {

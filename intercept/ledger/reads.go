@@ -59,6 +59,17 @@ func (l *Ledger) ClientOf(native string) string {
 	return c
 }
 
+// IsClosed says whether the client closed sid and has not reopened it. It
+// costs one atomic load while no session is closed.
+func (l *Ledger) IsClosed(sid string) bool {
+	if l.closedN.Load() == 0 {
+		return false
+	}
+	closed := false
+	l.view(func(f *Flight) { closed = f.closed[sid] })
+	return closed
+}
+
 // IsStale says whether sid awaits a rebuild after the agent died.
 func (l *Ledger) IsStale(sid string) bool {
 	if !l.anyStale.Load() {
