@@ -107,11 +107,16 @@ func parseCaps(result json.RawMessage) life.Caps {
 			LoadSession         bool `json:"loadSession"`
 			SessionCapabilities map[string]json.RawMessage
 		} `json:"agentCapabilities"`
+		AgentInfo struct {
+			Name    string `json:"name"`
+			Version string `json:"version"`
+		} `json:"agentInfo"`
 	}
 	if json.Unmarshal(result, &r) != nil {
 		return life.Caps{} // a result we cannot read promises nothing
 	}
 	has := func(k string) bool { v, ok := r.AgentCapabilities.SessionCapabilities[k]; return ok && !wire.IsNull(v) }
 	return life.Caps{Load: r.AgentCapabilities.LoadSession, Resume: has("resume"), List: has("list"), Fork: has("fork"),
-		Close: has("close"), Delete: has("delete")}
+		Close: has("close"), Delete: has("delete"),
+		Agent: r.AgentInfo.Name, Version: r.AgentInfo.Version, Habits: life.HabitsOf(r.AgentInfo.Name, r.AgentInfo.Version)}
 }

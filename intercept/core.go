@@ -175,6 +175,10 @@ func (t *then) Opened(ctx context.Context, s *record.Session, req *record.Reques
 	rebuild.Opened(t.rb, ctx, s, req, ev, result, before)
 }
 
+func (t *then) OpenFailed(ctx context.Context, s *record.Session, ev record.Event, agentErr json.RawMessage) bool {
+	return rebuild.OpenFailed(t.rb, ctx, s, ev, agentErr)
+}
+
 func (t *then) Translate(ctx context.Context, ev record.Event) bool {
 	return rebuild.Translate(t.rb, ctx, ev)
 }

@@ -298,19 +298,7 @@ func (o *Sessions) reopen(ctx context.Context, sid, method string) ([]byte, erro
 	if _, err := o.rb.Run(ctx, rebuild.ReopenPlan(o.rb, sid, method, &a)); err != nil {
 		return nil, err
 	}
-	out, catalog, snap := a.Out, a.Catalog, a.Snap
-	// The agent's newest full option list, and the pickers with the
-	// values it accepted in the restore (pickers.go).
-	result := map[string]any{}
-	if out.OptionsRaw != nil {
-		result["configOptions"] = out.OptionsRaw
-	} else if catalog != nil && len(catalog.Raw) > 0 {
-		var p wire.ConfigPayload
-		if json.Unmarshal(catalog.Raw, &p) == nil && p.ConfigOptions != nil {
-			result["configOptions"] = p.ConfigOptions
-		}
-	}
-	return rebuild.WithPickers(wire.Encode(result), snap.Live, out.Catalog), nil
+	return rebuild.ReopenResult(&a), nil
 }
 
 // reopenLive answers a load or resume of a session this process holds live

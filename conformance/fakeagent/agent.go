@@ -9,6 +9,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 )
@@ -41,6 +42,9 @@ type session struct {
 	// post holds updates to send right after the response to the request in
 	// flight on this session is written (see agent.frameLine).
 	post []acp.SessionUpdate
+	// made is when this process created the session (zero for one read
+	// from -state): -fresh-load-fails refuses to load it for a minute.
+	made time.Time
 }
 
 // pendingReq is a request the client sent and the agent has not answered.
@@ -226,7 +230,7 @@ func (a *agent) session(sid acp.SessionId) (*session, error) {
 
 func (a *agent) newSessionLocked(cwd string) *session {
 	a.nextID++
-	s := &session{id: a.cfg.IDPrefix + strconv.Itoa(a.nextID), cwd: cwd, st: a.cat.fresh()}
+	s := &session{id: a.cfg.IDPrefix + strconv.Itoa(a.nextID), cwd: cwd, st: a.cat.fresh(), made: time.Now()}
 	if a.cfg.ListLag > 0 {
 		s.unlisted = -1
 	}
@@ -283,7 +287,7 @@ func (a *agent) Initialize(_ context.Context, p acp.InitializeRequest) (acp.Init
 	return acp.InitializeResponse{
 		ProtocolVersion:   v,
 		AgentCapabilities: caps,
-		AgentInfo:         &acp.Implementation{Name: "fake-agent", Version: "1"},
+		AgentInfo:         &acp.Implementation{Name: a.cfg.agentName(), Version: a.cfg.agentVersion()},
 		AuthMethods:       []acp.AuthMethod{},
 	}, nil
 }
@@ -335,6 +339,10 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 	if err != nil {
 		a.mu.Unlock()
 		return acp.LoadSessionResponse{}, err
+	}
+	if a.cfg.FreshLoadFails && !s.made.IsZero() && time.Since(s.made) < FreshLoadWindow {
+		a.mu.Unlock()
+		return acp.LoadSessionResponse{}, &acp.RequestError{Code: -32603, Message: "Internal error"}
 	}
 	if !a.cfg.LoadKeepsConfig {
 		s.st = a.cat.fresh() // like claude-agent-acp, codex-acp, gemini-cli

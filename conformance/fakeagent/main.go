@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 )
@@ -57,6 +58,24 @@ func defaultConfig(f Features) config {
 	}
 }
 
+// FreshLoadWindow is how long -fresh-load-fails refuses to load a new
+// session.
+const FreshLoadWindow = time.Minute
+
+func (c config) agentName() string {
+	if c.Name == "" {
+		return "fake-agent"
+	}
+	return c.Name
+}
+
+func (c config) agentVersion() string {
+	if c.Version == "" {
+		return "1"
+	}
+	return c.Version
+}
+
 // newFlagSet binds flags to c with c's current values as defaults, so
 // parsing twice (once for -profile, once with the profile's values as
 // defaults) makes explicit flags win over the profile.
@@ -87,6 +106,9 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.IgnoreEOF, "ignore-eof", c.IgnoreEOF, "keep running after stdin EOF until killed")
 	fs.BoolVar(&c.AcceptUnknown, "accept-unknown", c.AcceptUnknown, "accept unknown model/mode/option values silently, like real agents")
 	fs.BoolVar(&c.LoadFails, "load-fails", c.LoadFails, "answer every session/load with an error")
+	fs.BoolVar(&c.FreshLoadFails, "fresh-load-fails", c.FreshLoadFails, "answer a session/load of a session this process made less than a minute ago with -32603 \"Internal error\", like gemini-cli 0.61.0")
+	fs.StringVar(&c.Name, "agent-name", c.Name, "agentInfo.name in the initialize result (default fake-agent)")
+	fs.StringVar(&c.Version, "agent-version", c.Version, "agentInfo.version in the initialize result (default 1)")
 	fs.BoolVar(&c.LoadKeepsConfig, "load-keeps-config", c.LoadKeepsConfig, "keep a session's config on load/resume (default: back to defaults, like claude, codex, gemini)")
 	fs.BoolVar(&c.CrashMidTurn, "crash-mid-turn", c.CrashMidTurn, "exit with status 3 after the first reply chunk of every prompt")
 	fs.IntVar(&c.DieAfter, "die-after", c.DieAfter, "exit after the Nth session/prompt response is written (0: never)")

@@ -29,6 +29,10 @@ type Features struct {
 	AuthNotice        bool // an `_auth/status_update` notification follows the initialize response
 	Subagents         bool // the prompt "subagent" opens a child session, if the client advertised subagents
 	StrictInit        bool // a request before initialize gets -32600 (NotInitializedLine); notifications and responses before it are ignored
+	FreshLoadFails    bool // session/load of a session this process made less than FreshLoadWindow ago answers -32603 "Internal error" (like gemini-cli 0.61.0)
+	// Name and Version are the initialize result's agentInfo ("" for
+	// fake-agent 1): the sidecar knows some agents by it.
+	Name, Version string
 }
 
 // profile is one named preset. The table below is the only place presets are
@@ -66,6 +70,12 @@ func profiles() []profile {
 			with(func(f *Features) { f.EarlyUpdates = true })},
 		{"broken-set-config", "default, but set_config_option answers success with the unchanged options",
 			with(func(f *Features) { f.BrokenSetConfig = true })},
+		{"gemini-like", "like gemini-cli 0.61.0: legacy modes + models only, loadSession and nothing else (no close, resume, list, fork); a load in the first minute of a session answers -32603; agentInfo gemini-cli 0.61.0",
+			with(func(f *Features) {
+				f.ConfigOptions, f.ModelDependent = false, false
+				f.FreshLoadFails = true
+				f.Name, f.Version = "gemini-cli", "0.61.0"
+			})},
 		// The two below follow shared/acp/agents.md, "The packages editors
 		// install today". Neither ignores stdin EOF, though both agents do:
 		// add -ignore-eof for that.

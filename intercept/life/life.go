@@ -18,6 +18,10 @@ const (
 // Caps is what the agent said it can do, from its initialize result.
 type Caps struct {
 	Load, Resume, List, Fork, Close, Delete bool
+	// Agent and Version are its agentInfo name and version ("" when it
+	// gave none); Habits what the sidecar knows of it by them (known.go).
+	Agent, Version string
+	Habits         Habits
 }
 
 // Life is the agent's life. The zero value is not ready: use New.

@@ -31,6 +31,7 @@ type engine struct {
 	watch       *Watch
 	log         *slog.Logger
 	callTimeout time.Duration
+	now         func() time.Time
 }
 
 // newNative creates a fresh native session like the client's (the same cwd,
@@ -101,7 +102,9 @@ func (e *engine) climb(ctx context.Context, sid string, snap Snapshot, quiet boo
 			e.log.Info("session/resume failed; trying the next rung", "session", sid, "err", err)
 		}
 	}
-	if caps.Load && snap.Native != "" {
+	if caps.Load && snap.Native != "" && e.freshLoadFails(caps, snap) {
+		e.log.Info("not asking the agent to load a session it made less than a minute ago: it loses those; creating a new session", "session", sid, "agent", caps.Agent)
+	} else if caps.Load && snap.Native != "" {
 		done := func() {}
 		if quiet {
 			done = e.led.Hush(snap.Native, ledger.HushAll) // the client has the history
@@ -118,6 +121,12 @@ func (e *engine) climb(ctx context.Context, sid string, snap Snapshot, quiet boo
 		return "", nil, "", fmt.Errorf("rebuild %s: %w", sid, err)
 	}
 	return native, catalog, "new", nil
+}
+
+// freshLoadFails says whether the agent is known to fail a load of snap's
+// native session now: it loses sessions it made within the last minute.
+func (e *engine) freshLoadFails(caps life.Caps, snap Snapshot) bool {
+	return caps.Habits.LosesFreshLoads && !snap.Born.IsZero() && e.now().Sub(snap.Born) < life.FreshLoadWindow
 }
 
 func (e *engine) callRaw(ctx context.Context, method string, params any) (json.RawMessage, error) {

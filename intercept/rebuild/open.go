@@ -6,6 +6,7 @@ import (
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
+	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
@@ -43,6 +44,32 @@ func restoreAfterOpen(b *Rebuilder, ctx context.Context, s *record.Session, ev r
 	// Async: only the marking is done here; the plan's settle says
 	// whatever went wrong, with the response it lets go.
 	_, _ = b.Run(ctx, openRestorePlan(b, s, ev, result, before))
+}
+
+// An agent's own session/load or resume can fail for a session the record
+// holds whole: gemini-cli 0.61.0 answers -32603 for a session it made a
+// moment before. The client would get that error, and a user who reopens
+// the conversation in the editor would lose it, though the sidecar can
+// answer: it does what it does for a session an earlier process recorded.
+// The agent gets a fresh native session with the session's config and the
+// kept turns armed; for a load, the client gets the recorded history; and
+// the answer is a success, under the client's id.
+
+// OpenFailed takes over the held error response ev of a load or resume of
+// s, which the agent failed with agentErr, and says whether it did.
+func OpenFailed(b *Rebuilder, ctx context.Context, s *record.Session, ev record.Event, agentErr json.RawMessage) bool {
+	env, err := proxy.Scan(ev.Raw)
+	if err != nil {
+		return false // it was scanned on its way in; unreadable now, its error stands
+	}
+	id := append([]byte(nil), env.ID...)
+	sid, method := s.Rec.ClientID, ev.Req.Method
+	b.log.Warn("the agent failed the client's "+method+" of a session the record holds; answering it from the record on a fresh native session",
+		"session", sid, "native", s.Rec.NativeID, "agentError", string(agentErr))
+	// Async: the attempts run on the record's own goroutine pool, and
+	// the plan's done (or the failure below) lets the response go.
+	_, _ = b.Run(ctx, absorbPlan(b, snapshotOf(s), method, id, ev))
+	return true
 }
 
 // withResult is a response line with its result replaced.

@@ -100,3 +100,20 @@ func currentOf(now *state.Config, category string, legacy *state.Legacy) string 
 	}
 	return ""
 }
+
+// ReopenResult is the result of a load or resume the sidecar answered on
+// the native session a's plan ended on: the agent's newest full option
+// list, and the pickers with the values it accepted in the restore.
+func ReopenResult(a *Attempt) json.RawMessage {
+	out, catalog := a.Out, a.Catalog
+	result := map[string]any{}
+	if out.OptionsRaw != nil {
+		result["configOptions"] = out.OptionsRaw
+	} else if catalog != nil && len(catalog.Raw) > 0 {
+		var p wire.ConfigPayload
+		if json.Unmarshal(catalog.Raw, &p) == nil && p.ConfigOptions != nil {
+			result["configOptions"] = p.ConfigOptions
+		}
+	}
+	return WithPickers(wire.Encode(result), a.Snap.Live, out.Catalog)
+}

@@ -203,6 +203,37 @@ func ReopenPlan(b *Rebuilder, sid, method string, got *Attempt) Plan {
 	}
 }
 
+// absorbPlan answers from the record a client's load or resume of a live
+// session that the agent failed (open.go): a fresh native session with the
+// session's config and its kept turns armed, the recorded history for a
+// load, and the held response let go as a success, under the client's id.
+func absorbPlan(b *Rebuilder, snap Snapshot, method string, id []byte, ev record.Event) Plan {
+	var history [][]byte
+	sid := snap.Client
+	return Plan{
+		what: "reopen after the agent's failed " + method, sid: sid, busy: true, shared: true, owes: true, async: true,
+		read:   func(context.Context) (Snapshot, error) { return snap, nil },
+		native: b.fresh("reopen"),
+		target: b.owed,
+		after: func(s *record.Session, a *Attempt) {
+			s.Reopened()
+			b.Arm(s)
+			if method == wire.SessionLoad {
+				history = HistoryUpdates(sid, replay.Visible(&s.Rec, b.rec.FullTurns(b.ctx, s)))
+			}
+		},
+		done: func(_ context.Context, a *Attempt) {
+			lines := append(history, wire.Response(id, ReopenResult(a)))
+			ev.Release(append(lines, b.cfg.Commands(a.native, sid)...)...)
+			b.log.Info("session reopened from the record", "session", sid, "method", method, "native", a.native)
+		},
+		failed: func(err error) {
+			b.log.Error("the record could not answer the "+method+" the agent failed; the agent's error goes to the client", "session", sid, "err", err)
+			ev.Release(ev.Raw)
+		},
+	}
+}
+
 // ForkPlan starts the client session child from a parent's conversation,
 // as snap captured it, with the parent's config restored and the lineage
 // recorded. A fork of the whole conversation on an agent that forks is the
@@ -235,6 +266,7 @@ func ForkPlan(b *Rebuilder, parent, child string, at int, whole bool, snap Snaps
 					Baseline: record.CloneConfig(a.Catalog), Live: a.Catalog, Original: record.CloneConfig(snap.Live),
 					Lineage: &state.Lineage{ParentID: parent, ForkTurn: at},
 				}
+				s.Born = now
 				b.rec.SetSession(child, s)
 				b.rec.PutSession(ctx, s)
 			})
@@ -307,7 +339,7 @@ func AdoptPlan(b *Rebuilder, sid string, rep *SwitchReport) Plan {
 			}
 			out := a.Out
 			out.failed = nil
-			res := b.settle(ctx, sid, a.native, out, func(s *record.Session) {
+			res := b.settle(ctx, sid, a.native, a.path == "new", out, func(s *record.Session) {
 				s.Rec.AgentName, s.Rec.Agent = b.cfg.Name, b.cfg.Agent
 				s.Rec.Baseline = record.CloneConfig(a.Catalog)
 				s.Rec.SetErrors = append(s.Rec.SetErrors, setErrs...)

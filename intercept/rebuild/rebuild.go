@@ -106,6 +106,7 @@ type Snapshot struct {
 	Mcp     json.RawMessage
 	Dirs    []string
 	Running bool
+	Born    time.Time // record.Session.Born
 }
 
 // snapshotOf copies what a rebuild needs of s; it runs on the recorder's
@@ -113,7 +114,7 @@ type Snapshot struct {
 func snapshotOf(s *record.Session) Snapshot {
 	return Snapshot{
 		Client: s.Rec.ClientID, Native: s.Rec.NativeID, Live: record.CloneConfig(s.Rec.Live), Orig: record.CloneConfig(s.Rec.Original),
-		Cwd: s.Rec.Cwd, Mcp: s.Rec.McpServers, Dirs: s.Rec.AdditionalDirectories, Running: s.Turn != nil,
+		Cwd: s.Rec.Cwd, Mcp: s.Rec.McpServers, Dirs: s.Rec.AdditionalDirectories, Running: s.Turn != nil, Born: s.Born,
 	}
 }
 
@@ -177,7 +178,10 @@ func New(cfg Config, rec *record.Recorder, led *ledger.Ledger, lf *life.Life, wa
 	if cfg.Commands == nil {
 		cfg.Commands = func(string, string) [][]byte { return nil }
 	}
-	eng := &engine{led: led, life: lf, watch: watch, log: cfg.Log, callTimeout: cfg.CallTimeout}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	eng := &engine{led: led, life: lf, watch: watch, log: cfg.Log, callTimeout: cfg.CallTimeout, now: cfg.Now}
 	return &Rebuilder{ctx: context.Background(), rec: rec, eng: eng, led: led, life: lf, watch: watch, log: cfg.Log, cfg: cfg}
 }
 
@@ -231,6 +235,9 @@ type Plan struct {
 	// (a restore under a held response), and must go on draining the
 	// agent's answers to their calls.
 	async bool
+	// failed gets an async plan's error, which has no caller to go back to
+	// (nil: the plan's settle says whatever can go wrong).
+	failed func(err error)
 }
 
 // Attempt is one try of a plan, on one life of the agent.
@@ -314,8 +321,11 @@ func (b *Rebuilder) Run(ctx context.Context, p Plan) (Report, error) {
 	if p.async {
 		b.spawn(func(ctx context.Context) {
 			defer end()
-			// What went wrong is the plan's settle's to say: it sees it.
-			_, _ = b.attempts(ctx, p)
+			if _, err := b.attempts(ctx, p); err != nil && p.failed != nil {
+				p.failed(err)
+			}
+			// Without failed, what went wrong is the plan's settle's to
+			// say: it sees it.
 		})
 		return Report{}, nil
 	}
@@ -376,7 +386,7 @@ func (b *Rebuilder) attempts(ctx context.Context, p Plan) (Report, error) {
 		if p.settle != nil {
 			rep = p.settle(ctx, a)
 		} else {
-			rep = b.settle(ctx, p.sid, a.native, a.Out, func(s *record.Session) {
+			rep = b.settle(ctx, p.sid, a.native, a.path == "new", a.Out, func(s *record.Session) {
 				if p.after != nil {
 					p.after(s, a)
 				}
@@ -406,8 +416,9 @@ func (b *Rebuilder) lost(ctx context.Context, p Plan, a *Attempt) error {
 }
 
 // settle records a rebuild's Outcome, blocks the session when a field
-// failed, and tells the client what changed.
-func (b *Rebuilder) settle(ctx context.Context, sid, native string, out Outcome, also func(*record.Session)) Report {
+// failed, and tells the client what changed. fresh says the agent made
+// native for it (a session/new), and not brought back an older one.
+func (b *Rebuilder) settle(ctx context.Context, sid, native string, fresh bool, out Outcome, also func(*record.Session)) Report {
 	rep := Report{SessionID: sid, NativeSessionID: native, Failed: out.failed, Blocked: len(out.failed) > 0, Config: ConfigMap(out.Catalog)}
 	for _, s := range out.applied {
 		rep.Restored = append(rep.Restored, s.Field)
@@ -428,6 +439,10 @@ func (b *Rebuilder) settle(ctx context.Context, sid, native string, out Outcome,
 		if s.Rec.NativeID != native {
 			s.Rec.NativeID = native
 			s.Rec.NativeHistory = append(s.Rec.NativeHistory, native)
+			s.Born = time.Time{}
+			if fresh {
+				s.Born = b.cfg.Now()
+			}
 		}
 		s.Rec.Live = out.Catalog
 		s.Rec.Blocked = blocked

@@ -62,6 +62,9 @@ type Then interface {
 	// Translate answers a config change the agent refused with -32601
 	// through the surface it has, and says whether it took the event.
 	Translate(ctx context.Context, ev Event) bool
+	// OpenFailed answers, from the record, the client's load or resume of
+	// session s that the agent failed, and says whether it took the event.
+	OpenFailed(ctx context.Context, s *Session, ev Event, agentErr json.RawMessage) bool
 	// Closed marks a session the agent closed.
 	Closed(ctx context.Context, sid string)
 	// Forget forgets a session the agent deleted.
@@ -144,6 +147,11 @@ type Session struct {
 	// TextFrom is the first turn (after the first) whose text is still in
 	// memory; before it, only the store has the text (see thinOut).
 	TextFrom int
+	// Born is when this process saw the current native session made (the
+	// agent's answer to a new or a fork, or a rebuild's fresh one); zero
+	// when it was opened otherwise, or by an earlier process. Some agents
+	// cannot load a session in its first minute (life.Habits).
+	Born time.Time
 }
 
 // New builds a record that shares the ledger and the agent's life with
@@ -547,6 +555,9 @@ func (r *Recorder) response(ctx context.Context, ev Event) {
 				r.then.Opened(ctx, s, req, ev, msg.Result, before)
 				return
 			}
+		} else if s := r.sessions[req.SID]; s != nil && ev.Release != nil &&
+			(req.Method == wire.SessionLoad || req.Method == wire.SessionResume) && r.then.OpenFailed(ctx, s, ev, msg.Error) {
+			return
 		}
 	case wire.SetConfigOption, wire.SetMode, wire.SetModel:
 		if !failed {
@@ -616,6 +627,12 @@ func (r *Recorder) sessionResult(ctx context.Context, req *Request, result json.
 	native := sid
 	if req.Method == wire.SessionLoad || req.Method == wire.SessionResume {
 		native = r.led.NativeOf(sid)
+	}
+	if s.Rec.NativeID != native || req.Method == wire.SessionNew || req.Method == wire.SessionFork {
+		s.Born = time.Time{}
+		if req.Method == wire.SessionNew || req.Method == wire.SessionFork {
+			s.Born = r.cfg.Now()
+		}
 	}
 	s.Rec.ClientID, s.Rec.NativeID = sid, native
 	if len(s.Rec.NativeHistory) == 0 || s.Rec.NativeHistory[len(s.Rec.NativeHistory)-1] != native {
