@@ -35,7 +35,8 @@ const DefaultGrace = 3 * time.Second
 // Process is a running agent. Its stdio are plain pipes the relay reads and
 // writes; it stays in our process group (DESIGN.md, "Processes": editors such
 // as agent-shell SIGKILL the group they started, and that must take the agent
-// down with us).
+// down with us). On Windows it is held in a job object instead, which takes
+// its tree down when the sidecar goes (tree_windows.go).
 type Process struct {
 	Stdin  *os.File // the agent's stdin, for the relay to write
 	Stdout *os.File // the agent's stdout, for the relay to read
@@ -46,6 +47,7 @@ type Process struct {
 	done  chan struct{}
 	state *os.ProcessState
 	wait  error
+	tree  processTree // the OS's hold on the agent's descendants
 
 	stopOnce sync.Once
 	stopped  chan struct{}
@@ -96,6 +98,10 @@ func StartAgent(spec AgentSpec) (*Process, error) {
 	p := &Process{
 		Stdin: inW, Stdout: outR, cmd: cmd, spec: spec, log: log,
 		done: make(chan struct{}), stopped: make(chan struct{}),
+	}
+	// Before the wait: until it, the agent's pid cannot be reused.
+	if err := p.tree.hold(cmd.Process.Pid); err != nil {
+		log.Warn("agent's process tree not held; stopping it reaches the agent alone", "agentPid", cmd.Process.Pid, "err", err)
 	}
 	go p.waitExit()
 	return p, nil
@@ -150,7 +156,9 @@ func (p *Process) StoppedByUs() bool {
 // and, a grace period later, SIGKILL. With a signal (one we received) the tree
 // gets that signal at once instead of the quiet first step. claude-agent-acp
 // and codex-acp ignore EOF, and codex and gemini re-execute themselves as
-// children, so the whole tree is signalled, found by parent pid.
+// children, so the whole tree is signalled, found by parent pid. Windows has
+// no SIGTERM: there the agent gets one grace period after its stdin closes,
+// with or without sig, and then its job object is terminated (stopSteps).
 func (p *Process) Shutdown(ctx context.Context, sig os.Signal) {
 	p.mu.Lock()
 	p.asked = true
@@ -159,11 +167,7 @@ func (p *Process) Shutdown(ctx context.Context, sig os.Signal) {
 	if sig != nil {
 		p.signalTree(sig)
 	}
-	steps := []os.Signal{syscall.SIGTERM, syscall.SIGKILL}
-	if sig != nil {
-		steps = []os.Signal{syscall.SIGKILL}
-	}
-	for _, s := range steps {
+	for _, s := range stopSteps(sig) {
 		t := time.NewTimer(p.spec.Grace)
 		select {
 		case <-p.done:
@@ -190,32 +194,6 @@ func (p *Process) Shutdown(ctx context.Context, sig os.Signal) {
 // reapBound is how long a shutdown waits for killed orphans to be gone.
 const reapBound = 2 * time.Second
 
-// reapOrphans waits, within a bound, until the orphans the agent left (now
-// our children, see AdoptOrphans) have died and been reaped, so "the
-// sidecar has exited" means its whole tree is gone. A process killed with
-// SIGKILL can take a moment in the kernel's exit path.
-func (p *Process) reapOrphans(ctx context.Context) {
-	if !p.spec.Orphans {
-		return
-	}
-	deadline := time.Now().Add(reapBound)
-	for {
-		left := descendants(os.Getpid())
-		for _, pid := range left {
-			var ws syscall.WaitStatus
-			syscall.Wait4(pid, &ws, syscall.WNOHANG, nil) // ours to reap once adopted; ECHILD otherwise
-		}
-		if len(descendants(os.Getpid())) == 0 || time.Now().After(deadline) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
 // EndOrphans stops what the agent left running after it died on its own,
 // and reaps it: the children of a crashed agent must not outlive it, nor
 // linger as zombies while the sidecar carries on with a new agent.
@@ -228,11 +206,12 @@ func (p *Process) EndOrphans(ctx context.Context) {
 // Kill ends the agent's tree at once.
 func (p *Process) Kill() { p.signalTree(syscall.SIGKILL) }
 
-// Close releases the pipes after the agent has exited.
+// Close releases the pipes after the agent has exited, and the hold on its
+// tree: on Windows that ends what the agent left running.
 func (p *Process) Close() error {
 	p.stopOnce.Do(func() { close(p.stopped) })
 	<-p.done
-	return errors.Join(p.Stdin.Close(), ignoreClosed(p.Stdout.Close()))
+	return errors.Join(p.Stdin.Close(), ignoreClosed(p.Stdout.Close()), p.tree.release())
 }
 
 func ignoreClosed(err error) error {
@@ -240,32 +219,4 @@ func ignoreClosed(err error) error {
 		return nil
 	}
 	return err
-}
-
-// signalTree signals the agent and all its descendants. The tree is read
-// before anything is signalled, so a child that is re-parented as its parent
-// dies is still reached.
-func (p *Process) signalTree(sig os.Signal) {
-	pids := descendants(p.Pid())
-	if p.spec.Orphans {
-		pids = descendants(os.Getpid())
-	}
-	alive := true
-	select {
-	case <-p.done:
-		// The agent itself is reaped; its pid may belong to someone else now.
-		alive = false
-	default:
-		if !p.spec.Orphans {
-			pids = append([]int{p.Pid()}, pids...)
-		}
-	}
-	for _, pid := range pids {
-		if pid == p.Pid() && !alive {
-			continue
-		}
-		if proc, err := os.FindProcess(pid); err == nil {
-			proc.Signal(sig)
-		}
-	}
 }

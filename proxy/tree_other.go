@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build unix && !linux
 
 package proxy
 
@@ -44,5 +44,6 @@ func descendants(pid int) []int {
 	return res
 }
 
-// AdoptOrphans does nothing outside Linux; orphans go to init there.
+// AdoptOrphans does nothing on a unix other than Linux; orphans go to init
+// there.
 func AdoptOrphans() error { return nil }

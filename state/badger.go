@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -51,8 +50,15 @@ func pendingKey(id string) []byte     { return []byte("p/" + id) }
 func listPrefix() []byte              { return []byte("l/") }
 func nativePrefix() []byte            { return []byte("n/") }
 func pendingPrefix() []byte           { return []byte("p/") }
-func isLockErr(err error) bool        { return strings.Contains(err.Error(), "Cannot acquire directory lock") }
 func errorsIsNotFound(err error) bool { return errors.Is(err, badger.ErrKeyNotFound) }
+
+// isLockErr says whether badger failed to take its directory lock: a flock
+// of the directory on unix, an exclusive open of dir/LOCK on Windows
+// (badger's dir_unix.go and dir_windows.go word them differently).
+func isLockErr(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Cannot acquire directory lock") || strings.Contains(msg, "Cannot create lock file")
+}
 
 // listRec is what l/<id> holds: the summary without Live (which is about
 // processes, not data), and whether the session record exists yet (a turn may
@@ -143,7 +149,7 @@ func openBadger(dir string, log *slog.Logger) (_ *badgerStore, err error) {
 	db, err := badger.Open(badgerOptions(dir, log))
 	if err != nil {
 		switch {
-		case errors.Is(err, syscall.ENOSPC):
+		case isNoSpace(err):
 			return nil, fmt.Errorf("open store %s: %w: %w", dir, ErrNoSpace, err)
 		case isLockErr(err):
 			// badger wraps the flock error with %+v, not %w (go-libs.md §4), so
@@ -184,11 +190,11 @@ const minRoom = 128 << 20
 
 // checkRoom refuses a disk too full for badger's memory-mapped files.
 func checkRoom(dir string) error {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
+	free, err := freeSpace(dir)
+	if err != nil {
 		return nil // nothing to judge by: let badger try
 	}
-	if free := st.Bavail * uint64(st.Bsize); free < minRoom {
+	if free < minRoom {
 		return fmt.Errorf("%w: %d MiB free, %d MiB needed", ErrNoSpace, free>>20, minRoom>>20)
 	}
 	return nil

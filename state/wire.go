@@ -114,9 +114,10 @@ func (e *remoteError) Unwrap() error { return e.sentinel }
 var errConn = errors.New("connection to the store lost")
 
 // socketPath is where the owner of dir listens. A unix socket path is limited
-// to about 108 bytes; a state dir too deep for dir/store.sock gets a socket in
-// a private directory under the temp dir, named by a hash of dir, which every
-// process derives the same way.
+// to about 108 bytes (Windows's AF_UNIX too); a state dir too deep for
+// dir/store.sock gets a socket in a private directory under the temp dir
+// (socketTempDir), named by a hash of dir, which every process derives the
+// same way.
 func socketPath(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -126,7 +127,7 @@ func socketPath(dir string) (string, error) {
 		return p, nil
 	}
 	sum := sha256.Sum256([]byte(abs))
-	priv := filepath.Join(os.TempDir(), fmt.Sprintf("acp-sidecar-%d", os.Getuid()))
+	priv := socketTempDir()
 	if err := makeDir(priv); err != nil {
 		return "", err
 	}
@@ -155,7 +156,7 @@ func serve(st *badgerStore, path string, log *slog.Logger) (*server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", path, err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	if err := restrictSocket(path); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("listen %s: %w", path, err)
 	}

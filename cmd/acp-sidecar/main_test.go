@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -225,18 +224,6 @@ func diffStreams(want, got []byte) string {
 		}
 	}
 	return fmt.Sprintf("streams differ (%d vs %d bytes)", len(want), len(got))
-}
-
-// TestScript runs the txtar scripts in testdata/script.
-func TestScript(t *testing.T) {
-	testscript.Run(t, testscript.Params{
-		Dir: filepath.Join("testdata", "script"),
-		Setup: func(env *testscript.Env) error {
-			env.Setenv("GORACE", os.Getenv("GORACE"))
-			return scenarioSetup(env)
-		},
-		Cmds: scenarioCmds(),
-	})
 }
 
 // find returns the first line at or after index from (and before the cursor)

@@ -3,13 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -174,30 +171,4 @@ func openLog(o runOptions) (*slog.Logger, func(), error) {
 	h := slog.NewTextHandler(f, &slog.HandlerOptions{Level: level})
 	log := slog.New(h).With("pid", os.Getpid())
 	return log, func() { f.Close() }, nil
-}
-
-// pollable returns stdin in a form whose pending read ends when it is closed,
-// so the relay's client reader can be stopped and waited for. A plain
-// os.Stdin blocks in read(2) until the editor writes or exits.
-func pollable(f *os.File) io.Reader {
-	if f != os.Stdin {
-		return f
-	}
-	fd := int(f.Fd())
-	if err := syscall.SetNonblock(fd, true); err != nil {
-		return f
-	}
-	return os.NewFile(uintptr(fd), "stdin")
-}
-
-// execAgent replaces this process with the agent.
-func execAgent(argv []string) error {
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		return &exitError{code: 127, err: fmt.Errorf("agent %q: %w", argv[0], err)}
-	}
-	if err := syscall.Exec(path, argv, os.Environ()); err != nil {
-		return &exitError{code: 126, err: fmt.Errorf("exec %s: %w", strings.Join(argv, " "), err)}
-	}
-	return nil
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -6,10 +8,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -82,6 +86,19 @@ func scenarioSetup(env *testscript.Env) error {
 		}
 	})
 	return nil
+}
+
+// TestScript runs the txtar scripts in testdata/script. They need Linux:
+// kill-agent finds the agent in /proc, and scripts exec grep.
+func TestScript(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir: filepath.Join("testdata", "script"),
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("GORACE", os.Getenv("GORACE"))
+			return scenarioSetup(env)
+		},
+		Cmds: scenarioCmds(),
+	})
 }
 
 // scenarioCmds are the script commands above, for testscript.Params.Cmds.

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/google/go-cmp/cmp"
@@ -177,25 +176,6 @@ func TestAgentExits(t *testing.T) {
 		}
 		if code, err := c.Wait(t.Context()); code != 1 || err != nil {
 			t.Errorf("Wait = %d, %v; want 1", code, err)
-		}
-	})
-	t.Run("ignores-eof", func(t *testing.T) {
-		// The bound is how long Close waits before it kills, not an
-		// assertion about how long anything takes.
-		c := startAgent(t, acpclient.Options{CloseTimeout: 200 * time.Millisecond}, "-profile", "ignores-eof")
-		session(t, c)
-		if code, err := c.Close(); !errors.Is(err, acpclient.ErrKilled) || code != -1 {
-			t.Errorf("Close = %d, %v; want -1, ErrKilled", code, err)
-		}
-	})
-	t.Run("sigterm", func(t *testing.T) {
-		c := startAgent(t, acpclient.Options{}, "-profile", "ignores-eof")
-		session(t, c)
-		if err := syscall.Kill(-c.Pid(), syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		if code, err := c.Wait(t.Context()); code != 0 || err != nil {
-			t.Errorf("Wait = %d, %v; want 0 (ctx ended)", code, err)
 		}
 	})
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"syscall"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -51,11 +50,13 @@ func (o Options) closeTimeout() time.Duration {
 	return defaultCloseTimeout
 }
 
-// process is a peer started as a real subprocess in its own process group,
-// so Kill takes down whatever it started too, as an editor's group kill does
-// (DESIGN.md "Processes"). Its waiter goroutine exits when the process does.
+// process is a peer started as a real subprocess in its own process group
+// (a job object on Windows), so Kill takes down whatever it started too, as
+// an editor's group kill does (DESIGN.md "Processes"). Its waiter goroutine
+// exits when the process does.
 type process struct {
 	cmd     *exec.Cmd
+	group   peerGroup
 	done    chan struct{}
 	waitErr error // valid after done
 }
@@ -81,8 +82,9 @@ func startProcess(ctx context.Context, argv []string, opts Options) (*process, *
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, opts.Stderr
 	cmd.Env = append(os.Environ(), opts.Env...)
 	cmd.Dir = opts.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
+	cmd.SysProcAttr = sysProcAttr()
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	cmd.Cancel = p.kill
 	cmd.WaitDelay = opts.closeTimeout() // bounds the stderr copy after exit
 	err = cmd.Start()
 	inR.Close()
@@ -92,7 +94,14 @@ func startProcess(ctx context.Context, argv []string, opts Options) (*process, *
 		outR.Close()
 		return nil, nil, nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
+	if err := p.group.hold(cmd.Process.Pid); err != nil {
+		// A peer that Kill could not take down whole is not one to test with.
+		cmd.Process.Kill()
+		cmd.Wait()
+		inW.Close()
+		outR.Close()
+		return nil, nil, nil, fmt.Errorf("start %s: %w", argv[0], err)
+	}
 	go p.wait()
 	return p, inW, outR, nil
 }
@@ -102,17 +111,11 @@ func (p *process) wait() {
 	close(p.done)
 }
 
-func killGroup(pid int) error {
-	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("kill process group %d: %w", pid, err)
-	}
-	return nil
-}
+func (p *process) kill() error { return p.group.kill(p.cmd.Process) }
 
-func (p *process) kill() error { return killGroup(p.cmd.Process.Pid) }
-
-// status is the exit code after done: -1 for a signal, and an error only
-// for a failure to wait that is not an exit status.
+// status is the exit code after done: -1 for a signal (killedExitCode for
+// a kill on Windows), and an error only for a failure to wait that is not
+// an exit status.
 func (p *process) status() (int, error) {
 	var ee *exec.ExitError
 	if p.waitErr != nil && !errors.As(p.waitErr, &ee) {

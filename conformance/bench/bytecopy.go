@@ -115,14 +115,3 @@ func copyPlain(dst io.Writer, src io.Reader) (int64, error) {
 	buf := make([]byte, copyBufSize)
 	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf)
 }
-
-// pollable returns stdin in a form whose pending read ends when it is closed,
-// the same way cmd/acp-sidecar treats the sidecar's stdin, so the client side
-// of both relays goes through the same runtime poller.
-func pollable(f *os.File) *os.File {
-	fd := int(f.Fd())
-	if err := syscall.SetNonblock(fd, true); err != nil {
-		return f
-	}
-	return os.NewFile(uintptr(fd), f.Name())
-}

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
@@ -47,7 +46,7 @@ func (r *runner) recovery(ctx context.Context) (time.Duration, error) {
 		return 0, p.fail(err)
 	}
 	start := time.Now()
-	if err := syscall.Kill(agent, syscall.SIGKILL); err != nil {
+	if err := killPid(agent); err != nil {
 		return 0, p.fail(fmt.Errorf("kill the agent %d: %w", agent, err))
 	}
 	// The prompt goes once the agent is reaped: a multi-threaded agent's

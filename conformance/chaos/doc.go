@@ -11,4 +11,7 @@
 //
 // Every test prints its seed and ends with one report line: runs, kills
 // survived, turns lost (must be 0), hangs (must be 0), seed.
+//
+// The tests need Linux: they stop and kill processes by signal and read
+// /proc, and their build tags say so.
 package chaos

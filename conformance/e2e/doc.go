@@ -7,5 +7,6 @@
 // The package holds only tests. The agents are not vendored: run
 // scripts/e2e-setup.sh once to install them under .cache/e2e. Without them
 // the tests skip, except in CI (CI=true), where they fail. What was
-// observed of each agent is in NOTES.md.
+// observed of each agent is in NOTES.md. The tests need Linux (they kill
+// agents and wait on pidfds, and read /proc), and their build tags say so.
 package e2e

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
@@ -593,13 +592,6 @@ func waitUntil(ctx context.Context, bound time.Duration, cond func() bool) bool 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func kill(pid int) error {
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return err
-	}
-	return nil
 }
 
 // traceEntry is one line of the sidecar's --trace.

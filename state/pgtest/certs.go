@@ -12,14 +12,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 )
 
 // writeCerts makes a CA (dir/ca.crt) and a server certificate it signed
 // for localhost and 127.0.0.1 (data/server.crt and server.key, readable by
 // the server's user only, as PostgreSQL demands).
-func writeCerts(dir, data string, cred *syscall.Credential) error {
+func writeCerts(dir, data string, cred *credential) error {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return fmt.Errorf("pgtest: CA key: %w", err)

@@ -3,7 +3,9 @@
 // on a unix socket only. The fleet's tests use it so that what they check is
 // what a real database does (locks, now(), a killed server), not a mock.
 //
-// It imports no other package of this module, so any test may use it.
+// It imports no other package of this module, so any test may use it. It
+// runs on unix only: on Windows it builds, for what imports it, and Start
+// says it cannot run there (pgtest_windows.go).
 package pgtest
 
 import (
@@ -49,7 +51,7 @@ type Server struct {
 	dir  string // the server's own temporary directory: data/ and the socket
 	bin  string // the directory of initdb and postgres
 	opts Options
-	cred *syscall.Credential // the postgres user's, when started as root
+	cred *credential // the postgres user's, when started as root
 
 	port int // the TCP port, 0 without TCP
 
@@ -72,6 +74,9 @@ const ReadyTimeout = 2 * time.Minute
 // Start runs initdb in a new temporary directory and starts the server,
 // returning once it accepts connections. Stop it when done.
 func Start(ctx context.Context, opts Options) (*Server, error) {
+	if err := checkPlatform(); err != nil {
+		return nil, err
+	}
 	bin, err := findBinaries()
 	if err != nil {
 		return nil, err
@@ -96,7 +101,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", s.data(), "-U", "postgres",
 		"--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	initdb.SysProcAttr = toolAttr(s.cred)
 	initdb.Dir = s.dir
 	if out, err := initdb.CombinedOutput(); err != nil {
 		os.RemoveAll(s.dir)
@@ -152,7 +157,7 @@ func findBinaries() (string, error) {
 
 // postgresUser is the credential of the "postgres" user, which Debian's
 // package creates.
-func postgresUser() (*syscall.Credential, error) {
+func postgresUser() (*credential, error) {
 	u, err := user.Lookup("postgres")
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: running as root needs a postgres user to run the server as: %w", err)
@@ -162,7 +167,7 @@ func postgresUser() (*syscall.Credential, error) {
 	if err := errors.Join(err1, err2); err != nil {
 		return nil, fmt.Errorf("pgtest: postgres user: %w", err)
 	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+	return &credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
 func (s *Server) data() string { return filepath.Join(s.dir, "data") }

@@ -1,0 +1,84 @@
+package acpclient
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/windows"
+)
+
+// sysProcAttr starts the peer in a process group of its own, as Setpgid
+// does on unix: a Ctrl+C in the test's console is not the peer's.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{CreationFlags: syscall.CREATE_NEW_PROCESS_GROUP}
+}
+
+// killedExitCode is the exit status of a peer whose job was terminated: 1,
+// as os.Process.Kill gives on Windows. Unix reports -1, death by signal,
+// instead.
+const killedExitCode = 1
+
+// peerGroup is the job object the peer runs in, which stands for its
+// process group: what the peer starts joins the job, so terminating it ends
+// them all. The job is made with JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE and its
+// handle is never closed: closing it would kill what the peer left running,
+// which on unix lives until a kill, so it closes with the test process and
+// takes the peer's leftovers with it. It is the proxy's job object
+// (proxy/tree_windows.go) again, kept here rather than exported from proxy
+// for a test client.
+type peerGroup struct {
+	mu  sync.Mutex
+	job windows.Handle // 0 until hold
+}
+
+// hold puts the peer, just started, in a new job object. A process the peer
+// starts before that is outside the job: os/exec gives no way to resume a
+// process started suspended.
+func (g *peerGroup) hold(pid int) error {
+	job, err := windows.CreateJobObject(nil, nil)
+	if err != nil {
+		return fmt.Errorf("create job object: %w", err)
+	}
+	var info windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION
+	info.BasicLimitInformation.LimitFlags = windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
+	if _, err := windows.SetInformationJobObject(job, windows.JobObjectExtendedLimitInformation,
+		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info))); err != nil {
+		windows.CloseHandle(job)
+		return fmt.Errorf("set kill-on-close on job object: %w", err)
+	}
+	proc, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE, false, uint32(pid))
+	if err != nil {
+		windows.CloseHandle(job)
+		return fmt.Errorf("open peer process %d: %w", pid, err)
+	}
+	defer windows.CloseHandle(proc)
+	if err := windows.AssignProcessToJobObject(job, proc); err != nil {
+		windows.CloseHandle(job)
+		return fmt.Errorf("assign peer process %d to job object: %w", pid, err)
+	}
+	g.mu.Lock()
+	g.job = job
+	g.mu.Unlock()
+	return nil
+}
+
+// kill terminates the peer's job, or the peer alone before hold (a ctx
+// that ended at once).
+func (g *peerGroup) kill(peer *os.Process) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.job == 0 {
+		if err := peer.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			return fmt.Errorf("kill peer %d: %w", peer.Pid, err)
+		}
+		return nil
+	}
+	if err := windows.TerminateJobObject(g.job, killedExitCode); err != nil {
+		return fmt.Errorf("terminate job object of peer %d: %w", peer.Pid, err)
+	}
+	return nil
+}
