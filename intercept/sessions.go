@@ -328,8 +328,9 @@ func (o *Sessions) reopenLive(ctx context.Context, sid, method string) ([]byte, 
 }
 
 // listSessions answers session/list from the record, for agents that
-// cannot: the cwd filter, pages of 50 by an opaque cursor, and titles from
-// the first prompt line.
+// cannot: the cwd filter, pages of 50 by an opaque cursor, and each
+// session's title: the one the agent last gave it (session_info_update),
+// else its first prompt line.
 func (o *Sessions) listSessions(ctx context.Context, id, raw []byte) []byte {
 	var p struct {
 		Params struct {
@@ -370,8 +371,15 @@ func (o *Sessions) listSessions(ctx context.Context, id, raw []byte) []byte {
 	for i := start; i < len(match) && i < start+page; i++ {
 		s := match[i]
 		title := ""
-		if turns, err := o.cfg.Store.Turns(ctx, s.ID); err == nil && len(turns) > 0 {
-			title = rebuild.FirstLine(turns[0].PromptText)
+		// A record or turns that cannot be read leave the title to what
+		// can: a listing is not refused for one session's title.
+		if rec, err := o.cfg.Store.Session(ctx, s.ID); err == nil {
+			title = rec.Title
+		}
+		if title == "" {
+			if turns, err := o.cfg.Store.Turns(ctx, s.ID); err == nil && len(turns) > 0 {
+				title = rebuild.FirstLine(turns[0].PromptText)
+			}
 		}
 		list = append(list, info{SessionID: s.ID, Cwd: s.Cwd, Title: title, UpdatedAt: s.LastActivity.UTC().Format(time.RFC3339)})
 	}
@@ -526,6 +534,9 @@ func (o *Sessions) adoptTurns(ctx context.Context, id string, rec *state.Session
 	}
 	if rec.ContextFrom > 0 {
 		rec.ContextFrom += k
+	}
+	if c := rec.Compaction; c != nil {
+		c.Turn += k // the turn it ran in moved with the fork's own turns
 	}
 	for i := range turns {
 		if err := o.cfg.Store.PutTurn(ctx, id, &turns[i]); err != nil {

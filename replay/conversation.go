@@ -29,7 +29,13 @@ const maxLineage = 16
 // Conversation is what a fresh native session must be told for s: a fork's
 // inherited turns first (the parent's own inheritance before them, so a fork
 // of a fork carries the whole chain), then the session's own visible turns.
+// After a compaction of the agent's (s.Compaction) it is the compaction's
+// summary instead of everything before the compaction, as an item that
+// IsSummary tells from a turn, then the turns from the compaction's on.
 func Conversation(s *state.Session, turns []state.Turn, parent Lookup) []state.Turn {
+	if c := compacted(s, turns); c != nil {
+		return afterCompaction(s, turns, c)
+	}
 	return append(Inherited(s, parent), Visible(s, turns)...)
 }
 

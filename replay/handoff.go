@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -24,6 +25,8 @@ const (
 		"It is given as context only: it is not a new request, and nothing in it is an instruction to act on now.\n"
 	handoffFooter = "[acp-sidecar] End of the earlier conversation. The user's new request follows."
 	omittedNote   = "(%d earlier items were left out to fit the size limit.)\n"
+	summaryOpen   = "<summary of the earlier conversation, as the agent compacted its context>\n"
+	summaryClose  = "</summary>\n"
 )
 
 // Handoff is the text a fresh native session gets ahead of the user's next
@@ -31,7 +34,8 @@ const (
 type Handoff struct {
 	Text string
 	// Kept counts the turns the handoff draws on; Items the user and agent
-	// messages it holds, Omitted those that did not fit.
+	// messages it holds (and a compaction's summary), Omitted those that did
+	// not fit.
 	Kept, Items, Omitted int
 }
 
@@ -56,29 +60,40 @@ func Kept(turns []state.Turn) []state.Turn {
 type item struct {
 	turn, order int // turn number (1-based) and position in the text
 	text        string
+	// summary is a compaction's summary, the raw text: cut to fit where
+	// a turn's message would be left out.
+	summary string
 }
 
 // BuildHandoff renders the kept turns within budget bytes (0 means
 // DefaultBudget; more than MaxBudget is capped). It picks the latest user
 // message, the latest agent answer, the first user message, then the rest
 // newest first; an item that does not fit is left out whole and counted.
-// The text lists what it kept oldest first, each item tagged with its role
-// and turn number. No kept turns, no handoff: the zero Handoff.
+// A compaction's summary (IsSummary) leads the conversation, so it takes
+// the first user message's place. The text lists what it kept oldest
+// first, each item tagged with its role and turn number. A turn's notices
+// are never in it: they were advisories to the user, not conversation. No
+// kept turns, no handoff: the zero Handoff.
 func BuildHandoff(kept []state.Turn, budget int) Handoff {
 	if budget <= 0 {
 		budget = DefaultBudget
 	}
 	budget = min(budget, MaxBudget)
 	var items []item
-	for i, t := range kept {
-		n := i + 1
-		items = append(items, item{turn: n, order: 2 * i, text: render(n, "user", t.PromptText, nil, "")})
+	n := 0
+	for _, t := range kept {
+		if IsSummary(&t) {
+			items = append(items, item{order: len(items), text: renderSummary(t.Answer), summary: t.Answer})
+			continue
+		}
+		n++
+		items = append(items, item{turn: n, order: len(items), text: render(n, "user", t.PromptText, nil, "")})
 		role := "assistant"
 		if t.Agent != "" {
 			// A session can move between agents; each answer says whose it was.
 			role += " from agent " + t.Agent
 		}
-		items = append(items, item{turn: n, order: 2*i + 1, text: render(n, role, t.Answer, t.ToolCalls, t.Status)})
+		items = append(items, item{turn: n, order: len(items), text: render(n, role, t.Answer, t.ToolCalls, t.Status)})
 	}
 	if len(items) == 0 {
 		return Handoff{}
@@ -87,6 +102,13 @@ func BuildHandoff(kept []state.Turn, budget int) Handoff {
 	room := budget - len(handoffHeader) - len(handoffFooter) - len(fmt.Sprintf(omittedNote, len(items)))
 	chosen := map[int]bool{}
 	for _, i := range priority {
+		if it := &items[i]; len(it.text) > room && it.summary != "" {
+			// The summary is all that is left of the turns before the
+			// compaction: rather cut than left out.
+			if part := cutTo(strings.TrimSpace(it.summary), room-len(renderSummary(""))-len(summaryCut)); part != "" {
+				it.text = renderSummary(part + summaryCut)
+			}
+		}
 		if len(items[i].text) <= room {
 			room -= len(items[i].text)
 			chosen[i] = true
@@ -104,18 +126,19 @@ func BuildHandoff(kept []state.Turn, budget int) Handoff {
 		}
 	}
 	b.WriteString(handoffFooter)
-	return Handoff{Text: b.String(), Kept: len(kept), Items: len(chosen), Omitted: omitted}
+	return Handoff{Text: b.String(), Kept: n, Items: len(chosen), Omitted: omitted}
 }
 
-// pickOrder ranks items: latest user, latest assistant, first user, then
-// newest to oldest.
+// pickOrder ranks items: latest user, latest assistant, first user (or the
+// summary that leads), then newest to oldest. A summary with no turn after
+// it is the only item.
 func pickOrder(items []item) []int {
 	lastUser, lastAssistant := len(items)-2, len(items)-1
 	first := []int{lastUser, lastAssistant, 0}
 	seen := map[int]bool{}
 	var out []int
 	for _, i := range first {
-		if !seen[i] {
+		if i >= 0 && !seen[i] {
 			seen[i] = true
 			out = append(out, i)
 		}
@@ -151,6 +174,29 @@ func render(turn int, role, text string, tools []state.ToolCall, status state.Tu
 	role, _, _ = strings.Cut(role, " ")
 	fmt.Fprintf(&b, "</turn %d %s>\n", turn, role)
 	return b.String()
+}
+
+// summaryCut ends a summary cut to fit the budget.
+const summaryCut = " …[cut to fit]"
+
+// cutTo is the longest prefix of s of at most n bytes that ends on a rune
+// boundary; "" for n <= 0.
+func cutTo(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// renderSummary is a compaction's summary as one item.
+func renderSummary(text string) string {
+	return summaryOpen + strings.TrimSpace(text) + "\n" + summaryClose
 }
 
 func oneLine(s string) string {

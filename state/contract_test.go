@@ -83,11 +83,13 @@ func sampleSession(id string) *Session {
 		AdditionalDirectories: []string{"/extra"},
 		Created:               t0, Updated: t0.Add(time.Minute),
 		Baseline: sampleConfig("sonnet"), Original: sampleConfig("opus"), Live: sampleConfig("opus"),
-		Overrides: []Override{{OptionID: "model", Category: "model", Value: json.RawMessage(`"opus"`), At: t0}},
-		Lineage:   &Lineage{ParentID: "parent", ForkTurn: 3},
-		Blocked:   &Blocked{Fields: []string{"model"}, Reason: "value gone", At: t0},
-		SetErrors: []SetError{{OptionID: "mode", Value: "yolo", Err: "not offered"}},
-		Handoff:   &Handoff{NativeID: "n-" + id + "-2", Turn: 4, Kept: 3, Omitted: 1, At: t0},
+		Overrides:  []Override{{OptionID: "model", Category: "model", Value: json.RawMessage(`"opus"`), At: t0}},
+		Lineage:    &Lineage{ParentID: "parent", ForkTurn: 3},
+		Blocked:    &Blocked{Fields: []string{"model"}, Reason: "value gone", At: t0},
+		SetErrors:  []SetError{{OptionID: "mode", Value: "yolo", Err: "not offered"}},
+		Handoff:    &Handoff{NativeID: "n-" + id + "-2", Turn: 4, Kept: 3, Omitted: 1, At: t0},
+		Title:      "Fix the <relay> & \"quotes\"",
+		Compaction: &Compaction{ID: "cmp_1", Turn: 3, Summary: "## Retained context\n\nThe user wants <b> & é.", At: t0.Add(2 * time.Hour)},
 	}
 }
 
@@ -103,6 +105,7 @@ func sampleTurn(i int, status TurnStatus) *Turn {
 	return &Turn{
 		Index: i, Prompt: json.RawMessage(fmt.Sprintf(`[{"type":"text","text":"q%d <&>"}]`, i)), PromptText: fmt.Sprintf("q%d <&>", i),
 		Answer: fmt.Sprintf("a%d", i), ToolCalls: []ToolCall{{ID: "t1", Title: "read", Status: "completed"}},
+		Notices:    []string{"**Warning:** hook <blocked> & stopped", fmt.Sprintf("notice %d", i)},
 		StopReason: "end_turn", NativeID: "n1", Status: status, Agent: "claude",
 		Started: t0.Add(time.Duration(i) * time.Hour), Ended: t0.Add(time.Duration(i)*time.Hour + time.Second),
 	}

@@ -52,6 +52,12 @@ func cloneTurn(t *Turn) *Turn {
 			out.ToolCalls[i] = ToolCall{ID: jsonString(tc.ID), Title: jsonString(tc.Title), Status: jsonString(tc.Status)}
 		}
 	}
+	if len(t.Notices) > 0 {
+		out.Notices = make([]string, len(t.Notices))
+		for i, s := range t.Notices {
+			out.Notices[i] = jsonString(s)
+		}
+	}
 	var ok bool
 	if out.Started, ok = jsonTime(t.Started); !ok {
 		return clone(t)

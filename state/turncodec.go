@@ -31,6 +31,9 @@ func turnJSON(t *Turn) ([]byte, error) {
 	for _, tc := range t.ToolCalls {
 		n += 40 + len(tc.ID) + len(tc.Title) + len(tc.Status)
 	}
+	for _, s := range t.Notices {
+		n += 4 + len(s)
+	}
 	b := make([]byte, 0, n)
 	b = append(b, `{"index":`...)
 	b = strconv.AppendInt(b, int64(t.Index), 10)
@@ -54,6 +57,16 @@ func turnJSON(t *Turn) ([]byte, error) {
 			b = appendMember(b, "title", tc.Title, true)
 			b = appendMember(b, "status", tc.Status, true)
 			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if len(t.Notices) > 0 {
+		b = append(b, `,"notices":[`...)
+		for i, s := range t.Notices {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, s)
 		}
 		b = append(b, ']')
 	}

@@ -68,6 +68,32 @@ type Session struct {
 	// (it replaced one after a rollback, a crash or a fork), so the next
 	// prompt carries them once.
 	HandoffPending bool `json:"handoffPending,omitempty"`
+	// Title is the title the agent last gave the session
+	// (session_info_update): `sessions`, `show` and the session/list the
+	// sidecar answers show it. "" when the agent gave none, or cleared it
+	// (a title of null).
+	Title string `json:"title,omitempty"`
+	// Compaction is the agent's latest completed compaction of the
+	// session's context that left a summary; nil when there was none.
+	// A handoff after it hands over the summary in place of the turns
+	// before it (docs/sessions.md, "Compaction").
+	Compaction *Compaction `json:"compaction,omitempty"`
+}
+
+// Compaction is what the record keeps of the agent's own compaction of a
+// session's context (ACP's compaction_update and compaction_summary_chunk):
+// the agent replaced the turns before Turn in its context by Summary, so
+// Summary, not those turns, is what the agent knew of them.
+type Compaction struct {
+	// ID is the agent's compactionId.
+	ID string `json:"id"`
+	// Turn is the index of the turn the compaction ran in, or of the next
+	// turn when it ran between turns: the summary stands for the turns
+	// before it, and Turn and those after it follow the summary.
+	Turn int `json:"turn"`
+	// Summary is the text of the summary's text blocks.
+	Summary string    `json:"summary"`
+	At      time.Time `json:"at"`
 }
 
 // Override is one explicit, accepted selection by the client.
@@ -170,10 +196,17 @@ type Turn struct {
 	// Prompt is the prompt's content blocks as the client sent them.
 	Prompt json.RawMessage `json:"prompt,omitempty"`
 	// PromptText is the text of Prompt's text blocks, for handoff and display.
-	PromptText string     `json:"promptText,omitempty"`
-	Answer     string     `json:"answer,omitempty"`
-	ToolCalls  []ToolCall `json:"toolCalls,omitempty"`
-	StopReason string     `json:"stopReason,omitempty"`
+	PromptText string `json:"promptText,omitempty"`
+	// Answer is the agent's text of the turn, its notices left out.
+	Answer    string     `json:"answer,omitempty"`
+	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
+	// Notices are the advisories the agent showed the user during the
+	// turn, in order: `notice` updates and the message chunks
+	// claude-agent-acp marks as its notices' transcript form. They are
+	// not what the agent said in the conversation, so no handoff carries
+	// them.
+	Notices    []string `json:"notices,omitempty"`
+	StopReason string   `json:"stopReason,omitempty"`
 	// NativeID is the native session that ran the turn.
 	NativeID string     `json:"nativeId,omitempty"`
 	Status   TurnStatus `json:"status"`

@@ -60,6 +60,9 @@ type sessionJSON struct {
 	// NotShared: a sidecar of this host kept writes of the session that
 	// the fleet's database has not taken (docs/fleet.md).
 	NotShared bool `json:"notShared,omitempty"`
+	// Title is the title the agent last gave the session, left out when
+	// it gave none.
+	Title string `json:"title,omitempty"`
 }
 
 // showJSON is the `show SESSION --json` object.
@@ -83,6 +86,9 @@ type showJSON struct {
 	AgentName string `json:"agentName,omitempty"`
 	// Cwd is the session's working directory.
 	Cwd string `json:"cwd"`
+	// Title is the title the agent last gave the session, left out when
+	// it gave none.
+	Title string `json:"title,omitempty"`
 	// AdditionalDirectories are the client's extra workspace roots, if any.
 	// (mcpServers are left out: their env often holds credentials.)
 	AdditionalDirectories []string `json:"additionalDirectories"`
@@ -115,6 +121,9 @@ type showJSON struct {
 	// Handoff is the last delivery of kept turns to a fresh native session,
 	// null if there was none.
 	Handoff *handoffJSON `json:"handoff"`
+	// Compaction is the agent's latest compaction of the session's context
+	// that left a summary, null if there was none.
+	Compaction *compactionJSON `json:"compaction"`
 	// Turns are every recorded turn by index, rolled-back ones included.
 	Turns []turnJSON `json:"turns"`
 }
@@ -192,6 +201,18 @@ type handoffJSON struct {
 	At      time.Time `json:"at"`
 }
 
+// compactionJSON is the agent's compaction of the session's context: a
+// handoff hands over its summary in place of the turns before turn Turn.
+type compactionJSON struct {
+	// ID is the agent's compactionId.
+	ID string `json:"compactionId"`
+	// Turn is the turn it ran in (the next turn, for one between turns).
+	Turn int `json:"turn"`
+	// Summary is the text the agent kept of the turns before it.
+	Summary string    `json:"summary"`
+	At      time.Time `json:"at"`
+}
+
 // turnJSON is one session/prompt and what came of it.
 type turnJSON struct {
 	// Index numbers turns from 1.
@@ -207,6 +228,9 @@ type turnJSON struct {
 	Answer string `json:"answer"`
 	// ToolCalls are the titles and statuses of the turn's tool calls.
 	ToolCalls []toolCallJSON `json:"toolCalls"`
+	// Notices are the advisories the agent showed during the turn, not
+	// part of Answer and never handed over.
+	Notices []string `json:"notices"`
 	// NativeSessionID is the native session that ran the turn.
 	NativeSessionID string `json:"nativeSessionId"`
 	// AgentName is the configured name of the agent that ran the turn (a
@@ -273,14 +297,18 @@ func sessionsCommand(s stdio) *cli.Command {
 				if err != nil {
 					return err
 				}
-				rows := sessionsJSON(list)
+				titles, err := sessionTitles(ctx, st, list)
+				if err != nil {
+					return err
+				}
+				rows := sessionsJSON(list, titles)
 				for i := range rows {
 					rows[i].NotShared = slices.Contains(kept, rows[i].SessionID)
 				}
 				if a.json {
 					return writeJSON(s.out, rows)
 				}
-				return writeSessionTable(s.out, list, tableOpts{header: true, fleet: a.store.kind == "postgres", notShared: kept})
+				return writeSessionTable(s.out, list, tableOpts{header: true, fleet: a.store.kind == "postgres", notShared: kept, titles: titles})
 			})
 		},
 	}
@@ -515,12 +543,35 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func sessionsJSON(list []state.Summary) []sessionJSON {
+// sessionTitles are the titles of the listed sessions that have one, by
+// session id. The listing's entries do not carry them (the disk store's
+// listing records are kept by every write, and hold what every store can
+// list), so each comes from its session's record. A session deleted since
+// it was listed has none.
+func sessionTitles(ctx context.Context, st state.Store, list []state.Summary) (map[string]string, error) {
+	titles := map[string]string{}
+	for _, s := range list {
+		sess, err := st.Session(ctx, s.ID)
+		if errors.Is(err, state.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read the title of session %s: %w", s.ID, err)
+		}
+		if sess.Title != "" {
+			titles[s.ID] = sess.Title
+		}
+	}
+	return titles, nil
+}
+
+func sessionsJSON(list []state.Summary, titles map[string]string) []sessionJSON {
 	out := make([]sessionJSON, 0, len(list))
 	for _, s := range list {
 		out = append(out, sessionJSON{
 			SessionID: s.ID, Agent: nonNil(s.Agent), AgentName: s.AgentName, Cwd: s.Cwd,
 			Turns: s.Turns, LastActivity: s.LastActivity, Live: s.Live, Closed: s.Closed, Holder: s.Holder,
+			Title: titles[s.ID],
 		})
 	}
 	return out
@@ -535,13 +586,22 @@ type tableOpts struct {
 	// notShared are the sessions kept on this host and not yet in the
 	// fleet's database: LIVE says so.
 	notShared []string
+	// titles are the sessions' titles by id (sessionTitles). The TITLE
+	// column appears only when some listed session has one, so a listing
+	// of sessions without reads as it always has.
+	titles map[string]string
 }
 
 // writeSessionTable prints the listing.
 func writeSessionTable(w io.Writer, list []state.Summary, o tableOpts) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	titled := slices.ContainsFunc(list, func(s state.Summary) bool { return o.titles[s.ID] != "" })
 	if o.header {
-		fmt.Fprintln(tw, "SESSION\tAGENT\tCWD\tTURNS\tLAST ACTIVITY\tLIVE")
+		header := "SESSION\tAGENT\tCWD\tTURNS\tLAST ACTIVITY\tLIVE"
+		if titled {
+			header += "\tTITLE"
+		}
+		fmt.Fprintln(tw, header)
 	}
 	for _, s := range list {
 		live := ""
@@ -558,8 +618,12 @@ func writeSessionTable(w io.Writer, list []state.Summary, o tableOpts) error {
 		if slices.Contains(o.notShared, s.ID) {
 			live = strings.TrimSpace(live + " not shared")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s",
 			cell(s.ID, 0), cell(namedAgent(s.AgentName, shortAgent(s.Agent)), 40), cell(shortPath(s.Cwd), 40), s.Turns, showTime(s.LastActivity), live)
+		if titled {
+			fmt.Fprintf(tw, "\t%s", orDash(cell(o.titles[s.ID], 40)))
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }
@@ -572,6 +636,7 @@ func buildShow(sess *state.Session, turns []state.Turn) showJSON {
 		Agent:                 nonNil(sess.Agent),
 		AgentName:             sess.AgentName,
 		Cwd:                   sess.Cwd,
+		Title:                 sess.Title,
 		AdditionalDirectories: nonNil(sess.AdditionalDirectories),
 		Created:               sess.Created,
 		Updated:               sess.Updated,
@@ -601,10 +666,13 @@ func buildShow(sess *state.Session, turns []state.Turn) showJSON {
 	if h := sess.Handoff; h != nil {
 		v.Handoff = &handoffJSON{NativeSessionID: h.NativeID, Turn: h.Turn, Kept: h.Kept, Omitted: h.Omitted, At: h.At}
 	}
+	if c := sess.Compaction; c != nil {
+		v.Compaction = &compactionJSON{ID: c.ID, Turn: c.Turn, Summary: c.Summary, At: c.At}
+	}
 	for _, t := range turns {
 		tj := turnJSON{
 			Index: t.Index, Status: string(t.Status), StopReason: t.StopReason,
-			Prompt: t.PromptText, Answer: t.Answer, ToolCalls: []toolCallJSON{},
+			Prompt: t.PromptText, Answer: t.Answer, ToolCalls: []toolCallJSON{}, Notices: nonNil(t.Notices),
 			NativeSessionID: t.NativeID, AgentName: t.Agent, Started: t.Started, Ended: t.Ended,
 		}
 		for _, tc := range t.ToolCalls {
@@ -646,6 +714,9 @@ func writeShow(w io.Writer, sess *state.Session, turns []state.Turn) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("session", cell(sess.ClientID, 0))
+	if sess.Title != "" {
+		row("title", cell(sess.Title, 0))
+	}
 	native := orNone(cell(sess.NativeID, 0))
 	if len(sess.NativeHistory) > 1 {
 		native += " (history: " + cell(strings.Join(sess.NativeHistory, ", "), 0) + ")"
@@ -663,6 +734,9 @@ func writeShow(w io.Writer, sess *state.Session, turns []state.Turn) error {
 	}
 	if h := sess.Handoff; h != nil {
 		row("handoff", fmt.Sprintf("%d turns kept, %d omitted, to %s with turn %d", h.Kept, h.Omitted, cell(h.NativeID, 0), h.Turn))
+	}
+	if c := sess.Compaction; c != nil {
+		row("compacted", fmt.Sprintf("at turn %d, %s: %s", c.Turn, showTime(c.At), cell(firstLine(c.Summary), 60)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -734,6 +808,19 @@ func writeShow(w io.Writer, sess *state.Session, turns []state.Turn) error {
 			fmt.Fprintf(tw, "%s\t", orDash(cell(t.Agent, 20)))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Status, orDash(cell(t.StopReason, 20)), cell(firstLine(t.PromptText), 40), cell(firstLine(t.Answer), 40))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// The agent's advisories, apart from the answers they are not part of.
+	if !slices.ContainsFunc(turns, func(t state.Turn) bool { return len(t.Notices) > 0 }) {
+		return nil
+	}
+	fmt.Fprintln(w, "\nnotices")
+	for _, t := range turns {
+		for _, n := range t.Notices {
+			fmt.Fprintf(tw, "  %d\t%s\n", t.Index, cell(firstLine(n), 80))
+		}
 	}
 	return tw.Flush()
 }

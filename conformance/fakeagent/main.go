@@ -18,6 +18,8 @@ import (
 // config is everything the flags decide.
 type config struct {
 	Features
+	// advisoryFlags are -notices and -compaction (notices.go).
+	advisoryFlags
 	Profile         string
 	AcceptUnknown   bool
 	LoadFails       bool
@@ -131,6 +133,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.MaxSDKLine, "max-sdk-line", c.MaxSDKLine, "longest stdin line handed to the SDK; longer requests are answered with their size and sha256")
 	fs.BoolVar(&c.NoImage, "no-image", c.NoImage, "do not advertise promptCapabilities.image (an agent that takes text only)")
 	fs.BoolVar(&c.Verbose, "v", c.Verbose, "log SDK diagnostics at info level to stderr")
+	c.advisoryFlags.bind(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(out, "usage: fakeagent [flags]\n\nA fake ACP agent on stdio. Profiles:\n%s\nFlags:\n", profileHelp())
 		fs.PrintDefaults()

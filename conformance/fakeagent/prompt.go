@@ -178,6 +178,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	}
 
 	first, second := splitHalf(r.String() + "\n")
+	a.advisories(sid, last, idx+1) // -notices, -compaction (notices.go)
 	if err := send(first); err != nil {
 		return acp.PromptResponse{}, fmt.Errorf("stream reply: %w", err)
 	}

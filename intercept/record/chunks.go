@@ -124,9 +124,17 @@ type chunkCache struct {
 // answer, so the buffer holds the answer as it is stored: the turn's end,
 // which its response waits for, copies none of it (clipped), and no chunk,
 // however long, makes the buffer larger than the budget and cutMark.
+//
+// A chunk that is a notice (notices.go) is not the answer's: it goes to the
+// record's goroutine, which keeps it among the turn's notices. Telling it
+// costs every other chunk a look at its last five bytes (mayBeNotice).
 func (r *Recorder) collect(f *proxy.Frame) {
 	sp := f.Env.SessionID
 	if !sp.Present() {
+		return
+	}
+	if mayBeNotice(f.Raw) && noticeChunk(f.Raw) {
+		r.queueNotice(f)
 		return
 	}
 	tok := f.Raw[sp.Start:sp.End]

@@ -63,6 +63,10 @@ func FuzzRecorderDecode(f *testing.F) {
 		`{"sessionUpdate":"current_mode_update"}`,
 		`{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Read","status":"pending","content":[{"type":"content","content":{"type":"text","text":"x"}}]}`,
 		`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hello"}}`,
+		`{"sessionUpdate":"notice","severity":"warning","title":"T","description":null}`,
+		`{"sessionUpdate":"session_info_update","title":null}`,
+		`{"sessionUpdate":"compaction_update","compactionId":"c","status":"completed","summary":[{"type":"text","text":"s"}]}`,
+		`{"sessionUpdate":"compaction_summary_chunk","compactionId":"c","content":{"type":"text","text":"s"}}`,
 		`{"currentModelId":"m1","availableModels":[{"modelId":"m1","name":"M"}]}`,
 		`{"currentModeId":"a","availableModes":[{"id":"a","name":"A"},{"id":5}]}`,
 		"{\"id\":\"\xff\"}",
@@ -78,7 +82,8 @@ func FuzzRecorderDecode(f *testing.F) {
 		wire.ParseModels(elem)
 		wire.PromptContent(elem, true)
 		r, s := fzRecorder()
-		for _, kind := range []string{"config_option_update", "current_mode_update", "agent_message_chunk", "tool_call", "tool_call_update"} {
+		for _, kind := range []string{"config_option_update", "current_mode_update", "agent_message_chunk", "tool_call", "tool_call_update",
+			updNotice, updNoticeChunk, updSessionInfo, updCompaction, updCompactionChunk} {
 			r.update(ctx, Event{Dir: proxy.AgentToClient, Method: wire.Update, Update: kind, Raw: elem})
 			frame := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"fz-s","update":` + string(elem) + `}}`)
 			r.update(ctx, Event{Dir: proxy.AgentToClient, Method: wire.Update, Update: kind, Raw: frame})

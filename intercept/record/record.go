@@ -152,6 +152,9 @@ type Session struct {
 	// when it was opened otherwise, or by an earlier process. Some agents
 	// cannot load a session in its first minute (life.Habits).
 	Born time.Time
+	// compacting are the agent's compactions of the session that have not
+	// completed, by compactionId (compaction.go).
+	compacting map[string]*compacting
 }
 
 // New builds a record that shares the ledger and the agent's life with
@@ -243,9 +246,9 @@ func (r *Recorder) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 		return ok && q.Recorded
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification && env.MethodIs(wire.Update):
 		switch string(env.Update) {
-		case "config_option_update", "current_mode_update", updSubagent:
+		case "config_option_update", "current_mode_update", updSubagent, updSessionInfo, updCompaction, updCompactionChunk:
 			return true
-		case "agent_message_chunk", "tool_call", "tool_call_update":
+		case "agent_message_chunk", "tool_call", "tool_call_update", updNotice:
 			return r.led.Running()
 		}
 	}
@@ -782,7 +785,7 @@ func ThinOut(s *Session) {
 			continue
 		}
 		for j := max(1, s.TextFrom); j <= i; j++ {
-			s.Turns[j].PromptText, s.Turns[j].Answer, s.Turns[j].ToolCalls = "", "", nil
+			s.Turns[j].PromptText, s.Turns[j].Answer, s.Turns[j].ToolCalls, s.Turns[j].Notices = "", "", nil, nil
 		}
 		s.TextFrom = i + 1
 		return
@@ -803,9 +806,14 @@ func (r *Recorder) FullTurns(ctx context.Context, s *Session) []state.Turn {
 	return turns
 }
 
-// update applies a session/update: config reports to live, the rest to the
-// running turn.
+// update applies a session/update: config reports to live, the title and
+// a compaction to the record, the rest to the running turn.
 func (r *Recorder) update(ctx context.Context, ev Event) {
+	switch ev.Update {
+	case updNotice, updNoticeChunk, updSessionInfo, updCompaction, updCompactionChunk:
+		r.sessionNews(ctx, ev)
+		return
+	}
 	var n struct {
 		Params struct {
 			SessionID string `json:"sessionId"`
@@ -861,6 +869,30 @@ func (r *Recorder) update(ctx context.Context, ev Event) {
 		if u.Status != nil {
 			tc.Status = *u.Status
 		}
+	}
+}
+
+// sessionNews applies the updates that tell about the session rather than
+// the conversation: notices, the title and compactions. A subagent's are
+// not its parent's: they find no session here.
+func (r *Recorder) sessionNews(ctx context.Context, ev Event) {
+	var n struct {
+		Params struct {
+			SessionID string `json:"sessionId"`
+		} `json:"params"`
+	}
+	decoded(r.log, ev.Update, ev.Raw, &n) // without a session id it finds no session
+	s := r.sessions[r.led.ClientOf(n.Params.SessionID)]
+	if s == nil {
+		return
+	}
+	switch ev.Update {
+	case updNotice, updNoticeChunk:
+		r.notice(s, ev)
+	case updSessionInfo:
+		r.sessionInfo(ctx, s, ev.Raw)
+	default:
+		r.compaction(ctx, s, ev)
 	}
 }
 

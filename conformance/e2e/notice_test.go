@@ -1,0 +1,123 @@
+//go:build linux
+
+package e2e
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/acp-sidecar/acp-sidecar/conformance/mockllm"
+)
+
+// claudeAutoModeWarning is a phrase of the notice claude-agent-acp 0.101.0
+// gives in the first turn of a native session when its requests go to an
+// API that is not Anthropic's (here the mock): auto mode's classifier
+// billing does not apply to it. The agent sends it as an
+// agent_message_chunk with _meta.claudeCode.kind "informational" and no
+// messageId (NOTES.md, "claude-agent-acp 0.101.0: ACP frames").
+const claudeAutoModeWarning = "isn't eligible because your requests go through"
+
+// TestClaudeCurrentNoticeNotHandedOver: the record keeps that warning as
+// the turn's notice, not its answer, and the handoff a rewind arms takes
+// the turn's prompt and answer to the LLM without it.
+func TestClaudeCurrentNoticeNotHandedOver(t *testing.T) {
+	argv := claudeCurrent.argv(t)
+	mock, url := startMock(t, mockllm.Options{Reply: quietReply})
+	s, _ := startSession(t, argv, claudeEnv(t, url), mock)
+	first := s.prompt("My favourite colour is teal")
+	warned := false
+	for _, f := range first {
+		warned = warned || strings.Contains(string(f.Raw), claudeAutoModeWarning) && strings.Contains(string(f.Raw), `"kind":"informational"`)
+	}
+	if !warned {
+		t.Fatalf("claude sent no informational auto-mode warning in the first turn; the test's premise is gone (NOTES.md)")
+	}
+	s.prompt("My favourite animal is an otter")
+
+	out, errOut, err := s.cli("show", s.sid, "--json")
+	if err != nil {
+		t.Fatalf("show: %v\n%s", err, errOut)
+	}
+	var rec struct {
+		Turns []struct {
+			Answer  string   `json:"answer"`
+			Notices []string `json:"notices"`
+		} `json:"turns"`
+	}
+	if err := json.Unmarshal([]byte(out), &rec); err != nil || len(rec.Turns) != 2 {
+		t.Fatalf("show --json: %v\n%s", err, out)
+	}
+	if n := rec.Turns[0].Notices; len(n) != 1 || !strings.Contains(n[0], claudeAutoModeWarning) {
+		t.Errorf("turn 1 notices %q, want the auto-mode warning", n)
+	}
+	for i, tu := range rec.Turns {
+		if strings.Contains(tu.Answer, claudeAutoModeWarning) || !strings.HasPrefix(tu.Answer, "mock-llm: ") {
+			t.Errorf("turn %d answer %q, want the mock's reply alone", i+1, tu.Answer)
+		}
+	}
+
+	s.prompt("/rewind")
+	const ask = "What did I say first?"
+	s.prompt(ask)
+	texts := strings.Join(s.turnRequest(ask).Texts(), "\n")
+	if !strings.Contains(texts, "teal") || !strings.Contains(texts, "mock-llm: ") || strings.Contains(texts, "otter") {
+		t.Errorf("the LLM request after the rewind lacks turn 1 or has turn 2:\n%s", clip(texts, strings.Index(texts, "teal")))
+	}
+	if strings.Contains(texts, claudeAutoModeWarning) {
+		t.Errorf("the handoff took the notice to the LLM:\n%s", clip(texts, strings.Index(texts, claudeAutoModeWarning)))
+	}
+}
+
+// TestClaudeCurrentCompactionHandoff: claude-agent-acp 0.101.0's /compact,
+// for an editor that advertised clientCapabilities.session.compaction,
+// sends compaction_update in_progress, then completed with the summary
+// the LLM wrote (here the mock's reply), then completed again without one.
+// The record keeps it with the turn it ran in, and the handoff a rewind
+// arms leads with the summary and leaves out the turn before it.
+func TestClaudeCurrentCompactionHandoff(t *testing.T) {
+	argv := claudeCurrent.argv(t)
+	mock, url := startMock(t, mockllm.Options{Reply: quietReply})
+	s := &sidecarSession{t: t, mock: mock, argv: argv, env: claudeEnv(t, url), dir: t.TempDir(), state: t.TempDir(), cwd: t.TempDir()}
+	s.a = startSidecarState(t, argv, s.env, s.dir, s.state, "--grace", "1s")
+	step(t, s.a, "initialize", map[string]any{
+		"protocolVersion": 1,
+		"clientCapabilities": map[string]any{
+			"fs":      map[string]bool{"readTextFile": true, "writeTextFile": true},
+			"session": map[string]any{"compaction": map[string]any{}},
+		},
+		"clientInfo": map[string]string{"name": "acp-sidecar-e2e", "version": "0"},
+	})
+	s.sid, _ = newSession(t, s.a, s.cwd)
+	s.prompt("My favourite colour is teal")
+	s.prompt("/compact")
+	s.prompt("My favourite animal is an otter")
+
+	out, errOut, err := s.cli("show", s.sid, "--json")
+	if err != nil {
+		t.Fatalf("show: %v\n%s", err, errOut)
+	}
+	var rec struct {
+		Compaction *struct {
+			Turn    int    `json:"turn"`
+			Summary string `json:"summary"`
+		} `json:"compaction"`
+	}
+	if err := json.Unmarshal([]byte(out), &rec); err != nil || rec.Compaction == nil || rec.Compaction.Turn != 2 || !strings.HasPrefix(rec.Compaction.Summary, "mock-llm: ") {
+		t.Fatalf("show --json compaction %+v (%v); want the mock's summary at turn 2\n%s", rec.Compaction, err, out)
+	}
+
+	s.prompt("/rewind") // takes the otter back: the summary and turn 2 are kept
+	const ask = "What did I say first?"
+	s.prompt(ask)
+	texts := strings.Join(s.turnRequest(ask).Texts(), "\n")
+	summary := strings.Index(texts, rec.Compaction.Summary)
+	if summary < 0 || strings.Index(texts, "/compact") < summary {
+		t.Errorf("the handoff does not lead with the summary before turn 2:\n%s", clip(texts, max(summary, 0)))
+	}
+	for _, not := range []string{"teal", "otter"} {
+		if strings.Contains(texts, not) {
+			t.Errorf("the LLM request after the rewind has %q:\n%s", not, clip(texts, strings.Index(texts, not)))
+		}
+	}
+}
