@@ -45,7 +45,10 @@ type Config struct {
 	// Takeover: a client's load or resume takes the session's lease in a
 	// fleet's store even from a live holder, which is fenced (--takeover).
 	Takeover bool
-	Now      func() time.Time
+	// NoPickers turns off the bridge between the legacy pickers and
+	// configOptions (--pickers=off).
+	NoPickers bool
+	Now       func() time.Time
 }
 
 // DefaultCallTimeout bounds each of the sidecar's own calls. Real agents
@@ -99,7 +102,7 @@ func New(cfg Config) *Core {
 	c.gate = &ChunkGate{led: c.led}
 	c.rb = rebuild.New(rebuild.Config{
 		Store: cfg.Store, Agent: cfg.Agent, Name: cfg.Name, Settings: cfg.Settings, HandoffBudget: cfg.HandoffBudget,
-		CallTimeout: cfg.CallTimeout, Now: cfg.Now, Log: cfg.Log,
+		CallTimeout: cfg.CallTimeout, NoPickers: cfg.NoPickers, Now: cfg.Now, Log: cfg.Log,
 		Commands: func(native, client string) [][]byte { return ownCommands(c.led, native, client) },
 	}, c.rec, c.led, c.life, c.watch)
 	c.ops = &Sessions{rec: c.rec, rb: c.rb, led: c.led, life: c.life, log: cfg.Log, cfg: &c.cfg, leases: state.LeaseOf(cfg.Store)}

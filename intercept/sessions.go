@@ -247,7 +247,7 @@ func (o *Sessions) forkHere(ctx context.Context, parent string) (string, []byte,
 		return "", nil, fmt.Errorf("fork %s: %w", parent, err)
 	}
 	result := wire.Encode(map[string]string{"sessionId": rep.SessionID})
-	return rep.SessionID, rebuild.WithPickers(result, nil, snap.Live), nil
+	return rep.SessionID, o.rb.WithPickers(result, nil, snap.Live), nil
 }
 
 // Recover rebuilds a session whose native session died with the agent, by
@@ -298,7 +298,7 @@ func (o *Sessions) reopen(ctx context.Context, sid, method string) ([]byte, erro
 	if _, err := o.rb.Run(ctx, rebuild.ReopenPlan(o.rb, sid, method, &a)); err != nil {
 		return nil, err
 	}
-	return rebuild.ReopenResult(&a), nil
+	return o.rb.ReopenResult(&a), nil
 }
 
 // reopenLive answers a load or resume of a session this process holds live
@@ -323,8 +323,8 @@ func (o *Sessions) reopenLive(ctx context.Context, sid, method string) ([]byte, 
 		rebuild.SendOwn(o.sc, o.log, proxy.AgentToClient, line)
 	}
 	// The config as the record has it now: the options with their current
-	// values, the pickers on theirs (rebuild.WithPickers builds them all).
-	return rebuild.WithPickers([]byte("{}"), nil, snap.Live), nil
+	// values, the pickers on theirs (Rebuilder.WithPickers builds them all).
+	return o.rb.WithPickers([]byte("{}"), nil, snap.Live), nil
 }
 
 // listSessions answers session/list from the record, for agents that

@@ -55,6 +55,7 @@ func relayFlags() []cli.Flag {
 		&cli.StringFlag{Name: "store", EnvVars: envs("STORE"), Value: "disk", Usage: storeUsage},
 		&cli.DurationFlag{Name: "lease-ttl", EnvVars: envs("LEASE_TTL"), Value: state.DefaultLeaseTTL, Usage: "with a fleet's store: how long a session stays this sidecar's without a renewal (renewed every third of it)"},
 		&cli.BoolFlag{Name: "takeover", EnvVars: envs("TAKEOVER"), Usage: "with a fleet's store: a client's load or resume takes the session from another sidecar even while its lease is live (for orchestrators that know that host is gone)"},
+		&cli.StringFlag{Name: "pickers", EnvVars: envs("PICKERS"), Value: "on", Usage: "on: show a client the model and mode pickers in the dialect it reads (legacy modes and models, or configOptions) where the agent offers them only in the other; off: pass the agent's own"},
 		&cli.BoolFlag{Name: "record", EnvVars: envs("RECORD"), Value: true, Usage: "keep the session record; --record=false relays only (for measuring the recorder's cost)"},
 		&cli.IntFlag{Name: "handoff-budget", EnvVars: envs("HANDOFF_BUDGET"), Value: 16 << 10, Usage: "bytes of kept turns handed to a fresh native session (at most 65536)"},
 		&cli.DurationFlag{Name: "call-timeout", EnvVars: envs("CALL_TIMEOUT"), Value: intercept.DefaultCallTimeout, Usage: "how long each of the sidecar's own calls to the agent (session/new, set_*) may take before a restore reports it failed"},
@@ -180,7 +181,16 @@ func relayOptions(c *cli.Context) (runOptions, error) {
 	if err != nil {
 		return runOptions{}, err
 	}
+	var noPickers bool
+	switch p := c.String("pickers"); p {
+	case "on":
+	case "off":
+		noPickers = true
+	default:
+		return runOptions{}, &exitError{code: 2, err: fmt.Errorf("--pickers %q: want on or off", p)}
+	}
 	opts := runOptions{
+		noPickers:   noPickers,
 		argv:        def.Argv,
 		logFile:     c.String("log-file"),
 		logLevel:    c.String("log-level"),

@@ -26,6 +26,7 @@ type runOptions struct {
 	store       storeSpec
 	leaseTTL    time.Duration // a fleet's store: state.PostgresOptions.LeaseTTL
 	takeover    bool          // a fleet's store: intercept.Config.Takeover
+	noPickers   bool          // --pickers=off: intercept.Config.NoPickers
 	sets        []string
 	record      bool
 	budget      int

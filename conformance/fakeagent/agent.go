@@ -588,24 +588,36 @@ func (a *agent) SetSessionConfigOption(_ context.Context, p acp.SetSessionConfig
 // UnstableSetSessionModel implements the legacy session/set_model. It
 // answers {}; with config options exposed, the new list follows as
 // config_option_update, since nothing else tells the client about it.
-func (a *agent) UnstableSetSessionModel(_ context.Context, p acp.UnstableSetSessionModelRequest) (acp.UnstableSetSessionModelResponse, error) {
+//
+// Under -effort-models the list comes before the answer instead, as
+// codex-acp 2.6.0 sends it: a record that took the legacy id for the model
+// option's value after that report would hold a value the option lacks.
+func (a *agent) UnstableSetSessionModel(ctx context.Context, p acp.UnstableSetSessionModelRequest) (acp.UnstableSetSessionModelResponse, error) {
 	if !a.cfg.LegacyModels {
 		return acp.UnstableSetSessionModelResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetModel)
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	s, err := a.session(p.SessionId)
 	if err != nil {
+		a.mu.Unlock()
 		return acp.UnstableSetSessionModelResponse{}, err
 	}
-	st, err := a.cat.withModel(s.st, string(p.ModelId))
+	st, err := a.cat.withLegacyModel(s.st, string(p.ModelId))
 	if err != nil {
+		a.mu.Unlock()
 		return acp.UnstableSetSessionModelResponse{}, err
 	}
 	s.st = st
 	a.persistLocked()
-	if a.cfg.ConfigOptions {
+	before := a.cfg.ConfigOptions && a.cfg.EffortModels
+	if a.cfg.ConfigOptions && !before {
 		s.post = append(s.post, configUpdate(a.cat.options(st)))
+	}
+	a.mu.Unlock()
+	if before {
+		if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: configUpdate(a.cat.options(st))}); err != nil {
+			return acp.UnstableSetSessionModelResponse{}, fmt.Errorf("config_option_update %s: %w", p.SessionId, err)
+		}
 	}
 	return acp.UnstableSetSessionModelResponse{}, nil
 }

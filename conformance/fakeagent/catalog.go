@@ -149,9 +149,16 @@ func (c *catalog) surfaces(s settings) ([]acp.SessionConfigOption, *acp.SessionM
 		modes = ms
 	}
 	if c.f.LegacyModels {
-		ms := &acp.SessionModelState{CurrentModelId: acp.ModelId(s.Model)}
+		ms := &acp.SessionModelState{CurrentModelId: acp.ModelId(c.legacyModel(s))}
 		for _, m := range modelCatalog() {
-			ms.AvailableModels = append(ms.AvailableModels, acp.ModelInfo{ModelId: acp.ModelId(m.id), Name: m.name})
+			eff, _ := c.efforts(m.id)
+			if !c.f.EffortModels || eff == nil {
+				ms.AvailableModels = append(ms.AvailableModels, acp.ModelInfo{ModelId: acp.ModelId(m.id), Name: m.name})
+				continue
+			}
+			for _, e := range eff {
+				ms.AvailableModels = append(ms.AvailableModels, acp.ModelInfo{ModelId: acp.ModelId(m.id + "[" + e + "]"), Name: m.name + " (" + e + ")"})
+			}
 		}
 		models = ms
 	}
@@ -191,6 +198,29 @@ func (c *catalog) withModel(s settings, model string) (settings, error) {
 		s.Effort = def
 	}
 	return s, nil
+}
+
+// legacyModel is the legacy model id of s: under -effort-models the model
+// with its effort, as codex-acp 2.6.0 names it.
+func (c *catalog) legacyModel(s settings) string {
+	if c.f.EffortModels && s.Effort != "" {
+		return s.Model + "[" + s.Effort + "]"
+	}
+	return s.Model
+}
+
+// withLegacyModel applies session/set_model: under -effort-models an id
+// "model[effort]" sets both.
+func (c *catalog) withLegacyModel(s settings, id string) (settings, error) {
+	model, effort, ok := strings.Cut(id, "[")
+	if !c.f.EffortModels || !ok || !strings.HasSuffix(effort, "]") {
+		return c.withModel(s, id)
+	}
+	next, err := c.withModel(s, model)
+	if err != nil {
+		return s, err
+	}
+	return c.withOption(next, OptionEffort, strings.TrimSuffix(effort, "]"))
 }
 
 func (c *catalog) withMode(s settings, mode string) (settings, error) {

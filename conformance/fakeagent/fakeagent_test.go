@@ -24,6 +24,7 @@ func TestProfiles(t *testing.T) {
 		load, modes, models   bool
 		options               []string
 		resume, list, forkCap bool
+		legacyModel           string // the current legacy model id ("" for smart-2)
 	}{
 		{args: nil, load: true, modes: true, models: true, options: all},
 		{args: []string{"-profile", "default"}, load: true, modes: true, models: true, options: all},
@@ -35,8 +36,8 @@ func TestProfiles(t *testing.T) {
 		{args: []string{"-profile", "legacy-only", "-config-options", "-models=false"}, load: true, modes: true, options: all},
 		{args: []string{"-resume", "-list", "-fork"}, load: true, modes: true, models: true, options: all, resume: true, list: true, forkCap: true},
 		{args: []string{"-profile", "claude-current"}, load: true, modes: true, options: all, resume: true, list: true, forkCap: true},
-		{args: []string{"-profile", "codex-current"}, modes: true, models: true, options: all, resume: true, list: true, forkCap: true},
-		{args: []string{"-profile", "codex-current", "-load", "-subagents=false"}, load: true, modes: true, models: true, options: all, resume: true, list: true, forkCap: true},
+		{args: []string{"-profile", "codex-current"}, modes: true, models: true, options: all, resume: true, list: true, forkCap: true, legacyModel: "smart-2[medium]"},
+		{args: []string{"-profile", "codex-current", "-load", "-subagents=false"}, load: true, modes: true, models: true, options: all, resume: true, list: true, forkCap: true, legacyModel: "smart-2[medium]"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -71,8 +72,12 @@ func TestProfiles(t *testing.T) {
 			if s.Modes != nil && s.Modes.CurrentModeId != "code" {
 				t.Errorf("currentModeId = %q, want code", s.Modes.CurrentModeId)
 			}
-			if s.Models != nil && s.Models.CurrentModelId != "smart-2" {
-				t.Errorf("currentModelId = %q, want smart-2", s.Models.CurrentModelId)
+			wantModel := tt.legacyModel
+			if wantModel == "" {
+				wantModel = "smart-2"
+			}
+			if s.Models != nil && string(s.Models.CurrentModelId) != wantModel {
+				t.Errorf("currentModelId = %q, want %s", s.Models.CurrentModelId, wantModel)
 			}
 			if m := option(s.ConfigOptions, "model"); m != nil && (m.Category == nil || *m.Category != "model") {
 				t.Errorf("model option category = %v, want model", m.Category)

@@ -108,6 +108,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.IgnoreEOF, "ignore-eof", c.IgnoreEOF, "keep running after stdin EOF until killed")
 	fs.BoolVar(&c.AcceptUnknown, "accept-unknown", c.AcceptUnknown, "accept unknown model/mode/option values silently, like real agents")
 	fs.BoolVar(&c.LoadFails, "load-fails", c.LoadFails, "answer every session/load with an error")
+	fs.BoolVar(&c.EffortModels, "effort-models", c.EffortModels, "name each legacy model with each of its efforts (\"deep-3[max]\"), and let set_model take such an id, like codex-acp 2.6.0")
 	fs.BoolVar(&c.FreshLoadFails, "fresh-load-fails", c.FreshLoadFails, "answer a session/load of a session this process made less than a minute ago with -32603 \"Internal error\", like gemini-cli 0.61.0")
 	fs.StringVar(&c.Name, "agent-name", c.Name, "agentInfo.name in the initialize result (default fake-agent)")
 	fs.StringVar(&c.Version, "agent-version", c.Version, "agentInfo.version in the initialize result (default 1)")

@@ -29,6 +29,7 @@ type Features struct {
 	AuthNotice        bool // an `_auth/status_update` notification follows the initialize response
 	Subagents         bool // the prompt "subagent" opens a child session, if the client advertised subagents
 	StrictInit        bool // a request before initialize gets -32600 (NotInitializedLine); notifications and responses before it are ignored
+	EffortModels      bool // legacy models name each model with each of its efforts ("deep-3[max]"), and set_model takes such an id and sets both (like codex-acp 2.6.0)
 	FreshLoadFails    bool // session/load of a session this process made less than FreshLoadWindow ago answers -32603 "Internal error" (like gemini-cli 0.61.0)
 	// Name and Version are the initialize result's agentInfo ("" for
 	// fake-agent 1): the sidecar knows some agents by it.
@@ -86,14 +87,14 @@ func profiles() []profile {
 				f.MessageIDs, f.InfoUpdates, f.AuthNotice = true, true, true
 				f.StrictInit = true
 			})},
-		{"codex-current", "like codex-acp 2.6.0: configOptions (model-dependent effort) + legacy modes and models at session/new; resume without loadSession, list, close, delete, fork; reopen drops legacy; subagents; message ids, info updates, auth notice; strict init",
+		{"codex-current", "like codex-acp 2.6.0: configOptions (model-dependent effort) + legacy modes and models at session/new; resume without loadSession, list, close, delete, fork; reopen drops legacy; legacy models named model[effort]; subagents; message ids, info updates, auth notice; strict init",
 			with(func(f *Features) {
 				// agents.md does not say whether codex-acp 2.6.0
 				// advertises loadSession; resume without it is the
 				// harder case for the sidecar.
 				f.Load = false
 				f.Resume, f.List, f.Close, f.Delete, f.Fork = true, true, true, true, true
-				f.ReopenDropsLegacy, f.Subagents = true, true
+				f.ReopenDropsLegacy, f.Subagents, f.EffortModels = true, true, true
 				f.MessageIDs, f.InfoUpdates, f.AuthNotice = true, true, true
 				f.StrictInit = true
 			})},

@@ -3,6 +3,7 @@ package rebuild
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
@@ -28,6 +29,7 @@ func Translate(b *Rebuilder, ctx context.Context, ev record.Event) bool {
 		ConfigID string          `json:"configId"`
 		Value    json.RawMessage `json:"value"`
 		ModelID  string          `json:"modelId"`
+		ModeID   string          `json:"modeId"`
 	}
 	if err := json.Unmarshal(req.Params, &p); err != nil {
 		return false // params the agent refused and we cannot read: its error stands
@@ -49,13 +51,31 @@ func Translate(b *Rebuilder, ctx context.Context, ev record.Event) bool {
 			return false
 		}
 		method, params = wire.SetConfigOption, map[string]any{"sessionId": native, "configId": o.ID, "value": p.ModelID}
-	case wire.SetConfigOption:
-		o := live.Option(p.ConfigID)
-		var model string
-		if o == nil || o.Category != "model" || json.Unmarshal(p.Value, &model) != nil {
+	case wire.SetMode:
+		// A mode the agent offers only as an option (the bridge showed it
+		// to a client that reads legacy modes).
+		o := live.ByCategory("mode")
+		v := wire.String(p.ModeID)
+		if o == nil || !o.Offers(v) {
 			return false
 		}
-		method, params = wire.SetModel, map[string]any{"sessionId": native, "modelId": model}
+		method, params = wire.SetConfigOption, map[string]any{"sessionId": native, "configId": o.ID, "value": p.ModeID}
+	case wire.SetConfigOption:
+		var val string
+		if json.Unmarshal(p.Value, &val) != nil {
+			return false
+		}
+		o := live.Option(p.ConfigID)
+		switch {
+		case o != nil && o.Category == "model":
+			method, params = wire.SetModel, map[string]any{"sessionId": native, "modelId": val}
+		case o == nil && p.ConfigID == wire.BridgedModel && live.Model != nil && slices.Contains(live.Model.Available, val):
+			method, params = wire.SetModel, map[string]any{"sessionId": native, "modelId": val}
+		case o == nil && p.ConfigID == wire.BridgedMode && live.Mode != nil && slices.Contains(live.Mode.Available, val):
+			method, params = wire.SetMode, map[string]any{"sessionId": native, "modeId": val}
+		default:
+			return false
+		}
 	default:
 		return false
 	}
@@ -80,6 +100,10 @@ func Translate(b *Rebuilder, ctx context.Context, ev record.Event) bool {
 			} else {
 				answer = wire.Response(id, optionsResult(b.rec.Session(req.SID).Rec.Live))
 			}
+			if req.Method == wire.SetMode {
+				// The client reads legacy modes: tell it in their words.
+				notes = append(notes, wire.SessionUpdate(req.SID, map[string]any{"sessionUpdate": "current_mode_update", "currentModeId": p.ModeID}))
+			}
 			b.rec.Flush(ctx)
 		})
 		if err != nil {
@@ -94,6 +118,11 @@ func Translate(b *Rebuilder, ctx context.Context, ev record.Event) bool {
 // optionsResult is a set_config_option result built from the options the
 // agent last reported, for a change the agent accepted another way.
 func optionsResult(c *state.Config) []byte {
+	if len(c.Options) == 0 {
+		// An agent with legacy pickers only: the options the bridge
+		// showed the client, at their current values.
+		return wire.BridgedOptions(legacyRaw(c.Mode, "currentModeId"), legacyRaw(c.Model, "currentModelId"))
+	}
 	var raws []json.RawMessage
 	for _, o := range c.Options {
 		raw := o.Raw
@@ -104,4 +133,16 @@ func optionsResult(c *state.Config) []byte {
 	}
 	b := wire.Encode(map[string]any{"configOptions": raws})
 	return b
+}
+
+// legacyRaw is a legacy picker as the agent reported it, with its current
+// value the one the record holds; nil for none.
+func legacyRaw(l *state.Legacy, key string) json.RawMessage {
+	if l == nil || len(l.Raw) == 0 {
+		return nil
+	}
+	if raw, err := wire.SetPath(l.Raw, wire.String(l.Current), key); err == nil {
+		return raw
+	}
+	return l.Raw
 }

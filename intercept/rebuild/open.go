@@ -1,6 +1,7 @@
 package rebuild
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 
@@ -30,9 +31,9 @@ func Opened(b *Rebuilder, ctx context.Context, s *record.Session, req *record.Re
 		restoreAfterOpen(b, ctx, s, ev, result, before)
 		return
 	}
-	line := ev.Raw
+	line := bridged(b, ev.Raw)
 	if reopened {
-		line = withResult(line, WithPickers(result, s.Rec.Baseline, s.Rec.Live))
+		line = withResult(ev.Raw, b.WithPickers(result, s.Rec.Baseline, s.Rec.Live))
 	}
 	b.rec.Flush(ctx)
 	ev.Release(append([][]byte{line}, b.cfg.Commands(s.Rec.NativeID, s.Rec.ClientID)...)...)
@@ -70,6 +71,22 @@ func OpenFailed(b *Rebuilder, ctx context.Context, s *record.Session, ev record.
 	// the plan's done (or the failure below) lets the response go.
 	_, _ = b.Run(ctx, absorbPlan(b, snapshotOf(s), method, id, ev))
 	return true
+}
+
+// bridged is a session result's response line with the pickers the
+// client's dialect lacks (Rebuilder.Bridge); the line the agent wrote, to
+// the byte, when the client lacks none.
+func bridged(b *Rebuilder, line []byte) []byte {
+	var msg struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if json.Unmarshal(line, &msg) != nil || wire.IsNull(msg.Result) {
+		return line
+	}
+	if out := b.Bridge(msg.Result); !bytes.Equal(out, msg.Result) {
+		return withResult(line, out)
+	}
+	return line
 }
 
 // withResult is a response line with its result replaced.

@@ -18,13 +18,30 @@ import (
 // added that the agent never offered for the session, and no current value
 // it did not report.
 
-// WithPickers completes an open's result: the legacy modes and models, and
+// WithPickers completes an open's result for the client: completePickers,
+// then the dialect bridge.
+func (b *Rebuilder) WithPickers(result json.RawMessage, recorded, now *state.Config) json.RawMessage {
+	return b.Bridge(completePickers(result, recorded, now))
+}
+
+// Bridge adds the pickers the client's dialect lacks to a session result
+// (wire.Bridge), unless --pickers=off. Only the client sees them: the
+// record keeps the agent's own words.
+func (b *Rebuilder) Bridge(result json.RawMessage) json.RawMessage {
+	if b.cfg.NoPickers {
+		return result
+	}
+	init, _ := b.life.Params()
+	return wire.Bridge(result, wire.ReadsOptions(init))
+}
+
+// completePickers completes an open's result: the legacy modes and models, and
 // configOptions, each where the result lacks it and the session had it.
 // recorded is the session's config before the open, now the config after
 // the sidecar's restore (or the result's own when nothing was restored).
 // Where the result has a picker, its current value is set to now's when the
 // agent offers that value in it.
-func WithPickers(result json.RawMessage, recorded, now *state.Config) json.RawMessage {
+func completePickers(result json.RawMessage, recorded, now *state.Config) json.RawMessage {
 	if now == nil {
 		now = &state.Config{}
 	}
@@ -104,7 +121,7 @@ func currentOf(now *state.Config, category string, legacy *state.Legacy) string 
 // ReopenResult is the result of a load or resume the sidecar answered on
 // the native session a's plan ended on: the agent's newest full option
 // list, and the pickers with the values it accepted in the restore.
-func ReopenResult(a *Attempt) json.RawMessage {
+func (b *Rebuilder) ReopenResult(a *Attempt) json.RawMessage {
 	out, catalog := a.Out, a.Catalog
 	result := map[string]any{}
 	if out.OptionsRaw != nil {
@@ -115,5 +132,5 @@ func ReopenResult(a *Attempt) json.RawMessage {
 			result["configOptions"] = p.ConfigOptions
 		}
 	}
-	return WithPickers(wire.Encode(result), a.Snap.Live, out.Catalog)
+	return b.WithPickers(wire.Encode(result), a.Snap.Live, out.Catalog)
 }

@@ -223,7 +223,7 @@ func absorbPlan(b *Rebuilder, snap Snapshot, method string, id []byte, ev record
 			}
 		},
 		done: func(_ context.Context, a *Attempt) {
-			lines := append(history, wire.Response(id, ReopenResult(a)))
+			lines := append(history, wire.Response(id, b.ReopenResult(a)))
 			ev.Release(append(lines, b.cfg.Commands(a.native, sid)...)...)
 			b.log.Info("session reopened from the record", "session", sid, "method", method, "native", a.native)
 		},
@@ -407,7 +407,7 @@ func openRestorePlan(b *Rebuilder, s *record.Session, ev record.Event, result js
 						res = next
 					}
 				}
-				lines := [][]byte{withResult(ev.Raw, WithPickers(res, before, out.Catalog))}
+				lines := [][]byte{withResult(ev.Raw, b.WithPickers(res, before, out.Catalog))}
 				lines = append(lines, b.cfg.Commands(native, client)...)
 				ev.Release(append(lines, out.notifications(client)...)...)
 			})
@@ -441,7 +441,7 @@ func settingsPlan(b *Rebuilder, s *record.Session, ev record.Event) Plan {
 				}
 				b.rec.PutSession(ctx, s)
 				b.rec.Flush(ctx)
-				lines := append([][]byte{ev.Raw}, b.cfg.Commands(native, client)...)
+				lines := append([][]byte{bridged(b, ev.Raw)}, b.cfg.Commands(native, client)...)
 				ev.Release(append(lines, out.notifications(client)...)...)
 			})
 			return Report{}

@@ -147,8 +147,11 @@ type Config struct {
 	HandoffBudget int
 	// CallTimeout bounds each of the sidecar's own calls.
 	CallTimeout time.Duration
-	Now         func() time.Time
-	Log         *slog.Logger
+	// NoPickers turns the picker bridge off (--pickers=off): the client
+	// sees only the dialect the agent speaks (pickers.go).
+	NoPickers bool
+	Now       func() time.Time
+	Log       *slog.Logger
 	// Commands is the sidecar's command list to send after the open of a
 	// native session (the commands stage's), nil when none is owed.
 	Commands func(native, client string) [][]byte

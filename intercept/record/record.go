@@ -718,11 +718,14 @@ func (r *Recorder) ConfigAccepted(ctx context.Context, req *Request, result json
 // category moves too: a restore reads it before the legacy value
 // (replay's categoryValue), and left stale until the agent's
 // config_option_update it made a rebuild the agent died under before that
-// update restore the old value and report success.
+// update restore the old value and report success. It moves only to a
+// value it offers: codex-acp 2.6.0's legacy models name a model with its
+// effort ("gpt-6-luna[high]"), which its model option does not offer, and
+// its config_option_update says what the option became.
 func legacyAccepted(s *Session, category, id string, at time.Time) state.Override {
 	s.Rec.Live = WithLegacy(s.Rec.Live, category, id)
 	ov := state.Override{OptionID: category, Category: category, Value: wire.String(id), At: at}
-	if o := s.Rec.Live.ByCategory(category); o != nil {
+	if o := s.Rec.Live.ByCategory(category); o != nil && o.Offers(ov.Value) {
 		o.Current = ov.Value
 	}
 	return ov
