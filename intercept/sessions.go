@@ -370,12 +370,9 @@ func (o *Sessions) listSessions(ctx context.Context, id, raw []byte) []byte {
 	var list []info
 	for i := start; i < len(match) && i < start+page; i++ {
 		s := match[i]
-		title := ""
-		// A record or turns that cannot be read leave the title to what
-		// can: a listing is not refused for one session's title.
-		if rec, err := o.cfg.Store.Session(ctx, s.ID); err == nil {
-			title = rec.Title
-		}
+		title := s.Title
+		// Turns that cannot be read leave the title empty: a listing is
+		// not refused for one session's title.
 		if title == "" {
 			if turns, err := o.cfg.Store.Turns(ctx, s.ID); err == nil && len(turns) > 0 {
 				title = rebuild.FirstLine(turns[0].PromptText)

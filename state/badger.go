@@ -352,7 +352,7 @@ func (b *badgerStore) putSession(s *Session) error {
 			return err
 		}
 		l.ID, l.Agent, l.AgentName, l.Cwd, l.HasSession = s.ClientID, s.Agent, s.AgentName, s.Cwd, true
-		l.Closed = s.Closed != nil
+		l.Closed, l.Title = s.Closed != nil, s.Title
 		l.LastActivity = later(l.LastActivity, s.Updated)
 		return setJSON(txn, listKey(s.ClientID), &l)
 	})

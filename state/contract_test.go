@@ -255,8 +255,8 @@ func TestContract(t *testing.T) {
 			mustTurn(t, s, "old", sampleTurn(2, TurnCompleted))
 			mustTurn(t, s, "orphan", sampleTurn(1, TurnCompleted)) // no session record: not listed
 			want := []Summary{
-				{ID: "recent", Agent: recent.Agent, AgentName: "codex", Cwd: recent.Cwd, LastActivity: recent.Updated, Live: true},
-				{ID: "old", Agent: old.Agent, AgentName: "claude", Cwd: old.Cwd, Turns: 2, LastActivity: sampleTurn(2, "").Ended, Live: true},
+				{ID: "recent", Agent: recent.Agent, AgentName: "codex", Cwd: recent.Cwd, Title: recent.Title, LastActivity: recent.Updated, Live: true},
+				{ID: "old", Agent: old.Agent, AgentName: "claude", Cwd: old.Cwd, Title: old.Title, Turns: 2, LastActivity: sampleTurn(2, "").Ended, Live: true},
 			}
 			if LeaseOf(s) != nil {
 				// A fleet's listing names the host whose sidecar holds

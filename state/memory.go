@@ -81,7 +81,7 @@ func (m *memStore) Sessions(ctx context.Context) ([]Summary, error) {
 			continue
 		}
 		sum := Summary{ID: id, Agent: append([]string(nil), ms.rec.Agent...), AgentName: ms.rec.AgentName, Closed: ms.rec.Closed != nil,
-			Cwd: ms.rec.Cwd, LastActivity: ms.rec.Updated, Live: ms.rec.Closed == nil}
+			Cwd: ms.rec.Cwd, Title: ms.rec.Title, LastActivity: ms.rec.Updated, Live: ms.rec.Closed == nil}
 		for _, t := range ms.turns {
 			if t.Status != TurnRolledBack {
 				sum.Turns++

@@ -558,7 +558,7 @@ func (p *pgStore) missing(ctx context.Context, id string) error {
 }
 
 func (p *pgStore) Sessions(ctx context.Context) ([]Summary, error) {
-	rows, err := p.pool.Query(ctx, `SELECT client_id, record->'agent', coalesce(record->>'agentName', ''), coalesce(record->>'cwd', ''),
+	rows, err := p.pool.Query(ctx, `SELECT client_id, record->'agent', coalesce(record->>'agentName', ''), coalesce(record->>'cwd', ''), coalesce(record->>'title', ''),
 			turns_kept, greatest(updated, last_activity), closed, coalesce(lease_host, ''),
 			coalesce(lease_instance IS NOT NULL AND lease_expires > now(), false)
 		FROM acp_sidecar.sessions WHERE record IS NOT NULL`)
@@ -571,7 +571,7 @@ func (p *pgStore) Sessions(ctx context.Context) ([]Summary, error) {
 	var live bool
 	var holder string
 	var sum Summary
-	_, err = pgx.ForEachRow(rows, []any{&sum.ID, &agent, &sum.AgentName, &sum.Cwd, &sum.Turns, &at, &sum.Closed, &holder, &live}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&sum.ID, &agent, &sum.AgentName, &sum.Cwd, &sum.Title, &sum.Turns, &at, &sum.Closed, &holder, &live}, func() error {
 		s := sum
 		if agent != nil {
 			if err := json.Unmarshal(agent, &s.Agent); err != nil {

@@ -781,7 +781,7 @@ func (s *Shared) Sessions(ctx context.Context) ([]Summary, error) {
 			continue // turns only, no record yet: not listed
 		}
 		turns, _ := s.mergedTurns(ctx, b, id, ops)
-		sum := Summary{ID: id, Agent: sess.Agent, AgentName: sess.AgentName, Cwd: sess.Cwd, LastActivity: sess.Updated, Live: sess.Closed == nil, Closed: sess.Closed != nil}
+		sum := Summary{ID: id, Agent: sess.Agent, AgentName: sess.AgentName, Cwd: sess.Cwd, Title: sess.Title, LastActivity: sess.Updated, Live: sess.Closed == nil, Closed: sess.Closed != nil}
 		i, ok := byID[id]
 		if ok {
 			sum.LastActivity = later(sum.LastActivity, got[i].LastActivity)

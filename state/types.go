@@ -238,6 +238,8 @@ type Summary struct {
 	// AgentName is the session's Session.AgentName.
 	AgentName string `json:"agentName,omitempty"`
 	Cwd       string `json:"cwd,omitempty"`
+	// Title is the session's Session.Title ("" for none).
+	Title string `json:"title,omitempty"`
 	// Turns counts the turns that are not rolled back.
 	Turns        int       `json:"turns"`
 	LastActivity time.Time `json:"lastActivity"`

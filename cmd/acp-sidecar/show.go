@@ -297,18 +297,14 @@ func sessionsCommand(s stdio) *cli.Command {
 				if err != nil {
 					return err
 				}
-				titles, err := sessionTitles(ctx, st, list)
-				if err != nil {
-					return err
-				}
-				rows := sessionsJSON(list, titles)
+				rows := sessionsJSON(list)
 				for i := range rows {
 					rows[i].NotShared = slices.Contains(kept, rows[i].SessionID)
 				}
 				if a.json {
 					return writeJSON(s.out, rows)
 				}
-				return writeSessionTable(s.out, list, tableOpts{header: true, fleet: a.store.kind == "postgres", notShared: kept, titles: titles})
+				return writeSessionTable(s.out, list, tableOpts{header: true, fleet: a.store.kind == "postgres", notShared: kept})
 			})
 		},
 	}
@@ -543,35 +539,13 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// sessionTitles are the titles of the listed sessions that have one, by
-// session id. The listing's entries do not carry them (the disk store's
-// listing records are kept by every write, and hold what every store can
-// list), so each comes from its session's record. A session deleted since
-// it was listed has none.
-func sessionTitles(ctx context.Context, st state.Store, list []state.Summary) (map[string]string, error) {
-	titles := map[string]string{}
-	for _, s := range list {
-		sess, err := st.Session(ctx, s.ID)
-		if errors.Is(err, state.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read the title of session %s: %w", s.ID, err)
-		}
-		if sess.Title != "" {
-			titles[s.ID] = sess.Title
-		}
-	}
-	return titles, nil
-}
-
-func sessionsJSON(list []state.Summary, titles map[string]string) []sessionJSON {
+func sessionsJSON(list []state.Summary) []sessionJSON {
 	out := make([]sessionJSON, 0, len(list))
 	for _, s := range list {
 		out = append(out, sessionJSON{
 			SessionID: s.ID, Agent: nonNil(s.Agent), AgentName: s.AgentName, Cwd: s.Cwd,
 			Turns: s.Turns, LastActivity: s.LastActivity, Live: s.Live, Closed: s.Closed, Holder: s.Holder,
-			Title: titles[s.ID],
+			Title: s.Title,
 		})
 	}
 	return out
@@ -586,16 +560,14 @@ type tableOpts struct {
 	// notShared are the sessions kept on this host and not yet in the
 	// fleet's database: LIVE says so.
 	notShared []string
-	// titles are the sessions' titles by id (sessionTitles). The TITLE
-	// column appears only when some listed session has one, so a listing
-	// of sessions without reads as it always has.
-	titles map[string]string
 }
 
 // writeSessionTable prints the listing.
 func writeSessionTable(w io.Writer, list []state.Summary, o tableOpts) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	titled := slices.ContainsFunc(list, func(s state.Summary) bool { return o.titles[s.ID] != "" })
+	// The TITLE column appears only when some listed session has one, so
+	// a listing of sessions without reads as it always has.
+	titled := slices.ContainsFunc(list, func(s state.Summary) bool { return s.Title != "" })
 	if o.header {
 		header := "SESSION\tAGENT\tCWD\tTURNS\tLAST ACTIVITY\tLIVE"
 		if titled {
@@ -621,7 +593,7 @@ func writeSessionTable(w io.Writer, list []state.Summary, o tableOpts) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s",
 			cell(s.ID, 0), cell(namedAgent(s.AgentName, shortAgent(s.Agent)), 40), cell(shortPath(s.Cwd), 40), s.Turns, showTime(s.LastActivity), live)
 		if titled {
-			fmt.Fprintf(tw, "\t%s", orDash(cell(o.titles[s.ID], 40)))
+			fmt.Fprintf(tw, "\t%s", orDash(cell(s.Title, 40)))
 		}
 		fmt.Fprintln(tw)
 	}

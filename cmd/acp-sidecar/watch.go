@@ -32,7 +32,7 @@ func watchSessions(ctx context.Context, f *state.Fleet, asJSON bool, out io.Writ
 		watched <- f.Watch(wctx, func() {
 			list, err := f.Sessions(wctx)
 			if err == nil {
-				err = printRows(wctx, f, out, list, asJSON, true)
+				err = printRows(out, list, asJSON, true)
 			}
 			listed <- err
 		}, func(id string) {
@@ -85,7 +85,7 @@ func watchSessions(ctx context.Context, f *state.Fleet, asJSON bool, out io.Writ
 			}
 			rows = append(rows, list[i])
 		}
-		if err := printRows(wctx, f, out, rows, asJSON, false); err != nil {
+		if err := printRows(out, rows, asJSON, false); err != nil {
 			if errors.Is(err, context.Canceled) {
 				return nil
 			}
@@ -96,22 +96,18 @@ func watchSessions(ctx context.Context, f *state.Fleet, asJSON bool, out io.Writ
 
 // printRows prints sessions as the listing does: a table (with its header
 // first) or, for --json, the first listing as one JSON array on one line,
-// then one JSON object a line for each change. The titles are read from st.
-func printRows(ctx context.Context, st state.Store, out io.Writer, list []state.Summary, asJSON, first bool) error {
-	titles, err := sessionTitles(ctx, st, list)
-	if err != nil {
-		return err
-	}
+// then one JSON object a line for each change.
+func printRows(out io.Writer, list []state.Summary, asJSON, first bool) error {
 	if !asJSON {
-		o := tableOpts{header: first, fleet: true, titles: titles}
+		o := tableOpts{header: first, fleet: true}
 		return writeSessionTable(out, list, o)
 	}
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	if first {
-		return enc.Encode(sessionsJSON(list, titles))
+		return enc.Encode(sessionsJSON(list))
 	}
-	for _, row := range sessionsJSON(list, titles) {
+	for _, row := range sessionsJSON(list) {
 		if err := enc.Encode(row); err != nil {
 			return err
 		}

@@ -344,7 +344,12 @@ func AdoptPlan(b *Rebuilder, sid string, rep *SwitchReport) Plan {
 				s.Rec.Baseline = record.CloneConfig(a.Catalog)
 				s.Rec.SetErrors = append(s.Rec.SetErrors, setErrs...)
 				b.Arm(s)
-				rep.KeptTurns = len(replay.Kept(b.conversation(s)))
+				rep.KeptTurns = 0
+				for _, t := range replay.Kept(b.conversation(s)) {
+					if !replay.IsSummary(&t) {
+						rep.KeptTurns++ // a compaction's summary stands for turns, and is not one
+					}
+				}
 			})
 			rep.Config = res.Config
 			return res
