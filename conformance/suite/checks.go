@@ -24,9 +24,11 @@ type probeResult struct {
 	cfg             *sessionConfig
 }
 
-func probe(ctx context.Context, r *checkRun) (probeResult, error) {
+// probe asks a fresh agent, directly and in w, what it is, what it can do
+// and what a fresh session offers.
+func probe(ctx context.Context, r *checkRun, w *world) (probeResult, error) {
 	var pr probeResult
-	ru, err := r.direct(ctx)
+	ru, err := r.start(ctx, r.runName("direct"), r.cfg.agent, "", w)
 	if err != nil {
 		return pr, err
 	}

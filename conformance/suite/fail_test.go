@@ -1,3 +1,5 @@
+//go:build linux
+
 package suite
 
 import (
@@ -83,7 +85,7 @@ func TestChecksFail(t *testing.T) {
 				}
 			}
 			cfg := &config{exe: exe, agent: agent, env: baseEnv(os.Environ(), nil), only: []string{tc.check},
-				timeout: failCheckTimeout, transcripts: filepath.Join(dir, "transcripts"), sidecarArgs: tc.sidecarFlags}
+				timeout: failCheckTimeout, transcripts: filepath.Join(dir, "transcripts"), sidecarArgs: tc.sidecarFlags, warm: true}
 			rep, err := runSuite(t.Context(), cfg)
 			if err != nil {
 				t.Fatal(err)

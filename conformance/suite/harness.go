@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
@@ -115,10 +116,15 @@ func (r *checkRun) sidecarIn(ctx context.Context, w *world, flags ...string) (*r
 	return r.start(ctx, name, argv, trace, w)
 }
 
+// closeAll ends every peer the check started, side by side: an agent that
+// ignores EOF costs each of them the close timeout, and they need not pay
+// it one after the other. It returns once all have ended.
 func (r *checkRun) closeAll() {
+	var wg sync.WaitGroup
 	for _, ru := range r.runs {
-		ru.c.close()
+		wg.Go(ru.c.close)
 	}
+	wg.Wait()
 }
 
 // initParams is the initialize request every check sends.

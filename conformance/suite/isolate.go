@@ -57,8 +57,24 @@ type world struct {
 	env  []string
 }
 
-// newWorld makes a fresh world under dir: home (with the --home-template
-// copied in), xdg/{config,data,state,cache,runtime}, tmp and cwd.
+// The template world. A fresh world per run costs some agents a download
+// per run: opencode installs about 95 MB of provider packages into every
+// fresh home and config dir. So the suite warms one world first (the probe
+// starts and stops the agent in it) and every run starts from a copy of
+// it. The copy holds what the agent keeps for itself (home and the XDG
+// config, data, state and cache dirs) and not the cwd, temp or runtime
+// dir: the probe's cwd is in no run's, so what an agent keeps by cwd (its
+// sessions, its project settings) never reaches a run, and the probe
+// changes no config, so no choice of its carries either (issue 16's codex
+// mode). --warm=false goes back to worlds made from --home-template alone.
+
+// warmDirs are the dirs of a world, relative to its root, that a run's
+// world copies from the template.
+var warmDirs = []string{"home", "xdg/config", "xdg/data", "xdg/state", "xdg/cache"}
+
+// newWorld makes a fresh world under dir: home, xdg/{config,data,state,
+// cache,runtime}, tmp and cwd. The home and XDG dirs are a copy of
+// cfg.template's when there is one, else home is a copy of --home-template.
 func newWorld(cfg *config, dir string) (*world, error) {
 	w := &world{root: dir, cwd: filepath.Join(dir, "cwd")}
 	home := filepath.Join(dir, "home")
@@ -74,8 +90,15 @@ func newWorld(cfg *config, dir string) (*world, error) {
 			return nil, fmt.Errorf("make the run's dirs: %w", err)
 		}
 	}
-	if cfg.homeTemplate != "" {
-		if err := copyTree(cfg.homeTemplate, home); err != nil {
+	switch t := cfg.template; {
+	case t != nil:
+		for _, d := range warmDirs {
+			if err := copyTree(filepath.Join(t.root, d), filepath.Join(dir, d), t.root, dir); err != nil {
+				return nil, fmt.Errorf("copy the template world's %s: %w", d, err)
+			}
+		}
+	case cfg.homeTemplate != "":
+		if err := copyTree(cfg.homeTemplate, home, "", ""); err != nil {
 			return nil, fmt.Errorf("copy --home-template %s: %w", cfg.homeTemplate, err)
 		}
 	}
@@ -89,8 +112,19 @@ func newWorld(cfg *config, dir string) (*world, error) {
 }
 
 // copyTree copies the files, directories and symlinks under src into dst,
-// keeping their permission bits.
-func copyTree(src, dst string) error {
+// keeping their permission bits. A symlink whose absolute target is under
+// from is pointed at the same place under to instead (from "" keeps every
+// target): a link into the template world must not let a run write into
+// the template, which every other run copies.
+//
+// Files are copied, never hard-linked: an agent may rewrite a file in
+// place (a config, a lock, a cache index), and through a hard link that
+// write would reach the template and every run. The copy is io.Copy
+// between two files, which Linux does with copy_file_range: in the kernel,
+// and as a reflink (shared blocks, copied on write) where the file system
+// has them (Btrfs, XFS), so a large cache costs little more than its
+// directory entries.
+func copyTree(src, dst, from, to string) error {
 	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -99,22 +133,27 @@ func copyTree(src, dst string) error {
 		if err != nil {
 			return err
 		}
-		to := filepath.Join(dst, rel)
+		target := filepath.Join(dst, rel)
 		info, err := d.Info()
 		if err != nil {
 			return err
 		}
 		switch {
 		case d.IsDir():
-			return os.MkdirAll(to, info.Mode().Perm()|0o700)
+			return os.MkdirAll(target, info.Mode().Perm()|0o700)
 		case d.Type()&fs.ModeSymlink != 0:
 			link, err := os.Readlink(path)
 			if err != nil {
 				return err
 			}
-			return os.Symlink(link, to)
+			if from != "" && filepath.IsAbs(link) {
+				if r, err := filepath.Rel(from, link); err == nil && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+					link = filepath.Join(to, r)
+				}
+			}
+			return os.Symlink(link, target)
 		case d.Type().IsRegular():
-			return copyFile(path, to, info.Mode().Perm())
+			return copyFile(path, target, info.Mode().Perm())
 		}
 		return nil // sockets, devices and pipes are not a home's config
 	})

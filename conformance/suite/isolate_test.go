@@ -1,3 +1,5 @@
+//go:build linux
+
 package suite
 
 import (
@@ -79,5 +81,85 @@ func TestWorlds(t *testing.T) {
 	}
 	if err := checkKeepEnv([]string{"HOME", "TMPDIR"}); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestTemplateWorld: a run's world starts from a copy of the warmed
+// template's home and XDG dirs, not of its cwd, temp or runtime dir; a link
+// into the template points into the run's own world instead; and a write in
+// the run's world never reaches the template.
+func TestTemplateWorld(t *testing.T) {
+	root := t.TempDir()
+	cfg := &config{env: baseEnv([]string{"PATH=/usr/bin"}, nil)}
+	tmpl, err := newWorld(cfg, filepath.Join(root, "template"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(rel, data string) {
+		t.Helper()
+		p := filepath.Join(tmpl.root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("home/.agent/config.json", "warm")
+	write("xdg/cache/agent/node_modules/pkg/index.js", "package")
+	write("xdg/config/agent/agent.json", "config")
+	write("xdg/data/agent/db", "data")
+	write("xdg/state/agent/state", "state")
+	write("cwd/.agent/project.json", "the probe's project")
+	write("tmp/scratch", "the probe's temp")
+	write("xdg/runtime/agent.pid", "123")
+	if err := os.Symlink(filepath.Join(tmpl.root, "xdg", "cache", "agent"), filepath.Join(tmpl.root, "home", ".agent", "cache")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/usr/bin", filepath.Join(tmpl.root, "home", "bin")); err != nil {
+		t.Fatal(err)
+	}
+	cfg.template = tmpl
+	w, err := newWorld(cfg, filepath.Join(root, "check", "direct"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rel, want := range map[string]string{
+		"home/.agent/config.json": "warm", "xdg/cache/agent/node_modules/pkg/index.js": "package",
+		"xdg/config/agent/agent.json": "config", "xdg/data/agent/db": "data", "xdg/state/agent/state": "state",
+		"home/.agent/cache/node_modules/pkg/index.js": "package",
+	} {
+		if got, err := os.ReadFile(filepath.Join(w.root, rel)); err != nil || string(got) != want {
+			t.Errorf("%s in the run's world: %q, %v; want the template's %q", rel, got, err, want)
+		}
+	}
+	for _, rel := range []string{"cwd/.agent/project.json", "tmp/scratch", "xdg/runtime/agent.pid"} {
+		if _, err := os.Stat(filepath.Join(w.root, rel)); err == nil {
+			t.Errorf("%s is in the run's world: only home and the XDG config, data, state and cache dirs are copied", rel)
+		}
+	}
+	if link, err := os.Readlink(filepath.Join(w.root, "home", ".agent", "cache")); err != nil || link != filepath.Join(w.root, "xdg", "cache", "agent") {
+		t.Errorf("the link into the template points at %q (%v), want the run's own %s", link, err, filepath.Join(w.root, "xdg", "cache", "agent"))
+	}
+	if link, err := os.Readlink(filepath.Join(w.root, "home", "bin")); err != nil || link != "/usr/bin" {
+		t.Errorf("a link out of the template points at %q (%v), want /usr/bin as it was", link, err)
+	}
+	// The agent rewrites its config in place in the run: the template, and
+	// so every other run, must not see it.
+	f, err := os.OpenFile(filepath.Join(w.root, "home", ".agent", "config.json"), os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("changed by a run"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(tmpl.root, "home", ".agent", "config.json")); err != nil || string(got) != "warm" {
+		t.Errorf("the template's config after a run wrote its copy in place: %q, %v; want it untouched", got, err)
+	}
+	if home, _ := envValue(w.env, "HOME"); home != filepath.Join(w.root, "home") {
+		t.Errorf("HOME %s, want the run's own", home)
 	}
 }

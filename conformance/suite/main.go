@@ -11,18 +11,24 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
+	"sync"
 	"time"
 )
 
 // Verdicts. Warn is an advisory check's failure: reported, never failing
-// the run.
+// the run. Absorbed is a spec-level check the agent fails (or cannot be
+// judged on) directly and passes through the sidecar: a pass, which says
+// that the agent alone does not pass it (bothWays).
 const (
-	Pass = "pass"
-	Fail = "fail"
-	Skip = "skip"
-	Warn = "warn"
+	Pass     = "pass"
+	Fail     = "fail"
+	Skip     = "skip"
+	Warn     = "warn"
+	Absorbed = "absorbed"
 )
+
+// verdicts are every verdict a check can have, for the table's widths.
+var verdicts = []string{Pass, Fail, Skip, Warn, Absorbed}
 
 // config is what one run of the suite needs.
 type config struct {
@@ -35,7 +41,13 @@ type config struct {
 	timeout      time.Duration
 	jsonPath     string
 	transcripts  string
+	parallel     int       // checks run side by side; below 1 means 1
+	warm         bool      // warm a template world with the probe, and copy it into each run's (isolate.go)
+	out          io.Writer // nil: runSuite prints no table; else each row as it is known (table.go)
 	progress     io.Writer // nil: no progress lines
+	// template is the warmed world every run's world copies, set by
+	// runSuite once the probe has run in it (nil: none); only read after.
+	template *world
 	// sidecarArgs go first on every sidecar's command line. No flag sets
 	// them: the tests use them to start a sidecar that breaks a promise
 	// (--restart=false, --store memory).
@@ -45,9 +57,11 @@ type config struct {
 const usage = `usage: acp-sidecar conformance [flags] -- AGENT [ARGS...]
 
 Runs each check against a fresh AGENT (and a fresh sidecar with its own state
-dir), each run in its own home, XDG dirs, temp dir and cwd, and prints a
-table: check, tier, verdict (pass, fail, skip with the reason, warn for an
-advisory check), time and detail. The exit status is 1 if a mandatory or
+dir), each run in its own home, XDG dirs, temp dir and cwd (copies of one
+warmed once), --parallel checks at a time, and prints a table row as each
+check is known: check, tier, verdict (pass, fail, skip with the reason, warn
+for an advisory check, absorbed for a check the agent fails alone and passes
+through the sidecar), time and detail. The exit status is 1 if a mandatory or
 capability check fails, 2 on a usage error.
 
 Flags:
@@ -79,6 +93,8 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 	homeTemplate := fs.String("home-template", "", "copy `DIR` into every run's fresh home (an agent's config file: API base URL, provider)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "bound each check to `D`")
 	transcripts := fs.String("transcripts", "", "write each check's transcript to `DIR` (default: next to --json, else a temporary dir)")
+	parallel := fs.Int("parallel", 2, "run `N` checks side by side, each in worlds of its own")
+	warm := fs.Bool("warm", true, "start the agent once in a template world (the probe) and give each run a copy of it, so caches the agent fills are filled once")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
@@ -93,7 +109,8 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 		}
 		return 2
 	}
-	cfg := &config{exe: exe, agent: fs.Args(), keepEnv: keep, timeout: *timeout, jsonPath: *jsonPath, transcripts: *transcripts}
+	cfg := &config{exe: exe, agent: fs.Args(), keepEnv: keep, timeout: *timeout, jsonPath: *jsonPath, transcripts: *transcripts,
+		parallel: *parallel, warm: *warm, out: stdout}
 	cfg.env = baseEnv(os.Environ(), cfg.keepEnv)
 	if len(cfg.agent) == 0 {
 		fmt.Fprintln(stderr, "conformance: missing agent command: acp-sidecar conformance [flags] -- AGENT [ARGS...]")
@@ -128,7 +145,13 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 		fmt.Fprintln(stderr, "conformance: --timeout must be positive")
 		return 2
 	}
-	if isTerminal(stderr) {
+	if *parallel < 1 {
+		fmt.Fprintln(stderr, "conformance: --parallel must be at least 1")
+		return 2
+	}
+	if isTerminal(stderr) && !isTerminal(stdout) {
+		// The rows go where the person is not looking: say on the
+		// terminal what runs and how it ended.
 		cfg.progress = stderr
 	}
 	rep, err := runSuite(ctx, cfg)
@@ -136,7 +159,6 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 		fmt.Fprintf(stderr, "conformance: %v\n", err)
 		return 1
 	}
-	printTable(stdout, rep)
 	if cfg.jsonPath != "" {
 		if err := writeJSON(cfg.jsonPath, rep); err != nil {
 			fmt.Fprintf(stderr, "conformance: %v\n", err)
@@ -161,8 +183,12 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// runSuite probes the agent once, then runs every selected check with its
-// own agent and sidecar, in order.
+// runSuite probes the agent once, in the world every run's world then
+// copies (isolate.go), then runs the selected checks, cfg.parallel at a
+// time, each with its own agents and sidecars. With cfg.out it prints the
+// table as it goes (table.go): the head once the probe is done, each row
+// once its check and every check before it in the registry are done, so
+// the rows keep the registry's order, and the summary last.
 func runSuite(ctx context.Context, cfg *config) (*Report, error) {
 	root, err := os.MkdirTemp("", "acp-sidecar-conformance-")
 	if err != nil {
@@ -189,51 +215,117 @@ func runSuite(ctx context.Context, cfg *config) (*Report, error) {
 		SchemaVersion: SchemaVersion, Started: start.UTC().Format(time.RFC3339), Sidecar: cfg.exe,
 		Agent: AgentInfo{Command: cfg.agent}, Transcripts: cfg.transcripts, Checks: []CheckResult{},
 	}
-	var pr probeResult
-	{
-		r, err := newCheckRun(cfg, root, "probe")
-		if err != nil {
-			return nil, err
-		}
-		pctx, cancel := context.WithTimeout(ctx, cfg.timeout)
-		pr, err = probe(pctx, r)
-		cancel()
-		r.closeAll()
-		_ = r.writeTranscript(filepath.Join(cfg.transcripts, "probe.jsonl"))
-		if err != nil {
-			return nil, fmt.Errorf("probe (initialize and session/new, directly): %w (transcript %s)", err, filepath.Join(cfg.transcripts, "probe.jsonl"))
-		}
+	pr, err := warmProbe(ctx, cfg, root)
+	if err != nil {
+		return nil, err
 	}
 	rep.Agent.Name, rep.Agent.Title, rep.Agent.Version = pr.info.Name, pr.info.Title, pr.info.Version
 	rep.Agent.ProtocolVersion = pr.protocolVersion
 	rep.Capabilities = pr.caps
 	rep.Config = describeConfig(pr.cfg)
 
+	var sel []check
 	for _, ch := range checks() {
-		if cfg.only != nil && !slices.Contains(cfg.only, ch.id) {
-			continue
-		}
-		if cfg.progress != nil {
-			fmt.Fprintf(cfg.progress, "conformance: %s …\n", ch.id)
-		}
-		res := runCheck(ctx, cfg, root, ch, pr)
-		if cfg.progress != nil {
-			fmt.Fprintf(cfg.progress, "conformance: %s %s (%.1fs)\n", ch.id, res.Verdict, float64(res.DurationMs)/1000)
-		}
-		rep.Checks = append(rep.Checks, res)
-		switch res.Verdict {
-		case Pass:
-			rep.Summary.Pass++
-		case Fail:
-			rep.Summary.Fail++
-		case Skip:
-			rep.Summary.Skip++
-		case Warn:
-			rep.Summary.Warn++
+		if cfg.only == nil || slices.Contains(cfg.only, ch.id) {
+			sel = append(sel, ch)
 		}
 	}
+	tab := newTable(cfg.out)
+	tab.head(rep)
+	order := newInOrder(len(sel))
+	runChecks(ctx, cfg, root, sel, pr, func(ev checkEvent) {
+		id := sel[ev.i].id
+		if !ev.ended {
+			if cfg.progress != nil {
+				fmt.Fprintf(cfg.progress, "conformance: %s …\n", id)
+			}
+			return
+		}
+		if cfg.progress != nil {
+			fmt.Fprintf(cfg.progress, "conformance: %s %s (%.1fs)\n", id, ev.res.Verdict, float64(ev.res.DurationMs)/1000)
+		}
+		for _, res := range order.add(ev.i, ev.res) {
+			rep.Checks = append(rep.Checks, res)
+			rep.Summary.count(res.Verdict)
+			tab.row(res)
+		}
+	})
 	rep.DurationMs = time.Since(start).Milliseconds()
+	tab.foot(rep)
 	return rep, nil
+}
+
+// warmProbe runs the probe in a fresh world of its own and writes its
+// transcript. With cfg.warm that world becomes cfg.template, the one every
+// run's world copies: the agent has started and stopped in it once, so a
+// cache it fills on its first start is filled (isolate.go).
+func warmProbe(ctx context.Context, cfg *config, root string) (probeResult, error) {
+	cfg.template = nil // an earlier run's went with its root; this run warms its own
+	r, err := newCheckRun(cfg, root, "probe")
+	if err != nil {
+		return probeResult{}, err
+	}
+	w, err := newWorld(cfg, filepath.Join(root, "template"))
+	if err != nil {
+		return probeResult{}, fmt.Errorf("the template world: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	pr, err := probe(pctx, r, w)
+	cancel()
+	r.closeAll()
+	transcript := filepath.Join(cfg.transcripts, "probe.jsonl")
+	_ = r.writeTranscript(transcript) // the probe's failure below names the file; a missing one is its own answer
+	if err != nil {
+		return pr, fmt.Errorf("probe (initialize and session/new, directly): %w (transcript %s)", err, transcript)
+	}
+	if cfg.warm {
+		cfg.template = w
+	}
+	return pr, nil
+}
+
+// checkEvent is a worker's word on check i (of runChecks' sel): it
+// started, or it ended with res.
+type checkEvent struct {
+	i     int
+	ended bool
+	res   CheckResult
+}
+
+// runChecks runs sel on cfg.parallel workers and calls report on its own
+// goroutine, so one call at a time, as each check starts and as it ends.
+// It returns once every worker has exited, after the last check ended.
+//
+// Checks share nothing that makes running them side by side unsafe: each
+// has its own dir, state dir, worlds (isolate.go) and transcript file; a
+// check that kills an agent kills its own sidecar's children (killAgent)
+// or its own sidecar's process group (load), found by pid; and an agent's
+// LLM is the one mock server, which answers concurrent requests, and
+// whose replies depend on the request alone.
+func runChecks(ctx context.Context, cfg *config, root string, sel []check, pr probeResult, report func(checkEvent)) {
+	jobs := make(chan int, len(sel))
+	for i := range sel {
+		jobs <- i
+	}
+	close(jobs)
+	events := make(chan checkEvent)
+	var wg sync.WaitGroup
+	for range max(1, min(cfg.parallel, len(sel))) {
+		wg.Go(func() { checkWorker(ctx, cfg, root, sel, pr, jobs, events) })
+	}
+	for range 2 * len(sel) { // each check starts and ends once
+		report(<-events)
+	}
+	wg.Wait()
+}
+
+// checkWorker runs checks from jobs, in the order they come, until there
+// are none left.
+func checkWorker(ctx context.Context, cfg *config, root string, sel []check, pr probeResult, jobs <-chan int, events chan<- checkEvent) {
+	for i := range jobs {
+		events <- checkEvent{i: i}
+		events <- checkEvent{i: i, ended: true, res: runCheck(ctx, cfg, root, sel[i], pr)}
+	}
 }
 
 func newCheckRun(cfg *config, root, id string) (*checkRun, error) {
@@ -273,23 +365,30 @@ func runCheck(ctx context.Context, cfg *config, root string, ch check, pr probeR
 	r.closeAll()
 	res.Sides = r.sides
 	var se skipError
+	var ae absorbedError
 	switch {
 	case err == nil:
 		res.Verdict, res.Detail = Pass, strings.Join(r.notes, "; ")
 	case errors.As(err, &se):
 		res.Verdict, res.Detail = Skip, se.reason
+	case errors.As(err, &ae):
+		res.Verdict, res.Detail = Absorbed, ae.detail
 	case ch.tier == Advisory:
 		res.Verdict, res.Detail = Warn, err.Error()
 	default:
 		res.Verdict, res.Detail = Fail, err.Error()
 	}
 	name := ch.id + ".jsonl"
-	if len(r.runs) == 0 {
-		return res // nothing ran: no transcript
+	if len(r.runs) > 0 { // else nothing ran: no transcript
+		if terr := r.writeTranscript(filepath.Join(cfg.transcripts, name)); terr == nil {
+			res.Transcript = name
+		}
 	}
-	if terr := r.writeTranscript(filepath.Join(cfg.transcripts, name)); terr == nil {
-		res.Transcript = name
-	}
+	// The check's worlds hold a copy of the template each; with checks
+	// side by side and a large template (opencode's packages), keeping
+	// them all until the end would fill the disk. What is left to read is
+	// in the transcript. A dir that stays is removed with root.
+	_ = os.RemoveAll(r.dir)
 	return res
 }
 
@@ -327,26 +426,6 @@ func (r *checkRun) writeTranscript(path string) error {
 		}
 	}
 	return f.Close()
-}
-
-func printTable(w io.Writer, rep *Report) {
-	name := rep.Agent.Name
-	if name == "" {
-		name = strings.Join(rep.Agent.Command, " ")
-	}
-	fmt.Fprintf(w, "agent: %s %s (protocol %d)\n", name, rep.Agent.Version, rep.Agent.ProtocolVersion)
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "CHECK\tTIER\tVERDICT\tTIME\tDETAIL")
-	for _, c := range rep.Checks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fs\t%s\n", c.ID, c.Tier, c.Verdict, float64(c.DurationMs)/1000, oneLine(c.Detail, 400))
-	}
-	tw.Flush()
-	warned := ""
-	if rep.Summary.Warn > 0 {
-		warned = fmt.Sprintf(", %d warned", rep.Summary.Warn)
-	}
-	fmt.Fprintf(w, "%d passed, %d failed, %d skipped%s in %.1fs; transcripts in %s\n",
-		rep.Summary.Pass, rep.Summary.Fail, rep.Summary.Skip, warned, float64(rep.DurationMs)/1000, rep.Transcripts)
 }
 
 func writeJSON(path string, rep *Report) error {

@@ -3,8 +3,10 @@ package suite
 import "encoding/json"
 
 // SchemaVersion is the report's schemaVersion. 2 added each check's tier
-// and sides, the warn verdict and summary.warn.
-const SchemaVersion = 2
+// and sides, the warn verdict and summary.warn. 3 added the absorbed
+// verdict and summary.absorbed: a spec-level check the agent fails
+// directly but passes through the sidecar is no longer a fail.
+const SchemaVersion = 3
 
 // Report is the --json report; report.schema.json describes it. Fields may
 // be added; none is renamed or removed.
@@ -45,12 +47,33 @@ type ConfigOption struct {
 	Values   []string `json:"values"`
 }
 
-// Summary counts the verdicts.
+// Summary counts the verdicts. Pass, Fail, Skip and Warn add up to the
+// checks run; Absorbed is the part of Pass whose verdict is absorbed, so a
+// reader that knows only pass and fail still counts an absorbed check as
+// the pass it is.
 type Summary struct {
-	Pass int `json:"pass"`
-	Fail int `json:"fail"`
-	Skip int `json:"skip"`
-	Warn int `json:"warn"` // advisory checks that failed
+	Pass     int `json:"pass"` // absorbed included
+	Fail     int `json:"fail"`
+	Skip     int `json:"skip"`
+	Warn     int `json:"warn"`     // advisory checks that failed
+	Absorbed int `json:"absorbed"` // spec-level checks the agent fails alone and passes through the sidecar
+}
+
+// count adds one check's verdict.
+func (s *Summary) count(verdict string) {
+	switch verdict {
+	case Pass:
+		s.Pass++
+	case Absorbed:
+		s.Pass++
+		s.Absorbed++
+	case Fail:
+		s.Fail++
+	case Skip:
+		s.Skip++
+	case Warn:
+		s.Warn++
+	}
 }
 
 // CheckResult is one check's outcome.
@@ -66,7 +89,9 @@ type CheckResult struct {
 }
 
 // Sides are the verdicts of a spec-level check run directly and through
-// the sidecar; the check passes only when both pass.
+// the sidecar. The check passes when both pass, skips when both skip, is
+// absorbed when the sidecar's passes and the direct one does not, and
+// fails otherwise (warns, if advisory); bothWays has the whole table.
 type Sides struct {
 	Direct  Side `json:"direct"`
 	Sidecar Side `json:"sidecar"`
