@@ -54,17 +54,23 @@ var usageKeys = map[string]bool{
 // agentCapabilities._meta["acp-sidecar"], loadSession and
 // sessionCapabilities.resume/list/fork/close/delete where the agent lacks
 // them, its slash commands in available_commands_update, and its own
-// command list after an open (session/new, load, resume, fork). Frames are
-// then compared as canonical JSON (keys sorted, numbers as written).
+// command list after an open (session/new, load, resume, fork), and the
+// pickers it bridges into a session result for the client's dialect (legacy
+// modes and models, or configOptions) where the direct run's results never
+// had them. Frames are then compared as canonical JSON (keys sorted,
+// numbers as written).
 type normalizer struct {
 	world      string // the run's world root
 	sidecar    bool
 	directCaps map[string]any
 	own        map[string]bool
 	agentFirst map[string]bool // sessions whose first command list was the agent's
-	adds       []string
-	problems   []string
-	ids        map[string]string // generated value → its placeholder
+	// directPickers are the picker members (configOptions, modes, models)
+	// some response of the direct run had in its result.
+	directPickers map[string]bool
+	adds          []string
+	problems      []string
+	ids           map[string]string // generated value → its placeholder
 }
 
 func newNormalizer(world string, sidecar bool, directCaps map[string]any) *normalizer {
@@ -163,6 +169,9 @@ func (n *normalizer) split(lines [][]byte) (seq, cmds []string) {
 		if n.sidecar && fmt.Sprint(m["id"]) == "1" && m["method"] == nil {
 			n.stripInit(m)
 		}
+		if n.sidecar && m["method"] == nil {
+			n.stripPickers(m)
+		}
 		n.walk(m, "")
 		b := marshalPlain(m)
 		if isCmds {
@@ -223,6 +232,42 @@ func (n *normalizer) stripCommands(m, up map[string]any) bool {
 		n.adds = append(n.adds, "its commands merged into the agent's list")
 	}
 	return true
+}
+
+// pickerKeys are the members of a session result that hold its pickers.
+var pickerKeys = []string{"configOptions", "modes", "models"}
+
+// pickersIn are the picker members some response's result has in lines.
+func pickersIn(lines [][]byte) map[string]bool {
+	had := map[string]bool{}
+	for _, l := range lines {
+		m := decodeFrame(l)
+		if res, ok := m["result"].(map[string]any); ok && m["method"] == nil {
+			for _, k := range pickerKeys {
+				if _, ok := res[k]; ok {
+					had[k] = true
+				}
+			}
+		}
+	}
+	return had
+}
+
+// stripPickers takes out of a response's result the pickers the direct
+// run never had: the sidecar bridged them for the client's dialect.
+func (n *normalizer) stripPickers(m map[string]any) {
+	res, ok := m["result"].(map[string]any)
+	if !ok {
+		return
+	}
+	for _, k := range pickerKeys {
+		if _, ok := res[k]; ok && !n.directPickers[k] {
+			delete(res, k)
+			if add := k + " bridged for the client's dialect"; !slices.Contains(n.adds, add) {
+				n.adds = append(n.adds, add)
+			}
+		}
+	}
 }
 
 func (n *normalizer) stripInit(m map[string]any) {

@@ -32,13 +32,20 @@ type exchange struct {
 	cancelLine []byte
 	probeID2   string
 	probeLine2 []byte
+	// setMode: the exchange sent session/set_mode (the agent has legacy
+	// modes and a mode option).
+	setMode bool
 }
 
 // script runs the exchange: initialize (with _meta), session/new, every
 // option changed (and set_mode where the agent has legacy modes too), a
 // prompt with _meta, an unknown `_x/probe` request, session/cancel, and a
-// second prompt; then it waits for the agent to go quiet.
-func script(ctx context.Context, ru *run, cwd string) (exchange, error) {
+// second prompt; then it waits for the agent to go quiet. Through the
+// sidecar, like is the direct run's exchange, and the calls that depend on
+// what the session offers are made as they were there: the sidecar shows
+// the client pickers the agent's results lack (legacy modes built from a
+// mode option), and the two runs must send the same frames.
+func script(ctx context.Context, ru *run, cwd string, like *exchange) (exchange, error) {
 	var x exchange
 	c := ru.c
 	init := strings.TrimSuffix(string(initParams), "}") + `,"_meta":` + probeMeta + `}`
@@ -57,7 +64,12 @@ func script(ctx context.Context, ru *run, cwd string) (exchange, error) {
 	if _, err := changeAll(ctx, c, sid, false, nil); err != nil {
 		return x, err
 	}
-	if cfg := c.config(sid); cfg.Modes != nil && cfg.byCategory("mode") != nil {
+	cfg := c.config(sid)
+	x.setMode = cfg.Modes != nil && cfg.byCategory("mode") != nil
+	if like != nil {
+		x.setMode = like.setMode
+	}
+	if x.setMode {
 		if v, ok := nextValue(cfg.Modes.Values, cfg.Modes.Current); ok {
 			if _, err := c.call(ctx, "session/set_mode", map[string]any{"sessionId": sid, "modeId": v}); err != nil && errCode(err) == 0 {
 				return x, err
@@ -111,7 +123,7 @@ func checkTransparency(ctx context.Context, r *checkRun, pr probeResult) error {
 	if err != nil {
 		return err
 	}
-	dx, err := script(ctx, d, d.cwd)
+	dx, err := script(ctx, d, d.cwd, nil)
 	if err != nil {
 		return fmt.Errorf("direct: %w", err)
 	}
@@ -120,7 +132,7 @@ func checkTransparency(ctx context.Context, r *checkRun, pr probeResult) error {
 	if err != nil {
 		return err
 	}
-	vx, err := script(ctx, v, v.cwd)
+	vx, err := script(ctx, v, v.cwd, &dx)
 	if err != nil {
 		return fmt.Errorf("through the sidecar: %w", err)
 	}
@@ -135,6 +147,7 @@ func checkTransparency(ctx context.Context, r *checkRun, pr probeResult) error {
 	}
 	nd := newNormalizer(d.world.root, false, nil)
 	nv := newNormalizer(v.world.root, true, dInit)
+	nv.directPickers = pickersIn(d.c.rawLines())
 	dSeq, dCmds := nd.split(d.c.rawLines())
 	vSeq, vCmds := nv.split(v.c.rawLines())
 	if len(nv.problems) > 0 {
