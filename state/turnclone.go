@@ -33,6 +33,7 @@ func cloneTurn(t *Turn) *Turn {
 		Index:            t.Index,
 		PromptText:       jsonString(t.PromptText),
 		Answer:           jsonString(t.Answer),
+		MessageID:        jsonString(t.MessageID),
 		StopReason:       jsonString(t.StopReason),
 		NativeID:         jsonString(t.NativeID),
 		Status:           TurnStatus(jsonString(string(t.Status))),

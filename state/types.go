@@ -205,8 +205,12 @@ type Turn struct {
 	// claude-agent-acp marks as its notices' transcript form. They are
 	// not what the agent said in the conversation, so no handoff carries
 	// them.
-	Notices    []string `json:"notices,omitempty"`
-	StopReason string   `json:"stopReason,omitempty"`
+	Notices []string `json:"notices,omitempty"`
+	// MessageID is the ACP messageId of the agent's last message in the
+	// turn, where the agent gives one and forks at a message: a native
+	// rewind forks at it ("" otherwise).
+	MessageID  string `json:"messageId,omitempty"`
+	StopReason string `json:"stopReason,omitempty"`
 	// NativeID is the native session that ran the turn.
 	NativeID string     `json:"nativeId,omitempty"`
 	Status   TurnStatus `json:"status"`

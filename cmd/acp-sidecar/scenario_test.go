@@ -552,6 +552,15 @@ func describeCall(c fakeagent.Call) string {
 		Prompt   []struct {
 			Text *string `json:"text"`
 		} `json:"prompt"`
+		Meta struct {
+			JetBrains struct {
+				Air struct {
+					Fork *struct {
+						MessageID string `json:"messageId"`
+					} `json:"fork"`
+				} `json:"air"`
+			} `json:"jetbrains"`
+		} `json:"_meta"`
 	}
 	_ = json.Unmarshal(c.Params, &p) // a call whose params do not fit shows its method alone
 	switch c.Method {
@@ -561,6 +570,10 @@ func describeCall(c fakeagent.Call) string {
 		parts = append(parts, p.ModeID)
 	case "session/set_model":
 		parts = append(parts, p.ModelID)
+	case "session/fork":
+		if f := p.Meta.JetBrains.Air.Fork; f != nil {
+			parts = append(parts, "at the message of turn "+turnOfMessage(c.SessionID, f.MessageID))
+		}
 	case "session/prompt":
 		if len(p.Prompt) > 1 {
 			parts = append(parts, fmt.Sprintf("(%d blocks)", len(p.Prompt)))
@@ -570,4 +583,16 @@ func describeCall(c fakeagent.Call) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// turnOfMessage is the turn of session sid whose answer the fake agent sent
+// with messageId id (fakeagent.MessageID), as text; "?" for none of the
+// first hundred.
+func turnOfMessage(sid, id string) string {
+	for n := 1; n <= 100; n++ {
+		if fakeagent.MessageID(sid, n) == id {
+			return strconv.Itoa(n)
+		}
+	}
+	return "?"
 }

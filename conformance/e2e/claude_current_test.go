@@ -12,11 +12,12 @@ import (
 // starts on model default (Opus) in mode auto at effort default (NOTES.md);
 // the test chooses other values of all three.
 var claudeNow = liveAgent{
-	pkg:       claudeCurrent,
-	env:       claudeEnv,
-	model:     "sonnet",
-	wireModel: "claude-sonnet-5-5",
-	mode:      "plan",
+	nativeRewind: true,
+	pkg:          claudeCurrent,
+	env:          claudeEnv,
+	model:        "sonnet",
+	wireModel:    "claude-sonnet-5-5",
+	mode:         "plan",
 	// claude tells the LLM about plan mode in a system-role message of the
 	// conversation, not in the system prompt (NOTES.md).
 	modeSeen: func(r mockllm.Request) bool { return countIn(r.Texts(), "Plan mode is active.") > 0 },

@@ -14,11 +14,12 @@ import (
 // at reasoning_effort low (NOTES.md); gpt-6-luna offers reasoning_effort
 // (low to max), and the test chooses high on it, in read-only mode.
 var codexNow = liveAgent{
-	pkg:       codexCurrent,
-	env:       codexEnv,
-	model:     "gpt-6-luna",
-	wireModel: "gpt-6-luna",
-	mode:      "read-only",
+	nativeRewind: true,
+	pkg:          codexCurrent,
+	env:          codexEnv,
+	model:        "gpt-6-luna",
+	wireModel:    "gpt-6-luna",
+	mode:         "read-only",
 	// The mode is codex's sandbox preset, which its developer message
 	// spells out.
 	modeSeen: func(r mockllm.Request) bool { return strings.Contains(r.System(), "`sandbox_mode` is `read-only`") },

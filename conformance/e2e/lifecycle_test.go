@@ -35,6 +35,9 @@ type liveAgent struct {
 	// modeSeen reports whether a turn request shows the chosen mode.
 	modeSeen func(r mockllm.Request) bool
 	effort   string // the thought_level value, which the LLM sees as it is
+	// nativeRewind: the agent forks at a message (the sidecar's table of
+	// agents it knows), so /rewind is its own fork and hands nothing over.
+	nativeRewind bool
 }
 
 // quietReply is the mock's answer in these tests: it names the model and
@@ -155,7 +158,13 @@ func runLifecycle(t *testing.T, la liveAgent) {
 		t.Errorf("/rewind answered %q, want it to say the turn %q was taken back", text, p3)
 	}
 	s.prompt(p4)
-	s.checkTurn(la, "after /rewind", p4, []string{p2, p4}, []string{p1, p3}, 1)
+	// Natively, the agent's fork holds the kept turn itself; else a fresh
+	// session is handed it once.
+	handoffs := 1
+	if la.nativeRewind {
+		handoffs = 0
+	}
+	s.checkTurn(la, "after /rewind", p4, []string{p2, p4}, []string{p1, p3}, handoffs)
 
 	killed := killTree(t, stepTimeout, s.agentPid())
 	t.Logf("killed the agent's tree: %v", killed)
@@ -166,7 +175,7 @@ func runLifecycle(t *testing.T, la liveAgent) {
 	checkEndTurn(t, p5, res)
 	// Back natively (the agent's resume brings the handed-over turn with
 	// it) or handed over again: either way the handoff is there once.
-	s.checkTurn(la, "after the kill", p5, []string{p2, p4, p5}, []string{p1, p3}, 1)
+	s.checkTurn(la, "after the kill", p5, []string{p2, p4, p5}, []string{p1, p3}, handoffs)
 
 	st := s.status()
 	t.Logf("after the kill: native %s, history %v, live %v", st.NativeSessionID, st.NativeHistory, st.Live)
@@ -178,7 +187,7 @@ func runLifecycle(t *testing.T, la liveAgent) {
 	step(t, r.a, "session/load", map[string]any{"sessionId": r.sid, "cwd": r.cwd, "mcpServers": []any{}})
 	t.Logf("session/load replayed %d frames", len(r.a.framesSince(n)))
 	r.prompt(p6)
-	r.checkTurn(la, "after the load in a fresh sidecar", p6, []string{p2, p4, p5, p6}, []string{p1, p3}, 1)
+	r.checkTurn(la, "after the load in a fresh sidecar", p6, []string{p2, p4, p5, p6}, []string{p1, p3}, handoffs)
 	checkSessionIDs(t, r.a.framesSince(0), r.sid)
 
 	// The sidecar answers its slash commands itself: no agent ever ran one.

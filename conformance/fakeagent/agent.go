@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +27,10 @@ var (
 type turn struct {
 	user  []acp.ContentBlock
 	agent string
+	// msgID is the messageId the turn's answer went out with live
+	// (MessageID of the session and turn it ran in); a fork keeps it, so a
+	// fork at a message finds the turn by the id the client saw.
+	msgID string
 }
 
 type session struct {
@@ -462,6 +468,9 @@ func (a *agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSession
 	if !a.cfg.Fork {
 		return acp.UnstableForkSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionFork)
 	}
+	if a.cfg.ForkFails {
+		return acp.UnstableForkSessionResponse{}, &acp.RequestError{Code: -32603, Message: "Internal error: fork failed (fake-agent -fork-fails)"}
+	}
 	a.mu.Lock()
 	parent, err := a.session(p.SessionId)
 	if err != nil {
@@ -472,9 +481,18 @@ func (a *agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSession
 	if cwd == "" {
 		cwd = parent.cwd
 	}
+	history := parent.history
+	if at, ok := forkPoint(p.Meta); ok && a.cfg.ForkAtMessage {
+		i := slices.IndexFunc(history, func(t turn) bool { return t.msgID == at || t.msgID == strings.TrimSuffix(at, segmentOf(at)) })
+		if i < 0 {
+			a.mu.Unlock()
+			return acp.UnstableForkSessionResponse{}, invalid("messageId", at, "Fork point message "+at+" was not found in session "+parent.id)
+		}
+		history = history[:i+1]
+	}
 	child := a.newSessionLocked(cwd)
 	child.st = parent.st
-	child.history = append([]turn(nil), parent.history...)
+	child.history = append([]turn(nil), history...)
 	if len(child.history) > 0 {
 		child.unlisted = 0 // the parent's turns are on disk already
 	}

@@ -114,3 +114,33 @@ func infoUpdates(title *string, turns int) []acp.SessionUpdate {
 func AuthStatusLine() []byte {
 	return []byte(`{"jsonrpc":"2.0","method":"_auth/status_update","params":{"status":"authenticated"}}` + "\n")
 }
+
+// forkPoint reads the message a session/fork is asked to fork at:
+// `_meta.jetbrains.air.fork` with version 1 and a messageId, the key
+// claude-agent-acp 0.101.0 and codex-acp 2.6.0 honour (-fork-at-message).
+// The fork keeps the parent's turns up to the one whose answer carried
+// that messageId.
+func forkPoint(meta map[string]any) (string, bool) {
+	jb, _ := meta["jetbrains"].(map[string]any)
+	air, _ := jb["air"].(map[string]any)
+	fork, _ := air["fork"].(map[string]any)
+	if v, _ := fork["version"].(float64); v != 1 {
+		return "", false
+	}
+	id, _ := fork["messageId"].(string)
+	id = strings.TrimSpace(id)
+	return id, id != ""
+}
+
+// segmentOf is the ":segment:N" suffix older JetBrains AIR builds put on a
+// message id, which the agents strip; "" when there is none.
+func segmentOf(id string) string {
+	i := strings.LastIndex(id, ":segment:")
+	if i < 0 {
+		return ""
+	}
+	if _, err := strconv.Atoi(id[i+len(":segment:"):]); err != nil {
+		return ""
+	}
+	return id[i:]
+}

@@ -23,6 +23,7 @@ type config struct {
 	Profile         string
 	AcceptUnknown   bool
 	LoadFails       bool
+	ForkFails       bool
 	LoadKeepsConfig bool
 	CrashMidTurn    bool
 	DieAfter        int
@@ -108,6 +109,8 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.IgnoreEOF, "ignore-eof", c.IgnoreEOF, "keep running after stdin EOF until killed")
 	fs.BoolVar(&c.AcceptUnknown, "accept-unknown", c.AcceptUnknown, "accept unknown model/mode/option values silently, like real agents")
 	fs.BoolVar(&c.LoadFails, "load-fails", c.LoadFails, "answer every session/load with an error")
+	fs.BoolVar(&c.ForkFails, "fork-fails", c.ForkFails, "answer every session/fork with an error")
+	fs.BoolVar(&c.ForkAtMessage, "fork-at-message", c.ForkAtMessage, "with -fork: session/fork honours _meta.jetbrains.air.fork {version 1, messageId}, keeping the parent's turns up to the one whose answer carried that messageId, like claude-agent-acp 0.101.0 and codex-acp 2.6.0")
 	fs.BoolVar(&c.EffortModels, "effort-models", c.EffortModels, "name each legacy model with each of its efforts (\"deep-3[max]\"), and let set_model take such an id, like codex-acp 2.6.0")
 	fs.BoolVar(&c.FreshLoadFails, "fresh-load-fails", c.FreshLoadFails, "answer a session/load of a session this process made less than a minute ago with -32603 \"Internal error\", like gemini-cli 0.61.0")
 	fs.StringVar(&c.Name, "agent-name", c.Name, "agentInfo.name in the initialize result (default fake-agent)")

@@ -29,6 +29,7 @@ type Features struct {
 	AuthNotice        bool // an `_auth/status_update` notification follows the initialize response
 	Subagents         bool // the prompt "subagent" opens a child session, if the client advertised subagents
 	StrictInit        bool // a request before initialize gets -32600 (NotInitializedLine); notifications and responses before it are ignored
+	ForkAtMessage     bool // session/fork honours _meta.jetbrains.air.fork.messageId: the fork keeps the turns up to that message (like claude-agent-acp 0.101.0, codex-acp 2.6.0)
 	EffortModels      bool // legacy models name each model with each of its efforts ("deep-3[max]"), and set_model takes such an id and sets both (like codex-acp 2.6.0)
 	FreshLoadFails    bool // session/load of a session this process made less than FreshLoadWindow ago answers -32603 "Internal error" (like gemini-cli 0.61.0)
 	// Name and Version are the initialize result's agentInfo ("" for
@@ -71,6 +72,11 @@ func profiles() []profile {
 			with(func(f *Features) { f.EarlyUpdates = true })},
 		{"broken-set-config", "default, but set_config_option answers success with the unchanged options",
 			with(func(f *Features) { f.BrokenSetConfig = true })},
+		{"forks-at-message", "default with fork and message ids, and session/fork at a message (_meta.jetbrains.air.fork); agentInfo @agentclientprotocol/claude-agent-acp 0.101.0, which the sidecar knows forks at a message",
+			with(func(f *Features) {
+				f.Fork, f.MessageIDs, f.ForkAtMessage = true, true, true
+				f.Name, f.Version = "@agentclientprotocol/claude-agent-acp", "0.101.0"
+			})},
 		{"gemini-like", "like gemini-cli 0.61.0: legacy modes + models only, loadSession and nothing else (no close, resume, list, fork); a load in the first minute of a session answers -32603; agentInfo gemini-cli 0.61.0",
 			with(func(f *Features) {
 				f.ConfigOptions, f.ModelDependent = false, false

@@ -74,6 +74,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	}
 	s.history = append(s.history, turn{user: p.Prompt})
 	idx := len(s.history) - 1
+	s.history[idx].msgID = MessageID(string(p.SessionId), idx+1)
 	a.persistLocked()
 	st, cwd := s.st, s.cwd
 	ctx, cancel := context.WithCancel(ctx)

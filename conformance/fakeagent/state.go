@@ -37,6 +37,7 @@ type savedSession struct {
 type savedTurn struct {
 	User  []acp.ContentBlock `json:"user"`
 	Agent string             `json:"agent"`
+	MsgID string             `json:"msgId,omitempty"`
 }
 
 // persistLocked writes every session to -state (a temp file renamed over
@@ -52,7 +53,7 @@ func (a *agent) persistLocked() {
 		s := a.sessions[id]
 		ss := savedSession{ID: s.id, Cwd: s.cwd, Settings: s.st, Turns: len(s.history), History: []savedTurn{}}
 		for _, t := range s.history {
-			ss.History = append(ss.History, savedTurn{User: t.user, Agent: t.agent})
+			ss.History = append(ss.History, savedTurn{User: t.user, Agent: t.agent, MsgID: t.msgID})
 		}
 		st.Sessions = append(st.Sessions, ss)
 	}
@@ -113,7 +114,7 @@ func (a *agent) loadState() error {
 			s.st = a.cat.fresh()
 		}
 		for _, t := range ss.History {
-			s.history = append(s.history, turn{user: t.User, agent: t.Agent})
+			s.history = append(s.history, turn{user: t.User, agent: t.Agent, msgID: t.MsgID})
 		}
 		a.sessions[s.id] = s
 		a.order = append(a.order, s.id)

@@ -558,6 +558,17 @@ func checkRollback(ctx context.Context, r *checkRun, pr probeResult) error {
 		return errors.New("the trace does not show the prompts after /rewind reaching the agent")
 	}
 	first, second := delivered[0], delivered[1]
+	if entries, err := readTrace(ru.trace); err == nil && nativeFork(entries) != "" {
+		// The agent's own fork at the kept turn's message (rewind-native
+		// checks it holds the right turns): nothing is handed over.
+		for _, b := range append(first, second...) {
+			if strings.HasPrefix(b, handoffHeader) {
+				return errors.New("after a rewind by the agent's own fork at a message, a prompt carried a handoff: the fork holds the kept turns itself")
+			}
+		}
+		r.note("native %s → %s, config held (%s), the agent's own fork at the kept turn's message, no handoff", st0.NativeSessionID, st1.NativeSessionID, formatView(st1.Live))
+		return r.rollbackReply(texts[0], want)
+	}
 	if len(first) < 2 || !strings.HasPrefix(first[0], handoffHeader) {
 		return fmt.Errorf("the first prompt after /rewind reached the agent without the handoff block (blocks: %q)", clipAll(first))
 	}
@@ -570,7 +581,13 @@ func checkRollback(ctx context.Context, r *checkRun, pr probeResult) error {
 		}
 	}
 	r.note("native %s → %s, config held (%s), handoff delivered once with turn 1 and without turn 2", st0.NativeSessionID, st1.NativeSessionID, formatView(st1.Live))
-	if ok, d := replyMatches(texts[0], want); ok {
+	return r.rollbackReply(texts[0], want)
+}
+
+// rollbackReply checks the config a fake agent's reply to the first prompt
+// after /rewind shows; other agents' replies say nothing of it.
+func (r *checkRun) rollbackReply(text string, want *sessionConfig) error {
+	if ok, d := replyMatches(text, want); ok {
 		if len(d) > 0 {
 			return fmt.Errorf("after /rewind the agent ran the prompt on a different config: %s", strings.Join(d, "; "))
 		}

@@ -48,6 +48,9 @@ func TestChecksFail(t *testing.T) {
 		{check: "restore-order", sidecarRule: "trace-swap", detail: "the order must be model, then mode"},
 		{check: "fail-closed", sidecarRule: "send-unoffered", detail: "reached the agent"},
 		{check: "rollback", sidecarRule: "handoff-again", detail: "carried the handoff again"},
+		// An agent the table names that ignores the fork point forks
+		// the whole conversation, the rewound turn included.
+		{check: "rewind-native", agent: fake("--profile", "forks-at-message", "-fork-at-message=false"), detail: "the fake agent's fork holds 3 turns"},
 		{check: "crash", sidecarFlags: []string{"--restart=false"}, detail: "the first prompt after the agent was killed"},
 		// The probe is the agent's first life and the check's sidecar
 		// starts the second; the third, after the kill, lies.

@@ -43,6 +43,7 @@ type config struct {
 	transcripts  string
 	parallel     int       // checks run side by side; below 1 means 1
 	warm         bool      // warm a template world with the probe, and copy it into each run's (isolate.go)
+	llmLog       string    // the mock LLM's request log (acp-sidecar mockllm -log), which rewind-native reads; "": none
 	out          io.Writer // nil: runSuite prints no table; else each row as it is known (table.go)
 	progress     io.Writer // nil: no progress lines
 	// template is the warmed world every run's world copies, set by
@@ -94,6 +95,7 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 	timeout := fs.Duration("timeout", 2*time.Minute, "bound each check to `D`")
 	transcripts := fs.String("transcripts", "", "write each check's transcript to `DIR` (default: next to --json, else a temporary dir)")
 	parallel := fs.Int("parallel", 2, "run `N` checks side by side, each in worlds of its own")
+	llmLog := fs.String("llm-log", "", "the mock LLM's request log (`FILE` of acp-sidecar mockllm -log): rewind-native reads what the agent's LLM was sent from it")
 	warm := fs.Bool("warm", true, "start the agent once in a template world (the probe) and give each run a copy of it, so caches the agent fills are filled once")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
@@ -110,7 +112,7 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 		return 2
 	}
 	cfg := &config{exe: exe, agent: fs.Args(), keepEnv: keep, timeout: *timeout, jsonPath: *jsonPath, transcripts: *transcripts,
-		parallel: *parallel, warm: *warm, out: stdout}
+		parallel: *parallel, warm: *warm, llmLog: *llmLog, out: stdout}
 	cfg.env = baseEnv(os.Environ(), cfg.keepEnv)
 	if len(cfg.agent) == 0 {
 		fmt.Fprintln(stderr, "conformance: missing agent command: acp-sidecar conformance [flags] -- AGENT [ARGS...]")

@@ -61,6 +61,8 @@ func TestFakeAgentProfiles(t *testing.T) {
 		name string
 		args []string
 		want map[string]expect // checks not named must pass
+		// agent is the agentInfo name the profile gives ("": fake-agent).
+		agent string
 	}{
 		{name: "default", args: []string{"--profile", "default"}, want: sessionCapsSkip},
 		{name: "legacy-only", args: []string{"--profile", "legacy-only"},
@@ -76,6 +78,11 @@ func TestFakeAgentProfiles(t *testing.T) {
 		// The agent's command list comes before the session/new response;
 		// the sidecar's own list must not follow and replace it.
 		{name: "early-updates", args: []string{"--profile", "early-updates"}, want: sessionCapsSkip},
+		// The table's claude-agent-acp 0.101.0 as far as a rewind goes:
+		// the rewind is the agent's own fork at a message.
+		{name: "forks-at-message", args: []string{"--profile", "forks-at-message"}, want: with(sessionCapsSkip, map[string]expect{
+			"session-fork": {verdict: Pass}, "rewind-native": {verdict: Pass},
+		}), agent: "@agentclientprotocol/claude-agent-acp"},
 		{name: "broken-set-config", args: []string{"--profile", "broken-set-config"}, want: with(sessionCapsSkip, map[string]expect{
 			"record": {Fail, brokenSet}, "reset": {Fail, brokenSet}, "restore-order": {Fail, brokenSet},
 			"reset-kill": {Fail, brokenSet}, "reopen-config": {Fail, brokenSet},
@@ -107,13 +114,17 @@ func TestFakeAgentProfiles(t *testing.T) {
 			"session-load":      {Absorbed, "the agent fails it directly (direct: session/load: JSON-RPC error -32603"},
 			"load-replay":       {Absorbed, "the agent fails it directly"},
 			"set-config-option": {Skip, "no configOptions"},
-		})},
+		}), agent: "gemini-cli"},
 		{name: "no-config", args: []string{"-config-options=false", "-modes=false", "-models=false"}, want: with(sessionCapsSkip, map[string]expect{
 			"record": noConfig, "reset": noConfig, "restore-order": noConfig, "fail-closed": noConfig,
 			"reset-kill": noConfig, "reopen-config": noConfig, "set-config-option": {Skip, "no configOptions"},
 		})},
 	}
 	for _, tc := range cases {
+		if _, named := tc.want["rewind-native"]; !named {
+			// Only an agent the sidecar's table names forks at a message.
+			tc.want = with(tc.want, map[string]expect{"rewind-native": {Skip, "fork"}})
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
@@ -148,12 +159,11 @@ func TestFakeAgentProfiles(t *testing.T) {
 			if !slices.Equal(ids, all) {
 				t.Errorf("checks %q, want %q", ids, all)
 			}
-			if want := "fake-agent"; tc.name == "gemini-like" {
-				want = "gemini-cli"
-				if rep.Agent.Name != want {
-					t.Errorf("agent %+v, want %s", rep.Agent, want)
-				}
-			} else if rep.Agent.Name != want || rep.Agent.ProtocolVersion != 1 {
+			want := tc.agent
+			if want == "" {
+				want = "fake-agent"
+			}
+			if rep.Agent.Name != want || rep.Agent.ProtocolVersion != 1 {
 				t.Errorf("agent %+v, want %s on protocol 1", rep.Agent, want)
 			}
 			var table bytes.Buffer
@@ -463,18 +473,25 @@ func runRealAgent(t *testing.T, name, entryPath, which string, env func(url, tem
 		t.Skip(msg)
 	}
 	t.Parallel()
-	mock, url, err := mockllm.Start(t.Context(), mockllm.Options{})
+	dir := t.TempDir()
+	// rewind-native reads what the agent's LLM was sent from the mock's
+	// log, as a user gives it with --llm-log.
+	llmLog := filepath.Join(dir, "llm.jsonl")
+	logFile, err := os.Create(llmLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mock, url, err := mockllm.Start(t.Context(), mockllm.Options{Log: logFile})
 	if err != nil {
 		t.Fatalf("start mock LLM: %v", err)
 	}
-	t.Cleanup(func() { mock.Close() })
-	dir := t.TempDir()
+	t.Cleanup(func() { mock.Close(); logFile.Close() })
 	template := filepath.Join(dir, "home-template")
 	// One check at a time: the real-agent tests already run side by side
 	// (t.Parallel) on a 2-core runner, and each agent takes a core while
 	// it starts. The CLI's --parallel is covered by TestFakeAgentProfiles.
 	cfg := &config{exe: bin, agent: []string{node, entry}, env: env(url, template), timeout: claudeCheckTimeout,
-		jsonPath: filepath.Join(dir, "report.json"), transcripts: filepath.Join(dir, "transcripts"), parallel: 1, warm: true}
+		jsonPath: filepath.Join(dir, "report.json"), transcripts: filepath.Join(dir, "transcripts"), parallel: 1, warm: true, llmLog: llmLog}
 	if _, err := os.Stat(template); err == nil {
 		cfg.homeTemplate = template
 	}
@@ -590,6 +607,8 @@ var claudeExpect = map[string]expect{
 	// It replays only the user's side when the load follows the turn at
 	// once: reported, never failing.
 	"load-replay": {Warn, "replayed no agent message"},
+	// It does not fork at a message (the sidecar's table starts at 0.101.0).
+	"rewind-native": {Skip, "fork"},
 }
 
 // claudeCheckTimeout bounds each check against claude-agent-acp, whose

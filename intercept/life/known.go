@@ -20,6 +20,13 @@ type Habits struct {
 	// ask it to load such a session, and goes straight to a fresh one with
 	// the handoff.
 	LosesFreshLoads bool
+	// ForksAtMessage: the agent's session/fork honours
+	// `_meta.jetbrains.air.fork` {version 1, messageId}, keeping its
+	// history up to that message of its own (claude-agent-acp
+	// dist/fork-session.js; codex-acp src/SessionFork.ts). A rewind is
+	// then such a fork, which keeps the real history (tool results, file
+	// contents) where a handoff carries text.
+	ForksAtMessage bool
 }
 
 // FreshLoadWindow is how long after a session's creation an agent with
@@ -39,6 +46,8 @@ type knownAgent struct {
 func knownAgents() []knownAgent {
 	return []knownAgent{
 		{name: "gemini-cli", habits: Habits{LosesFreshLoads: true}},
+		{name: "claude-agent-acp", since: "0.101.0", habits: Habits{ForksAtMessage: true}},
+		{name: "codex-acp", since: "2.6.0", habits: Habits{ForksAtMessage: true}},
 	}
 }
 
@@ -51,6 +60,7 @@ func HabitsOf(name, version string) Habits {
 			continue
 		}
 		h.LosesFreshLoads = h.LosesFreshLoads || k.habits.LosesFreshLoads
+		h.ForksAtMessage = h.ForksAtMessage || k.habits.ForksAtMessage
 	}
 	return h
 }

@@ -21,6 +21,26 @@ func TestHabitsByAgentInfo(t *testing.T) {
 	}
 }
 
+// TestForksAtMessage: the current packages fork at a message; an older
+// claude-agent-acp does not.
+func TestForksAtMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name, version string
+		want          bool
+	}{
+		{"@agentclientprotocol/claude-agent-acp", "0.101.0", true},
+		{"@agentclientprotocol/codex-acp", "2.6.0", true},
+		{"@agentclientprotocol/codex-acp", "2.7.1", true},
+		{"@zed-industries/claude-agent-acp", "0.23.1", false},
+		{"codex-acp", "0.16.0", false},
+		{"codex-acp", "", false},
+	} {
+		if got := HabitsOf(tc.name, tc.version).ForksAtMessage; got != tc.want {
+			t.Errorf("HabitsOf(%q, %q).ForksAtMessage = %v, want %v", tc.name, tc.version, got, tc.want)
+		}
+	}
+}
+
 func TestVersionAtLeast(t *testing.T) {
 	for _, tc := range []struct {
 		v, min string

@@ -29,6 +29,10 @@ type Life struct {
 	phase atomic.Int32
 	gen   atomic.Uint64
 	ready *Signal
+	// forksAtMessage is caps.Habits.ForksAtMessage, for the record's chunk
+	// path, which keeps each turn's message id only then and must not
+	// take a lock to know it.
+	forksAtMessage atomic.Bool
 	// lastExit is atomic so that an exit takes no lock of the life's: the
 	// agent's death is one update of the ledger's, and nothing else locks.
 	lastExit atomic.Pointer[string]
@@ -94,8 +98,12 @@ func (l *Life) LearnCaps(caps Caps) (old Caps) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old, l.caps = l.caps, caps
+	l.forksAtMessage.Store(caps.Habits.ForksAtMessage)
 	return old
 }
+
+// ForksAtMessage is Caps().Habits.ForksAtMessage, without a lock.
+func (l *Life) ForksAtMessage() bool { return l.forksAtMessage.Load() }
 
 // Told keeps the client's initialize or authenticate params, for the
 // agent's successors.

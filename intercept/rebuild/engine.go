@@ -48,6 +48,16 @@ func (e *engine) forkNative(ctx context.Context, sid, parent string, snap Snapsh
 	return e.create(ctx, sid, wire.SessionFork, params)
 }
 
+// forkNativeAt asks the agent to fork the native session parent at its
+// message messageID (life.Habits.ForksAtMessage), for the client session
+// sid: the fork keeps the history up to that message.
+func (e *engine) forkNativeAt(ctx context.Context, sid, parent string, snap Snapshot, messageID string) (string, *state.Config, error) {
+	params := sessionParams(snap)
+	params["sessionId"] = parent
+	params["_meta"] = map[string]any{"jetbrains": map[string]any{"air": map[string]any{"fork": map[string]any{"version": 1, "messageId": messageID}}}}
+	return e.create(ctx, sid, wire.SessionFork, params)
+}
+
 // sessionParams are what a native session is created with: the session's
 // cwd, MCP servers and additional directories, as the client gave them.
 func sessionParams(snap Snapshot) map[string]any {

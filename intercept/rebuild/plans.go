@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
+	"github.com/acp-sidecar/acp-sidecar/intercept/life"
 	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
@@ -45,7 +46,14 @@ func ResetPlan(b *Rebuilder, sid string) Plan {
 // native session gets the kept turns with the next prompt. A rollback
 // never uses session/load or resume: the agent's own history holds the
 // turns taken back. rep gets the kept count and the turns taken back.
+//
+// On an agent known to fork at a message (life.Habits.ForksAtMessage), the
+// fresh native session is instead the agent's own fork of the current one
+// at the last kept turn's message (forkAt): it keeps the real history, tool
+// results and all, and needs no handoff. Any failure of that fork falls
+// back to a fresh session with the handoff, and the log says why.
 func RollbackPlan(b *Rebuilder, sid string, keep int, rep *RollbackReport) Plan {
+	var at string // the message a native rewind forks at; "" for none
 	return Plan{
 		what: "rollback", sid: sid, busy: true, owes: true,
 		read: func(ctx context.Context) (Snapshot, error) {
@@ -71,15 +79,30 @@ func RollbackPlan(b *Rebuilder, sid string, keep int, rep *RollbackReport) Plan 
 				for _, t := range vis[keep:] {
 					rep.RolledBack = append(rep.RolledBack, FirstLine(t.PromptText))
 				}
+				at = forkAt(s, vis, keep, b.life.Caps())
 			})
 			if err != nil {
 				return snap, fmt.Errorf("rollback %s: %w", sid, err)
 			}
 			return snap, fail
 		},
-		native: b.fresh("rollback"),
+		native: func(ctx context.Context, a *Attempt) error {
+			if at != "" && !b.led.IsStale(sid) {
+				native, catalog, err := b.eng.forkNativeAt(ctx, sid, a.Snap.Native, a.Snap, at)
+				if err == nil {
+					a.native, a.Catalog, a.path = native, catalog, "fork"
+					b.log.Info("rewound natively: the agent forked the session at the last kept message", "session", sid, "native", native, "messageId", at)
+					return nil
+				}
+				if agentLost(err) {
+					return err
+				}
+				b.log.Warn("the agent's fork at a message failed; rewinding with a fresh session and the handoff", "session", sid, "messageId", at, "err", err)
+			}
+			return b.fresh("rollback")(ctx, a)
+		},
 		target: b.owed,
-		after: func(s *record.Session, _ *Attempt) {
+		after: func(s *record.Session, a *Attempt) {
 			vis := Visible(s)
 			after := s.Rec.ContextFrom - 1 // the last turn kept, by index
 			if keep > 0 {
@@ -92,9 +115,30 @@ func RollbackPlan(b *Rebuilder, sid string, keep int, rep *RollbackReport) Plan 
 			if err := b.cfg.Store.RollBack(b.ctx, sid, max(after, 0)); err != nil {
 				b.log.Warn("record rollback", "session", sid, "err", err)
 			}
+			if a.path == "fork" {
+				s.Rec.HandoffPending = false // the fork has the kept turns itself
+				return
+			}
 			b.Arm(s)
 		},
 	}
+}
+
+// forkAt is the message a rollback of s to its first keep visible turns
+// can fork the current native session at, natively: the agent forks at a
+// message, and the last kept turn ran on the current native session, whose
+// history therefore holds every kept turn (natively, or in the handoff its
+// first prompt carried), with a messageId the agent gave. "" when any of
+// that fails, and the rollback hands over the kept turns instead.
+func forkAt(s *record.Session, vis []*state.Turn, keep int, caps life.Caps) string {
+	if !caps.Fork || !caps.Habits.ForksAtMessage || keep < 1 || s.Rec.HandoffPending {
+		return ""
+	}
+	last := vis[keep-1]
+	if last.NativeID != s.Rec.NativeID || last.MessageID == "" {
+		return ""
+	}
+	return last.MessageID
 }
 
 // RestoreOriginalPlan applies the session's immutable original to its

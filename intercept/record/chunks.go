@@ -101,8 +101,11 @@ func stringAt(raw []byte, start int) ([]byte, bool) {
 // answerBuf is one running turn's text so far. The relay goroutine writes
 // it, the recorder takes it when the turn ends.
 type answerBuf struct {
-	mu    sync.Mutex
-	b     strings.Builder
+	mu sync.Mutex
+	b  strings.Builder
+	// msgID is the messageId of the last chunk that had one, kept only for
+	// an agent that forks at a message (life.Habits.ForksAtMessage).
+	msgID string
 	full  atomic.Bool // as much as the record keeps: later chunks cost a load
 	taken atomic.Bool // the recorder took it; a new turn gets a new one
 }
@@ -154,6 +157,9 @@ func (r *Recorder) collect(f *proxy.Frame) {
 		c.sid, c.buf = append(c.sid[:0], tok...), buf
 	}
 	buf := c.buf
+	if r.life.ForksAtMessage() {
+		buf.noteMessage(f.Raw)
+	}
 	if buf.full.Load() {
 		return
 	}
@@ -185,6 +191,41 @@ func clipped(s string, n int) string {
 		return s
 	}
 	return clip(s, n)
+}
+
+var messageIDKey = []byte(`"messageId":"`)
+
+// noteMessage keeps the messageId of a chunk, when it has one and it is not
+// the one kept: a message streams as many chunks of one id. The key cannot
+// occur inside a string of the frame, where its quotes would be escaped.
+func (buf *answerBuf) noteMessage(raw []byte) {
+	i := bytes.Index(raw, messageIDKey)
+	if i < 0 {
+		return
+	}
+	id, ok := stringAt(raw, i+len(messageIDKey))
+	if !ok || len(id) == 0 {
+		return
+	}
+	buf.mu.Lock()
+	if buf.msgID != string(id) {
+		buf.msgID = string(id)
+	}
+	buf.mu.Unlock()
+}
+
+// TakeTurnText hands over and forgets what was collected for a native
+// session: the answer, and the messageId of its last message.
+func (r *Recorder) TakeTurnText(native string) (answer, messageID string) {
+	r.mu.Lock()
+	buf := r.answers[native]
+	r.mu.Unlock()
+	if buf != nil {
+		buf.mu.Lock()
+		messageID = buf.msgID
+		buf.mu.Unlock()
+	}
+	return r.TakeAnswer(native), messageID
 }
 
 // takeAnswer hands over and forgets what was collected for a native session.

@@ -752,7 +752,11 @@ func (r *Recorder) turnEnded(ctx context.Context, sid string, result json.RawMes
 		t.Status = state.TurnCompleted
 	}
 	t.Ended = r.cfg.Now()
-	t.Answer += r.TakeAnswer(t.NativeID)
+	answer, msgID := r.TakeTurnText(t.NativeID)
+	t.Answer += answer
+	if msgID != "" {
+		t.MessageID = msgID
+	}
 	r.PutTurn(ctx, s, t)
 	Lighten(t)
 	t.Answer = strings.Clone(t.Answer) // not the collecting buffer's spare room

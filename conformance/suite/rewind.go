@@ -1,0 +1,216 @@
+package suite
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
+	"github.com/acp-sidecar/acp-sidecar/conformance/mockllm"
+	"github.com/acp-sidecar/acp-sidecar/intercept/life"
+)
+
+// A rewind on an agent the sidecar knows to fork at a message
+// (intercept/life's table: claude-agent-acp 0.101.0, codex-acp 2.6.0) is
+// the agent's own session/fork at the last kept turn's message, with no
+// handoff. The rollback check accepts that way too; rewind-native proves
+// it: the sidecar forked at the right message, handed nothing over, and the
+// agent's fork really holds the kept turn and not the rewound one, as the
+// LLM saw it (--llm-log) or as the fake agent says it.
+
+// nativeFork is the messageId of the last session/fork at a message that
+// the sidecar itself sent in entries, "" when it sent none.
+func nativeFork(entries []traceEntry) string {
+	id := ""
+	for _, e := range entries {
+		if e.Dir != "client->agent" || e.From != "sidecar" {
+			continue
+		}
+		var f struct {
+			Method string `json:"method"`
+			Params struct {
+				Meta struct {
+					JetBrains struct {
+						Air struct {
+							Fork *struct {
+								MessageID string `json:"messageId"`
+							} `json:"fork"`
+						} `json:"air"`
+					} `json:"jetbrains"`
+				} `json:"_meta"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(e.Frame, &f) == nil && f.Method == "session/fork" && f.Params.Meta.JetBrains.Air.Fork != nil {
+			id = f.Params.Meta.JetBrains.Air.Fork.MessageID
+		}
+	}
+	return id
+}
+
+// lastMessageID is the messageId of the last agent_message_chunk for sid in
+// lines that carries one ("" for none).
+func lastMessageID(lines []envelope, sid string) string {
+	id := ""
+	for _, e := range lines {
+		if e.Method != "session/update" {
+			continue
+		}
+		var u struct {
+			SessionID string `json:"sessionId"`
+			Update    struct {
+				Kind      string `json:"sessionUpdate"`
+				MessageID string `json:"messageId"`
+			} `json:"update"`
+		}
+		if json.Unmarshal(e.Params, &u) == nil && u.SessionID == sid && u.Update.Kind == "agent_message_chunk" && u.Update.MessageID != "" {
+			id = u.Update.MessageID
+		}
+	}
+	return id
+}
+
+// knownToFork says whether the sidecar's table knows the agent to fork at
+// a message, as the initialize result names it; why not, when it does not.
+func knownToFork(pr probeResult) (bool, string) {
+	if !pr.can.session("fork") {
+		return false, "the agent does not advertise sessionCapabilities.fork"
+	}
+	if !life.HabitsOf(pr.info.Name, pr.info.Version).ForksAtMessage {
+		return false, fmt.Sprintf("the sidecar does not know %s %s to fork at a message (docs/agents.md)", pr.info.Name, pr.info.Version)
+	}
+	return true, ""
+}
+
+func needForkAtMessage(pr probeResult) string {
+	_, why := knownToFork(pr)
+	return why
+}
+
+func checkRewindNative(ctx context.Context, r *checkRun, pr probeResult) error {
+	ru, sid, err := r.openSidecar(ctx)
+	if err != nil {
+		return err
+	}
+	c := ru.c
+	const (
+		kept   = "Say OK. (rewind-native-1 heron)"
+		gone   = "Say OK. (rewind-native-2 pike)"
+		after  = "Say OK. (rewind-native-3 after)"
+		keptM  = "rewind-native-1"
+		goneM  = "rewind-native-2"
+		afterM = "rewind-native-3"
+	)
+	mark := c.mark()
+	if _, err := promptOK(ctx, c, sid, kept); err != nil {
+		return err
+	}
+	msgID := lastMessageID(c.since(mark), sid)
+	if msgID == "" {
+		return errors.New("the agent's answer to the first turn carried no messageId, which a fork at a message needs")
+	}
+	if _, err := promptOK(ctx, c, sid, gone); err != nil {
+		return err
+	}
+	if _, err := promptOK(ctx, c, sid, "/rewind"); err != nil {
+		return err
+	}
+	id, line, err := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": []any{map[string]string{"type": "text", "text": after}}})
+	if err != nil {
+		return err
+	}
+	mark = c.mark()
+	if _, err := c.callLine(ctx, "session/prompt", id, line); err != nil {
+		return err
+	}
+	reply := agentText(c.since(mark), sid)
+	nudgeTrace(ctx, c)
+	var entries []traceEntry
+	var delivered []string
+	waitUntil(ctx, 3*time.Second, func() bool {
+		if entries, err = readTrace(ru.trace); err != nil {
+			return false
+		}
+		delivered = promptTexts(entries, id)
+		return delivered != nil
+	})
+	if delivered == nil {
+		return errors.New("the trace does not show the prompt after /rewind reaching the agent")
+	}
+	switch at := nativeFork(entries); {
+	case at == "":
+		return errors.New("the sidecar rewound with a fresh session and the handoff, not with the agent's fork at a message (its log says why)")
+	case at != msgID:
+		return fmt.Errorf("the sidecar forked at message %q, not at the first turn's answer %q", at, msgID)
+	}
+	for _, b := range delivered {
+		if strings.HasPrefix(b, handoffHeader) {
+			return errors.New("the prompt after the native rewind carried a handoff: the fork holds the kept turn itself")
+		}
+	}
+	how, err := forkHolds(r.cfg.llmLog, reply, afterM, keptM, goneM)
+	if err != nil {
+		return err
+	}
+	r.note("the sidecar forked at the first turn's message %s; the next prompt carried no handoff; %s", msgID, how)
+	return nil
+}
+
+// forkHolds checks what the agent's fork holds, from the LLM's request for
+// the prompt marked after (the mock's log at llmLog) or from the fake
+// agent's reply: it must hold the turn marked kept and not the one marked
+// gone. It says what it checked, and fails when it can check neither way.
+func forkHolds(llmLog, reply, after, kept, gone string) (string, error) {
+	if llmLog != "" {
+		reqs, err := readLLMLog(llmLog)
+		if err != nil {
+			return "", err
+		}
+		for i := len(reqs) - 1; i >= 0; i-- {
+			q := reqs[i]
+			if !strings.Contains(q.LastUserText(), after) {
+				continue
+			}
+			all := strings.Join(q.Texts(), "\n")
+			if !strings.Contains(all, kept) || strings.Contains(all, gone) {
+				return "", fmt.Errorf("the LLM request after the native rewind holds the kept turn: %v, the rewound turn: %v (the agent forked elsewhere)", strings.Contains(all, kept), strings.Contains(all, gone))
+			}
+			return fmt.Sprintf("the LLM was sent the kept turn and not the rewound one (%d messages)", q.Messages()), nil
+		}
+		return "", fmt.Errorf("--llm-log %s has no request for the prompt after the rewind", llmLog)
+	}
+	if rp, ok := fakeagent.ParseReply(reply); ok {
+		if rp.Turns != 2 {
+			return "", fmt.Errorf("the fake agent's fork holds %d turns with the prompt after the rewind, want 2 (the kept turn and it)", rp.Turns)
+		}
+		return "the fake agent's fork holds the kept turn and the new one", nil
+	}
+	return "", skipf("what the agent's fork holds is not seen without --llm-log (the mock LLM's request log)")
+}
+
+// readLLMLog reads the mock LLM's request log (acp-sidecar mockllm -log).
+func readLLMLog(path string) ([]mockllm.Request, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--llm-log: %w", err)
+	}
+	var out []mockllm.Request
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
+	for sc.Scan() {
+		var q mockllm.Request
+		if err := json.Unmarshal(sc.Bytes(), &q); err != nil {
+			return nil, fmt.Errorf("--llm-log %s: %w", path, err)
+		}
+		out = append(out, q)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("--llm-log %s: %w", path, err)
+	}
+	return out, nil
+}
