@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 
@@ -57,14 +58,15 @@ type commands struct {
 	led     *ledger.Ledger
 	life    *life.Life // what the agent can do, learnt from its initialize result
 	version string
+	log     *slog.Logger
 }
 
 // NewCommands builds the sidecar's own surfaces over the session
 // operations they run, the ledger, and the agent's life, whose initialize
 // result they extend with the capabilities the sidecar adds; version is
-// the sidecar's, advertised there.
-func NewCommands(ops SessionOps, led *ledger.Ledger, lf *life.Life, version string) Interceptor {
-	return &commands{ops: ops, led: led, life: lf, version: version}
+// the sidecar's, advertised there; log says what the stage changed.
+func NewCommands(ops SessionOps, led *ledger.Ledger, lf *life.Life, version string, log *slog.Logger) Interceptor {
+	return &commands{ops: ops, led: led, life: lf, version: version, log: log}
 }
 
 // SessionOps is what the sidecar's commands run on a session: the
@@ -116,7 +118,7 @@ func (c *commands) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 	case f.Env.MethodIs(wire.Initialize):
 		// Its response is told by the method the ledger keeps with it.
 		c.led.Update(func(f *ledger.Flight) { f.Note(ledger.Key(id), wire.Initialize, "") })
-		return proxy.Verdict{}, nil
+		return c.offerVersion(f.Raw), nil
 	case f.Env.MethodIs(wire.Prompt):
 		return c.prompt(ctx, id, wire.SessionIDOf(f), f.Raw)
 	case f.Env.Kind == proxy.KindResponse:
@@ -156,6 +158,33 @@ func handoffTitle(raw []byte) proxy.Verdict {
 }
 
 func answer(line []byte) proxy.Verdict { return proxy.Verdict{Do: proxy.Answer, Line: line} }
+
+// SpokenVersion is the highest ACP protocol version the sidecar reads and
+// keeps its promises in. Today's agents answer a client that offers 2 in
+// v2 shapes (a prompt answered at once with a messageId, config options by
+// configId, the turn's end as a state_update), which the record cannot
+// read: a v2 client through the sidecar got v2 from the agent with v1
+// mixed in from the sidecar, and lost the restore, the rewind and the crash
+// recovery. So the client's offer is passed on as the highest version the
+// sidecar speaks: the agent answers in it, and the client, told so in the
+// initialize result, decides whether to go on, as the spec's negotiation
+// has it.
+const SpokenVersion = 1
+
+// offerVersion passes on an initialize whose protocolVersion is above
+// SpokenVersion as SpokenVersion; any other passes as it came.
+func (c *commands) offerVersion(raw []byte) proxy.Verdict {
+	n, err := strconv.Atoi(string(wire.Member(raw, "params", "protocolVersion")))
+	if err != nil || n <= SpokenVersion {
+		return proxy.Verdict{} // not a version number the sidecar can compare: the agent judges it
+	}
+	line, err := wire.SetPath(raw, []byte(strconv.Itoa(SpokenVersion)), "params", "protocolVersion")
+	if err != nil {
+		return proxy.Verdict{}
+	}
+	c.log.Info("the client offered a protocol version the sidecar does not speak; asking the agent for the one it speaks, and the client decides", "offered", n, "asked", SpokenVersion)
+	return proxy.Verdict{Do: proxy.Rewrite, Line: line}
+}
 
 // advertise adds the sidecar's methods to the initialize result, under
 // agentCapabilities._meta, the place the protocol leaves for extensions.

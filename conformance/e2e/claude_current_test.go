@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/mockllm"
@@ -35,3 +36,29 @@ func TestClaudeCurrentCloseDelete(t *testing.T) { runCloseDelete(t, claudeNow) }
 
 // TestClaudeCurrentNativeFork: see runNativeFork.
 func TestClaudeCurrentNativeFork(t *testing.T) { runNativeFork(t, claudeNow) }
+
+// TestClaudeCurrentV2ClientGetsV1: claude-agent-acp 0.101.0 answers a
+// client that offers ACP v2 in v2 shapes, which the record cannot read.
+// Through the sidecar the client's offer reaches it as v1: the result says
+// protocolVersion 1, in v1 shapes (agentCapabilities, not capabilities),
+// and a prompt is answered with its stop reason, as v1 has it.
+func TestClaudeCurrentV2ClientGetsV1(t *testing.T) {
+	t.Parallel()
+	mock, url := startMock(t, mockllm.Options{Reply: quietReply})
+	a := startSidecarState(t, claudeNow.pkg.argv(t), claudeNow.env(t, url), t.TempDir(), t.TempDir(), "--grace", "1s")
+	res := step(t, a, "initialize", map[string]any{
+		"protocolVersion": 2, "clientCapabilities": map[string]any{},
+		"clientInfo": map[string]string{"name": "acp-sidecar-e2e-v2", "version": "0"},
+	})
+	var init struct {
+		ProtocolVersion int             `json:"protocolVersion"`
+		AgentCaps       json.RawMessage `json:"agentCapabilities"`
+		Caps            json.RawMessage `json:"capabilities"`
+	}
+	if err := json.Unmarshal(res.Result, &init); err != nil || init.ProtocolVersion != 1 || init.AgentCaps == nil || init.Caps != nil {
+		t.Fatalf("initialize offered v2 through the sidecar: %s (%v), want protocolVersion 1 in v1 shapes", res.Result, err)
+	}
+	s := &sidecarSession{t: t, a: a, mock: mock, cwd: t.TempDir()}
+	s.sid, _ = newSession(t, a, s.cwd)
+	s.prompt("A v1 turn for a client that offered v2.")
+}
