@@ -52,9 +52,9 @@ func TestIsChunk(t *testing.T) {
 }
 
 // TestChunkScopes holds the recorder's parts to what they tell the chain
-// (chunks.go): the sidecar's commands and the request tracker claim no
-// chunk in any state they can be in, so the chain may skip them; the
-// others are asked.
+// (chunks.go): the sidecar's commands, the picker bridge and the request
+// tracker claim no chunk in any state they can be in, so the chain may
+// skip them; the others are asked.
 func TestChunkScopes(t *testing.T) {
 	r := New(Config{Store: state.NewMemory(), Queue: 64})
 	ctx := context.Background()
@@ -86,7 +86,7 @@ func TestChunkScopes(t *testing.T) {
 			}
 		}
 	}
-	if got, want := strings.Join(scoped, " "), "intercept.commands intercept.tracker"; got != want {
+	if got, want := strings.Join(scoped, " "), "intercept.commands intercept.pickers intercept.tracker"; got != want {
 		t.Errorf("parts that never claim a chunk: %s, want %s", got, want)
 	}
 	if got, want := strings.Join(asked, " "), "intercept.lifeline intercept.recordStage intercept.idMapper"; got != want {

@@ -132,6 +132,9 @@ func (c *Core) Recorder() *record.Recorder { return c.rec }
 // Version is the sidecar's, advertised in initialize.
 func (c *Core) Version() string { return c.cfg.Version }
 
+// Pickers says whether the picker bridge is on (not --pickers=off).
+func (c *Core) Pickers() bool { return !c.cfg.NoPickers }
+
 // Bind gives the core the relay it acts through. Call it before frames flow.
 func (c *Core) Bind(sc Sidecar) {
 	c.agent.sc, c.ops.sc = sc, sc

@@ -9,7 +9,7 @@
 // the order cmd lists them (cmd/acp-sidecar buildChain, from
 // Core.Stages):
 //
-//	client ─▶ relay ─▶ Lifeline ─▶ Commands ─▶ Record ─▶ IDs ─▶ Tracker ─▶ agent
+//	client ─▶ relay ─▶ Lifeline ─▶ Commands ─▶ Record ─▶ IDs ─▶ Pickers ─▶ Tracker ─▶ agent
 //	client ◀─ relay ◀─ (the same stages, for the agent's frames)  ◀─────── agent
 //
 // Each stage in turn:
@@ -37,6 +37,9 @@
 //   - IDs (ids.go) keeps the client's session id stable while the native
 //     session behind it is replaced, and holds an agent frame for a session
 //     the sidecar is still creating.
+//   - Pickers (pickers.go) follows an agent's own mode change, which it
+//     reports only as a config option, with current_mode_update for a
+//     client that reads only the legacy pickers.
 //   - Tracker (tracker.go) notes the requests that really reach the agent,
 //     so a dying agent's pending requests can be answered, and takes a
 //     request out of the ledger when the agent answers it.

@@ -11,6 +11,7 @@ func StageList(r *Core) []Interceptor {
 		NewCommands(r.Sessions(), r.Ledger(), r.Life(), r.Version(), r.log),
 		NewRecordStage(r.Recorder()),
 		NewIDs(r.Ledger(), r.ChunkGate()),
+		NewPickers(r.Life(), r.Pickers()),
 		NewTracker(r.Ledger()),
 	}
 }

@@ -31,6 +31,9 @@ func buildChain(ctx context.Context, log *slog.Logger, core *intercept.Core, rec
 			// Keeps the client's session ids stable over rebuilds: it sees
 			// client ids on their way in, and gives agent frames theirs.
 			intercept.NewIDs(led, gate),
+			// Follows an agent's mode change in config options with the
+			// legacy report, for a client that reads only legacy modes.
+			intercept.NewPickers(core.Life(), core.Pickers()),
 			// Notes what really reaches the agent, to answer it if the
 			// agent dies.
 			intercept.NewTracker(led),

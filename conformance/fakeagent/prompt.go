@@ -167,6 +167,13 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		}
 		child, perm := a.runSubagent(ctx, sid, cwd)
 		r.Extra = map[string]string{"subagent": child, "permission": perm}
+	case strings.HasPrefix(last, "switch mode "):
+		// The agent changes its own mode, as claude-agent-acp leaves plan
+		// mode: it reports it in each surface the profile has.
+		if err := a.switchMode(ctx, s, p.SessionId, strings.TrimSpace(strings.TrimPrefix(last, "switch mode "))); err != nil {
+			return acp.PromptResponse{}, err
+		}
+		r.Mode = s.mode(a)
 	case strings.HasPrefix(last, "stream "):
 		f := strings.Fields(last)
 		if len(f) == 3 {
@@ -246,4 +253,39 @@ func (a *agent) askPermission(ctx context.Context, sid acp.SessionId, n int, pat
 	}
 	_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.UpdateToolCall(toolID, acp.WithUpdateStatus(status))})
 	return perm, read
+}
+
+// switchMode sets the session's mode from inside a turn and reports it:
+// config_option_update with configOptions, current_mode_update with legacy
+// modes. A mode the catalog lacks is an error of the turn's.
+func (a *agent) switchMode(ctx context.Context, s *session, sid acp.SessionId, mode string) error {
+	a.mu.Lock()
+	st, err := a.cat.withMode(s.st, mode)
+	if err != nil {
+		a.mu.Unlock()
+		return err
+	}
+	s.st = st
+	a.persistLocked()
+	a.mu.Unlock()
+	var updates []acp.SessionUpdate
+	if a.cfg.ConfigOptions {
+		updates = append(updates, configUpdate(a.cat.options(st)))
+	}
+	if a.cfg.LegacyModes {
+		updates = append(updates, modeUpdate(mode))
+	}
+	for _, u := range updates {
+		if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: u}); err != nil {
+			return fmt.Errorf("report the mode switch of %s: %w", sid, err)
+		}
+	}
+	return nil
+}
+
+// mode is the session's current mode.
+func (s *session) mode(a *agent) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return s.st.Mode
 }

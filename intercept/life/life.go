@@ -33,6 +33,9 @@ type Life struct {
 	// path, which keeps each turn's message id only then and must not
 	// take a lock to know it.
 	forksAtMessage atomic.Bool
+	// legacyModes: some session result of the agent's had legacy `modes`
+	// (SawLegacyModes), so it reports mode changes in legacy words.
+	legacyModes atomic.Bool
 	// lastExit is atomic so that an exit takes no lock of the life's: the
 	// agent's death is one update of the ledger's, and nothing else locks.
 	lastExit atomic.Pointer[string]
@@ -101,6 +104,13 @@ func (l *Life) LearnCaps(caps Caps) (old Caps) {
 	l.forksAtMessage.Store(caps.Habits.ForksAtMessage)
 	return old
 }
+
+// SawLegacyModes notes that the agent reported legacy modes for a session.
+func (l *Life) SawLegacyModes() { l.legacyModes.Store(true) }
+
+// LegacyModes says whether the agent has reported legacy modes for any
+// session, without a lock.
+func (l *Life) LegacyModes() bool { return l.legacyModes.Load() }
 
 // ForksAtMessage is Caps().Habits.ForksAtMessage, without a lock.
 func (l *Life) ForksAtMessage() bool { return l.forksAtMessage.Load() }

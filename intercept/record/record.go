@@ -650,6 +650,9 @@ func (r *Recorder) sessionResult(ctx context.Context, req *Request, result json.
 	if s.Rec.Baseline == nil {
 		s.Rec.Baseline = CloneConfig(cfg)
 	}
+	if cfg != nil && cfg.Mode != nil {
+		r.life.SawLegacyModes()
+	}
 	if req.Method == wire.SessionLoad || req.Method == wire.SessionResume {
 		cfg = CarryLegacy(cfg, s.Rec.Live)
 	}
