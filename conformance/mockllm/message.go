@@ -78,6 +78,39 @@ func (m message) stream(w http.ResponseWriter) error {
 	return writeEvents(w, events)
 }
 
+// streamRead writes, as the API's server-sent events, a reply that calls
+// the agent's Read tool on path (ReadMarker) and ends the turn for it.
+func (m message) streamRead(w http.ResponseWriter, id, path string) error {
+	start := m.full()
+	start["content"] = []any{}
+	start["stop_reason"] = nil
+	start["usage"] = m.usage(1)
+	input, err := json.Marshal(map[string]string{"file_path": path})
+	if err != nil {
+		return fmt.Errorf("encode the read of %s: %w", path, err)
+	}
+	events := []sseEvent{
+		{"message_start", map[string]any{"type": "message_start", "message": start}},
+		{"content_block_start", map[string]any{
+			"type": "content_block_start", "index": 0,
+			"content_block": map[string]any{"type": "tool_use", "id": id, "name": "Read", "input": map[string]any{}},
+		}},
+		{"content_block_delta", map[string]any{
+			"type": "content_block_delta", "index": 0,
+			"delta": map[string]string{"type": "input_json_delta", "partial_json": string(input)},
+		}},
+		{"content_block_stop", map[string]any{"type": "content_block_stop", "index": 0}},
+		{"message_delta", map[string]any{
+			"type":  "message_delta",
+			"delta": map[string]any{"stop_reason": "tool_use", "stop_sequence": nil},
+			"usage": map[string]int{"output_tokens": m.OutputTokens},
+		}},
+		{"message_stop", map[string]any{"type": "message_stop"}},
+	}
+	w.Header().Set("request-id", "req_"+m.ID)
+	return writeEvents(w, events)
+}
+
 // writeEvents answers 200 with events as a server-sent event stream, each
 // event flushed as it is written so the client sees a real stream. Headers
 // set on w before the call go out with it.

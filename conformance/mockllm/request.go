@@ -3,6 +3,7 @@ package mockllm
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -234,4 +235,67 @@ func texts(raw json.RawMessage) []string {
 		}
 	}
 	return out
+}
+
+// ToolResults returns the text of every tool_result block of every user
+// message, in order (a Messages request's; a Responses request has none
+// the mock reads): what the agent's tools gave the LLM.
+func (r Request) ToolResults() []string {
+	var out []string
+	for _, m := range r.conversation() {
+		if m.Role != "user" {
+			continue
+		}
+		var blocks []struct {
+			Type    string          `json:"type"`
+			Content json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(m.Content, &blocks) != nil {
+			continue
+		}
+		for _, b := range blocks {
+			if b.Type == "tool_result" {
+				out = append(out, strings.Join(texts(b.Content), "\n"))
+			}
+		}
+	}
+	return out
+}
+
+// readRequest is the file a turn request asks the mock to read with the
+// agent's Read tool, "" for none: the request offers a tool named Read,
+// and its last user or assistant message is the user's, with ReadMarker in
+// its last text and no tool result (claude-agent-acp puts a system-role
+// message after the user's; its title request offers no tools).
+func (r Request) readRequest() string {
+	var b struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	_ = json.Unmarshal(r.Body, &b) // a body without tools asks for no read
+	if !slices.ContainsFunc(b.Tools, func(t struct {
+		Name string `json:"name"`
+	}) bool {
+		return t.Name == "Read"
+	}) {
+		return ""
+	}
+	msgs := r.conversation()
+	for len(msgs) > 0 && msgs[len(msgs)-1].Role != "user" && msgs[len(msgs)-1].Role != "assistant" {
+		msgs = msgs[:len(msgs)-1]
+	}
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role != "user" || strings.Contains(string(msgs[len(msgs)-1].Content), `"tool_result"`) {
+		return ""
+	}
+	t := texts(msgs[len(msgs)-1].Content)
+	if len(t) == 0 {
+		return ""
+	}
+	_, path, ok := strings.Cut(t[len(t)-1], ReadMarker)
+	if !ok {
+		return ""
+	}
+	path, _, _ = strings.Cut(strings.TrimSpace(path), " ")
+	return path
 }

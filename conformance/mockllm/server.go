@@ -228,6 +228,13 @@ func knownPath(p string) bool {
 // in the middle of it.
 const StallMarker = "mock-llm: stall"
 
+// ReadMarker, followed by an absolute path, in the last user text makes the
+// mock answer a Messages request with a call of the agent's Read tool on
+// that path instead of text (claude-agent-acp has one); the agent's next
+// request carries the tool's result, and gets the reply text. A turn whose
+// history must hold a tool's result is made so.
+const ReadMarker = "mock-llm: read "
+
 // An api is the wire shape of a turn request and its answer.
 type api int
 
@@ -277,6 +284,8 @@ func (s *Server) turn(ctx context.Context, w http.ResponseWriter, rec Request, a
 	case !b.Stream:
 		writeJSON(w, http.StatusOK, m.full())
 		return
+	case rec.readRequest() != "":
+		err = m.streamRead(w, fmt.Sprintf("toolu_mock_%04d", n), rec.readRequest())
 	default:
 		err = m.stream(w)
 	}

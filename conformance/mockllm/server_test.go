@@ -511,3 +511,51 @@ func TestHeadersRecordedWithoutCredentials(t *testing.T) {
 		t.Errorf("credentials recorded: %v", h)
 	}
 }
+
+// TestReadMarker: a Messages request that offers a Read tool and whose
+// last user text holds ReadMarker is answered with a call of that tool,
+// past a system-role message after it; the request that carries the
+// tool's result, one without tools, and a Responses request get text.
+func TestReadMarker(t *testing.T) {
+	ask := `{"model":"m","stream":true,"tools":[{"name":"Read"}],"messages":[` +
+		`{"role":"user","content":[{"type":"text","text":"look ` + ReadMarker + `/tmp/x.txt please"}]},` +
+		`{"role":"system","content":[{"type":"text","text":"env"}]}]}`
+	_, _, data := postStream(t, "/v1/messages", ask)
+	var calls []map[string]any
+	var input strings.Builder
+	for _, d := range data {
+		if d["type"] == "content_block_start" {
+			calls = append(calls, d["content_block"].(map[string]any))
+		}
+		if d["type"] == "content_block_delta" {
+			if delta := d["delta"].(map[string]any); delta["type"] == "input_json_delta" {
+				input.WriteString(delta["partial_json"].(string))
+			}
+		}
+	}
+	if len(calls) != 1 || calls[0]["type"] != "tool_use" || calls[0]["name"] != "Read" || input.String() != `{"file_path":"/tmp/x.txt"}` {
+		t.Errorf("answer blocks %v with input %s, want one Read of /tmp/x.txt", calls, input.String())
+	}
+	if sr := data[len(data)-2]["delta"].(map[string]any)["stop_reason"]; sr != "tool_use" {
+		t.Errorf("stop_reason %v, want tool_use", sr)
+	}
+
+	result := `{"model":"m","stream":true,"tools":[{"name":"Read"}],"messages":[` +
+		`{"role":"user","content":[{"type":"text","text":"look ` + ReadMarker + `/tmp/x.txt"}]},` +
+		`{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Read","input":{"file_path":"/tmp/x.txt"}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"the content"}]}]}]}`
+	noTools := `{"model":"m","stream":true,"messages":[{"role":"user","content":"look ` + ReadMarker + `/tmp/x.txt"}]}`
+	for _, b := range []string{result, noTools} {
+		s, _, data := postStream(t, "/v1/messages", b)
+		for _, d := range data {
+			if d["type"] == "content_block_start" && d["content_block"].(map[string]any)["type"] != "text" {
+				t.Errorf("%s was answered %v, want text", b, d["content_block"])
+			}
+		}
+		if b == result {
+			if got := s.Requests()[0].ToolResults(); len(got) != 1 || got[0] != "the content" {
+				t.Errorf("ToolResults() = %q, want the tool's text", got)
+			}
+		}
+	}
+}

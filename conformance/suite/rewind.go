@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -99,13 +100,21 @@ func checkRewindNative(ctx context.Context, r *checkRun, pr probeResult) error {
 	}
 	c := ru.c
 	const (
-		kept   = "Say OK. (rewind-native-1 heron)"
-		gone   = "Say OK. (rewind-native-2 pike)"
-		after  = "Say OK. (rewind-native-3 after)"
-		keptM  = "rewind-native-1"
-		goneM  = "rewind-native-2"
-		afterM = "rewind-native-3"
+		gone    = "Say OK. (rewind-native-2 pike)"
+		after   = "Say OK. (rewind-native-3 after)"
+		keptM   = "rewind-native-1"
+		goneM   = "rewind-native-2"
+		afterM  = "rewind-native-3"
+		content = "rewind-native tool result: the heron nests in the reeds"
 	)
+	// The kept turn reads a file with the agent's own tool, where the mock
+	// LLM can ask for it (mockllm.ReadMarker): a fork keeps the tool's
+	// result, which no handoff carries.
+	file := filepath.Join(ru.cwd, "rewind-native.txt")
+	if err := os.WriteFile(file, []byte(content+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write the file the kept turn reads: %w", err)
+	}
+	kept := "Say OK. (rewind-native-1 heron) " + mockllm.ReadMarker + file
 	mark := c.mark()
 	if _, err := promptOK(ctx, c, sid, kept); err != nil {
 		return err
@@ -153,7 +162,7 @@ func checkRewindNative(ctx context.Context, r *checkRun, pr probeResult) error {
 			return errors.New("the prompt after the native rewind carried a handoff: the fork holds the kept turn itself")
 		}
 	}
-	how, err := forkHolds(r.cfg.llmLog, reply, afterM, keptM, goneM)
+	how, err := forkHolds(r.cfg.llmLog, reply, afterM, keptM, goneM, content)
 	if err != nil {
 		return err
 	}
@@ -164,8 +173,10 @@ func checkRewindNative(ctx context.Context, r *checkRun, pr probeResult) error {
 // forkHolds checks what the agent's fork holds, from the LLM's request for
 // the prompt marked after (the mock's log at llmLog) or from the fake
 // agent's reply: it must hold the turn marked kept and not the one marked
-// gone. It says what it checked, and fails when it can check neither way.
-func forkHolds(llmLog, reply, after, kept, gone string) (string, error) {
+// gone, and, where the kept turn ran a tool that gave tool (the LLM was
+// sent it), that tool's result too. It says what it checked, and fails
+// when it can check neither way.
+func forkHolds(llmLog, reply, after, kept, gone, tool string) (string, error) {
 	if llmLog != "" {
 		reqs, err := readLLMLog(llmLog)
 		if err != nil {
@@ -180,7 +191,16 @@ func forkHolds(llmLog, reply, after, kept, gone string) (string, error) {
 			if !strings.Contains(all, kept) || strings.Contains(all, gone) {
 				return "", fmt.Errorf("the LLM request after the native rewind holds the kept turn: %v, the rewound turn: %v (the agent forked elsewhere)", strings.Contains(all, kept), strings.Contains(all, gone))
 			}
-			return fmt.Sprintf("the LLM was sent the kept turn and not the rewound one (%d messages)", q.Messages()), nil
+			how := fmt.Sprintf("the LLM was sent the kept turn and not the rewound one (%d messages)", q.Messages())
+			if ranTool(reqs[:i], tool) {
+				if !strings.Contains(strings.Join(q.ToolResults(), "\n"), tool) {
+					return "", errors.New("the kept turn's tool result is not in the LLM request after the native rewind: the fork lost it")
+				}
+				how += ", with the kept turn's tool result"
+			} else {
+				how += "; the kept turn ran no tool (the mock asks for one only in the Messages API)"
+			}
+			return how, nil
 		}
 		return "", fmt.Errorf("--llm-log %s has no request for the prompt after the rewind", llmLog)
 	}
@@ -213,4 +233,15 @@ func readLLMLog(path string) ([]mockllm.Request, error) {
 		return nil, fmt.Errorf("--llm-log %s: %w", path, err)
 	}
 	return out, nil
+}
+
+// ranTool says whether some request in reqs carried a tool result holding
+// text: the agent ran the tool the mock asked for.
+func ranTool(reqs []mockllm.Request, text string) bool {
+	for _, q := range reqs {
+		if strings.Contains(strings.Join(q.ToolResults(), "\n"), text) {
+			return true
+		}
+	}
+	return false
 }
