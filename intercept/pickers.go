@@ -41,8 +41,8 @@ func (p *pickers) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 	if !p.on || dir != proxy.AgentToClient || env.Kind != proxy.KindNotification || string(env.Update) != "config_option_update" {
 		return false
 	}
-	if p.life.LegacyModes() {
-		return false // the agent reports mode changes in legacy words itself
+	if !p.life.WithoutLegacyModes() {
+		return false // the agent reports mode changes in legacy words itself, or may
 	}
 	init, _ := p.life.Params()
 	return !wire.ReadsOptions(init)

@@ -66,7 +66,8 @@ type normalizer struct {
 	own        map[string]bool
 	agentFirst map[string]bool // sessions whose first command list was the agent's
 	// directPickers are the picker members (configOptions, modes, models)
-	// some response of the direct run had in its result.
+	// some response of the direct run had in its result, and
+	// current_mode_update when the direct run had that update.
 	directPickers map[string]bool
 	adds          []string
 	problems      []string
@@ -160,6 +161,14 @@ func (n *normalizer) split(lines [][]byte) (seq, cmds []string) {
 			continue
 		}
 		isCmds := false
+		if up := updateOf(m); n.sidecar && up != nil && up["sessionUpdate"] == "current_mode_update" && !n.directPickers["current_mode_update"] {
+			// The legacy report the sidecar adds after a mode change the
+			// agent reported only as a config option.
+			if add := "current_mode_update bridged for the client's dialect"; !slices.Contains(n.adds, add) {
+				n.adds = append(n.adds, add)
+			}
+			continue
+		}
 		if up := updateOf(m); up != nil && up["sessionUpdate"] == "available_commands_update" {
 			isCmds = true
 			if n.sidecar && !n.stripCommands(m, up) {
@@ -242,6 +251,9 @@ func pickersIn(lines [][]byte) map[string]bool {
 	had := map[string]bool{}
 	for _, l := range lines {
 		m := decodeFrame(l)
+		if up := updateOf(m); up != nil && up["sessionUpdate"] == "current_mode_update" {
+			had["current_mode_update"] = true
+		}
 		if res, ok := m["result"].(map[string]any); ok && m["method"] == nil {
 			for _, k := range pickerKeys {
 				if _, ok := res[k]; ok {

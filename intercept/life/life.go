@@ -33,9 +33,10 @@ type Life struct {
 	// path, which keeps each turn's message id only then and must not
 	// take a lock to know it.
 	forksAtMessage atomic.Bool
-	// legacyModes: some session result of the agent's had legacy `modes`
-	// (SawLegacyModes), so it reports mode changes in legacy words.
-	legacyModes atomic.Bool
+	// sawResult: the record has read a session result of the agent's, and
+	// legacyModes: one of them had legacy `modes` (SawResult), so the agent
+	// reports mode changes in legacy words.
+	sawResult, legacyModes atomic.Bool
 	// lastExit is atomic so that an exit takes no lock of the life's: the
 	// agent's death is one update of the ledger's, and nothing else locks.
 	lastExit atomic.Pointer[string]
@@ -105,12 +106,19 @@ func (l *Life) LearnCaps(caps Caps) (old Caps) {
 	return old
 }
 
-// SawLegacyModes notes that the agent reported legacy modes for a session.
-func (l *Life) SawLegacyModes() { l.legacyModes.Store(true) }
+// SawResult notes a session result of the agent's, and whether it had
+// legacy modes.
+func (l *Life) SawResult(legacyModes bool) {
+	if legacyModes {
+		l.legacyModes.Store(true)
+	}
+	l.sawResult.Store(true)
+}
 
-// LegacyModes says whether the agent has reported legacy modes for any
-// session, without a lock.
-func (l *Life) LegacyModes() bool { return l.legacyModes.Load() }
+// WithoutLegacyModes says, without a lock, that the agent has answered
+// with session results and none had legacy modes. Before its first result
+// nothing is known: agents send updates before it (DESIGN.md "Data flow").
+func (l *Life) WithoutLegacyModes() bool { return l.sawResult.Load() && !l.legacyModes.Load() }
 
 // ForksAtMessage is Caps().Habits.ForksAtMessage, without a lock.
 func (l *Life) ForksAtMessage() bool { return l.forksAtMessage.Load() }

@@ -134,3 +134,24 @@ func (b *Rebuilder) ReopenResult(a *Attempt) json.RawMessage {
 	}
 	return b.WithPickers(wire.Encode(result), a.Snap.Live, out.Catalog)
 }
+
+// notifications are the restore's own report of where the config settled
+// (Outcome.notifications), and, for a client shown modes the agent offers
+// only as an option (Bridge), the legacy report of the mode: the agent's
+// own reports of the restore's calls name interim values, and the last
+// word must be the settled one, in the words the client reads.
+func (b *Rebuilder) notifications(out Outcome, sid string) [][]byte {
+	lines := out.notifications(sid)
+	if b.cfg.NoPickers || out.Catalog == nil || out.Catalog.Mode != nil || !b.life.WithoutLegacyModes() {
+		return lines
+	}
+	if init, _ := b.life.Params(); wire.ReadsOptions(init) {
+		return lines
+	}
+	if o := out.Catalog.ByCategory("mode"); o != nil {
+		if cur := wire.Unquote(o.Current); cur != "" {
+			lines = append(lines, wire.SessionUpdate(sid, map[string]any{"sessionUpdate": "current_mode_update", "currentModeId": cur}))
+		}
+	}
+	return lines
+}

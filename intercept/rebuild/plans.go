@@ -458,7 +458,7 @@ func openRestorePlan(b *Rebuilder, s *record.Session, ev record.Event, result js
 				}
 				lines := [][]byte{withResult(ev.Raw, b.WithPickers(res, before, out.Catalog))}
 				lines = append(lines, b.cfg.Commands(native, client)...)
-				ev.Release(append(lines, out.notifications(client)...)...)
+				ev.Release(append(lines, b.notifications(out, client)...)...)
 			})
 			return Report{}
 		},
@@ -491,7 +491,7 @@ func settingsPlan(b *Rebuilder, s *record.Session, ev record.Event) Plan {
 				b.rec.PutSession(ctx, s)
 				b.rec.Flush(ctx)
 				lines := append([][]byte{bridged(b, ev.Raw)}, b.cfg.Commands(native, client)...)
-				ev.Release(append(lines, out.notifications(client)...)...)
+				ev.Release(append(lines, b.notifications(out, client)...)...)
 			})
 			return Report{}
 		},

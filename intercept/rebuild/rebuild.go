@@ -460,7 +460,7 @@ func (b *Rebuilder) settle(ctx context.Context, sid, native string, fresh bool, 
 		// fresh native session, and the record keeps the one before.
 		b.log.Error("rebuilt session not recorded", "session", sid, "native", native, "err", err)
 	}
-	for _, line := range out.notifications(sid) {
+	for _, line := range b.notifications(out, sid) {
 		SendOwn(b.sc, b.log, proxy.AgentToClient, line)
 	}
 	if blocked != nil {

@@ -650,9 +650,7 @@ func (r *Recorder) sessionResult(ctx context.Context, req *Request, result json.
 	if s.Rec.Baseline == nil {
 		s.Rec.Baseline = CloneConfig(cfg)
 	}
-	if cfg != nil && cfg.Mode != nil {
-		r.life.SawLegacyModes()
-	}
+	r.life.SawResult(cfg != nil && cfg.Mode != nil)
 	if req.Method == wire.SessionLoad || req.Method == wire.SessionResume {
 		cfg = CarryLegacy(cfg, s.Rec.Live)
 	}
