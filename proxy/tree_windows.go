@@ -44,31 +44,45 @@ type processTree struct {
 // moment before it is assigned, and a process it starts then is outside the
 // job.
 func (t *processTree) hold(pid int) error {
+	job, err := KillOnCloseJob(pid, "agent")
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.job = job
+	t.mu.Unlock()
+	return nil
+}
+
+// KillOnCloseJob puts process pid (who names it in errors) in a new job
+// object made with JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE, and returns the
+// job's one handle: what the process starts joins the job, terminating the
+// job ends them all, and so does closing the handle, however its owner
+// dies. A process pid starts before the call is outside the job: os/exec
+// gives no way to resume a process started suspended.
+func KillOnCloseJob(pid int, who string) (windows.Handle, error) {
 	job, err := windows.CreateJobObject(nil, nil)
 	if err != nil {
-		return fmt.Errorf("create job object: %w", err)
+		return 0, fmt.Errorf("create job object: %w", err)
 	}
 	var info windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION
 	info.BasicLimitInformation.LimitFlags = windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
 	if _, err := windows.SetInformationJobObject(job, windows.JobObjectExtendedLimitInformation,
 		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info))); err != nil {
 		windows.CloseHandle(job)
-		return fmt.Errorf("set kill-on-close on job object: %w", err)
+		return 0, fmt.Errorf("set kill-on-close on job object: %w", err)
 	}
 	proc, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE, false, uint32(pid))
 	if err != nil {
 		windows.CloseHandle(job)
-		return fmt.Errorf("open agent process %d: %w", pid, err)
+		return 0, fmt.Errorf("open %s process %d: %w", who, pid, err)
 	}
 	defer windows.CloseHandle(proc)
 	if err := windows.AssignProcessToJobObject(job, proc); err != nil {
 		windows.CloseHandle(job)
-		return fmt.Errorf("assign agent process %d to job object: %w", pid, err)
+		return 0, fmt.Errorf("assign %s process %d to job object: %w", who, pid, err)
 	}
-	t.mu.Lock()
-	t.job = job
-	t.mu.Unlock()
-	return nil
+	return job, nil
 }
 
 // release closes the job's handle, which kills whatever is still in it.

@@ -6,9 +6,10 @@ import (
 	"os"
 	"sync"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/windows"
+
+	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
 // sysProcAttr starts the peer in a process group of its own, as Setpgid
@@ -28,8 +29,7 @@ const killedExitCode = 1
 // handle is never closed: closing it would kill what the peer left running,
 // which on unix lives until a kill, so it closes with the test process and
 // takes the peer's leftovers with it. It is the proxy's job object
-// (proxy/tree_windows.go) again, kept here rather than exported from proxy
-// for a test client.
+// (proxy.KillOnCloseJob).
 type peerGroup struct {
 	mu  sync.Mutex
 	job windows.Handle // 0 until hold
@@ -39,26 +39,9 @@ type peerGroup struct {
 // starts before that is outside the job: os/exec gives no way to resume a
 // process started suspended.
 func (g *peerGroup) hold(pid int) error {
-	job, err := windows.CreateJobObject(nil, nil)
+	job, err := proxy.KillOnCloseJob(pid, "peer")
 	if err != nil {
-		return fmt.Errorf("create job object: %w", err)
-	}
-	var info windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION
-	info.BasicLimitInformation.LimitFlags = windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
-	if _, err := windows.SetInformationJobObject(job, windows.JobObjectExtendedLimitInformation,
-		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info))); err != nil {
-		windows.CloseHandle(job)
-		return fmt.Errorf("set kill-on-close on job object: %w", err)
-	}
-	proc, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE, false, uint32(pid))
-	if err != nil {
-		windows.CloseHandle(job)
-		return fmt.Errorf("open peer process %d: %w", pid, err)
-	}
-	defer windows.CloseHandle(proc)
-	if err := windows.AssignProcessToJobObject(job, proc); err != nil {
-		windows.CloseHandle(job)
-		return fmt.Errorf("assign peer process %d to job object: %w", pid, err)
+		return err
 	}
 	g.mu.Lock()
 	g.job = job
