@@ -20,6 +20,7 @@ import (
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
 	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 )
 
 // The scenario scripts (testdata/script/scenario_*.txtar) play an editor
@@ -552,15 +553,6 @@ func describeCall(c fakeagent.Call) string {
 		Prompt   []struct {
 			Text *string `json:"text"`
 		} `json:"prompt"`
-		Meta struct {
-			JetBrains struct {
-				Air struct {
-					Fork *struct {
-						MessageID string `json:"messageId"`
-					} `json:"fork"`
-				} `json:"air"`
-			} `json:"jetbrains"`
-		} `json:"_meta"`
 	}
 	_ = json.Unmarshal(c.Params, &p) // a call whose params do not fit shows its method alone
 	switch c.Method {
@@ -571,8 +563,8 @@ func describeCall(c fakeagent.Call) string {
 	case "session/set_model":
 		parts = append(parts, p.ModelID)
 	case "session/fork":
-		if f := p.Meta.JetBrains.Air.Fork; f != nil {
-			parts = append(parts, "at the message of turn "+turnOfMessage(c.SessionID, f.MessageID))
+		if at := wire.ForkAtOf(c.Params); at != "" {
+			parts = append(parts, "at the message of turn "+turnOfMessage(c.SessionID, at))
 		}
 	case "session/prompt":
 		if len(p.Prompt) > 1 {

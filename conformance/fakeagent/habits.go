@@ -3,11 +3,14 @@ package fakeagent
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 )
 
 // The wire habits of claude-agent-acp 0.101.0 and codex-acp 2.6.0 that
@@ -115,20 +118,16 @@ func AuthStatusLine() []byte {
 	return []byte(`{"jsonrpc":"2.0","method":"_auth/status_update","params":{"status":"authenticated"}}` + "\n")
 }
 
-// forkPoint reads the message a session/fork is asked to fork at:
-// `_meta.jetbrains.air.fork` with version 1 and a messageId, the key
-// claude-agent-acp 0.101.0 and codex-acp 2.6.0 honour (-fork-at-message).
-// The fork keeps the parent's turns up to the one whose answer carried
-// that messageId.
+// forkPoint reads the message a session/fork is asked to fork at
+// (wire.ForkAtOf) from its _meta, as the SDK decoded it
+// (-fork-at-message). The fork keeps the parent's turns up to the one
+// whose answer carried that messageId.
 func forkPoint(meta map[string]any) (string, bool) {
-	jb, _ := meta["jetbrains"].(map[string]any)
-	air, _ := jb["air"].(map[string]any)
-	fork, _ := air["fork"].(map[string]any)
-	if v, _ := fork["version"].(float64); v != 1 {
+	raw, err := json.Marshal(map[string]any{"_meta": meta})
+	if err != nil {
 		return "", false
 	}
-	id, _ := fork["messageId"].(string)
-	id = strings.TrimSpace(id)
+	id := strings.TrimSpace(wire.ForkAtOf(raw))
 	return id, id != ""
 }
 

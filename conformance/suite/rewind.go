@@ -15,6 +15,7 @@ import (
 	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
 	"github.com/acp-sidecar/acp-sidecar/conformance/mockllm"
 	"github.com/acp-sidecar/acp-sidecar/intercept/life"
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 )
 
 // A rewind on an agent the sidecar knows to fork at a message
@@ -34,21 +35,13 @@ func nativeFork(entries []traceEntry) string {
 			continue
 		}
 		var f struct {
-			Method string `json:"method"`
-			Params struct {
-				Meta struct {
-					JetBrains struct {
-						Air struct {
-							Fork *struct {
-								MessageID string `json:"messageId"`
-							} `json:"fork"`
-						} `json:"air"`
-					} `json:"jetbrains"`
-				} `json:"_meta"`
-			} `json:"params"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
 		}
-		if json.Unmarshal(e.Frame, &f) == nil && f.Method == "session/fork" && f.Params.Meta.JetBrains.Air.Fork != nil {
-			id = f.Params.Meta.JetBrains.Air.Fork.MessageID
+		if json.Unmarshal(e.Frame, &f) == nil && f.Method == "session/fork" {
+			if at := wire.ForkAtOf(f.Params); at != "" {
+				id = at
+			}
 		}
 	}
 	return id

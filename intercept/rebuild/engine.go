@@ -54,7 +54,7 @@ func (e *engine) forkNative(ctx context.Context, sid, parent string, snap Snapsh
 func (e *engine) forkNativeAt(ctx context.Context, sid, parent string, snap Snapshot, messageID string) (string, *state.Config, error) {
 	params := sessionParams(snap)
 	params["sessionId"] = parent
-	params["_meta"] = map[string]any{"jetbrains": map[string]any{"air": map[string]any{"fork": map[string]any{"version": 1, "messageId": messageID}}}}
+	params["_meta"] = wire.ForkAtMeta(messageID)
 	return e.create(ctx, sid, wire.SessionFork, params)
 }
 
