@@ -93,6 +93,10 @@ type badgerStore struct {
 	mu   sync.Mutex
 	live map[string]bool // sessions written through this handle
 
+	// feed tells watchers which sessions changed (feed.go): every write
+	// of the directory lands through this handle.
+	feed feed
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
@@ -359,6 +363,7 @@ func (b *badgerStore) putSession(s *Session) error {
 	if err != nil {
 		return fmt.Errorf("put session %s: %w", s.ClientID, err)
 	}
+	b.feed.publish(s.ClientID)
 	return nil
 }
 
@@ -434,6 +439,7 @@ func (b *badgerStore) PutTurn(ctx context.Context, sessionID string, t *Turn) er
 	if err != nil {
 		return fmt.Errorf("put turn %s #%d: %w", sessionID, t.Index, err)
 	}
+	b.feed.publish(sessionID)
 	return nil
 }
 
@@ -527,6 +533,7 @@ func (b *badgerStore) RollBack(ctx context.Context, sessionID string, keep int) 
 		if err := b.db.Update(func(txn *badger.Txn) error { return b.putTurn(txn, sessionID, t) }); err != nil {
 			return fmt.Errorf("roll back %s turn %d: %w", sessionID, t.Index, err)
 		}
+		b.feed.publish(sessionID)
 	}
 	return nil
 }

@@ -106,6 +106,7 @@ func (b *badgerStore) DeleteSession(ctx context.Context, id string) error {
 	b.mu.Lock()
 	delete(b.live, id)
 	b.mu.Unlock()
+	b.feed.publish(id)
 	return nil
 }
 

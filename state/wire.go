@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -190,9 +191,12 @@ func (srv *server) serveConn(c net.Conn) {
 	defer srv.wg.Done()
 	defer func() {
 		srv.mu.Lock()
+		claimed := srv.conns[c]
 		delete(srv.conns, c)
 		srv.mu.Unlock()
 		c.Close()
+		// Its sessions are no longer live through it.
+		srv.st.feed.publish(slices.Sorted(maps.Keys(claimed))...)
 	}()
 	r := bufio.NewReaderSize(c, 64<<10)
 	w := bufio.NewWriterSize(c, 64<<10)
@@ -206,6 +210,9 @@ func (srv *server) serveConn(c net.Conn) {
 		var resp response
 		if err := json.Unmarshal(line, &req); err != nil {
 			resp.Err = &wireError{Code: "error", Msg: "bad request: " + err.Error()}
+		} else if req.Op == "watch" {
+			srv.serveWatch(c, r, w, req.ID) // the connection is the feed's from now on
+			return
 		} else {
 			resp = srv.handle(ctx, c, &req)
 		}
@@ -227,12 +234,17 @@ func (srv *server) serveConn(c net.Conn) {
 
 func (srv *server) claim(c net.Conn, ids ...string) {
 	srv.mu.Lock()
-	defer srv.mu.Unlock()
+	var fresh []string
 	if m := srv.conns[c]; m != nil {
 		for _, id := range ids {
+			if !m[id] {
+				fresh = append(fresh, id)
+			}
 			m[id] = true
 		}
 	}
+	srv.mu.Unlock()
+	srv.st.feed.publish(fresh...) // live now
 }
 
 // unclaim stops listing a deleted session as live for any connection.
@@ -251,7 +263,7 @@ func (srv *server) handle(ctx context.Context, c net.Conn, req *request) respons
 	case "hello":
 		srv.claim(c, req.Claims...)
 		resp.Schema = SchemaVersion
-		resp.Features = []string{featureDelete}
+		resp.Features = []string{featureDelete, featureWatch}
 	case "put_session":
 		if req.Session == nil {
 			err = errors.New("put session: no session")
