@@ -100,6 +100,7 @@ func newApp(s stdio) *cli.App {
 			showCommand(s),
 			handoffCommand(s),
 			deleteCommand(s),
+			uiCommand(s),
 			{
 				Name:            "fakeagent",
 				Usage:           "run the built-in fake ACP agent on stdio (for tests and the demo; -h lists its flags)",

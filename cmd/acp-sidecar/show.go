@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/acp-sidecar/acp-sidecar/cmd/acp-sidecar/internal/sessionview"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
@@ -335,7 +335,7 @@ func showCommand(s stdio) *cli.Command {
 				if err != nil && !errors.Is(err, state.ErrNotFound) {
 					return err
 				}
-				if err := settleRunning(ctx, st, id, turns); err != nil {
+				if err := sessionview.SettleRunning(ctx, st, id, turns); err != nil {
 					return err
 				}
 				kept, err := keptHere(a)
@@ -365,29 +365,6 @@ func keptHere(a readCmdArgs) ([]string, error) {
 		return nil, nil
 	}
 	return state.KeptSessions(a.dir)
-}
-
-// settleRunning shows a turn recorded running as interrupted when no
-// sidecar serves its session now: the process that ran it died (the record
-// writes a turn as it begins), and the turn ends only when someone brings
-// the session back and marks it so.
-func settleRunning(ctx context.Context, st state.Store, id string, turns []state.Turn) error {
-	if !slices.ContainsFunc(turns, func(t state.Turn) bool { return t.Status == state.TurnRunning }) {
-		return nil
-	}
-	list, err := st.Sessions(ctx)
-	if err != nil {
-		return err
-	}
-	if slices.ContainsFunc(list, func(s state.Summary) bool { return s.ID == id && s.Live }) {
-		return nil
-	}
-	for i := range turns {
-		if turns[i].Status == state.TurnRunning {
-			turns[i].Status = state.TurnInterrupted
-		}
-	}
-	return nil
 }
 
 // readCmdArgs are a read-only command's arguments and flags.
@@ -803,54 +780,29 @@ type configRow struct {
 	vals         [3]string
 }
 
-// configRows lines the layers up by option id, in live's order, then the
-// original's and the baseline's extras, then the legacy mode and model.
+// configRows are sessionview.ConfigRows for a terminal: each value shown
+// as showValue does ("-" where a layer lacks the option), legacy rows
+// named "mode (legacy)" and "model (legacy)".
 func configRows(sess *state.Session) []configRow {
-	layers := [3]*state.Config{sess.Baseline, sess.Original, sess.Live}
-	var ids []string
-	cats := map[string]string{}
-	for _, c := range []*state.Config{sess.Live, sess.Original, sess.Baseline} {
-		if c == nil {
-			continue
-		}
-		for _, o := range c.Options {
-			if !slices.Contains(ids, o.ID) {
-				ids = append(ids, o.ID)
-			}
-			if cats[o.ID] == "" {
-				cats[o.ID] = o.Category
-			}
-		}
-	}
 	var rows []configRow
-	for _, id := range ids {
-		r := configRow{id: id, category: cats[id]}
-		for i, c := range layers {
-			r.vals[i] = "-"
-			if o := c.Option(id); o != nil {
-				r.vals[i] = showValue(o.Current)
+	for _, r := range sessionview.ConfigRows(sess) {
+		row := configRow{id: r.ID, category: r.Category}
+		if r.Legacy {
+			row.id = r.ID + " (legacy)"
+		}
+		for i, v := range r.Values {
+			row.vals[i] = "-"
+			switch {
+			case !r.Has[i]:
+			case r.Legacy:
+				var id string
+				_ = json.Unmarshal(v, &id) // ConfigRows encoded it from a string
+				row.vals[i] = cell(id, 30)
+			default:
+				row.vals[i] = showValue(v)
 			}
 		}
-		rows = append(rows, r)
-	}
-	for _, name := range []string{"mode", "model"} {
-		r := configRow{id: name + " (legacy)", category: name}
-		found := false
-		for i, c := range layers {
-			r.vals[i] = "-"
-			var l *state.Legacy
-			if c != nil && name == "mode" {
-				l = c.Mode
-			} else if c != nil {
-				l = c.Model
-			}
-			if l != nil {
-				r.vals[i], found = cell(l.Current, 30), true
-			}
-		}
-		if found {
-			rows = append(rows, r)
-		}
+		rows = append(rows, row)
 	}
 	return rows
 }
@@ -916,33 +868,11 @@ func firstLine(s string) string {
 	return s
 }
 
-// shortAgent joins argv with the program's directory dropped:
-// "/usr/local/bin/claude-agent-acp --x" reads "claude-agent-acp --x".
-func shortAgent(argv []string) string {
-	if len(argv) == 0 {
-		return "-"
-	}
-	parts := append([]string{filepath.Base(argv[0])}, argv[1:]...)
-	for i, p := range parts {
-		if p == "" || strings.ContainsAny(p, " \t\"'") {
-			parts[i] = strconv.Quote(p)
-		}
-	}
-	return strings.Join(parts, " ")
-}
+// shortAgent is sessionview.ShortAgent.
+func shortAgent(argv []string) string { return sessionview.ShortAgent(argv) }
 
-// namedAgent puts an agent's configured name before its command, "codex
-// (codex-acp --x)"; without a name (a single-agent run, a record from before
-// agents had names) it is the command alone.
-func namedAgent(name, command string) string {
-	if name == "" {
-		return command
-	}
-	if command == "" || command == "-" {
-		return name
-	}
-	return name + " (" + command + ")"
-}
+// namedAgent is sessionview.NamedAgent.
+func namedAgent(name, command string) string { return sessionview.NamedAgent(name, command) }
 
 // shortPath writes the home directory as ~.
 func shortPath(p string) string {
