@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -92,13 +94,18 @@ func checkRewindNative(ctx context.Context, r *checkRun, pr probeResult) error {
 		return err
 	}
 	c := ru.c
-	const (
-		gone    = "Say OK. (rewind-native-2 pike)"
-		after   = "Say OK. (rewind-native-3 after)"
-		keptM   = "rewind-native-1"
-		goneM   = "rewind-native-2"
-		afterM  = "rewind-native-3"
-		content = "rewind-native tool result: the heron nests in the reeds"
+	// The texts carry the run's own mark: one mock LLM, and its log, may
+	// serve several runs and agents (docs/conformance.md), and what this
+	// check looks for in the log must be this run's alone.
+	sum := sha256.Sum256([]byte(ru.world.root)) // the run's world, unique
+	tag := hex.EncodeToString(sum[:6])
+	var (
+		gone    = "Say OK. (rewind-native-2 pike " + tag + ")"
+		after   = "Say OK. (rewind-native-3 after " + tag + ")"
+		keptM   = "rewind-native-1 heron " + tag
+		goneM   = "rewind-native-2 pike " + tag
+		afterM  = "rewind-native-3 after " + tag
+		content = "rewind-native tool result " + tag + ": the heron nests in the reeds"
 	)
 	// The kept turn reads a file with the agent's own tool, where the mock
 	// LLM can ask for it (mockllm.ReadMarker): a fork keeps the tool's
@@ -107,7 +114,7 @@ func checkRewindNative(ctx context.Context, r *checkRun, pr probeResult) error {
 	if err := os.WriteFile(file, []byte(content+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write the file the kept turn reads: %w", err)
 	}
-	kept := "Say OK. (rewind-native-1 heron) " + mockllm.ReadMarker + file
+	kept := "Say OK. (" + keptM + ") " + mockllm.ReadMarker + file
 	mark := c.mark()
 	if _, err := promptOK(ctx, c, sid, kept); err != nil {
 		return err
