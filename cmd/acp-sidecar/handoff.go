@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/acp-sidecar/acp-sidecar/cmd/acp-sidecar/internal/sessionview"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -29,17 +30,14 @@ func handoffCommand(s stdio) *cli.Command {
 			}
 			id := a.pos[0]
 			return withStore(c.Context, a, func(ctx context.Context, st state.Store) error {
-				sess, turns, err := sessionAndTurns(ctx, st, id)
+				sess, turns, err := sessionview.Read(ctx, st, id)
 				if errors.Is(err, state.ErrNotFound) {
 					return fmt.Errorf("no session %q in %s (acp-sidecar sessions lists them)", id, a.place())
 				}
 				if err != nil {
 					return err
 				}
-				conv := replay.Conversation(sess, turns, func(pid string) (*state.Session, []state.Turn, bool) {
-					p, pt, err := sessionAndTurns(ctx, st, pid)
-					return p, pt, err == nil
-				})
+				conv := replay.Conversation(sess, turns, sessionview.Lookup(ctx, st))
 				h := replay.BuildHandoff(replay.Kept(conv), c.Int("budget"))
 				if h.Text == "" {
 					fmt.Fprintln(s.err, "acp-sidecar: the session has no kept turns to hand over")
@@ -61,16 +59,4 @@ func handoffCommand(s stdio) *cli.Command {
 			})
 		},
 	}
-}
-
-func sessionAndTurns(ctx context.Context, st state.Store, id string) (*state.Session, []state.Turn, error) {
-	sess, err := st.Session(ctx, id)
-	if err != nil {
-		return nil, nil, err
-	}
-	turns, err := st.Turns(ctx, id)
-	if err != nil && !errors.Is(err, state.ErrNotFound) {
-		return nil, nil, err
-	}
-	return sess, turns, nil
 }
