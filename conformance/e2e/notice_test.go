@@ -4,6 +4,9 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -119,5 +122,92 @@ func TestClaudeCurrentCompactionHandoff(t *testing.T) {
 		if strings.Contains(texts, not) {
 			t.Errorf("the LLM request after the rewind has %q:\n%s", not, clip(texts, strings.Index(texts, not)))
 		}
+	}
+}
+
+// codexUnlistedModel is a model codex 0.166 has no metadata for. A turn on
+// it starts with codex's warning "Model metadata for `…` not found.
+// Defaulting to fallback metadata …", which codex-acp 2.6.0 sends as a
+// `notice` to a client that declares clientCapabilities.session.notices
+// (and as answer text "Warning: …" to one that does not). The mock answers
+// any model, so the turn runs.
+const codexUnlistedModel = "gpt-mock-unlisted"
+
+// TestCodexCurrentNoticeNotHandedOver: the record keeps codex's notice as
+// the turn's notice, not its answer, and the handoff of a crash whose
+// agent lost its own state takes the turn to the LLM without it. Wiping
+// CODEX_HOME (all but config.toml) under the kill makes codex's resume and
+// load fail, so the record is the rung the session comes back on. (With
+// only the rollouts gone, codex-acp resumes and then fails the prompt,
+// "thread not found": NOTES.md.)
+func TestCodexCurrentNoticeNotHandedOver(t *testing.T) {
+	argv := codexCurrent.argv(t)
+	mock, url := startMock(t, mockllm.Options{Reply: quietReply})
+	env := codexEnv(t, url)
+	home := envValue(env, "CODEX_HOME")
+	config := filepath.Join(home, "config.toml")
+	b, err := os.ReadFile(config)
+	if err == nil {
+		err = os.WriteFile(config, append([]byte(fmt.Sprintf("model = %q\n", codexUnlistedModel)), b...), 0o600)
+	}
+	if err != nil {
+		t.Fatalf("choose codex's model: %v", err)
+	}
+	s := &sidecarSession{t: t, mock: mock, argv: argv, env: env, dir: t.TempDir(), state: t.TempDir(), cwd: t.TempDir()}
+	s.a = startSidecarState(t, argv, s.env, s.dir, s.state, "--grace", "1s")
+	step(t, s.a, "initialize", map[string]any{
+		"protocolVersion": 1,
+		"clientCapabilities": map[string]any{
+			"fs":      map[string]bool{"readTextFile": true, "writeTextFile": true},
+			"session": map[string]any{"notices": map[string]any{}},
+		},
+		"clientInfo": map[string]string{"name": "acp-sidecar-e2e", "version": "0"},
+	})
+	s.sid, _ = newSession(t, s.a, s.cwd)
+	const teal = "My favourite colour is teal"
+	warning := "Model metadata for `" + codexUnlistedModel + "` not found"
+	noticed := false
+	for _, f := range s.prompt(teal) {
+		noticed = noticed || strings.Contains(string(f.Raw), `"sessionUpdate":"notice"`) && strings.Contains(string(f.Raw), warning)
+	}
+	if !noticed {
+		t.Fatalf("codex sent no notice about the unlisted model in the first turn; the test's premise is gone (NOTES.md)")
+	}
+
+	ents, err := os.ReadDir(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killTree(t, stepTimeout, s.agentPid())
+	for _, e := range ents {
+		if e.Name() != "config.toml" {
+			if err := os.RemoveAll(filepath.Join(home, e.Name())); err != nil {
+				t.Fatalf("wipe codex's state: %v", err)
+			}
+		}
+	}
+	const ask = "What did I say first?"
+	s.prompt(ask)
+	texts := strings.Join(s.turnRequest(ask).Texts(), "\n")
+	if n := strings.Count(texts, handoffHeader); n != 1 || !strings.Contains(texts, teal) || !strings.Contains(texts, "mock-llm: ") {
+		t.Fatalf("the LLM request after the crash has the handoff %d times, or lacks turn 1:\n%s", n, clip(texts, strings.Index(texts, handoffHeader)))
+	}
+	if strings.Contains(texts, warning) {
+		t.Errorf("the handoff took the notice to the LLM:\n%s", clip(texts, strings.Index(texts, warning)))
+	}
+
+	rec := s.show()
+	if len(rec.Turns) != 2 {
+		t.Fatalf("recorded %d turns, want 2", len(rec.Turns))
+	}
+	first := rec.Turns[0]
+	if len(first.Notices) != 1 || !strings.Contains(first.Notices[0], warning) {
+		t.Errorf("turn 1 notices %q, want codex's warning", first.Notices)
+	}
+	if strings.Contains(first.Answer, warning) || !strings.HasPrefix(first.Answer, "mock-llm: ") {
+		t.Errorf("turn 1 answer %q, want the mock's reply alone", first.Answer)
+	}
+	if h := rec.Handoff; h == nil || h.Kept != 1 || h.NativeSessionID != rec.NativeSessionID {
+		t.Errorf("record handoff %+v, want 1 kept turn delivered to native session %s", h, rec.NativeSessionID)
 	}
 }

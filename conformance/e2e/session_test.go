@@ -222,12 +222,13 @@ type showRecord struct {
 		Omitted         int    `json:"omitted"`
 	} `json:"handoff"`
 	Turns []struct {
-		Index           int    `json:"index"`
-		Status          string `json:"status"`
-		StopReason      string `json:"stopReason"`
-		Prompt          string `json:"prompt"`
-		Answer          string `json:"answer"`
-		NativeSessionID string `json:"nativeSessionId"`
+		Index           int      `json:"index"`
+		Status          string   `json:"status"`
+		StopReason      string   `json:"stopReason"`
+		Prompt          string   `json:"prompt"`
+		Answer          string   `json:"answer"`
+		Notices         []string `json:"notices"`
+		NativeSessionID string   `json:"nativeSessionId"`
 	} `json:"turns"`
 }
 
