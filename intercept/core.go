@@ -28,6 +28,9 @@ type Config struct {
 	Name string
 	// Version is the sidecar's, advertised in initialize.
 	Version string
+	// Host names this host in the native sessions the record keeps
+	// (state.Native.Host): a reopen on another host is a failover.
+	Host string
 	// Settings are applied to every new session before the client sees it.
 	Settings []record.Setting
 	// Queue bounds the events waiting for the record; a full queue slows
@@ -96,12 +99,12 @@ func New(cfg Config) *Core {
 	t := &then{}
 	c.rec = record.New(record.Config{
 		Store: cfg.Store, Log: cfg.Log, Agent: cfg.Agent, Name: cfg.Name, Settings: cfg.Settings,
-		Queue: cfg.Queue, Durable: cfg.Durable, HandoffBudget: cfg.HandoffBudget, Now: cfg.Now,
+		Queue: cfg.Queue, Durable: cfg.Durable, HandoffBudget: cfg.HandoffBudget, Host: cfg.Host, Now: cfg.Now,
 	}, c.led, c.life, t)
 	c.watch = &rebuild.Watch{Life: c.life, Ready: ready, Quit: c.quit, Timeout: cfg.HoldTimeout}
 	c.gate = &ChunkGate{led: c.led}
 	c.rb = rebuild.New(rebuild.Config{
-		Store: cfg.Store, Agent: cfg.Agent, Name: cfg.Name, Settings: cfg.Settings, HandoffBudget: cfg.HandoffBudget,
+		Store: cfg.Store, Agent: cfg.Agent, Name: cfg.Name, Settings: cfg.Settings, HandoffBudget: cfg.HandoffBudget, Host: cfg.Host,
 		CallTimeout: cfg.CallTimeout, NoPickers: cfg.NoPickers, Now: cfg.Now, Log: cfg.Log,
 		Commands: func(native, client string) [][]byte { return ownCommands(c.led, native, client) },
 	}, c.rec, c.led, c.life, c.watch)

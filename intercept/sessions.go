@@ -598,6 +598,9 @@ func (o *Sessions) unbegin(ctx context.Context, sid string) {
 	s.Turn = nil
 	if handoff {
 		s.Rec.Handoff = nil
+		if n := s.Rec.LastNative(); n != nil {
+			n.Handoff = nil // it never got it
+		}
 		o.rb.Arm(s)
 		o.rec.PutSession(ctx, s)
 	}

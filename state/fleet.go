@@ -57,7 +57,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts Options, pg PostgresOpti
 		pg.Logger = opts.Logger
 	}
 	if pg.Holder.Instance == "" {
-		pg.Holder = thisHolder()
+		pg.Holder = ThisHolder("")
 	}
 	if pg.LeaseCallTimeout <= 0 {
 		pg.LeaseCallTimeout = 5 * time.Second

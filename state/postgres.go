@@ -83,7 +83,7 @@ func openPostgres(ctx context.Context, dsn string, opts PostgresOptions) (*pgSto
 		opts.LeaseTTL = DefaultLeaseTTL
 	}
 	if opts.Holder.Instance == "" {
-		opts.Holder = thisHolder()
+		opts.Holder = ThisHolder("")
 	}
 	where := PostgresWhere(cfg.ConnConfig)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -123,11 +123,14 @@ func PostgresWhere(c *pgx.ConnConfig) string {
 	return fmt.Sprintf("database %s on %s", db, host)
 }
 
-// thisHolder names this process: its host, its pid, and a random instance.
-func thisHolder() Holder {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "unknown-host" // a lease still fences by instance; the name is for people
+// ThisHolder names this process: host (the system's host name when ""),
+// its pid, and a random instance.
+func ThisHolder(host string) Holder {
+	var err error
+	if host == "" {
+		if host, err = os.Hostname(); err != nil {
+			host = "unknown-host" // a lease still fences by instance; the name is for people
+		}
 	}
 	b := make([]byte, 8)
 	rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)

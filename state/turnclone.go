@@ -38,6 +38,7 @@ func cloneTurn(t *Turn) *Turn {
 		NativeID:         jsonString(t.NativeID),
 		Status:           TurnStatus(jsonString(string(t.Status))),
 		HandoffDelivered: t.HandoffDelivered,
+		Handoff:          jsonString(t.Handoff),
 		Agent:            jsonString(t.Agent),
 	}
 	if len(t.Prompt) > 0 {

@@ -27,7 +27,7 @@ import (
 // through encode, so the errors are encode's. TestTurnJSONIsEncode compares
 // the two and fails on a field it does not know.
 func turnJSON(t *Turn) ([]byte, error) {
-	n := 256 + len(t.Prompt) + len(t.PromptText) + len(t.Answer) + len(t.MessageID)
+	n := 256 + len(t.Prompt) + len(t.PromptText) + len(t.Answer) + len(t.MessageID) + len(t.Handoff)
 	for _, tc := range t.ToolCalls {
 		n += 40 + len(tc.ID) + len(tc.Title) + len(tc.Status)
 	}
@@ -77,6 +77,7 @@ func turnJSON(t *Turn) ([]byte, error) {
 	if t.HandoffDelivered {
 		b = append(b, `,"handoffDelivered":true`...)
 	}
+	b = appendMember(b, "handoff", t.Handoff, true)
 	b = appendMember(b, "agentName", t.Agent, true)
 	started, err := t.Started.MarshalJSON()
 	if err != nil {

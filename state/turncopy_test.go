@@ -31,6 +31,7 @@ func turnCases() []*Turn {
 		NativeID:         "sess_1",
 		Status:           TurnCompleted,
 		HandoffDelivered: true,
+		Handoff:          "[acp-sidecar] What follows <turn 1 user>\nhi\n</turn 1 user>",
 		Agent:            "claude",
 		Started:          now,
 		Ended:            now.Add(time.Second),
@@ -40,7 +41,7 @@ func turnCases() []*Turn {
 	return []*Turn{
 		{Index: 1},
 		full,
-		{Index: 2, PromptText: odd, Answer: odd + odd, MessageID: odd, StopReason: odd, NativeID: odd, Agent: odd, Status: TurnStatus(odd), Started: now.UTC()},
+		{Index: 2, PromptText: odd, Answer: odd + odd, MessageID: odd, StopReason: odd, NativeID: odd, Handoff: odd, Agent: odd, Status: TurnStatus(odd), Started: now.UTC()},
 		{Index: 3, Prompt: []byte(`null`), ToolCalls: []ToolCall{}, Notices: []string{}, Started: now.In(east), Ended: now.In(time.UTC)},
 		{Index: 4, Prompt: []byte{}, Started: time.Date(2026, 1, 2, 3, 4, 5, 6, east)},
 		{Index: 5, Answer: strings.Repeat("x", 7) + "\n" + strings.Repeat("y", 9), Started: time.Unix(0, 0)},
@@ -70,7 +71,7 @@ func randomTurn(rng *rand.Rand) *Turn {
 
 // The fields cloneTurn and turnJSON know. A new field of Turn or ToolCall
 // must be added to both (and to turnCases), or they would drop it.
-const turnFields, toolCallFields = 14, 3
+const turnFields, toolCallFields = 15, 3
 
 func TestTurnHasTheKnownFields(t *testing.T) {
 	if n := reflect.TypeFor[Turn]().NumField(); n != turnFields {

@@ -18,6 +18,13 @@ type Session struct {
 	// including NativeID. The store maps each of them back to ClientID, so a late
 	// frame from an old native session is still attributed correctly.
 	NativeHistory []string `json:"nativeHistory,omitempty"`
+	// Natives says, oldest first, each time a native session was put behind
+	// ClientID, why, and how the agent gave it: a crash the agent's resume
+	// came back from under the same id is an entry too, so the list can be
+	// longer than NativeHistory. Records written before it existed have
+	// none (docs/record.md, "Native sessions"). Behind keeps it and
+	// NativeHistory together.
+	Natives []Native `json:"natives,omitempty"`
 	// Agent is the agent command line (argv) the session ran under.
 	Agent []string `json:"agent,omitempty"`
 	// AgentName is the configured name of the agent the session runs on now
@@ -78,6 +85,64 @@ type Session struct {
 	// A handoff after it hands over the summary in place of the turns
 	// before it (docs/sessions.md, "Compaction").
 	Compaction *Compaction `json:"compaction,omitempty"`
+}
+
+// Native is one time a native session was put behind a client session
+// (Session.Natives).
+type Native struct {
+	ID string `json:"id"`
+	// Event is why: one of the Made* constants.
+	Event string `json:"event"`
+	// Path is how the agent gave it: "new", "fork", "load" or "resume"
+	// (a session it brought back).
+	Path string `json:"path,omitempty"`
+	// Host is the host of the sidecar that put it there ("" unknown): a
+	// reopen on another host of a fleet is a failover.
+	Host string    `json:"host,omitempty"`
+	At   time.Time `json:"at"`
+	// Handoff is the kept-turn handoff this native session got with a
+	// prompt, nil for none; the text is that turn's (Turn.Handoff).
+	Handoff *Handoff `json:"handoff,omitempty"`
+}
+
+// The events that put a native session behind a client session
+// (Native.Event).
+const (
+	MadeNew    = "new"    // the client's session/new
+	MadeFork   = "fork"   // a fork: the client's session/fork, or the sidecar's own
+	MadeOpen   = "open"   // the client's own session/load or session/resume, answered by the agent
+	MadeReset  = "reset"  // /reset: a new conversation on the same config
+	MadeRewind = "rewind" // a rollback of the last turns
+	MadeCrash  = "crash"  // the agent died, and the crash ladder brought the session back
+	// MadeReopen: the client's load or resume of a session not live in this
+	// sidecar (it restarted), brought back by the ladder.
+	MadeReopen = "reopen"
+	// MadeFailover: a reopen on another host than the one the session ran
+	// on last, in a fleet.
+	MadeFailover = "failover"
+	// MadeAbsorbed: the agent failed the client's load or resume, and the
+	// record answered it on a fresh native session.
+	MadeAbsorbed = "absorbed"
+	MadeSwitch   = "switch" // the session moved to another agent
+)
+
+// Behind puts native session n behind s: it becomes s's current native
+// session, NativeHistory names it (once, when it is not the last already)
+// and Natives says why.
+func (s *Session) Behind(n Native) {
+	s.NativeID = n.ID
+	if len(s.NativeHistory) == 0 || s.NativeHistory[len(s.NativeHistory)-1] != n.ID {
+		s.NativeHistory = append(s.NativeHistory, n.ID)
+	}
+	s.Natives = append(s.Natives, n)
+}
+
+// LastNative is the newest entry of Natives, nil when there is none.
+func (s *Session) LastNative() *Native {
+	if len(s.Natives) == 0 {
+		return nil
+	}
+	return &s.Natives[len(s.Natives)-1]
 }
 
 // Compaction is what the record keeps of the agent's own compaction of a
@@ -217,6 +282,11 @@ type Turn struct {
 	// HandoffDelivered says this turn's prompt carried the kept-turn handoff to
 	// NativeID, so that native session must not get it again.
 	HandoffDelivered bool `json:"handoffDelivered,omitempty"`
+	// Handoff is the exact text of the handoff this turn's prompt carried
+	// ahead of the user's own blocks (Prompt holds only those): what `show`
+	// and `ui` display for the native session that got it. "" for a turn
+	// that carried none, and for turns recorded before it was kept.
+	Handoff string `json:"handoff,omitempty"`
 	// Agent is the configured name of the agent that ran the turn
 	// (AgentInfo.Name), since one session may switch agents between turns; ""
 	// for turns recorded before agents had names. It is stored as "agentName"

@@ -120,7 +120,7 @@ func TestFleetFailover(t *testing.T) {
 	t.Parallel()
 	store := startPostgres(t)
 	flags := []string{"--store", store, "--lease-ttl", "2s"}
-	a := startLadderWith(t, flags, func(agent []string) []string { return agent })
+	a := startLadderWith(t, append(flags, "--host", "host-a"), func(agent []string) []string { return agent })
 	a.send(`{"jsonrpc":"2.0","id":"hang","method":"session/prompt","params":{"sessionId":"` + a.sid + `","prompt":[{"type":"text","text":"hang"}]}}`)
 	a.await("the turn that hangs", func(l []byte) bool { return strings.Contains(string(l), "fake-agent waiting for session/cancel") })
 	// The host dies once the turn's start is in the fleet's store, as a
@@ -136,7 +136,7 @@ func TestFleetFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b := host(t, flags...)
+	b := host(t, append(flags, "--host", "host-b")...)
 	resp, refused := loadUntilFree(t, b, a.sid, holder)
 	t.Logf("host B's load was refused %d times while host A's lease ran out", refused)
 	mustSucceed(t, "load on host B", resp)
@@ -159,7 +159,36 @@ func TestFleetFailover(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("turns in the fleet's store = %q, want %q", got, want)
 	}
+	// The record says the session moved hosts: its native session on B
+	// was made by a failover from A.
+	if n := nativeEvents(t, store, a.sid); len(n) != 2 || n[0] != "new@host-a" || n[1] != "failover@host-b" {
+		t.Errorf("native sessions in the fleet's store = %q, want new@host-a then failover@host-b", n)
+	}
 	t.Logf("fleet report failover: acknowledged-lost=%d refused-while-held=%d interrupted-marked=%v", lostOf(got, []string{"completed", "completed"}), refused, slices.Contains(got, "interrupted"))
+}
+
+// nativeEvents are the events that made sid's native sessions, each as
+// event@host, as `show --json` reads them from the fleet's store.
+func nativeEvents(t *testing.T, store, sid string) []string {
+	t.Helper()
+	out, err := exec.CommandContext(boundedCtx(t), "acp-sidecar", "show", sid, "--json", "--store", store).Output()
+	if err != nil {
+		t.Fatalf("show: %v\n%s", err, out)
+	}
+	var v struct {
+		Natives []struct {
+			Event string `json:"event"`
+			Host  string `json:"host"`
+		} `json:"natives"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("show: %v\n%s", err, out)
+	}
+	var ev []string
+	for _, n := range v.Natives {
+		ev = append(ev, n.Event+"@"+n.Host)
+	}
+	return ev
 }
 
 // lostOf counts the acknowledged turns (the first of want, completed)

@@ -94,6 +94,9 @@ func runMulti(ctx context.Context, o runOptions, s stdio) error {
 // runEnv is what every agent of a run shares: the log, the trace and the
 // store.
 type runEnv struct {
+	// host names this host in the record's native sessions, "" when the
+	// system does not say.
+	host  string
 	log   *slog.Logger
 	trace *proxy.Trace
 	store state.Store
@@ -113,6 +116,14 @@ func prepare(ctx context.Context, o *runOptions, s stdio) (*runEnv, error) {
 		return nil, &exitError{code: 2, err: err}
 	}
 	env := &runEnv{log: log}
+	if o.host == "" {
+		if o.host, err = os.Hostname(); err != nil {
+			// The record then names no host: only a failover in a fleet
+			// is told apart by it, and shows as a reopen.
+			log.Warn("this host has no name; the record notes none with the native sessions (--host names it)", "err", err)
+		}
+	}
+	env.host = o.host
 	closers := []func(){closeLog}
 	env.close = func() {
 		for i := len(closers) - 1; i >= 0; i-- {

@@ -16,17 +16,20 @@ import (
 )
 
 type runOptions struct {
-	argv        []string
-	logFile     string
-	logLevel    string
-	trace       string
-	maxFrame    int
-	grace       time.Duration
-	stateDir    string
-	store       storeSpec
-	leaseTTL    time.Duration // a fleet's store: state.PostgresOptions.LeaseTTL
-	takeover    bool          // a fleet's store: intercept.Config.Takeover
-	noPickers   bool          // --pickers=off: intercept.Config.NoPickers
+	argv     []string
+	logFile  string
+	logLevel string
+	trace    string
+	maxFrame int
+	grace    time.Duration
+	stateDir string
+	store    storeSpec
+	leaseTTL time.Duration // a fleet's store: state.PostgresOptions.LeaseTTL
+	// host names this host in the record's native sessions and a fleet's
+	// leases; prepare makes "" the system's host name.
+	host        string
+	takeover    bool // a fleet's store: intercept.Config.Takeover
+	noPickers   bool // --pickers=off: intercept.Config.NoPickers
 	sets        []string
 	record      bool
 	budget      int
@@ -107,7 +110,7 @@ func openStore(ctx context.Context, o runOptions, log *slog.Logger, s stdio) (st
 			log.Warn("no store of this host's to keep writes in while the fleet's database is out of reach", "err", lerr)
 			local = nil
 		}
-		fleet, err := o.store.openPostgres(ctx, log, o.leaseTTL, storeOrNil(local), o.stateDir)
+		fleet, err := o.store.openPostgres(ctx, log, o.leaseTTL, o.host, storeOrNil(local), o.stateDir)
 		if err != nil {
 			if local != nil {
 				local.Close() // closing what was only opened: nothing of it was written

@@ -78,6 +78,10 @@ type showJSON struct {
 	NativeSessionID string `json:"nativeSessionId"`
 	// NativeHistory lists every native id the session has had, oldest first.
 	NativeHistory []string `json:"nativeHistory"`
+	// Natives says, oldest first, each time a native session was put
+	// behind the session, and why; empty for records written before the
+	// record kept them.
+	Natives []nativeJSON `json:"natives"`
 	// Agent is the agent's command line (argv).
 	Agent []string `json:"agent"`
 	// AgentName is the configured name of the agent the session runs on now
@@ -201,6 +205,27 @@ type handoffJSON struct {
 	At      time.Time `json:"at"`
 }
 
+// nativeJSON is one time a native session was put behind the session.
+type nativeJSON struct {
+	// NativeSessionID is the agent's id of it.
+	NativeSessionID string `json:"nativeSessionId"`
+	// Event is why: new, fork, open (the client's own load or resume),
+	// reset, rewind, crash, reopen (the client's load of a session not
+	// live in the sidecar), failover (a reopen on another host), absorbed
+	// (the agent failed the client's load or resume; the record answered)
+	// or switch.
+	Event string `json:"event"`
+	// Path is how the agent gave it: new, fork, load or resume.
+	Path string `json:"path"`
+	// Host is the host of the sidecar that put it there, left out when
+	// unknown.
+	Host string    `json:"host,omitempty"`
+	At   time.Time `json:"at"`
+	// Handoff is the handoff it got with a prompt, null for none; the text
+	// is that turn's.
+	Handoff *handoffJSON `json:"handoff"`
+}
+
 // compactionJSON is the agent's compaction of the session's context: a
 // handoff hands over its summary in place of the turns before turn Turn.
 type compactionJSON struct {
@@ -233,6 +258,10 @@ type turnJSON struct {
 	Notices []string `json:"notices"`
 	// NativeSessionID is the native session that ran the turn.
 	NativeSessionID string `json:"nativeSessionId"`
+	// Handoff is the exact handoff text the turn's prompt carried ahead
+	// of Prompt, left out for none (and for turns recorded before the
+	// record kept it).
+	Handoff string `json:"handoff,omitempty"`
 	// AgentName is the configured name of the agent that ran the turn (a
 	// session may move between agents), left out as the session's is. It is
 	// not "agent": that key is an argv everywhere else in this schema.
@@ -475,7 +504,7 @@ func withStore(ctx context.Context, a readCmdArgs, f func(ctx context.Context, s
 func openForReading(ctx context.Context, a readCmdArgs) (state.Store, error) {
 	switch {
 	case a.store.kind == "postgres":
-		return a.store.openPostgres(ctx, nil, 0, nil, "")
+		return a.store.openPostgres(ctx, nil, 0, "", nil, "")
 	case a.store.kind == "memory":
 		return state.NewMemory(), nil
 	}
@@ -582,6 +611,7 @@ func buildShow(sess *state.Session, turns []state.Turn) showJSON {
 		SessionID:             sess.ClientID,
 		NativeSessionID:       sess.NativeID,
 		NativeHistory:         nonNil(sess.NativeHistory),
+		Natives:               []nativeJSON{},
 		Agent:                 nonNil(sess.Agent),
 		AgentName:             sess.AgentName,
 		Cwd:                   sess.Cwd,
@@ -612,8 +642,9 @@ func buildShow(sess *state.Session, turns []state.Turn) showJSON {
 	for _, e := range sess.SetErrors {
 		v.SetErrors = append(v.SetErrors, setErrorJSON{OptionID: e.OptionID, Value: e.Value, Error: e.Err})
 	}
-	if h := sess.Handoff; h != nil {
-		v.Handoff = &handoffJSON{NativeSessionID: h.NativeID, Turn: h.Turn, Kept: h.Kept, Omitted: h.Omitted, At: h.At}
+	v.Handoff = handoffOf(sess.Handoff)
+	for _, n := range sess.Natives {
+		v.Natives = append(v.Natives, nativeJSON{NativeSessionID: n.ID, Event: n.Event, Path: n.Path, Host: n.Host, At: n.At, Handoff: handoffOf(n.Handoff)})
 	}
 	if c := sess.Compaction; c != nil {
 		v.Compaction = &compactionJSON{ID: c.ID, Turn: c.Turn, Summary: c.Summary, At: c.At}
@@ -622,7 +653,7 @@ func buildShow(sess *state.Session, turns []state.Turn) showJSON {
 		tj := turnJSON{
 			Index: t.Index, Status: string(t.Status), StopReason: t.StopReason,
 			Prompt: t.PromptText, Answer: t.Answer, ToolCalls: []toolCallJSON{}, Notices: nonNil(t.Notices),
-			NativeSessionID: t.NativeID, AgentName: t.Agent, Started: t.Started, Ended: t.Ended,
+			NativeSessionID: t.NativeID, Handoff: t.Handoff, AgentName: t.Agent, Started: t.Started, Ended: t.Ended,
 		}
 		for _, tc := range t.ToolCalls {
 			tj.ToolCalls = append(tj.ToolCalls, toolCallJSON{ID: tc.ID, Title: tc.Title, Status: tc.Status})
@@ -630,6 +661,14 @@ func buildShow(sess *state.Session, turns []state.Turn) showJSON {
 		v.Turns = append(v.Turns, tj)
 	}
 	return v
+}
+
+// handoffOf is h in the JSON's shape; nil stays nil (null).
+func handoffOf(h *state.Handoff) *handoffJSON {
+	if h == nil {
+		return nil
+	}
+	return &handoffJSON{NativeSessionID: h.NativeID, Turn: h.Turn, Kept: h.Kept, Omitted: h.Omitted, At: h.At}
 }
 
 // layer is a config in the JSON's shape; nil stays nil (null).
@@ -734,6 +773,22 @@ func writeShow(w io.Writer, sess *state.Session, turns []state.Turn) error {
 		fmt.Fprintln(w, "\n--set errors")
 		for _, e := range sess.SetErrors {
 			fmt.Fprintf(w, "  %s=%s: %s\n", cell(e.OptionID, 0), cell(e.Value, 0), cell(e.Err, 0))
+		}
+	}
+
+	if len(sess.Natives) > 0 {
+		// Why each native session was made, and the handoff it got.
+		fmt.Fprintln(w, "\nnative sessions")
+		fmt.Fprintln(tw, "  #\tEVENT\tBY\tNATIVE\tAT\tHANDOFF")
+		for i, n := range sess.Natives {
+			handoff := "-"
+			if h := n.Handoff; h != nil {
+				handoff = fmt.Sprintf("with turn %d: %d kept, %d left out", h.Turn, h.Kept, h.Omitted)
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", i+1, cell(n.Event, 12), orDash(cell(n.Path, 8)), cell(n.ID, 0), showTime(n.At), handoff)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
 		}
 	}
 

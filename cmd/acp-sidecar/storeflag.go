@@ -59,8 +59,8 @@ func (sp storeSpec) describe(dir string) string {
 // writes alike go through it; only the relay takes leases, by writing.
 // local, when not nil, is the host's own store (the state dir's, in
 // localDir), where the relay keeps what it writes while the database is
-// out of reach.
-func (sp storeSpec) openPostgres(ctx context.Context, log *slog.Logger, ttl time.Duration, local state.Store, localDir string) (*state.Fleet, error) {
+// out of reach. host names this host in the leases ("" the system's name).
+func (sp storeSpec) openPostgres(ctx context.Context, log *slog.Logger, ttl time.Duration, host string, local state.Store, localDir string) (*state.Fleet, error) {
 	return state.OpenPostgres(ctx, sp.dsn, state.Options{Logger: log},
-		state.PostgresOptions{Logger: log, LeaseTTL: ttl, Local: local, LocalDir: localDir})
+		state.PostgresOptions{Logger: log, LeaseTTL: ttl, Holder: state.ThisHolder(host), Local: local, LocalDir: localDir})
 }

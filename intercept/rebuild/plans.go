@@ -24,7 +24,7 @@ import (
 // the conversation is cleared on purpose, the client's id stays.
 func ResetPlan(b *Rebuilder, sid string) Plan {
 	return Plan{
-		what: "reset", sid: sid, busy: true, owes: true,
+		what: "reset", made: state.MadeReset, sid: sid, busy: true, owes: true,
 		read: func(ctx context.Context) (Snapshot, error) {
 			snap, err := SnapshotIn(ctx, b.rec, sid)
 			if err == nil && snap.Running {
@@ -55,7 +55,7 @@ func ResetPlan(b *Rebuilder, sid string) Plan {
 func RollbackPlan(b *Rebuilder, sid string, keep int, rep *RollbackReport) Plan {
 	var at string // the message a native rewind forks at; "" for none
 	return Plan{
-		what: "rollback", sid: sid, busy: true, owes: true,
+		what: "rollback", made: state.MadeRewind, sid: sid, busy: true, owes: true,
 		read: func(ctx context.Context) (Snapshot, error) {
 			var snap Snapshot
 			var fail error
@@ -147,7 +147,7 @@ func forkAt(s *record.Session, vis []*state.Turn, keep int, caps life.Caps) stri
 // unchanged: nothing reconstructs one from mutable data.
 func RestoreOriginalPlan(b *Rebuilder, sid string) Plan {
 	return Plan{
-		what: "restore-original", sid: sid, busy: true,
+		what: "restore-original", made: state.MadeCrash, sid: sid, busy: true,
 		read: func(ctx context.Context) (Snapshot, error) {
 			if err := b.rec.Do(ctx, func(ctx context.Context) { b.rec.FixOriginal(ctx, sid) }); err != nil {
 				return Snapshot{}, fmt.Errorf("restore-original %s: %w", sid, err)
@@ -198,7 +198,7 @@ func RestoreOriginalPlan(b *Rebuilder, sid string) Plan {
 // the config is restored after: a native load does not keep it.
 func RecoverPlan(b *Rebuilder, sid string) Plan {
 	return Plan{
-		what: "recovery", sid: sid, busy: true, owes: true,
+		what: "recovery", made: state.MadeCrash, sid: sid, busy: true, owes: true,
 		skip:   func() bool { return !b.led.IsStale(sid) }, // another request rebuilt it meanwhile
 		read:   func(ctx context.Context) (Snapshot, error) { return SnapshotIn(ctx, b.rec, sid) },
 		native: b.climb(true),
@@ -224,7 +224,7 @@ func RecoverPlan(b *Rebuilder, sid string) Plan {
 func ReopenPlan(b *Rebuilder, sid, method string, got *Attempt) Plan {
 	var history [][]byte
 	return Plan{
-		what: "reopen", sid: sid, busy: true, owes: true,
+		what: "reopen", made: state.MadeReopen, sid: sid, busy: true, owes: true,
 		read:   func(ctx context.Context) (Snapshot, error) { return SnapshotIn(ctx, b.rec, sid) },
 		native: b.climb(false),
 		target: b.owed,
@@ -255,7 +255,7 @@ func absorbPlan(b *Rebuilder, snap Snapshot, method string, id []byte, ev record
 	var history [][]byte
 	sid := snap.Client
 	return Plan{
-		what: "reopen after the agent's failed " + method, sid: sid, busy: true, shared: true, owes: true, async: true,
+		what: "reopen after the agent's failed " + method, made: state.MadeAbsorbed, sid: sid, busy: true, shared: true, owes: true, async: true,
 		read:   func(context.Context) (Snapshot, error) { return snap, nil },
 		native: b.fresh("reopen"),
 		target: b.owed,
@@ -287,7 +287,7 @@ func absorbPlan(b *Rebuilder, snap Snapshot, method string, id []byte, ev record
 func ForkPlan(b *Rebuilder, parent, child string, at int, whole bool, snap Snapshot) Plan {
 	agentForks := false
 	return Plan{
-		what: "fork", sid: child,
+		what: "fork", made: state.MadeFork, sid: child,
 		read: func(context.Context) (Snapshot, error) { return snap, nil },
 		native: func(ctx context.Context, a *Attempt) error {
 			// The agent cannot fork a native session that died with it.
@@ -295,8 +295,10 @@ func ForkPlan(b *Rebuilder, parent, child string, at int, whole bool, snap Snaps
 			var err error
 			if agentForks {
 				a.native, a.Catalog, err = b.eng.forkNative(ctx, child, snap.Native, snap)
+				a.path = "fork"
 			} else {
 				a.native, a.Catalog, err = b.eng.newNative(ctx, child, snap)
+				a.path = "new"
 			}
 			if err != nil {
 				return fmt.Errorf("fork %s: %w", parent, err)
@@ -341,7 +343,7 @@ func AdoptPlan(b *Rebuilder, sid string, rep *SwitchReport) Plan {
 	var old *state.Session
 	var setErrs []state.SetError
 	return Plan{
-		what: "switch", sid: sid, busy: true,
+		what: "switch", made: state.MadeSwitch, sid: sid, busy: true,
 		read: func(ctx context.Context) (Snapshot, error) {
 			var err error
 			if old, err = b.cfg.Store.Session(ctx, sid); err != nil {
@@ -383,7 +385,7 @@ func AdoptPlan(b *Rebuilder, sid string, rep *SwitchReport) Plan {
 			}
 			out := a.Out
 			out.failed = nil
-			res := b.settle(ctx, sid, a.native, a.path == "new", out, func(s *record.Session) {
+			res := b.settle(ctx, sid, b.made(state.MadeSwitch, a), out, func(s *record.Session) {
 				s.Rec.AgentName, s.Rec.Agent = b.cfg.Name, b.cfg.Agent
 				s.Rec.Baseline = record.CloneConfig(a.Catalog)
 				s.Rec.SetErrors = append(s.Rec.SetErrors, setErrs...)

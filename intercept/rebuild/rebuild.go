@@ -145,6 +145,9 @@ type Config struct {
 	Settings []record.Setting
 	// HandoffBudget bounds the kept-turn handoff in bytes (0: the default).
 	HandoffBudget int
+	// Host names this sidecar's host in each native session it records
+	// (state.Native.Host), "" when it is not known.
+	Host string
 	// CallTimeout bounds each of the sidecar's own calls.
 	CallTimeout time.Duration
 	// NoPickers turns the picker bridge off (--pickers=off): the client
@@ -202,6 +205,9 @@ func (b *Rebuilder) Start(ctx context.Context) { b.ctx = context.WithoutCancel(c
 type Plan struct {
 	what string // names it: the session's busy mark, the log, the refusals
 	sid  string // the client session it rebuilds
+	// made is the event the record keeps with a native session the plan
+	// gets (state.Native.Event): one of the state.Made* constants.
+	made string
 	// busy marks the session busy throughout, so its requests wait; a plan
 	// that finds it busy is refused, unless shared (the restore after an
 	// open runs under whatever holds the session already).
@@ -243,15 +249,24 @@ type Plan struct {
 	failed func(err error)
 }
 
+// made is the native session attempt a got, for the event that made it,
+// as the record keeps it (state.Native); its Path is "" when the attempt
+// kept the one it had.
+func (b *Rebuilder) made(event string, a *Attempt) state.Native {
+	return state.Native{ID: a.native, Event: event, Path: a.path, Host: b.cfg.Host, At: b.cfg.Now()}
+}
+
 // Attempt is one try of a plan, on one life of the agent.
 type Attempt struct {
 	gen     uint64
 	Snap    Snapshot
 	native  string
 	Catalog *state.Config // the native session's config before the restore
-	path    string        // which rung of a climb held: "resume", "load" or "new"
-	target  *state.Config
-	Out     Outcome
+	// path is how the agent gave native: "new", "fork", or the rung of a
+	// climb that held ("resume", "load" or "new"); "" for one kept.
+	path   string
+	target *state.Config
+	Out    Outcome
 }
 
 // blockedBy is the mark of a session whose restore failed: the fields it
@@ -389,7 +404,7 @@ func (b *Rebuilder) attempts(ctx context.Context, p Plan) (Report, error) {
 		if p.settle != nil {
 			rep = p.settle(ctx, a)
 		} else {
-			rep = b.settle(ctx, p.sid, a.native, a.path == "new", a.Out, func(s *record.Session) {
+			rep = b.settle(ctx, p.sid, b.made(p.made, a), a.Out, func(s *record.Session) {
 				if p.after != nil {
 					p.after(s, a)
 				}
@@ -421,7 +436,8 @@ func (b *Rebuilder) lost(ctx context.Context, p Plan, a *Attempt) error {
 // settle records a rebuild's Outcome, blocks the session when a field
 // failed, and tells the client what changed. fresh says the agent made
 // native for it (a session/new), and not brought back an older one.
-func (b *Rebuilder) settle(ctx context.Context, sid, native string, fresh bool, out Outcome, also func(*record.Session)) Report {
+func (b *Rebuilder) settle(ctx context.Context, sid string, made state.Native, out Outcome, also func(*record.Session)) Report {
+	native, fresh := made.ID, made.Path == "new"
 	rep := Report{SessionID: sid, NativeSessionID: native, Failed: out.failed, Blocked: len(out.failed) > 0, Config: ConfigMap(out.Catalog)}
 	for _, s := range out.applied {
 		rep.Restored = append(rep.Restored, s.Field)
@@ -440,12 +456,16 @@ func (b *Rebuilder) settle(ctx context.Context, sid, native string, fresh bool, 
 			return
 		}
 		if s.Rec.NativeID != native {
-			s.Rec.NativeID = native
-			s.Rec.NativeHistory = append(s.Rec.NativeHistory, native)
 			s.Born = time.Time{}
 			if fresh {
 				s.Born = b.cfg.Now()
 			}
+		}
+		if made.Path != "" { // "": the plan kept the native session it had
+			if last := s.Rec.LastNative(); made.Event == state.MadeReopen && last != nil && last.Host != "" && made.Host != "" && last.Host != made.Host {
+				made.Event = state.MadeFailover
+			}
+			s.Rec.Behind(made)
 		}
 		s.Rec.Live = out.Catalog
 		s.Rec.Blocked = blocked

@@ -46,7 +46,10 @@ type Config struct {
 	// HandoffBudget bounds the kept-turn handoff in bytes (0: the default);
 	// the record keeps no more of a turn's answer than a handoff can carry.
 	HandoffBudget int
-	Now           func() time.Time
+	// Host names this sidecar's host in each native session it records
+	// (state.Native.Host), "" when it is not known.
+	Host string
+	Now  func() time.Time
 }
 
 // Then is what the sidecar does next when the record has taken in a
@@ -503,8 +506,13 @@ func (r *Recorder) clientRequest(ctx context.Context, ev Event) {
 			HandoffDelivered: ev.Handoff != nil,
 		}
 		if h := ev.Handoff; h != nil {
+			t.Handoff = h.Text
 			s.Rec.HandoffPending = false
 			s.Rec.Handoff = &state.Handoff{NativeID: s.Rec.NativeID, Turn: t.Index, Kept: h.Kept, Omitted: h.Omitted, At: t.Started}
+			if n := s.Rec.LastNative(); n != nil && n.ID == s.Rec.NativeID {
+				got := *s.Rec.Handoff
+				n.Handoff = &got
+			}
 			r.PutSession(ctx, s)
 		}
 		// The turn is written as it begins, running, and again whole when
@@ -610,6 +618,7 @@ func (r *Recorder) sessionResult(ctx context.Context, req *Request, result json.
 	decoded(r.log, req.Method+" params", req.Params, &p) // what decoded is kept; a bad field stays empty
 	cfg := wire.ConfigFromResult(result)
 	s := r.sessions[sid]
+	live := s != nil // this sidecar had the session before: its native session too
 	if s == nil {
 		s = &Session{}
 		if old, err := r.cfg.Store.Session(ctx, sid); err == nil {
@@ -631,15 +640,20 @@ func (r *Recorder) sessionResult(ctx context.Context, req *Request, result json.
 	if req.Method == wire.SessionLoad || req.Method == wire.SessionResume {
 		native = r.led.NativeOf(sid)
 	}
-	if s.Rec.NativeID != native || req.Method == wire.SessionNew || req.Method == wire.SessionFork {
+	opened := req.Method == wire.SessionLoad || req.Method == wire.SessionResume
+	if s.Rec.NativeID != native || !opened {
 		s.Born = time.Time{}
-		if req.Method == wire.SessionNew || req.Method == wire.SessionFork {
+		if !opened {
 			s.Born = r.cfg.Now()
 		}
 	}
-	s.Rec.ClientID, s.Rec.NativeID = sid, native
-	if len(s.Rec.NativeHistory) == 0 || s.Rec.NativeHistory[len(s.Rec.NativeHistory)-1] != native {
-		s.Rec.NativeHistory = append(s.Rec.NativeHistory, native)
+	s.Rec.ClientID = sid
+	// A load or resume of the native session this sidecar has live adds
+	// nothing to the natives: it is the same native session, on the same
+	// agent. One the sidecar had not live (it restarted, or another host
+	// ran it) the agent brought back.
+	if last := s.Rec.LastNative(); !opened || !live || last == nil || last.ID != native {
+		s.Rec.Behind(state.Native{ID: native, Event: madeBy(req.Method), Path: pathOf(req.Method), Host: r.cfg.Host, At: now})
 	}
 	s.Rec.Agent, s.Rec.AgentName, s.Rec.Cwd = r.cfg.Agent, r.cfg.Name, p.Cwd
 	s.Rec.McpServers, s.Rec.AdditionalDirectories = wire.CompactJSON(p.McpServers), p.AdditionalDirectories
@@ -661,6 +675,32 @@ func (r *Recorder) sessionResult(ctx context.Context, req *Request, result json.
 	}
 	r.PutSession(ctx, s)
 	return s
+}
+
+// madeBy is the event a client's request that made a native session
+// records (state.Native.Event).
+func madeBy(method string) string {
+	switch method {
+	case wire.SessionFork:
+		return state.MadeFork
+	case wire.SessionLoad, wire.SessionResume:
+		return state.MadeOpen
+	}
+	return state.MadeNew
+}
+
+// pathOf is how the agent gave the native session a client's request
+// made (state.Native.Path).
+func pathOf(method string) string {
+	switch method {
+	case wire.SessionFork:
+		return "fork"
+	case wire.SessionLoad:
+		return "load"
+	case wire.SessionResume:
+		return "resume"
+	}
+	return "new"
 }
 
 func keptTurns(s *Session) []state.Turn {
@@ -770,7 +810,7 @@ func (r *Recorder) turnEnded(ctx context.Context, sid string, result json.RawMes
 // be megabytes), and no text longer than the largest handoff, which could
 // never carry it anyway. A session of ten thousand turns stays small.
 func Lighten(t *state.Turn) {
-	t.Prompt = nil
+	t.Prompt, t.Handoff = nil, ""
 	t.PromptText = capText(t.PromptText)
 	t.Answer = capText(t.Answer)
 }
@@ -793,7 +833,7 @@ func ThinOut(s *Session) {
 			continue
 		}
 		for j := max(1, s.TextFrom); j <= i; j++ {
-			s.Turns[j].PromptText, s.Turns[j].Answer, s.Turns[j].ToolCalls, s.Turns[j].Notices = "", "", nil, nil
+			s.Turns[j].PromptText, s.Turns[j].Answer, s.Turns[j].ToolCalls, s.Turns[j].Notices, s.Turns[j].Handoff = "", "", nil, nil, ""
 		}
 		s.TextFrom = i + 1
 		return
