@@ -202,10 +202,13 @@ func handoffsReceived(t *testing.T, calls string) map[string]string {
 }
 
 // startUI runs `acp-sidecar ui` on the state dir and returns the URL it
-// printed. The test's end interrupts it, as Ctrl-C would, and waits.
+// printed. The test's end interrupts it, as Ctrl-C would, and waits. Its
+// --budget is the smallest there is, far below the sidecar's: a handoff
+// the page built again from the record would be cut to it, so one that
+// matches what the agent received is the text the record kept.
 func startUI(t *testing.T, stateDir string) string {
 	t.Helper()
-	cmd := exec.Command("acp-sidecar", "ui", "--state-dir", stateDir)
+	cmd := exec.Command("acp-sidecar", "ui", "--state-dir", stateDir, "--budget", "1024")
 	var stderr acpclient.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -344,7 +347,7 @@ func TestUIInABrowser(t *testing.T) {
 		for _, n := range natives {
 			events = append(events, n.Event)
 		}
-		if want := []string{"new", "reset", "rewind", "restart"}; !slices.Equal(events, want) {
+		if want := []string{"new", "reset", "rewind", "crash"}; !slices.Equal(events, want) {
 			t.Errorf("s1's events %v, want %v", events, want)
 		}
 		if want := showNatives(t, rec.stateDir, rec.s1); !slices.Equal(history, want) {
@@ -352,7 +355,7 @@ func TestUIInABrowser(t *testing.T) {
 		}
 		var drawn []string
 		eval(t, "the drawing", `[...document.querySelectorAll('svg.timeline g.node:not(.parent)')].map(g => g.classList[1])`, &drawn)
-		if want := []string{"ev-new", "ev-reset", "ev-rewind", "ev-restart"}; !slices.Equal(drawn, want) {
+		if want := []string{"ev-new", "ev-reset", "ev-rewind", "ev-crash"}; !slices.Equal(drawn, want) {
 			t.Errorf("the drawn nodes %v, want %v", drawn, want)
 		}
 		var live map[string]string
@@ -412,12 +415,12 @@ func TestUIInABrowser(t *testing.T) {
 			t.Errorf("%d handoffs shown and %d received, want 3 of each", shown, len(received))
 		}
 		do(t, "open a handoff", chromedp.Navigate(base+"/session?id="+url.QueryEscape(rec.s1)),
-			chromedp.Click(chromedp.CSS("li.ev-restart details.handoff-box summary")), chromedp.WaitVisible(chromedp.CSS("li.ev-restart pre.handoff")))
+			chromedp.Click(chromedp.CSS("li.ev-crash details.handoff-box summary")), chromedp.WaitVisible(chromedp.CSS("li.ev-crash pre.handoff")))
 		shot.take(t, tab, "session-handoff")
 		// The page of one handoff, where a session's page links the older
 		// ones of a long session, says the same.
 		var restart nativeRow
-		eval(t, "the restart", `(li => ({native: li.dataset.native, event: li.dataset.event}))(document.querySelector('li.ev-restart'))`, &restart)
+		eval(t, "the crash", `(li => ({native: li.dataset.native, event: li.dataset.event}))(document.querySelector('li.ev-crash'))`, &restart)
 		do(t, "open the handoff's page", chromedp.Navigate(base+"/session/handoff?native=4&id="+url.QueryEscape(rec.s1)), chromedp.WaitVisible(chromedp.CSS("pre.handoff")))
 		var text string
 		eval(t, "the handoff's page", `document.querySelector('pre.handoff').textContent`, &text)

@@ -9,10 +9,12 @@ import (
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
-// The record keeps every native id a session has had (NativeHistory) and
-// which native session ran each turn, but not why each native session was
-// made. The timeline reads the why from what the rebuilds leave behind
-// (docs/ui.md, "The timeline"):
+// The record says why each native session was put behind a session
+// (Session.Natives), and the exact handoff each one got (the carrying
+// turn's Handoff): nativesOf reads them. A record written before it kept
+// them has only every native id the session had (NativeHistory) and which
+// native session ran each turn, and inferNatives reads the why from what
+// the rebuilds left behind (docs/ui.md, "The timeline"):
 //   - a reset starts a new conversation: the record's ContextFrom is the
 //     first turn after it, and the first prompt there carries no handoff;
 //   - a rewind marks the turns it takes back rolled_back: the turn just
@@ -25,14 +27,16 @@ import (
 // A native session replaced before it ran a turn is counted with the one
 // that replaced it, as a restart.
 
-// Events, also the CSS classes that colour them.
+// Events, also the CSS classes that colour them: the record's
+// (state.Made*), and restart, which inferNatives gives a native session it
+// cannot tell more of.
 const (
-	evNew     = "new"
-	evFork    = "fork"
-	evReset   = "reset"
-	evRewind  = "rewind"
+	evNew     = state.MadeNew
+	evFork    = state.MadeFork
+	evReset   = state.MadeReset
+	evRewind  = state.MadeRewind
 	evRestart = "restart"
-	evSwitch  = "switch"
+	evSwitch  = state.MadeSwitch
 )
 
 // native is one native session of a client session, as the timeline
@@ -51,10 +55,158 @@ type native struct {
 	// Handoff is the turn whose prompt carried the kept turns to it, 0
 	// for none.
 	Handoff int
+	// recorded is the record's entry for it; nil when inferred.
+	recorded *state.Native
+}
+
+// nativesOf lays out sess's native sessions, oldest first, each with the
+// event that made it: as the record says, or, for a record written before
+// it kept them, as inferNatives reads them.
+func nativesOf(sess *state.Session, turns []state.Turn) []native {
+	if !recorded(sess) {
+		return inferNatives(sess, turns)
+	}
+	out := make([]native, len(sess.Natives))
+	byIndex := map[int]*state.Turn{}
+	for i, n := range sess.Natives {
+		out[i] = native{ID: n.ID, Event: n.Event, recorded: &sess.Natives[i]}
+		if n.Handoff != nil {
+			out[i].Handoff = n.Handoff.Turn
+		}
+	}
+	// A turn ran on the newest entry of its native id made before it
+	// began: an agent's resume after a crash brings the same id back.
+	last := 0
+	for i := range turns {
+		t := &turns[i]
+		byIndex[t.Index] = t
+		last = max(last, t.Index)
+		p := -1
+		for j := range out {
+			if out[j].ID == t.NativeID && (p < 0 || !sess.Natives[j].At.After(t.Started)) {
+				p = j
+			}
+		}
+		if p >= 0 {
+			out[p].Turns = append(out[p].Turns, t.Index)
+			if out[p].Agent == "" {
+				out[p].Agent = t.Agent
+			}
+		}
+	}
+	next := last + 1
+	for i := len(out) - 1; i >= 0; i-- {
+		if len(out[i].Turns) > 0 {
+			next = out[i].Turns[0]
+		}
+		out[i].bound = next
+	}
+	fillAgents(out, sess)
+	for i := range out {
+		out[i].Detail = recordedDetail(sess, out, i, turns)
+	}
+	return out
+}
+
+// recorded says the record kept why each of sess's native sessions was
+// made, from its first on.
+func recorded(sess *state.Session) bool {
+	return len(sess.Natives) > 0 && len(sess.NativeHistory) > 0 && sess.Natives[0].ID == sess.NativeHistory[0] &&
+		(sess.Natives[0].Event == state.MadeNew || sess.Natives[0].Event == state.MadeFork)
+}
+
+// fillAgents gives each native session whose turns name no agent the
+// agent of the one before it, and the newest the session's own.
+func fillAgents(out []native, sess *state.Session) {
+	if len(out) > 0 && out[len(out)-1].Agent == "" {
+		out[len(out)-1].Agent = sess.AgentName // the one it is on now
+	}
+	for i := range out {
+		if out[i].Agent == "" && i > 0 {
+			out[i].Agent = out[i-1].Agent
+		}
+	}
+}
+
+// recordedDetail says, for a person, what made the i-th of ns, from the
+// record's entry for it.
+func recordedDetail(sess *state.Session, ns []native, i int, turns []state.Turn) string {
+	n := ns[i].recorded
+	by := func() string {
+		switch n.Path {
+		case "resume", "load":
+			return "; the agent's session/" + n.Path + " brought it back"
+		case "fork":
+			return "; the agent forked it"
+		}
+		return "; a new session"
+	}
+	switch n.Event {
+	case state.MadeNew:
+		return "session/new"
+	case state.MadeFork:
+		if l := sess.Lineage; l != nil {
+			return fmt.Sprintf("forked from %s at turn %d", l.ParentID, l.ForkTurn)
+		}
+		return "session/fork"
+	case state.MadeOpen:
+		return "the client's session/" + n.Path + ", answered by the agent"
+	case state.MadeReset:
+		return "reset: a new conversation on the same config"
+	case state.MadeRewind:
+		// The turns taken back are the rolled-back ones just before it.
+		from, to := 0, 0
+		for j := len(turns) - 1; j >= 0; j-- {
+			t := &turns[j]
+			if t.Started.After(n.At) {
+				continue
+			}
+			if t.Status != state.TurnRolledBack {
+				break
+			}
+			from = t.Index
+			if to == 0 {
+				to = t.Index
+			}
+		}
+		what := "rewind"
+		if from > 0 {
+			what += ": " + turnSpan(from, to) + " taken back"
+		}
+		if n.Path == "fork" {
+			return what + "; the agent forked its session at the last kept message"
+		}
+		return what + "; a new session, handed the kept turns"
+	case state.MadeCrash:
+		return "crash: the agent died" + by()
+	case state.MadeReopen:
+		return "reopened for the client, on a sidecar that did not have it live" + by()
+	case state.MadeFailover:
+		prev := ""
+		for j := i - 1; j >= 0 && prev == ""; j-- {
+			prev = ns[j].recorded.Host
+		}
+		return fmt.Sprintf("failover: from host %s to %s", orUnknown(prev), orUnknown(n.Host)) + by()
+	case state.MadeAbsorbed:
+		return "the agent failed the client's session/load or session/resume; the record answered it on a new session"
+	case state.MadeSwitch:
+		if i > 0 && ns[i-1].Agent != ns[i].Agent {
+			return fmt.Sprintf("moved from agent %s to %s", ns[i-1].Agent, ns[i].Agent)
+		}
+		return "moved to agent " + ns[i].Agent
+	}
+	return n.Event + by()
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "(unknown)"
+	}
+	return s
 }
 
 // inferNatives lays out sess's native sessions, oldest first, each with
-// the event that made it.
+// the event that made it, for a record that does not say.
 func inferNatives(sess *state.Session, turns []state.Turn) []native {
 	ids := slices.Clone(sess.NativeHistory)
 	if sess.NativeID != "" && (len(ids) == 0 || ids[len(ids)-1] != sess.NativeID) {
@@ -107,14 +259,7 @@ func inferNatives(sess *state.Session, turns []state.Turn) []native {
 		}
 		out[i].bound = next
 	}
-	if len(out) > 0 && out[len(out)-1].Agent == "" {
-		out[len(out)-1].Agent = sess.AgentName // the one it is on now
-	}
-	for i := range out {
-		if out[i].Agent == "" && i > 0 {
-			out[i].Agent = out[i-1].Agent
-		}
-	}
+	fillAgents(out, sess)
 	// before is the turn just before index b, nil for none.
 	before := func(b int) *state.Turn {
 		for i := b - 1; i >= 1; i-- {
@@ -180,11 +325,26 @@ func contextAt(sess *state.Session, ns []native, at int) int {
 	return cf
 }
 
-// handoffAt is the handoff that turn at's prompt carried, built again from
-// the record as the sidecar built it then: the conversation before the
-// turn, from the reset before it on, and the compaction made before it.
-// approx says why it may differ from what was sent, "" when nothing does.
+// handoffAt is the handoff that turn at's prompt carried: the text the
+// record kept with the turn, or, for a turn recorded before it kept it,
+// the text built again from the record as the sidecar built it then: the
+// conversation before the turn, from the reset before it on, and the
+// compaction made before it. approx says why a text built again may differ
+// from what was sent, "" when nothing does.
 func handoffAt(sess *state.Session, turns []state.Turn, ns []native, at int, lookup replay.Lookup, budget int) (h replay.Handoff, approx string) {
+	for i := range turns {
+		if t := &turns[i]; t.Index == at && t.Handoff != "" {
+			// The record kept what was sent: the text, and with the native
+			// session that got it, what went into it.
+			h.Text = t.Handoff
+			for _, n := range ns {
+				if r := n.recorded; r != nil && r.Handoff != nil && r.Handoff.Turn == at {
+					h.Kept, h.Omitted = r.Handoff.Kept, r.Handoff.Omitted
+				}
+			}
+			return h, ""
+		}
+	}
 	s := *sess
 	s.ContextFrom = contextAt(sess, ns, at)
 	var carrier *state.Turn

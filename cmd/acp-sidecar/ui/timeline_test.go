@@ -3,6 +3,7 @@ package ui
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -174,5 +175,54 @@ func TestBlockedReasons(t *testing.T) {
 	}
 	if !c.Rows[0].Cells[2].Changed || c.Rows[1].Cells[2].Changed {
 		t.Errorf("changed marks: %+v", c.Rows)
+	}
+}
+
+// The record's own natives: each entry is a native session with its event,
+// an id the agent's resume brought back after a crash is a native session
+// of its own for the turns after it, a reopen on another host reads as the
+// failover it was, and the handoff is the text the record kept.
+func TestRecordedNatives(t *testing.T) {
+	at := func(min int) time.Time { return t0.Add(time.Duration(min)*time.Minute - time.Second) }
+	handoff := &state.Handoff{NativeID: "b", Turn: 3, Kept: 1, Omitted: 0}
+	sess := &state.Session{NativeID: "c", NativeHistory: []string{"a", "b", "c"}, Natives: []state.Native{
+		{ID: "a", Event: state.MadeNew, Path: "new", Host: "h1", At: at(1)},
+		{ID: "b", Event: state.MadeRewind, Path: "new", Host: "h1", At: at(3), Handoff: handoff},
+		{ID: "b", Event: state.MadeCrash, Path: "resume", Host: "h1", At: at(4)},
+		{ID: "c", Event: state.MadeFailover, Path: "load", Host: "h2", At: at(5)},
+	}}
+	carried := turn(3, "b", "p3", state.TurnCompleted)
+	carried.HandoffDelivered, carried.Handoff = true, "[acp-sidecar] exactly what was sent"
+	turns := []state.Turn{turn(1, "a", "p1", state.TurnCompleted), turn(2, "a", "p2", state.TurnRolledBack), carried,
+		turn(4, "b", "p4", state.TurnCompleted), turn(5, "c", "p5", state.TurnCompleted)}
+	ns := nativesOf(sess, turns)
+	type row struct {
+		ID, Event string
+		Turns     []int
+		Handoff   int
+	}
+	var got []row
+	for _, n := range ns {
+		got = append(got, row{n.ID, n.Event, n.Turns, n.Handoff})
+	}
+	want := []row{{"a", "new", []int{1, 2}, 0}, {"b", "rewind", []int{3}, 3}, {"b", "crash", []int{4}, 0}, {"c", "failover", []int{5}, 0}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("natives (-want +got):\n%s", d)
+	}
+	for i, sub := range []string{"session/new", "rewind: turn 2 taken back; a new session", "crash: the agent died; the agent's session/resume brought it back", "failover: from host h1 to h2"} {
+		if !strings.Contains(ns[i].Detail, sub) {
+			t.Errorf("native %d's detail %q lacks %q", i+1, ns[i].Detail, sub)
+		}
+	}
+	h, approx := handoffAt(sess, turns, ns, 3, nil, 1024)
+	if h.Text != carried.Handoff || h.Kept != 1 || approx != "" {
+		t.Errorf("handoff at turn 3: %+v (%q), want the kept text, 1 kept, exact", h, approx)
+	}
+	// A record kept from before the natives were recorded, whose later
+	// entries are: the older entries are missing, so the events are read
+	// as before.
+	old := &state.Session{NativeID: "b", NativeHistory: []string{"a", "b"}, Natives: []state.Native{{ID: "b", Event: state.MadeCrash, Path: "new", At: at(3)}}}
+	if ns := nativesOf(old, turns[:2]); len(ns) != 2 || ns[0].recorded != nil {
+		t.Errorf("a record without its first natives: %+v, want the two inferred", ns)
 	}
 }

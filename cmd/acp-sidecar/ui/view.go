@@ -371,7 +371,7 @@ func (s *Server) sessionData(ctx context.Context, id string, turnPage int) (*ses
 	p.Config = configOf(sess)
 
 	lookup := sessionview.Lookup(ctx, s.store)
-	ns := inferNatives(sess, turns)
+	ns := nativesOf(sess, turns)
 	var parent *parentChain
 	if l := sess.Lineage; l != nil {
 		p.Lineage = &lineageView{ParentID: l.ParentID, ParentURL: sessionURL(l.ParentID), ForkTurn: l.ForkTurn}
@@ -425,7 +425,7 @@ func (s *Server) sessionData(ctx context.Context, id string, turnPage int) (*ses
 // upToFork is a parent's native sessions up to the one that ran the turn
 // a fork was taken at.
 func upToFork(ps *state.Session, pt []state.Turn, forkTurn int) []native {
-	ns := inferNatives(ps, pt)
+	ns := nativesOf(ps, pt)
 	vis := replay.Visible(ps, pt)
 	if forkTurn < 1 || forkTurn > len(vis) {
 		return ns
@@ -633,7 +633,7 @@ func (s *Server) turnData(ctx context.Context, id string, n int) (*turnPage, err
 	sessionview.Settle(turns, slices.ContainsFunc(list, func(x state.Summary) bool { return x.ID == id && x.Live }))
 	t := turns[i]
 	p := &turnPage{ID: id, URL: sessionURL(id), Title: sess.Title, Turn: t, Native: t.NativeID, Tools: t.ToolCalls}
-	for j, ns := range inferNatives(sess, turns) {
+	for j, ns := range nativesOf(sess, turns) {
 		if slices.Contains(ns.Turns, n) {
 			p.NativeN = j + 1
 		}
@@ -654,7 +654,7 @@ func (s *Server) handoffData(ctx context.Context, id string, n int) (*handoffPag
 	if err != nil {
 		return nil, err
 	}
-	ns := inferNatives(sess, turns)
+	ns := nativesOf(sess, turns)
 	if n < 1 || n > len(ns) || ns[n-1].Handoff == 0 {
 		return nil, fmt.Errorf("session %s has no handoff to native session %d: %w", id, n, state.ErrNotFound)
 	}
