@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
@@ -77,6 +78,10 @@ type Chain struct {
 	// case: the record alone may take a chunk.
 	only func(f *proxy.Frame)
 	log  *slog.Logger
+	// answers holds every answer to a client request to one
+	// (WithAnswers, answers.go); nil: only the relay's check.
+	answers *ledger.Ledger
+	strict  bool
 }
 
 // lane is some of a chain's interceptors, in chain order.
@@ -173,6 +178,9 @@ func (c *Chain) Unsent(ctx context.Context, f *proxy.Frame) proxy.Verdict {
 	for _, ic := range c.list {
 		if u, ok := ic.(unsentTaker); ok {
 			if v := u.Unsent(ctx, f); v.Do != proxy.Pass {
+				if c.answers != nil && f.Env.Kind == proxy.KindRequest && ledger.Key(f.Env.ID) != "null" {
+					v = c.answering(f, v)
+				}
 				return v
 			}
 		}
@@ -212,6 +220,9 @@ func (c *Chain) String() string {
 
 // Frame implements proxy.Hook.
 func (c *Chain) Frame(ctx context.Context, f *proxy.Frame) proxy.Verdict {
+	if c.answers != nil && f.Env.Kind != proxy.KindNotification {
+		return c.gated(ctx, f)
+	}
 	// An empty chain (--record=false) spends nothing on telling chunks apart.
 	if len(c.list) == 0 || !wire.IsChunk(f.Dir, &f.Env) {
 		return c.run(ctx, f, nil, 0)

@@ -290,7 +290,7 @@ func TestChainPassesOverShutGates(t *testing.T) {
 func TestResponseThatLooksLikeAChunk(t *testing.T) {
 	r := New(Config{Store: state.NewMemory(), Queue: 8})
 	ctx := context.Background()
-	c := NewChain(nil, StageList(r)...)
+	c := NewChain(nil, StageList(r)...).WithAnswers(r.Ledger(), true)
 	c.Frame(ctx, scanFrame(t, proxy.ClientToAgent, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`))
 	c.Frame(ctx, scanFrame(t, proxy.AgentToClient, `{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"},"params":{"update":{"sessionUpdate":"agent_message_chunk"}}}`))
 	if _, pending := r.led.Request("2"); pending {

@@ -95,8 +95,7 @@ func (c *commands) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindRequest:
 		return env.MethodIs(wire.Prompt) || env.MethodIs(wire.Initialize)
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindResponse:
-		q, ok := c.led.Request(ledger.Key(env.ID))
-		return ok && q.Method == wire.Initialize
+		return true // Intercept tells initialize's from what the chain took out (ledger.AnsweredOf)
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification:
 		return string(env.Update) == "available_commands_update" || string(env.Update) == "session_info_update"
 	}
@@ -116,12 +115,13 @@ func (c *commands) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 	case f.Env.Kind == proxy.KindRequest && strings.HasPrefix(string(f.Env.Method), wire.ExtPrefix):
 		return c.extension(ctx, id, string(f.Env.Method), f.Raw)
 	case f.Env.MethodIs(wire.Initialize):
-		// Its response is told by the method the ledger keeps with it.
-		c.led.Update(func(f *ledger.Flight) { f.Note(ledger.Key(id), wire.Initialize, "") })
 		return c.offerVersion(f.Raw), nil
 	case f.Env.MethodIs(wire.Prompt):
 		return c.prompt(ctx, id, wire.SessionIDOf(f), f.Raw)
 	case f.Env.Kind == proxy.KindResponse:
+		if q, ok := ledger.AnsweredOf(ctx); !ok || q.Method != wire.Initialize {
+			return proxy.Verdict{}, nil
+		}
 		return c.advertise(f.Raw)
 	case string(f.Env.Update) == "session_info_update":
 		return handoffTitle(f.Raw), nil

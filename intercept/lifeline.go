@@ -99,8 +99,6 @@ func (ll *lifeline) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 		return true
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindResponse:
 		return true
-	case dir == proxy.AgentToClient && env.Kind == proxy.KindResponse:
-		return true
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification:
 		return ll.led.Hushing() && env.SessionID.Present()
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindNotification:
@@ -112,15 +110,6 @@ func (ll *lifeline) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 // Intercept gates, holds or answers.
 func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict, error) {
 	switch {
-	case f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindResponse:
-		// Each client request gets one answer: the agent's second answer
-		// to a request must not reach the client. A response to an id
-		// nobody sent is valid JSON, and passes for the client to judge.
-		if ll.led.Answered(ledger.Key(f.Env.ID)) {
-			ll.log.Warn("the agent answered a request a second time; the second answer is dropped", "id", string(f.Env.ID))
-			return proxy.Verdict{Do: proxy.Drop}, nil
-		}
-		return proxy.Verdict{}, nil
 	case f.Dir == proxy.ClientToAgent && f.Env.Kind == proxy.KindResponse:
 		id, stale := ledger.Key(f.Env.ID), false
 		ll.led.Update(func(f *ledger.Flight) { stale = f.ClientAnswered(id) })

@@ -86,9 +86,13 @@ func newTurnRig(b *testing.B, store state.Store, chunks int) *turnRig {
 		rec = intercept.New(intercept.Config{Store: store, Agent: []string{"bench"}})
 		chain = intercept.StageList(rec)
 	}
+	hook := intercept.NewChain(nil, chain...)
+	if rec != nil {
+		hook.WithAnswers(rec.Ledger(), true)
+	}
 	relay := proxy.NewRelay(proxy.Config{
 		ClientIn: cInR, ClientOut: cOutW, AgentIn: aInW, AgentOut: aOutR,
-		Hook: intercept.NewChain(nil, chain...), Strict: true,
+		Hook: hook, Strict: true,
 	})
 	if rec != nil {
 		rec.Bind(relay)

@@ -16,14 +16,13 @@ type tracker struct{ led *ledger.Ledger }
 // NewTracker notes in the ledger each request that reaches the agent.
 func NewTracker(led *ledger.Ledger) Interceptor { return tracker{led: led} }
 
-// Claims takes client requests and agent requests that made it through,
-// and the agent's answers to the client's.
+// Claims takes client requests and agent requests that made it through.
+// The agent's answers to the client's are the chain's (Chain.WithAnswers).
 func (t tracker) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
-	return env.Kind == proxy.KindRequest || dir == proxy.AgentToClient && env.Kind == proxy.KindResponse
+	return env.Kind == proxy.KindRequest
 }
 
-// Intercept notes the request, or that the agent answered one. A response
-// the record waited for was taken out of the ledger there already.
+// Intercept notes the request.
 func (t tracker) Intercept(_ context.Context, f *proxy.Frame) (proxy.Verdict, error) {
 	id := ledger.Key(f.Env.ID)
 	if id == "null" {
@@ -34,8 +33,6 @@ func (t tracker) Intercept(_ context.Context, f *proxy.Frame) (proxy.Verdict, er
 		return proxy.Verdict{}, nil
 	}
 	switch {
-	case f.Env.Kind == proxy.KindResponse:
-		t.led.Update(func(fl *ledger.Flight) { fl.Answered(id) })
 	case f.Dir == proxy.ClientToAgent:
 		method := string(f.Env.Method)
 		t.led.Update(func(fl *ledger.Flight) { fl.Note(id, method, "").State = ledger.Sent })

@@ -126,7 +126,7 @@ var interceptArrows = map[string][]string{
 	"intercept/record":      {"intercept/ledger", "intercept/life", "intercept/wire"},
 	"intercept/rebuild":     {"intercept/ledger", "intercept/life", "intercept/record", "intercept/wire"},
 	"intercept":             {"intercept/ledger", "intercept/life", "intercept/rebuild", "intercept/record", "intercept/wire"},
-	"intercept/switchboard": {"intercept", "intercept/rebuild", "intercept/wire"},
+	"intercept/switchboard": {"intercept", "intercept/ledger", "intercept/rebuild", "intercept/wire"},
 }
 
 // rule says what from/ may import, for a failure message.

@@ -12,7 +12,7 @@ import (
 // agent and for each agent behind the switchboard alike: a stage added here
 // is added everywhere. With record false the chain is empty and the relay
 // is a plain pipe (but for debug logging).
-func buildChain(ctx context.Context, log *slog.Logger, core *intercept.Core, record bool) *intercept.Chain {
+func buildChain(ctx context.Context, log *slog.Logger, core *intercept.Core, record, strict bool) *intercept.Chain {
 	var stages []intercept.Interceptor
 	if record {
 		led, gate, ops := core.Ledger(), core.ChunkGate(), core.Sessions()
@@ -20,7 +20,6 @@ func buildChain(ctx context.Context, log *slog.Logger, core *intercept.Core, rec
 			// Gates client requests on the agent's life: a request that
 			// must wait (the agent restarts, its session is rebuilt) is
 			// held here, and goes on through the stages after this one.
-			// It drops an agent's second answer to a request.
 			intercept.NewLifeline(core.Life(), led, core.Watch(), gate, ops, log),
 			// The sidecar's own surfaces: slash commands, `_sidecar/*`,
 			// the capabilities it adds to initialize, the prompt gate.
@@ -44,6 +43,11 @@ func buildChain(ctx context.Context, log *slog.Logger, core *intercept.Core, rec
 		stages = append(stages, intercept.MethodLog{Log: log})
 	}
 	chain := intercept.NewChain(log, stages...)
+	if record {
+		// Every answer to a client request, the agent's or a stage's, is
+		// held to one against the ledger.
+		chain.WithAnswers(core.Ledger(), strict)
+	}
 	log.Debug("the chain", "stages", chain.String())
 	return chain
 }

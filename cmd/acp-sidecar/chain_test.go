@@ -26,14 +26,14 @@ import (
 func TestChainOrder(t *testing.T) {
 	core := intercept.New(intercept.Config{Store: state.NewMemory()})
 	quiet := slog.New(slog.DiscardHandler)
-	if got, want := buildChain(context.Background(), quiet, core, true).String(), "lifeline → commands → recordstage → idmapper → pickers → tracker"; got != want {
+	if got, want := buildChain(context.Background(), quiet, core, true, true).String(), "lifeline → commands → recordstage → idmapper → pickers → tracker"; got != want {
 		t.Errorf("the chain is %s, want %s", got, want)
 	}
 	debug := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	if got, want := buildChain(context.Background(), debug, core, true).String(), "lifeline → commands → recordstage → idmapper → pickers → tracker → methodlog"; got != want {
+	if got, want := buildChain(context.Background(), debug, core, true, true).String(), "lifeline → commands → recordstage → idmapper → pickers → tracker → methodlog"; got != want {
 		t.Errorf("at debug the chain is %s, want %s", got, want)
 	}
-	if got := buildChain(context.Background(), quiet, core, false).String(); got != "" {
+	if got := buildChain(context.Background(), quiet, core, false, true).String(); got != "" {
 		t.Errorf("without a record the chain is %q, want none", got)
 	}
 }

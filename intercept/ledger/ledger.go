@@ -177,6 +177,9 @@ func (f *Flight) Note(id, method, sid string) *Request {
 		f.requests[id] = q
 		delete(f.answered, id) // the client uses the id again
 	}
+	if q.Session == "" {
+		q.Session = sid
+	}
 	return q
 }
 
@@ -193,20 +196,34 @@ func (f *Flight) Record(id, method, sid string) {
 // flight: chunks are read only while some prompt runs.
 const promptMethod = "session/prompt"
 
-// Answered takes a request out of the ledger: its answer is on its way to
-// the client. It returns what the request was, and false for an id the
-// ledger does not hold.
-func (f *Flight) Answered(id string) (Request, bool) {
-	q := f.requests[id]
-	if q == nil {
-		return Request{}, false
+// Respond is the one gate of every answer to a client request, whoever
+// gives it: the agent, a stage, a rebuild, the agent's death, the relay's
+// stop. The first answer to id takes the request out of the ledger and
+// returns it, with first true; an answer to an id answered already, and
+// not taken again since (Note), finds first false, and its sender must
+// drop it: a second answer is a bug of whoever sent it. An id the ledger
+// never noted is a first answer, and returns the zero Request.
+func (f *Flight) Respond(id string) (q Request, first bool) {
+	r := f.requests[id]
+	if r == nil {
+		if f.answered[id] {
+			return Request{}, false
+		}
+		f.remember(id)
+		return Request{}, true
 	}
+	f.take(id, r)
+	f.remember(id)
+	return *r, true
+}
+
+// take takes request r under id out of the ledger, keeping the counters
+// true.
+func (f *Flight) take(id string, r *Request) {
 	delete(f.requests, id)
-	if q.Recorded && q.Method == promptMethod {
+	if r.Recorded && r.Method == promptMethod {
 		f.runningN--
 	}
-	f.remember(id)
-	return *q, true
 }
 
 // keepAnswered bounds how many answered ids the ledger remembers. A second
@@ -231,7 +248,10 @@ func (f *Flight) remember(id string) {
 // flight, and waits for the next agent. A prompt's session notes it, so the
 // death does not record a turn that never began.
 func (f *Flight) Unsent(id, sid string, prompt bool) {
-	f.Answered(id)
+	// Not answered: it waits, and its answer is still its first.
+	if r := f.requests[id]; r != nil {
+		f.take(id, r)
+	}
 	if prompt && sid != "" {
 		f.session(sid).Unsent = true
 	}
@@ -306,7 +326,7 @@ func (f *Flight) Owed() []GoneRequest {
 	for id, q := range f.requests {
 		if q.State == Sent {
 			owed = append(owed, GoneRequest{ID: id, Method: q.Method})
-			f.Answered(id)
+			f.Respond(id) // the caller answers it
 		}
 	}
 	sort.Slice(owed, func(i, j int) bool { return owed[i].ID < owed[j].ID })

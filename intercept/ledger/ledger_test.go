@@ -134,33 +134,40 @@ func TestKeyFindsAnIDSpeltAnotherWay(t *testing.T) {
 	}
 }
 
-// TestAnsweredIsASecondAnswer: once answered, an id reads as answered until
-// the client uses it again; an id never held is not.
-func TestAnsweredIsASecondAnswer(t *testing.T) {
+// TestRespondOnce: the first answer to a request takes it out and is
+// first; a second finds it answered, until the client uses the id again;
+// an id never noted is a first answer, once; an unsent request is not
+// answered; the ring forgets the oldest past keepAnswered.
+func TestRespondOnce(t *testing.T) {
 	l := New(nil)
 	l.Update(func(f *Flight) { f.Note("1", "session/prompt", "s").State = Sent })
-	if l.Answered("1") {
-		t.Fatal("a request in flight reads as answered")
+	if q, first := l.Respond("1"); !first || q.Method != "session/prompt" || q.Session != "s" {
+		t.Fatalf("the first answer: %+v, first %v", q, first)
 	}
-	l.Update(func(f *Flight) { f.Answered("1") })
-	if !l.Answered("1") {
-		t.Fatal("an answered request does not read as answered")
+	if _, first := l.Respond("1"); first {
+		t.Fatal("a second answer reads as the first")
 	}
-	if l.Answered("2") {
-		t.Error("an id nobody sent reads as answered")
+	if q, first := l.Respond("2"); !first || q.Method != "" {
+		t.Errorf("an id nobody noted: %+v, first %v; want a first answer", q, first)
 	}
-	l.Update(func(f *Flight) { f.Note("1", "session/prompt", "s") })
-	if l.Answered("1") {
-		t.Error("an id the client sent again still reads as answered")
+	if _, first := l.Respond("2"); first {
+		t.Error("a second answer to an id nobody noted reads as the first")
+	}
+	l.Take("1", "session/prompt", "s")
+	if _, first := l.Respond("1"); !first {
+		t.Error("the answer to an id the client sent again reads as a second")
+	}
+	l.Take("3", "session/prompt", "s")
+	l.Update(func(f *Flight) { f.Unsent("3", "s", true) })
+	if _, first := l.Respond("3"); !first {
+		t.Error("the answer to a request that never reached the agent reads as a second")
 	}
 	for i := range keepAnswered + 1 {
 		id := string(rune('a'+i%26)) + fmt.Sprint(i)
-		l.Update(func(f *Flight) {
-			f.Note(id, "m", "")
-			f.Answered(id)
-		})
+		l.Take(id, "m", "")
+		l.Respond(id)
 	}
-	if l.Answered("a0") {
+	if _, first := l.Respond("a0"); !first {
 		t.Error("the oldest answered id is kept past keepAnswered")
 	}
 }

@@ -138,14 +138,6 @@ func (l *Ledger) Request(id string) (Request, bool) {
 	return q, ok
 }
 
-// Answered says whether the request under id was answered already: an
-// answer now would be its second. An id the ledger never held is not.
-func (l *Ledger) Answered(id string) bool {
-	answered := false
-	l.view(func(f *Flight) { answered = f.answered[id] && f.requests[id] == nil })
-	return answered
-}
-
 // CommandsSent says whether the agent sent a command list for a native
 // session since it was opened; if not, the sidecar sends its own after the
 // open, since each list replaces the one before.

@@ -245,8 +245,9 @@ func (r *Recorder) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindNotification:
 		return env.MethodIs(wire.Cancel)
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindResponse:
-		q, ok := r.led.Request(ledger.Key(env.ID))
-		return ok && q.Recorded
+		// The chain took the request out of the ledger as the answer
+		// came (ledger.Respond); Intercept reads it from the context.
+		return true
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification && env.MethodIs(wire.Update):
 		switch string(env.Update) {
 		case "config_option_update", "current_mode_update", updSubagent, updSessionInfo, updCompaction, updCompactionChunk:
@@ -275,6 +276,13 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		}
 		return proxy.Verdict{}, nil
 	}
+	var answered ledger.Request
+	if f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindResponse {
+		var ok bool
+		if answered, ok = ledger.AnsweredOf(ctx); !ok || !answered.Recorded {
+			return proxy.Verdict{}, nil // not a response the record waits for
+		}
+	}
 	ev := Event{Dir: f.Dir, Method: string(f.Env.Method), Update: string(f.Env.Update), Raw: append([]byte(nil), f.Raw...)}
 	if f.Dir == proxy.ClientToAgent && f.Env.Kind == proxy.KindRequest {
 		// The params are decoded on the recorder's goroutine, off the
@@ -298,17 +306,11 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		ev.Req = req
 	}
 	if f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindResponse {
-		id := ledger.Key(f.Env.ID)
-		var q ledger.Request
-		var ok bool
-		r.led.Update(func(f *ledger.Flight) { q, ok = f.Answered(id) })
-		if ok && q.Recorded {
-			// The params are the record goroutine's own (apply); the
-			// response finds them there by the request's id.
-			ev.Req = &Request{ID: id, Method: q.Method, SID: q.Session}
-		}
+		// The params are the record goroutine's own (apply); the
+		// response finds them there by the request's id.
+		ev.Req = &Request{ID: ledger.Key(f.Env.ID), Method: answered.Method, SID: answered.Session}
 		ev.Life = r.life.Gen()
-		if ev.Req != nil && holds(ev.Req.Method) {
+		if holds(ev.Req.Method) {
 			return r.holdFor(ev), nil
 		}
 	}

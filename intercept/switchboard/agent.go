@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
@@ -38,6 +39,14 @@ func (sw *Switchboard) agentFrame(ctx context.Context, sl *slot, f *proxy.Frame)
 			delete(sw.pending, string(env.ID))
 		}
 		sw.mu.Unlock()
+		if ok {
+			// The agent's chain held it to one answer already; the
+			// switchboard's own answers meet the same ledger.
+			if _, first := sw.answers.Respond(ledger.Key(env.ID)); !first {
+				sw.bug("an agent answered a request the switchboard had answered; the agent's answer is dropped", env.ID)
+				return nil
+			}
+		}
 		if !ok || env.Error {
 			return line
 		}

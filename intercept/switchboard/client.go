@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
@@ -27,6 +28,7 @@ func (sw *Switchboard) clientFrame(ctx context.Context, f *proxy.Frame) {
 	method := string(env.Method)
 	isReq := env.Kind == proxy.KindRequest
 	if isReq {
+		sw.answers.Take(ledger.Key(env.ID), method, sid)
 		switch method {
 		case wire.Initialize:
 			var p struct {
@@ -177,6 +179,7 @@ func (sw *Switchboard) toAgent(ctx context.Context, name string, f *proxy.Frame,
 		sw.mu.Lock()
 		if id != nil {
 			sw.pending[string(id)] = *req
+			sw.atAgent(id, req, ledger.Sent)
 		}
 		if sl := sw.slots[name]; sl != nil {
 			sl.used = time.Now()
@@ -191,6 +194,7 @@ func (sw *Switchboard) toAgent(ctx context.Context, name string, f *proxy.Frame,
 		if id != nil {
 			sw.mu.Lock()
 			delete(sw.pending, string(id))
+			sw.atAgent(id, req, ledger.Taken)
 			sw.mu.Unlock()
 		}
 		if !errors.Is(err, proxy.ErrClosed) {
@@ -200,6 +204,12 @@ func (sw *Switchboard) toAgent(ctx context.Context, name string, f *proxy.Frame,
 	if id != nil {
 		sw.respond(id, proxy.ErrorResponse(id, proxy.CodeAgentGone, fmt.Sprintf("acp-sidecar: agent %s is not running: %v", name, err)))
 	}
+}
+
+// atAgent notes in the answers whether the client request under id is an
+// agent's to answer (ledger.Sent) or the switchboard's (ledger.Taken).
+func (sw *Switchboard) atAgent(id []byte, req *pendingReq, st ledger.State) {
+	sw.answers.Update(func(f *ledger.Flight) { f.Note(ledger.Key(id), req.method, req.sid).State = st })
 }
 
 // selectorChoice reads a set_config_option's configId and string value.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept"
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
@@ -128,6 +129,11 @@ type Switchboard struct {
 	asked      map[string]agentAsk     // our id for an agent's request -> whose and its own id
 	initParams json.RawMessage
 	closed     bool
+
+	// answers holds each client request to one answer, the switchboard's
+	// own and its agents' alike, by the ledger's Respond, as each agent's
+	// chain holds the answers behind it (intercept/answers.go).
+	answers *ledger.Ledger
 }
 
 // slot is one configured agent, running or not. It is the Egress of each
@@ -173,6 +179,7 @@ func New(cfg Config) *Switchboard {
 	sw := &Switchboard{
 		cfg: cfg, log: cfg.Log, ctx: context.Background(), slots: map[string]*slot{}, bound: map[string]string{},
 		moves: map[string]*pendingMove{}, pending: map[string]pendingReq{}, asked: map[string]agentAsk{},
+		answers: ledger.New(nil),
 	}
 	sw.boundNow.Store(&sw.bound)
 	for _, a := range cfg.Agents {
@@ -225,20 +232,27 @@ func (sw *Switchboard) Run(ctx context.Context) error {
 // switchboard answering it too would be a second answer, so it is dropped
 // and reported as the bug it is.
 func (sw *Switchboard) respond(id []byte, lines ...[]byte) {
-	sw.mu.Lock()
-	_, atAgent := sw.pending[string(id)]
-	sw.mu.Unlock()
-	if atAgent {
-		const msg = "the switchboard answered a request an agent owes the answer to; its answer is dropped"
-		if sw.cfg.Strict {
-			panic(fmt.Sprintf("acp-sidecar: %s (id %s)", msg, id))
-		}
-		sw.log.Error(msg, "id", string(id))
+	key := ledger.Key(id)
+	if q, ok := sw.answers.Request(key); ok && q.State == ledger.Sent {
+		sw.bug("the switchboard answered a request an agent owes the answer to; its answer is dropped", id)
+		return
+	}
+	if _, first := sw.answers.Respond(key); !first {
+		sw.bug("the switchboard answered a request that had its answer already; its answer is dropped", id)
 		return
 	}
 	for _, l := range lines {
 		sw.send(l)
 	}
+}
+
+// bug reports a broken rule of one answer per request: logged, or under
+// Strict a panic.
+func (sw *Switchboard) bug(msg string, id []byte) {
+	if sw.cfg.Strict {
+		panic(fmt.Sprintf("acp-sidecar: %s (id %s)", msg, id))
+	}
+	sw.log.Error(msg, "id", string(id))
 }
 
 // send writes one frame of the switchboard's own to the client.
