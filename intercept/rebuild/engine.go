@@ -97,7 +97,15 @@ func (e *engine) create(ctx context.Context, sid, method string, params map[stri
 func (e *engine) climb(ctx context.Context, sid string, snap Snapshot, quiet bool) (string, *state.Config, string, error) {
 	caps := e.life.Caps()
 	params := map[string]any{"sessionId": snap.Native, "cwd": snap.Cwd, "mcpServers": mcpOrEmpty(snap.Mcp)}
+	gen := e.life.Gen()
 	e.led.Update(func(f *ledger.Flight) { f.Opening(snap.Native) })
+	// back maps sid to the native session the agent brought back: an
+	// earlier attempt that died after its session/new left sid mapped to
+	// that one, which died with the agent.
+	back := func(path string, res json.RawMessage) (string, *state.Config, string, error) {
+		e.led.Update(func(f *ledger.Flight) { f.Remap(sid, snap.Native, gen) })
+		return snap.Native, record.CarryLegacy(wire.ConfigFromResult(res), snap.Live), path, nil
+	}
 	if caps.Resume && snap.Native != "" {
 		// What the agent says while it resumes is about a resume the
 		// client did not ask for ("recorded with model X but is resuming
@@ -106,11 +114,15 @@ func (e *engine) climb(ctx context.Context, sid string, snap Snapshot, quiet boo
 		done := e.led.Hush(snap.Native, ledger.HushMessages)
 		res, err := e.callRaw(ctx, wire.SessionResume, params)
 		done()
-		if err == nil {
-			return snap.Native, record.CarryLegacy(wire.ConfigFromResult(res), snap.Live), "resume", nil
-		} else {
-			e.log.Info("session/resume failed; trying the next rung", "session", sid, "err", err)
+		switch {
+		case err == nil:
+			return back("resume", res)
+		case agentLost(err):
+			// The next rung would reach the agent that follows, inside
+			// an attempt that belongs to the one that died.
+			return "", nil, "", fmt.Errorf("rebuild %s: %w", sid, err)
 		}
+		e.log.Info("session/resume failed; trying the next rung", "session", sid, "err", err)
 	}
 	if caps.Load && snap.Native != "" && e.freshLoadFails(caps, snap) {
 		e.log.Info("not asking the agent to load a session it made less than a minute ago: it loses those; creating a new session", "session", sid, "agent", caps.Agent)
@@ -121,8 +133,11 @@ func (e *engine) climb(ctx context.Context, sid string, snap Snapshot, quiet boo
 		}
 		res, err := e.callRaw(ctx, wire.SessionLoad, params)
 		done()
-		if err == nil {
-			return snap.Native, record.CarryLegacy(wire.ConfigFromResult(res), snap.Live), "load", nil
+		switch {
+		case err == nil:
+			return back("load", res)
+		case agentLost(err):
+			return "", nil, "", fmt.Errorf("rebuild %s: %w", sid, err)
 		}
 		e.log.Info("session/load failed; creating a new session", "session", sid, "err", err)
 	}
