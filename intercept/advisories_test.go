@@ -109,6 +109,58 @@ func TestNoticesAreNotTheAnswer(t *testing.T) {
 	}
 }
 
+// TestWarningsInText: codex-acp 2.6.0 writes its warnings, to a client
+// without notices, as message text, "Warning: …", with no messageId. From
+// an agent that names itself so (life.Habits.WarnsInText) the record keeps
+// such a chunk as the turn's notice, and the handoff leaves it out; from
+// any other agent, whose answer may well start so, it is the answer's.
+func TestWarningsInText(t *testing.T) {
+	warning := strings.TrimSpace(fakeagent.WarningText)
+	for _, tt := range []struct {
+		name   string
+		agent  []string
+		notice bool
+	}{
+		{"codex-acp 2.6.0", []string{"-agent-name", "@agentclientprotocol/codex-acp", "-agent-version", "2.6.0"}, true},
+		{"codex-acp 2.5.0", []string{"-agent-name", "@agentclientprotocol/codex-acp", "-agent-version", "2.5.0"}, false},
+		{"another agent", nil, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, intercept.Config{}, append([]string{"-notices", "-warns-in-text", "-message-ids"}, tt.agent...)...)
+			ctx := t.Context()
+			sess, err := r.client.NewSession(ctx, t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			sid := sess.SessionId
+			if _, seen, err := r.client.Prompt(ctx, sid, "Warn me "+fakeagent.NoticeTrigger); err != nil || !strings.Contains(seen, warning) {
+				t.Fatalf("prompt: %v; the client saw %q, want the warning passed on", err, seen)
+			}
+			turns := turnsOf(t, r, sid)
+			if len(turns) != 1 {
+				t.Fatalf("%d turns recorded, want 1", len(turns))
+			}
+			inAnswer, inNotices := strings.Contains(turns[0].Answer, warning), slices.Contains(turns[0].Notices, warning)
+			if inNotices != tt.notice || inAnswer == tt.notice {
+				t.Errorf("the warning is in the answer %v, in the notices %v (%q); want it a notice: %v", inAnswer, inNotices, turns[0].Notices, tt.notice)
+			}
+			if !tt.notice {
+				return
+			}
+			reply(t, r, sid, "My favourite animal is an otter")
+			calls := len(r.calls(t))
+			if _, text, err := r.client.Prompt(ctx, sid, "/rewind"); err != nil || !strings.Contains(text, "1 turn(s) kept") {
+				t.Fatalf("/rewind answered %q, %v", text, err)
+			}
+			reply(t, r, sid, "echo: what do you know?")
+			got := promptsAfter(t, r, calls)
+			if len(got) != 1 || !strings.Contains(got[0], "Warn me") || strings.Contains(got[0], warning) {
+				t.Errorf("the agent was handed, after the rewind: %q; want turn 1 without its warning", got)
+			}
+		})
+	}
+}
+
 // TestTitleIsRecorded: the agent's title is the record's, the latest wins,
 // one the agent made of a handoff is not taken, and the session/list the
 // sidecar answers (the fake agent has none) shows it.

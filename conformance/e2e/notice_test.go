@@ -140,7 +140,21 @@ const codexUnlistedModel = "gpt-mock-unlisted"
 // load fail, so the record is the rung the session comes back on. (With
 // only the rollouts gone, codex-acp resumes and then fails the prompt,
 // "thread not found": NOTES.md.)
+//
+// A client that declares no session.notices gets the same warning as
+// message text, "Warning: …", with no messageId, and the record keeps it
+// as the turn's notice all the same (life.Habits.WarnsInText).
 func TestCodexCurrentNoticeNotHandedOver(t *testing.T) {
+	for _, declared := range []bool{true, false} {
+		name := "declares notices"
+		if !declared {
+			name = "declares none"
+		}
+		t.Run(name, func(t *testing.T) { codexNoticeNotHandedOver(t, declared) })
+	}
+}
+
+func codexNoticeNotHandedOver(t *testing.T, declared bool) {
 	argv := codexCurrent.argv(t)
 	mock, url := startMock(t, mockllm.Options{Reply: quietReply})
 	env := codexEnv(t, url)
@@ -155,12 +169,15 @@ func TestCodexCurrentNoticeNotHandedOver(t *testing.T) {
 	}
 	s := &sidecarSession{t: t, mock: mock, argv: argv, env: env, dir: t.TempDir(), state: t.TempDir(), cwd: t.TempDir()}
 	s.a = startSidecarState(t, argv, s.env, s.dir, s.state, "--grace", "1s")
+	caps := map[string]any{"fs": map[string]bool{"readTextFile": true, "writeTextFile": true}}
+	// As codex-acp sends the warning: a notice, or a chunk of text.
+	sent := `"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Warning: `
+	if declared {
+		caps["session"] = map[string]any{"notices": map[string]any{}}
+		sent = `"sessionUpdate":"notice"`
+	}
 	step(t, s.a, "initialize", map[string]any{
-		"protocolVersion": 1,
-		"clientCapabilities": map[string]any{
-			"fs":      map[string]bool{"readTextFile": true, "writeTextFile": true},
-			"session": map[string]any{"notices": map[string]any{}},
-		},
+		"protocolVersion": 1, "clientCapabilities": caps,
 		"clientInfo": map[string]string{"name": "acp-sidecar-e2e", "version": "0"},
 	})
 	s.sid, _ = newSession(t, s.a, s.cwd)
@@ -168,10 +185,10 @@ func TestCodexCurrentNoticeNotHandedOver(t *testing.T) {
 	warning := "Model metadata for `" + codexUnlistedModel + "` not found"
 	noticed := false
 	for _, f := range s.prompt(teal) {
-		noticed = noticed || strings.Contains(string(f.Raw), `"sessionUpdate":"notice"`) && strings.Contains(string(f.Raw), warning)
+		noticed = noticed || strings.Contains(string(f.Raw), sent) && strings.Contains(string(f.Raw), warning)
 	}
 	if !noticed {
-		t.Fatalf("codex sent no notice about the unlisted model in the first turn; the test's premise is gone (NOTES.md)")
+		t.Fatalf("codex sent no warning (%s) about the unlisted model in the first turn; the test's premise is gone (NOTES.md)", sent)
 	}
 
 	ents, err := os.ReadDir(home)

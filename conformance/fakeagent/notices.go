@@ -18,6 +18,12 @@ import (
 //	             notice for a client without notices: an
 //	             agent_message_chunk with _meta.claudeCode.kind
 //	             "informational" and no messageId
+//	-warns-in-text  with -notices, the same prompt also gets WarningText as
+//	             codex-acp 2.6.0 writes a warning for a client without
+//	             notices: an agent_message_chunk of plain text, "Warning:
+//	             …", with no messageId (life.Habits.WarnsInText; the
+//	             sidecar reads it so only from an agent that names itself
+//	             codex-acp, -agent-name)
 //	-compaction  a prompt whose last text block contains CompactTrigger
 //	             gets, ahead of its reply line and after any notices, the
 //	             compaction of its session: compaction_update in_progress,
@@ -33,14 +39,16 @@ import (
 
 // advisoryFlags are the switches of this file.
 type advisoryFlags struct {
-	Notices    bool
-	Compaction bool
+	Notices     bool
+	WarnsInText bool
+	Compaction  bool
 }
 
 // bind adds the switches to fs, with their current values as defaults
 // (newFlagSet parses twice).
 func (f *advisoryFlags) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&f.Notices, "notices", f.Notices, "a prompt containing \""+NoticeTrigger+"\" gets a notice update and a claude-style informational agent_message_chunk before its reply")
+	fs.BoolVar(&f.WarnsInText, "warns-in-text", f.WarnsInText, "with -notices, a prompt containing \""+NoticeTrigger+"\" also gets a codex-style \"Warning: …\" agent_message_chunk with no messageId")
 	fs.BoolVar(&f.Compaction, "compaction", f.Compaction, "a prompt containing \""+CompactTrigger+"\" gets compaction_update and compaction_summary_chunk updates before its reply")
 }
 
@@ -54,6 +62,7 @@ const (
 	NoticeTitle       = "fake-agent NOTICE-TITLE"
 	NoticeDescription = "fake-agent NOTICE-DESCRIPTION"
 	InformationalText = "**Warning:** fake-agent NOTICE-CHUNK from a hook\n"
+	WarningText       = "Warning: fake-agent NOTICE-WARNING in the text\n\n"
 )
 
 // CompactionID is the compactionId of the compaction in turn n.
@@ -72,6 +81,9 @@ func (a *agent) advisories(sid, last string, n int) {
 		a.writeRaw(updateLine(sid, `{"sessionUpdate":"notice","severity":"warning","title":`+jsonString(NoticeTitle)+`,"description":`+jsonString(NoticeDescription)+`}`))
 		a.writeRaw(updateLine(sid, `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":`+jsonString(InformationalText)+
 			`},"_meta":{"claudeCode":{"kind":"informational","level":"warning"}}}`))
+		if a.cfg.WarnsInText {
+			a.writeRaw(updateLine(sid, `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":`+jsonString(WarningText)+`}}`))
+		}
 	}
 	if a.cfg.Compaction && strings.Contains(last, CompactTrigger) {
 		id := jsonString(CompactionID(n))

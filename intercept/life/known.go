@@ -27,6 +27,12 @@ type Habits struct {
 	// then such a fork, which keeps the real history (tool results, file
 	// contents) where a handoff carries text.
 	ForksAtMessage bool
+	// WarnsInText: to a client that declares no session.notices, the agent
+	// sends its warnings as agent_message_chunk text with no messageId,
+	// "Warning: …" or "Config warning: …" (codex-acp 2.6.0, whose own
+	// chunks of a message always carry one). The record keeps them as the
+	// turn's notices, not its answer.
+	WarnsInText bool
 }
 
 // FreshLoadWindow is how long after a session's creation an agent with
@@ -47,7 +53,7 @@ func knownAgents() []knownAgent {
 	return []knownAgent{
 		{name: "gemini-cli", habits: Habits{LosesFreshLoads: true}},
 		{name: "claude-agent-acp", since: "0.101.0", habits: Habits{ForksAtMessage: true}},
-		{name: "codex-acp", since: "2.6.0", habits: Habits{ForksAtMessage: true}},
+		{name: "codex-acp", since: "2.6.0", habits: Habits{ForksAtMessage: true, WarnsInText: true}},
 	}
 }
 
@@ -61,6 +67,7 @@ func HabitsOf(name, version string) Habits {
 		}
 		h.LosesFreshLoads = h.LosesFreshLoads || k.habits.LosesFreshLoads
 		h.ForksAtMessage = h.ForksAtMessage || k.habits.ForksAtMessage
+		h.WarnsInText = h.WarnsInText || k.habits.WarnsInText
 	}
 	return h
 }

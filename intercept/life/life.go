@@ -33,6 +33,8 @@ type Life struct {
 	// path, which keeps each turn's message id only then and must not
 	// take a lock to know it.
 	forksAtMessage atomic.Bool
+	// warnsInText is caps.Habits.WarnsInText, for the same path.
+	warnsInText atomic.Bool
 	// sawResult: the record has read a session result of the agent's, and
 	// legacyModes: one of them had legacy `modes` (SawResult), so the agent
 	// reports mode changes in legacy words.
@@ -103,6 +105,7 @@ func (l *Life) LearnCaps(caps Caps) (old Caps) {
 	defer l.mu.Unlock()
 	old, l.caps = l.caps, caps
 	l.forksAtMessage.Store(caps.Habits.ForksAtMessage)
+	l.warnsInText.Store(caps.Habits.WarnsInText)
 	return old
 }
 
@@ -122,6 +125,9 @@ func (l *Life) WithoutLegacyModes() bool { return l.sawResult.Load() && !l.legac
 
 // ForksAtMessage is Caps().Habits.ForksAtMessage, without a lock.
 func (l *Life) ForksAtMessage() bool { return l.forksAtMessage.Load() }
+
+// WarnsInText is Caps().Habits.WarnsInText, without a lock.
+func (l *Life) WarnsInText() bool { return l.warnsInText.Load() }
 
 // Told keeps the client's initialize or authenticate params, for the
 // agent's successors.

@@ -136,7 +136,7 @@ func (r *Recorder) collect(f *proxy.Frame) {
 	if !sp.Present() {
 		return
 	}
-	if mayBeNotice(f.Raw) && noticeChunk(f.Raw) {
+	if mayBeNotice(f.Raw) && noticeChunk(f.Raw) || r.life.WarnsInText() && warningChunk(f) {
 		r.queueNotice(f)
 		return
 	}

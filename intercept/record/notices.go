@@ -90,6 +90,28 @@ func noticeChunk(raw []byte) bool {
 	return false
 }
 
+// warningPrefixes start the text of a warning an agent that WarnsInText
+// (life.Habits) sends as a message chunk: codex-acp 2.6.0 writes its
+// warnings as "Warning: …" and its config warnings as "Config warning: …".
+var warningPrefixes = [][]byte{[]byte("Warning: "), []byte("Config warning: ")}
+
+// warningChunk reports whether chunk f of an agent that WarnsInText is a
+// warning: text that starts as one, in a chunk with no messageId (the
+// agent's own messages always have one). It costs the agent's other
+// chunks the look at their text's first bytes that chunkText finds.
+func warningChunk(f *proxy.Frame) bool {
+	text, ok := chunkText(f)
+	if !ok {
+		return false
+	}
+	for _, p := range warningPrefixes {
+		if bytes.HasPrefix(text, p) {
+			return !bytes.Contains(f.Raw, messageIDKey)
+		}
+	}
+	return false
+}
+
 // queueNotice hands a notice's chunk to the record's goroutine, which adds
 // it to the running turn's notices in relay order (before the turn's end,
 // which comes after it).
