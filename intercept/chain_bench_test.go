@@ -47,7 +47,7 @@ func BenchmarkChainChunk(b *testing.B) {
 				}
 				if n++; !full && n%200 == 0 {
 					// A new turn: keep collecting below the budget.
-					r.rec.TakeAnswer("sess_5f3a9c2e81d047b6")
+					r.rec.Text().TakeAnswer("sess_5f3a9c2e81d047b6")
 				}
 			}
 		})

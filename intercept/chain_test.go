@@ -115,13 +115,13 @@ func TestTakeChunkIsClaimsThenIntercept(t *testing.T) {
 					t.Fatalf("Intercept(%s) = %v, %v: want a pass", tt.raw, v, err)
 				}
 			}
-			fast.rec.TakeChunk(f)
+			fast.rec.Text().TakeChunk(f)
 		}
-		got, want := fast.rec.TakeAnswer("s1"), slow.rec.TakeAnswer("s1")
+		got, want := fast.rec.Text().TakeAnswer("s1"), slow.rec.Text().TakeAnswer("s1")
 		if got != want || running != (want != "") {
 			t.Errorf("running %v: takeChunk collected %q, Claims and Intercept %q", running, got, want)
 		}
-		if running && slow.rec.TakeAnswer("s1") != "" {
+		if running && slow.rec.Text().TakeAnswer("s1") != "" {
 			t.Error("the answer was not taken")
 		}
 	}

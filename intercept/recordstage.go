@@ -24,5 +24,5 @@ func (st recordStage) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verd
 	return st.rec.Intercept(ctx, f)
 }
 
-// ChunkPolicy: the record takes a chunk in one call (record.TakeChunk).
-func (st recordStage) ChunkPolicy() ChunkPolicy { return ChunkPolicy{Take: st.rec.TakeChunk} }
+// ChunkPolicy: the record takes a chunk in one call (record.Text.TakeChunk).
+func (st recordStage) ChunkPolicy() ChunkPolicy { return ChunkPolicy{Take: st.rec.Text().TakeChunk} }

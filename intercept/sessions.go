@@ -458,7 +458,7 @@ func (o *Sessions) forget(ctx context.Context, sid string) error {
 		return fmt.Errorf("delete %s: %w", sid, err)
 	}
 	if s := o.rec.Session(sid); s != nil {
-		o.rec.TakeAnswer(s.Rec.NativeID) // a running turn's text goes with it
+		o.rec.Text().TakeAnswer(s.Rec.NativeID) // a running turn's text goes with it
 	}
 	o.rec.SetSession(sid, nil)
 	o.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
@@ -593,7 +593,7 @@ func (o *Sessions) unbegin(ctx context.Context, sid string) {
 		return
 	}
 	handoff := s.Turn.HandoffDelivered
-	o.rec.TakeAnswer(s.Turn.NativeID)
+	o.rec.Text().TakeAnswer(s.Turn.NativeID)
 	s.Turns = s.Turns[:len(s.Turns)-1]
 	s.Turn = nil
 	if handoff {

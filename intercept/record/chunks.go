@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
+	"github.com/acp-sidecar/acp-sidecar/intercept/life"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
@@ -18,17 +20,60 @@ import (
 // recorder takes when the turn ends. No per-chunk event, channel send or
 // decode of the whole frame.
 
+// Text gathers the running turns' text from their message chunks, on the
+// relay's goroutine, for the record to take when each turn ends. The
+// Recorder makes one (New) and hands it out (Recorder.Text).
+type Text struct {
+	led  *ledger.Ledger
+	life *life.Life
+	// budget is how much of one answer the record keeps
+	// (answerBudget).
+	budget int
+	// notice hands a notice's chunk to the record's goroutine.
+	notice func(f *proxy.Frame)
+
+	mu      sync.Mutex
+	answers answers    // native session id -> the running turn's text so far
+	kids    children   // subagent sessions (subagents.go)
+	discard *answerBuf // full from the start: where a child's chunks go
+	cache   chunkCache // the agent pump's own; see collect
+}
+
+// newText is a Text for the record's turns.
+func newText(led *ledger.Ledger, lf *life.Life, budget int, notice func(f *proxy.Frame)) *Text {
+	t := &Text{led: led, life: lf, budget: budget, notice: notice, answers: answers{}, kids: children{}, discard: &answerBuf{}}
+	t.discard.full.Store(true)
+	return t
+}
+
 // TakeChunk is Claims and then Intercept for a chunk, in one call (the
 // chain's ChunkPolicy.Take): a message chunk of a running turn is
 // collected, and nothing else is claimed.
-func (r *Recorder) TakeChunk(f *proxy.Frame) {
-	if r.led.Running() && wire.IsMessageChunk(f.Env.Update) {
-		r.collect(f)
+func (t *Text) TakeChunk(f *proxy.Frame) {
+	if t.led.Running() && wire.IsMessageChunk(f.Env.Update) {
+		t.collect(f)
 	}
 }
 
+// adopt notes child as a subagent session of parent, the first time it is
+// named: its messages are not the parent's answer.
+func (t *Text) adopt(child, parent string) {
+	t.mu.Lock()
+	if _, known := t.kids[child]; !known {
+		t.kids[child] = parent
+	}
+	t.mu.Unlock()
+}
+
+// parentOf is the session whose subagent sid is, "" for none.
+func (t *Text) parentOf(sid string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.kids[sid]
+}
+
 // answers collects the agent's text per native session while turns run.
-// The map is guarded by the Recorder's mu.
+// The map is guarded by the Text's mu.
 type answers map[string]*answerBuf
 
 var (
@@ -131,33 +176,33 @@ type chunkCache struct {
 // A chunk that is a notice (notices.go) is not the answer's: it goes to the
 // record's goroutine, which keeps it among the turn's notices. Telling it
 // costs every other chunk a look at its last five bytes (mayBeNotice).
-func (r *Recorder) collect(f *proxy.Frame) {
+func (t *Text) collect(f *proxy.Frame) {
 	sp := f.Env.SessionID
 	if !sp.Present() {
 		return
 	}
-	if mayBeNotice(f.Raw) && noticeChunk(f.Raw) || r.life.WarnsInText() && warningChunk(f) {
-		r.queueNotice(f)
+	if mayBeNotice(f.Raw) && noticeChunk(f.Raw) || t.life.WarnsInText() && warningChunk(f) {
+		t.notice(f)
 		return
 	}
 	tok := f.Raw[sp.Start:sp.End]
-	c := &r.chunks
+	c := &t.cache
 	if c.buf == nil || c.buf.taken.Load() || !bytes.Equal(c.sid, tok) {
 		sid := wire.SessionIDOf(f)
-		r.mu.Lock()
-		buf := r.answers[sid]
+		t.mu.Lock()
+		buf := t.answers[sid]
 		switch {
-		case r.kids[sid] != "":
-			buf = r.discard // a subagent's message is not the parent's answer
+		case t.kids[sid] != "":
+			buf = t.discard // a subagent's message is not the parent's answer
 		case buf == nil:
 			buf = &answerBuf{}
-			r.answers[sid] = buf
+			t.answers[sid] = buf
 		}
-		r.mu.Unlock()
+		t.mu.Unlock()
 		c.sid, c.buf = append(c.sid[:0], tok...), buf
 	}
 	buf := c.buf
-	if r.life.ForksAtMessage() {
+	if t.life.ForksAtMessage() {
 		buf.noteMessage(f.Raw)
 	}
 	if buf.full.Load() {
@@ -167,7 +212,7 @@ func (r *Recorder) collect(f *proxy.Frame) {
 	if !ok || len(text) == 0 {
 		return
 	}
-	limit := answerBudget(r.cfg.HandoffBudget)
+	limit := t.budget
 	buf.mu.Lock()
 	if room := limit - buf.b.Len(); room > len(text) {
 		buf.b.Write(text)
@@ -216,24 +261,24 @@ func (buf *answerBuf) noteMessage(raw []byte) {
 
 // TakeTurnText hands over and forgets what was collected for a native
 // session: the answer, and the messageId of its last message.
-func (r *Recorder) TakeTurnText(native string) (answer, messageID string) {
-	r.mu.Lock()
-	buf := r.answers[native]
-	r.mu.Unlock()
+func (t *Text) TakeTurnText(native string) (answer, messageID string) {
+	t.mu.Lock()
+	buf := t.answers[native]
+	t.mu.Unlock()
 	if buf != nil {
 		buf.mu.Lock()
 		messageID = buf.msgID
 		buf.mu.Unlock()
 	}
-	return r.TakeAnswer(native), messageID
+	return t.TakeAnswer(native), messageID
 }
 
-// takeAnswer hands over and forgets what was collected for a native session.
-func (r *Recorder) TakeAnswer(native string) string {
-	r.mu.Lock()
-	buf := r.answers[native]
-	delete(r.answers, native)
-	r.mu.Unlock()
+// TakeAnswer hands over and forgets what was collected for a native session.
+func (t *Text) TakeAnswer(native string) string {
+	t.mu.Lock()
+	buf := t.answers[native]
+	delete(t.answers, native)
+	t.mu.Unlock()
 	if buf == nil {
 		return ""
 	}

@@ -41,9 +41,9 @@ func TestCollectCutsAsClip(t *testing.T) {
 		r := New(Config{Store: state.NewMemory(), HandoffBudget: tt.budget}, led, life.New(life.NewSignal()), nil)
 		led.Update(func(f *ledger.Flight) { f.Record("test-prompt", "session/prompt", "s1") })
 		for _, text := range tt.chunks {
-			r.TakeChunk(chunkFrame(t, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`+text+`"}}}}`))
+			r.text.TakeChunk(chunkFrame(t, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`+text+`"}}}}`))
 		}
-		got := r.TakeAnswer("s1")
+		got := r.text.TakeAnswer("s1")
 		want := clip(strings.Join(tt.chunks, ""), tt.budget)
 		if got != want {
 			t.Errorf("chunks %q: collected %q, want clip's %q", tt.chunks, got, want)

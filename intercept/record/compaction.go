@@ -1,9 +1,10 @@
 package record
 
 import (
-	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -43,8 +44,10 @@ func (c *compacting) add(text string, limit int) {
 	}
 }
 
-// compaction applies a compaction_update or compaction_summary_chunk to s.
-func (r *Recorder) compaction(ctx context.Context, s *Session, ev Event) {
+// compaction applies a compaction_update or compaction_summary_chunk to s,
+// keeping no more of a summary than limit bytes, and says whether the
+// session's record changed (a compaction completed with a summary, at now).
+func compaction(log *slog.Logger, s *Session, ev Event, limit int, now time.Time) (changed bool) {
 	var n struct {
 		Params struct {
 			Update struct {
@@ -55,12 +58,11 @@ func (r *Recorder) compaction(ctx context.Context, s *Session, ev Event) {
 			} `json:"update"`
 		} `json:"params"`
 	}
-	decoded(r.log, ev.Update, ev.Raw, &n) // what could be read is kept
+	decoded(log, ev.Update, ev.Raw, &n) // what could be read is kept
 	u := n.Params.Update
 	if u.CompactionID == "" {
-		return // the RFD requires the id: an update without one patches nothing
+		return false // the RFD requires the id: an update without one patches nothing
 	}
-	limit := answerBudget(r.cfg.HandoffBudget)
 	c := s.compacting[u.CompactionID]
 	if c == nil {
 		done := s.Rec.Compaction
@@ -75,7 +77,7 @@ func (r *Recorder) compaction(ctx context.Context, s *Session, ev Event) {
 			// send the terminal status first). It happened before, and
 			// the record either has it or never had the turns it
 			// summarised.
-			return
+			return false
 		default:
 			c = &compacting{turn: turnOf(s)}
 		}
@@ -86,7 +88,7 @@ func (r *Recorder) compaction(ctx context.Context, s *Session, ev Event) {
 	}
 	if ev.Update == updCompactionChunk {
 		c.add(contentText(u.Content), limit)
-		return
+		return false
 	}
 	// Omitted, the summary stays as it is, and so it does when it is no
 	// list (the schema reads a malformed one as absent); null and [] clear
@@ -106,13 +108,14 @@ func (r *Recorder) compaction(ctx context.Context, s *Session, ev Event) {
 			// Compacted with no summary the user may see: the record
 			// has nothing to hand over in the turns' place, so it keeps
 			// handing over the turns (and any earlier summary).
-			return
+			return false
 		}
-		s.Rec.Compaction = &state.Compaction{ID: u.CompactionID, Turn: c.turn, Summary: summary, At: r.cfg.Now()}
-		r.PutSession(ctx, s)
+		s.Rec.Compaction = &state.Compaction{ID: u.CompactionID, Turn: c.turn, Summary: summary, At: now}
+		return true
 	case "failed", "cancelled":
 		delete(s.compacting, u.CompactionID)
 	}
+	return false
 }
 
 // contentText is the text of a text content block, "" for any other.

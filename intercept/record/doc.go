@@ -12,7 +12,7 @@
 // in relay order without waiting, and Settle runs one for a held response
 // and lets the response go whatever befalls it. Message chunks skip the
 // queue: their text is collected on the relay's goroutine (chunks.go) and
-// taken when the turn ends (TakeAnswer), except a chunk that is the
+// taken when the turn ends (Text.TakeAnswer), except a chunk that is the
 // transcript form of a notice, which is queued to the turn's notices
 // (notices.go). Notices, the agent's title and its compactions
 // (compaction.go) are kept apart from the conversation: no handoff

@@ -2,8 +2,8 @@ package record
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
@@ -112,16 +112,16 @@ func warningChunk(f *proxy.Frame) bool {
 	return false
 }
 
-// queueNotice hands a notice's chunk to the record's goroutine, which adds
-// it to the running turn's notices in relay order (before the turn's end,
-// which comes after it).
-func (r *Recorder) queueNotice(f *proxy.Frame) {
-	r.enqueue(Event{Dir: f.Dir, Method: string(f.Env.Method), Update: updNoticeChunk, Raw: append([]byte(nil), f.Raw...)})
+// noticeEvent is the record's event for a notice's chunk f: the record's
+// goroutine adds it to the running turn's notices in relay order (before
+// the turn's end, which comes after it).
+func noticeEvent(f *proxy.Frame) Event {
+	return Event{Dir: f.Dir, Method: string(f.Env.Method), Update: updNoticeChunk, Raw: append([]byte(nil), f.Raw...)}
 }
 
 // notice adds a notice update, or a notice's chunk, to the running turn of
 // s. A notice outside a turn belongs to none and is not kept.
-func (r *Recorder) notice(s *Session, ev Event) {
+func notice(log *slog.Logger, s *Session, ev Event) {
 	if s.Turn == nil || len(s.Turn.Notices) >= maxNotices {
 		return
 	}
@@ -138,7 +138,7 @@ func (r *Recorder) notice(s *Session, ev Event) {
 			} `json:"update"`
 		} `json:"params"`
 	}
-	decoded(r.log, ev.Update, ev.Raw, &n) // what could be read is kept
+	decoded(log, ev.Update, ev.Raw, &n) // what could be read is kept
 	u := n.Params.Update
 	var text string
 	if ev.Update == updNoticeChunk {
@@ -177,8 +177,8 @@ const updSessionInfo = "session_info_update"
 // too: the latest title that says something wins. A title the agent made
 // from the handoff that led a fresh native session's first prompt is the
 // handoff's, not the session's (intercept's handoffTitle keeps it from the
-// client too).
-func (r *Recorder) sessionInfo(ctx context.Context, s *Session, raw []byte) {
+// client too). It says whether the title changed.
+func sessionInfo(log *slog.Logger, s *Session, raw []byte) (changed bool) {
 	var n struct {
 		Params struct {
 			Update struct {
@@ -186,21 +186,21 @@ func (r *Recorder) sessionInfo(ctx context.Context, s *Session, raw []byte) {
 			} `json:"update"`
 		} `json:"params"`
 	}
-	decoded(r.log, updSessionInfo, raw, &n) // an unreadable title leaves the record's
+	decoded(log, updSessionInfo, raw, &n) // an unreadable title leaves the record's
 	t := n.Params.Update.Title
 	var title string
 	switch {
 	case len(t) == 0:
-		return
+		return false
 	case wire.IsNull(t):
 	case json.Unmarshal(t, &title) != nil:
-		return // not a string: nothing the record can show
+		return false // not a string: nothing the record can show
 	case strings.TrimSpace(title) == "", strings.HasPrefix(strings.TrimSpace(title), strings.TrimSpace(replay.HandoffTag)):
-		return
+		return false
 	}
 	if title == s.Rec.Title {
-		return
+		return false
 	}
 	s.Rec.Title = title
-	r.PutSession(ctx, s)
+	return true
 }

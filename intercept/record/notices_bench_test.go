@@ -41,7 +41,7 @@ func BenchmarkNoticeCheck(b *testing.B) {
 		f := &proxy.Frame{Dir: proxy.AgentToClient, Raw: raw, Env: env}
 		n := 0
 		for b.Loop() {
-			r.collect(f)
+			r.text.collect(f)
 			if n++; n == 1<<19 {
 				for range n {
 					<-r.events

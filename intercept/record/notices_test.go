@@ -66,9 +66,9 @@ func TestNoticeChunkIsNotTheAnswer(t *testing.T) {
 		claudeNotice,
 		`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":" world"}}`,
 	} {
-		r.TakeChunk(chunkFrame(t, updateFrame(u)))
+		r.text.TakeChunk(chunkFrame(t, updateFrame(u)))
 	}
-	if got := r.TakeAnswer("fz-s"); got != "Hello world" {
+	if got := r.text.TakeAnswer("fz-s"); got != "Hello world" {
 		t.Errorf("answer %q, want %q", got, "Hello world")
 	}
 	if len(r.events) != 1 {

@@ -88,11 +88,9 @@ type Recorder struct {
 	done   chan struct{}
 	wg     sync.WaitGroup // the goroutines started with Go
 
-	mu      sync.Mutex
-	answers answers    // native session id -> the running turn's text so far
-	kids    children   // subagent sessions (subagents.go)
-	discard *answerBuf // full from the start: where a child's chunks go
-	chunks  chunkCache // the agent pump's own; see collect
+	// text gathers the running turns' text on the relay's goroutine
+	// (chunks.go).
+	text *Text
 
 	led  *ledger.Ledger
 	life *life.Life
@@ -180,8 +178,6 @@ func New(cfg Config, led *ledger.Ledger, lf *life.Life, then Then) *Recorder {
 		events:   make(chan Event, cfg.Queue),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
-		answers:  answers{},
-		kids:     children{},
 		sessions: map[string]*Session{},
 		params:   map[string]json.RawMessage{},
 		led:      led,
@@ -189,10 +185,13 @@ func New(cfg Config, led *ledger.Ledger, lf *life.Life, then Then) *Recorder {
 		then:     then,
 		ctx:      context.Background(),
 	}
-	r.discard = &answerBuf{}
-	r.discard.full.Store(true)
+	r.text = newText(led, lf, answerBudget(cfg.HandoffBudget), func(f *proxy.Frame) { r.enqueue(noticeEvent(f)) })
 	return r
 }
+
+// Text is where the running turns' text gathers, for the chain's chunk
+// path (Text.TakeChunk) and for what takes a turn back.
+func (r *Recorder) Text() *Text { return r.text }
 
 // Go runs fn on a goroutine Close waits for, with the record's own
 // context, which outlives a request: the sidecar's own calls for a session
@@ -263,16 +262,12 @@ func (r *Recorder) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 // write must land before the client sees them.
 func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict, error) {
 	if f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindNotification && wire.IsMessageChunk(f.Env.Update) {
-		r.collect(f)
+		r.text.collect(f)
 		return proxy.Verdict{}, nil
 	}
 	if f.Dir == proxy.AgentToClient && string(f.Env.Update) == updSubagent {
 		if child, parent, ok := childOf(f, r.log); ok {
-			r.mu.Lock()
-			if _, known := r.kids[child]; !known {
-				r.kids[child] = parent
-			}
-			r.mu.Unlock()
+			r.text.adopt(child, parent)
 		}
 		return proxy.Verdict{}, nil
 	}
@@ -409,7 +404,7 @@ func (r *Recorder) Interrupted(ctx context.Context) {
 			if s.Turn != nil && !r.led.UnsentPrompt(sid) {
 				s.Turn.Status = state.TurnInterrupted
 				s.Turn.Ended = r.cfg.Now()
-				s.Turn.Answer += r.TakeAnswer(s.Turn.NativeID)
+				s.Turn.Answer += r.text.TakeAnswer(s.Turn.NativeID)
 				r.PutTurn(ctx, s, s.Turn)
 				if s.Turn.HandoffDelivered {
 					// The agent died under the prompt that carried the
@@ -795,7 +790,7 @@ func (r *Recorder) turnEnded(ctx context.Context, sid string, result json.RawMes
 		t.Status = state.TurnCompleted
 	}
 	t.Ended = r.cfg.Now()
-	answer, msgID := r.TakeTurnText(t.NativeID)
+	answer, msgID := r.text.TakeTurnText(t.NativeID)
 	t.Answer += answer
 	if msgID != "" {
 		t.MessageID = msgID
@@ -881,9 +876,7 @@ func (r *Recorder) update(ctx context.Context, ev Event) {
 	}
 	s := r.sessions[r.led.ClientOf(n.Params.SessionID)]
 	if s == nil {
-		r.mu.Lock()
-		parent := r.kids[n.Params.SessionID]
-		r.mu.Unlock()
+		parent := r.text.parentOf(n.Params.SessionID)
 		if parent != "" && (ev.Update == "tool_call" || ev.Update == "tool_call_update") {
 			s = r.sessions[r.led.ClientOf(parent)] // a subagent's tool call belongs to its parent's turn
 		}
@@ -936,13 +929,17 @@ func (r *Recorder) sessionNews(ctx context.Context, ev Event) {
 	if s == nil {
 		return
 	}
+	changed := false
 	switch ev.Update {
 	case updNotice, updNoticeChunk:
-		r.notice(s, ev)
+		notice(r.log, s, ev) // the turn's: written with it
 	case updSessionInfo:
-		r.sessionInfo(ctx, s, ev.Raw)
+		changed = sessionInfo(r.log, s, ev.Raw)
 	default:
-		r.compaction(ctx, s, ev)
+		changed = compaction(r.log, s, ev, answerBudget(r.cfg.HandoffBudget), r.cfg.Now())
+	}
+	if changed {
+		r.PutSession(ctx, s)
 	}
 }
 
