@@ -42,11 +42,17 @@ func compacted(s *state.Session, turns []state.Turn) *state.Compaction {
 	return c
 }
 
+// summaryItem is c's summary as the item Conversation puts in place of the
+// turns it stands for.
+func summaryItem(c *state.Compaction) state.Turn {
+	return state.Turn{Index: 0, Answer: c.Summary, Status: SummaryStatus, Started: c.At}
+}
+
 // afterCompaction is the conversation of a compacted session: the summary
 // item, then the visible turns from the compaction's on. A fork's inherited
 // turns are before any compaction of its own, so the summary holds them too.
 func afterCompaction(s *state.Session, turns []state.Turn, c *state.Compaction) []state.Turn {
-	out := []state.Turn{{Index: 0, Answer: c.Summary, Status: SummaryStatus, Started: c.At}}
+	out := []state.Turn{summaryItem(c)}
 	for _, t := range turns {
 		if InConversation(s, &t) && t.Index >= c.Turn {
 			out = append(out, t)

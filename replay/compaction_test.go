@@ -68,6 +68,59 @@ func TestConversationAfterCompaction(t *testing.T) {
 	}
 }
 
+// A fork inherits its parent's compaction when the compaction summarised
+// what the fork inherits: the summary, then the parent's turns from the
+// compaction's up to the fork point, then the fork's own; a compaction
+// after the fork point, or one the parent took back, leaves the inherited
+// turns as they are.
+func TestForkInheritsTheParentsCompaction(t *testing.T) {
+	label := func(conv []state.Turn) []string {
+		var out []string
+		for _, tr := range conv {
+			if IsSummary(&tr) {
+				out = append(out, "summary")
+				continue
+			}
+			out = append(out, tr.PromptText)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name     string
+		forkTurn int
+		mod      func(p *state.Session, turns []state.Turn)
+		want     []string
+	}{
+		{"forked after the compaction", 4, func(*state.Session, []state.Turn) {}, []string{"summary", "P3P", "P4P", "F1"}},
+		{"forked at the compaction's turn", 3, func(*state.Session, []state.Turn) {}, []string{"summary", "P3P", "F1"}},
+		{"compacted between turns, right after the fork point", 2, func(p *state.Session, _ []state.Turn) { p.Compaction.Turn = 3 }, []string{"summary", "F1"}},
+		{"forked before the compaction", 1, func(*state.Session, []state.Turn) {}, []string{"P1P", "F1"}},
+		{"the parent took the compaction back", 4, func(_ *state.Session, turns []state.Turn) { turns[2].Status = state.TurnRolledBack }, []string{"P1P", "P2P", "P4P", "P5P", "F1"}},
+		{"the grandparent's turns are in the summary", 4, func(p *state.Session, _ []state.Turn) {
+			p.Lineage = &state.Lineage{ParentID: "g", ForkTurn: 1}
+		}, []string{"summary", "P3P", "P4P", "F1"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, pturns := compactedSession()
+			tt.mod(p, pturns)
+			lookup := func(id string) (*state.Session, []state.Turn, bool) {
+				switch id {
+				case "p":
+					return p, pturns, true
+				case "g":
+					return &state.Session{}, []state.Turn{turn(1, state.TurnCompleted, "GRAND", "")}, true
+				}
+				return nil, nil, false
+			}
+			fork := &state.Session{ClientID: "f", Lineage: &state.Lineage{ParentID: "p", ForkTurn: tt.forkTurn}}
+			own := []state.Turn{turn(1, state.TurnCompleted, "F1", "FA1")}
+			if diff := cmp.Diff(tt.want, label(Conversation(fork, own, lookup))); diff != "" {
+				t.Errorf("the fork's conversation (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // The handoff after a compaction starts with the summary, leaves out the
 // turns before it, and counts only turns as kept.
 func TestHandoffStartsWithTheSummary(t *testing.T) {

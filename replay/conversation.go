@@ -53,7 +53,19 @@ func inherited(l *state.Lineage, parent Lookup, depth int) []state.Turn {
 	if !ok {
 		return nil
 	}
-	out := inherited(p.Lineage, parent, depth-1)
 	vis := Visible(p, turns)
-	return append(out, vis[:min(l.ForkTurn, len(vis))]...)
+	vis = vis[:min(l.ForkTurn, len(vis))]
+	if c := compacted(p, turns); c != nil && len(vis) > 0 && c.Turn <= vis[len(vis)-1].Index+1 {
+		// The parent's agent had compacted what the fork inherits: the
+		// fork is handed the summary in place of the turns before it, and
+		// of the parent's own inheritance, which the summary holds too.
+		out := []state.Turn{summaryItem(c)}
+		for _, t := range vis {
+			if t.Index >= c.Turn {
+				out = append(out, t)
+			}
+		}
+		return out
+	}
+	return append(inherited(p.Lineage, parent, depth-1), vis...)
 }
