@@ -46,7 +46,15 @@ func startSidecarState(t *testing.T, argv, env []string, dir, state string, flag
 	})
 	args := append([]string{bin, "--state-dir", state, "--log-file", logFile}, flags...)
 	args = append(append(args, "--"), argv...)
-	return startAgent(t, args, env, dir)
+	a := startAgent(t, args, env, dir)
+	// Registered after startAgent's own cleanup, so it runs first, on
+	// everything the client got while the test ran (schema_test.go).
+	t.Cleanup(func() {
+		if !t.Failed() {
+			checkSchema(t, a)
+		}
+	})
+	return a
 }
 
 // A sessionRun is what one run of the scripted session left: every frame the
