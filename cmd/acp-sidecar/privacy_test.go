@@ -55,7 +55,7 @@ func TestLogHoldsNoConversation(t *testing.T) {
 // TestDemo runs the README's first command as a newcomer would, and checks
 // the story it tells: the config kept across a reset, the kept turn handed
 // over after a rewind and not the rewound one, the session surviving a
-// crash, and the record at the end.
+// crash, and the record at the end, with why each native session was made.
 func TestDemo(t *testing.T) {
 	ctx := boundedCtx(t)
 	out, err := exec.CommandContext(ctx, "acp-sidecar", "demo").CombinedOutput()
@@ -72,6 +72,8 @@ func TestDemo(t *testing.T) {
 		"the agent got 2 content blocks",
 		"turn 4 rolled_back",
 		"interrupted",
+		// The record says why each native session was made.
+		"native sessions fake-sess-1 (new) → fake-sess-2 (reset) → fake-sess-3 (rewind) → fake-sess-1 (crash)",
 	} {
 		if !strings.Contains(story, want) {
 			t.Errorf("the demo does not say %q:\n%s", want, story)

@@ -196,7 +196,13 @@ func (d *demo) record(ctx context.Context, dir, sid string) error {
 	if err != nil {
 		return fmt.Errorf("read turns of %s: %w", sid, err)
 	}
-	d.say("session %s, native sessions %s", sess.ClientID, strings.Join(sess.NativeHistory, " → "))
+	// Each native session with the event that put it there, as the record
+	// says (`show` prints the table).
+	natives := make([]string, 0, len(sess.Natives))
+	for _, n := range sess.Natives {
+		natives = append(natives, n.ID+" ("+n.Event+")")
+	}
+	d.say("session %s, native sessions %s", sess.ClientID, strings.Join(natives, " → "))
 	d.say("original: %s", values(sess.Original))
 	d.say("live:     %s", values(sess.Live))
 	for _, t := range turns {
