@@ -396,6 +396,12 @@ func (f *Flight) End(sid string) {
 	if s := f.sessions[sid]; s != nil && s.Busy != "" {
 		s.Busy = ""
 		f.busyN--
+		if *s == (Session{}) {
+			// A rebuild of a session nobody knows (a client's /reset of a
+			// made-up id) left nothing: the ledger does not keep it, so
+			// such requests cannot grow it.
+			delete(f.sessions, sid)
+		}
 	}
 	f.woke = true
 }

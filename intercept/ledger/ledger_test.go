@@ -171,3 +171,25 @@ func TestRespondOnce(t *testing.T) {
 		t.Error("the oldest answered id is kept past keepAnswered")
 	}
 }
+
+// TestEndForgetsAnEmptySession: a rebuild of a session the ledger knew
+// nothing of leaves no entry behind; one of a session with flight state
+// keeps it.
+func TestEndForgetsAnEmptySession(t *testing.T) {
+	l := New(nil)
+	l.Update(func(f *Flight) {
+		if _, ok := f.Begin("made-up", "reset"); !ok {
+			t.Fatal("a rebuild of an unknown session was refused")
+		}
+		f.End("made-up")
+		if _, kept := f.sessions["made-up"]; kept {
+			t.Error("the ledger kept an empty entry for a session nobody knows")
+		}
+		f.Remap("s1", "n1", 0)
+		f.Begin("s1", "reset")
+		f.End("s1")
+		if s := f.sessions["s1"]; s == nil || s.Native != "n1" || s.Busy != "" {
+			t.Errorf("a known session after its rebuild: %+v", s)
+		}
+	})
+}
