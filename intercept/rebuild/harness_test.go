@@ -323,6 +323,7 @@ func (a *fakeAgent) lines() [][]byte {
 type harness struct {
 	t     *testing.T
 	host  string
+	cwd   string // the sessions' working directory, the test's own
 	store state.Store
 	led   *ledger.Ledger
 	life  *life.Life
@@ -370,7 +371,7 @@ type options struct {
 func newHarness(t *testing.T, opts options) *harness {
 	t.Helper()
 	ready := life.NewSignal()
-	h := &harness{t: t, host: opts.host, store: state.NewMemory(), led: ledger.New(ready.Fire), life: life.New(ready),
+	h := &harness{t: t, host: opts.host, cwd: t.TempDir(), store: state.NewMemory(), led: ledger.New(ready.Fire), life: life.New(ready),
 		gaveUp: make(chan struct{}, 16), quit: make(chan struct{})}
 	h.life.LearnCaps(opts.caps)
 	h.agent = &fakeAgent{life: h.life, legacyModes: opts.legacyModes, sessions: map[string]map[string]string{}, gone: map[uint64]bool{}}
@@ -424,7 +425,7 @@ func (h *harness) session(sid, native string, v map[string]string, turns ...stat
 		Rec: state.Session{
 			ClientID: sid, NativeID: native, NativeHistory: []string{native},
 			Natives: []state.Native{{ID: native, Event: state.MadeNew, Path: "new", Host: h.host, At: clock}},
-			Agent:   []string{"fakeagent"}, Cwd: "/work/project", McpServers: json.RawMessage("[]"),
+			Agent:   []string{"fakeagent"}, Cwd: h.cwd, McpServers: json.RawMessage("[]"),
 			Created: clock, Live: live, Original: record.CloneConfig(live), Baseline: h.agent.configOf(defaults()),
 		},
 		Turns: turns, Started: true,
