@@ -117,8 +117,8 @@ const (
 	// MadeReopen: the client's load or resume of a session not live in this
 	// sidecar (it restarted), brought back by the ladder.
 	MadeReopen = "reopen"
-	// MadeFailover: a reopen on another host than the one the session ran
-	// on last, in a fleet.
+	// MadeFailover: a reopen or an open on another host than the one the
+	// session ran on last, in a fleet.
 	MadeFailover = "failover"
 	// MadeAbsorbed: the agent failed the client's load or resume, and the
 	// record answered it on a fresh native session.
@@ -128,8 +128,12 @@ const (
 
 // Behind puts native session n behind s: it becomes s's current native
 // session, NativeHistory names it (once, when it is not the last already)
-// and Natives says why.
+// and Natives says why. A reopen or an open on another host than the one
+// the session last ran on, both known, is a failover.
 func (s *Session) Behind(n Native) {
+	if last := s.LastNative(); (n.Event == MadeReopen || n.Event == MadeOpen) && last != nil && last.Host != "" && n.Host != "" && last.Host != n.Host {
+		n.Event = MadeFailover
+	}
 	s.NativeID = n.ID
 	if len(s.NativeHistory) == 0 || s.NativeHistory[len(s.NativeHistory)-1] != n.ID {
 		s.NativeHistory = append(s.NativeHistory, n.ID)

@@ -211,7 +211,7 @@ type nativeJSON struct {
 	NativeSessionID string `json:"nativeSessionId"`
 	// Event is why: new, fork, open (the client's own load or resume),
 	// reset, rewind, crash, reopen (the client's load of a session not
-	// live in the sidecar), failover (a reopen on another host), absorbed
+	// live in the sidecar), failover (a reopen or an open on another host), absorbed
 	// (the agent failed the client's load or resume; the record answered)
 	// or switch.
 	Event string `json:"event"`

@@ -462,9 +462,6 @@ func (b *Rebuilder) settle(ctx context.Context, sid string, made state.Native, o
 			}
 		}
 		if made.Path != "" { // "": the plan kept the native session it had
-			if last := s.Rec.LastNative(); made.Event == state.MadeReopen && last != nil && last.Host != "" && made.Host != "" && last.Host != made.Host {
-				made.Event = state.MadeFailover
-			}
 			s.Rec.Behind(made)
 		}
 		s.Rec.Live = out.Catalog
