@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
@@ -99,47 +100,57 @@ func (e *engine) climb(ctx context.Context, sid string, snap Snapshot, quiet boo
 	params := map[string]any{"sessionId": snap.Native, "cwd": snap.Cwd, "mcpServers": mcpOrEmpty(snap.Mcp)}
 	gen := e.life.Gen()
 	e.led.Update(func(f *ledger.Flight) { f.Opening(snap.Native) })
-	// back maps sid to the native session the agent brought back: an
-	// earlier attempt that died after its session/new left sid mapped to
-	// that one, which died with the agent.
-	back := func(path string, res json.RawMessage) (string, *state.Config, string, error) {
-		e.led.Update(func(f *ledger.Flight) { f.Remap(sid, snap.Native, gen) })
-		return snap.Native, record.CarryLegacy(wire.ConfigFromResult(res), snap.Live), path, nil
+	// rung asks the agent to bring snap.Native back by method, keeping
+	// hush of what it says from the client (0: nothing). path is "" when
+	// the agent could not, and the next rung is tried; an agent that died
+	// ends the climb, as the next rung would reach the agent that follows,
+	// inside an attempt that belongs to the one that died.
+	rung := func(method string, hush ledger.Hush) (cfg *state.Config, path string, err error) {
+		done := func() {}
+		if hush != 0 {
+			done = e.led.Hush(snap.Native, hush)
+		}
+		res, err := e.callRaw(ctx, method, params)
+		done()
+		switch {
+		case err == nil:
+			// An earlier attempt that died after its session/new left sid
+			// mapped to that one, which died with the agent.
+			e.led.Update(func(f *ledger.Flight) { f.Remap(sid, snap.Native, gen) })
+			return record.CarryLegacy(wire.ConfigFromResult(res), snap.Live), strings.TrimPrefix(method, "session/"), nil
+		case agentLost(err):
+			return nil, "", fmt.Errorf("rebuild %s: %w", sid, err)
+		}
+		e.log.Info(method+" failed; trying the next rung", "session", sid, "err", err)
+		return nil, "", nil
 	}
 	if caps.Resume && snap.Native != "" {
 		// What the agent says while it resumes is about a resume the
 		// client did not ask for ("recorded with model X but is resuming
 		// with Y", codex-acp 2.6.0), and the restore that follows makes it
 		// untrue: its messages are kept from the client.
-		done := e.led.Hush(snap.Native, ledger.HushMessages)
-		res, err := e.callRaw(ctx, wire.SessionResume, params)
-		done()
-		switch {
-		case err == nil:
-			return back("resume", res)
-		case agentLost(err):
-			// The next rung would reach the agent that follows, inside
-			// an attempt that belongs to the one that died.
-			return "", nil, "", fmt.Errorf("rebuild %s: %w", sid, err)
+		cfg, path, err := rung(wire.SessionResume, ledger.HushMessages)
+		if err != nil {
+			return "", nil, "", err
 		}
-		e.log.Info("session/resume failed; trying the next rung", "session", sid, "err", err)
+		if path != "" {
+			return snap.Native, cfg, path, nil
+		}
 	}
 	if caps.Load && snap.Native != "" && e.freshLoadFails(caps, snap) {
 		e.log.Info("not asking the agent to load a session it made less than a minute ago: it loses those; creating a new session", "session", sid, "agent", caps.Agent)
 	} else if caps.Load && snap.Native != "" {
-		done := func() {}
+		var hush ledger.Hush
 		if quiet {
-			done = e.led.Hush(snap.Native, ledger.HushAll) // the client has the history
+			hush = ledger.HushAll // the client has the history
 		}
-		res, err := e.callRaw(ctx, wire.SessionLoad, params)
-		done()
-		switch {
-		case err == nil:
-			return back("load", res)
-		case agentLost(err):
-			return "", nil, "", fmt.Errorf("rebuild %s: %w", sid, err)
+		cfg, path, err := rung(wire.SessionLoad, hush)
+		if err != nil {
+			return "", nil, "", err
 		}
-		e.log.Info("session/load failed; creating a new session", "session", sid, "err", err)
+		if path != "" {
+			return snap.Native, cfg, path, nil
+		}
 	}
 	native, catalog, err := e.newNative(ctx, sid, snap)
 	if err != nil {
