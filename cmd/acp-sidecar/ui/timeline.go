@@ -94,14 +94,7 @@ func nativesOf(sess *state.Session, turns []state.Turn) []native {
 			}
 		}
 	}
-	next := last + 1
-	for i := len(out) - 1; i >= 0; i-- {
-		if len(out[i].Turns) > 0 {
-			next = out[i].Turns[0]
-		}
-		out[i].bound = next
-	}
-	fillAgents(out, sess)
+	finish(out, sess, last)
 	for i := range out {
 		out[i].Detail = recordedDetail(sess, out, i, turns)
 	}
@@ -115,9 +108,20 @@ func recorded(sess *state.Session) bool {
 		(sess.Natives[0].Event == state.MadeNew || sess.Natives[0].Event == state.MadeFork)
 }
 
-// fillAgents gives each native session whose turns name no agent the
-// agent of the one before it, and the newest the session's own.
-func fillAgents(out []native, sess *state.Session) {
+// finish gives each of out, whose turns are placed, its bound and its
+// agent; last is the newest turn's index.
+func finish(out []native, sess *state.Session, last int) {
+	// Each native session's bound, from the newest back: a native session
+	// without turns ends where the next one's turns begin.
+	next := last + 1
+	for i := len(out) - 1; i >= 0; i-- {
+		if len(out[i].Turns) > 0 {
+			next = out[i].Turns[0]
+		}
+		out[i].bound = next
+	}
+	// One whose turns name no agent ran on the agent of the one before
+	// it, and the newest on the session's own.
 	if len(out) > 0 && out[len(out)-1].Agent == "" {
 		out[len(out)-1].Agent = sess.AgentName // the one it is on now
 	}
@@ -250,16 +254,7 @@ func inferNatives(sess *state.Session, turns []state.Turn) []native {
 			}
 		}
 	}
-	// Each native session's bound, from the newest back: a native session
-	// without turns ends where the next one's turns begin.
-	next := last + 1
-	for i := len(out) - 1; i >= 0; i-- {
-		if len(out[i].Turns) > 0 {
-			next = out[i].Turns[0]
-		}
-		out[i].bound = next
-	}
-	fillAgents(out, sess)
+	finish(out, sess, last)
 	// before is the turn just before index b, nil for none.
 	before := func(b int) *state.Turn {
 		for i := b - 1; i >= 1; i-- {
