@@ -21,21 +21,27 @@ func compactedSession() (*state.Session, []state.Turn) {
 	return s, turns
 }
 
+// labels names each item of a conversation: "summary" for a compaction's
+// summary, of(turn) for a turn.
+func labels(conv []state.Turn, of func(*state.Turn) string) []string {
+	var out []string
+	for i := range conv {
+		if IsSummary(&conv[i]) {
+			out = append(out, "summary")
+			continue
+		}
+		out = append(out, of(&conv[i]))
+	}
+	return out
+}
+
 // The conversation after a compaction is its summary, then the turns from
 // the compaction's on; a compaction the conversation no longer has (a reset
 // after it, its turn or one before taken back) hands over the turns as
 // before.
 func TestConversationAfterCompaction(t *testing.T) {
 	indexes := func(conv []state.Turn) []string {
-		var out []string
-		for _, tr := range conv {
-			if IsSummary(&tr) {
-				out = append(out, "summary")
-				continue
-			}
-			out = append(out, fmt.Sprint(tr.Index))
-		}
-		return out
+		return labels(conv, func(tr *state.Turn) string { return fmt.Sprint(tr.Index) })
 	}
 	for _, tt := range []struct {
 		name string
@@ -75,15 +81,7 @@ func TestConversationAfterCompaction(t *testing.T) {
 // turns as they are.
 func TestForkInheritsTheParentsCompaction(t *testing.T) {
 	label := func(conv []state.Turn) []string {
-		var out []string
-		for _, tr := range conv {
-			if IsSummary(&tr) {
-				out = append(out, "summary")
-				continue
-			}
-			out = append(out, tr.PromptText)
-		}
-		return out
+		return labels(conv, func(tr *state.Turn) string { return tr.PromptText })
 	}
 	for _, tt := range []struct {
 		name     string

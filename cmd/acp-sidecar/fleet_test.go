@@ -91,18 +91,12 @@ func loadUntilFree(t *testing.T, lp *ladderPeer, sid string, holder int) (resp [
 // them from the fleet's store, from any host.
 func turnStatuses(t *testing.T, store, sid string) []string {
 	t.Helper()
-	out, err := exec.CommandContext(boundedCtx(t), "acp-sidecar", "show", sid, "--json", "--store", store).Output()
-	if err != nil {
-		t.Fatalf("show: %v\n%s", err, out)
-	}
 	var v struct {
 		Turns []struct {
 			Status string `json:"status"`
 		} `json:"turns"`
 	}
-	if err := json.Unmarshal(out, &v); err != nil {
-		t.Fatalf("show: %v\n%s", err, out)
-	}
+	showInto(t, &v, sid, "--store", store)
 	var st []string
 	for _, tr := range v.Turns {
 		st = append(st, tr.Status)
@@ -171,19 +165,13 @@ func TestFleetFailover(t *testing.T) {
 // event@host, as `show --json` reads them from the fleet's store.
 func nativeEvents(t *testing.T, store, sid string) []string {
 	t.Helper()
-	out, err := exec.CommandContext(boundedCtx(t), "acp-sidecar", "show", sid, "--json", "--store", store).Output()
-	if err != nil {
-		t.Fatalf("show: %v\n%s", err, out)
-	}
 	var v struct {
 		Natives []struct {
 			Event string `json:"event"`
 			Host  string `json:"host"`
 		} `json:"natives"`
 	}
-	if err := json.Unmarshal(out, &v); err != nil {
-		t.Fatalf("show: %v\n%s", err, out)
-	}
+	showInto(t, &v, sid, "--store", store)
 	var ev []string
 	for _, n := range v.Natives {
 		ev = append(ev, n.Event+"@"+n.Host)

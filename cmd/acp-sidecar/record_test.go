@@ -34,16 +34,25 @@ func (r *recordPeer) prompt(text string) []byte {
 	return r.call(id, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%q}]}}`, id, r.sid, text))
 }
 
-// showJSON runs `acp-sidecar show SID --json` on dir.
+// showInto decodes `acp-sidecar show SID --json`, run as a user in a shell
+// runs it on where (--state-dir DIR, or --store URL), into v.
+func showInto(t *testing.T, v any, sid string, where ...string) {
+	t.Helper()
+	out, err := exec.CommandContext(boundedCtx(t), "acp-sidecar", append([]string{"show", sid, "--json"}, where...)...).Output()
+	if err != nil {
+		t.Fatalf("show %s: %v\n%s", sid, err, out)
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		t.Fatalf("show %s --json: %v\n%s", sid, err, out)
+	}
+}
+
+// showTurns is the record's turns of sid in dir, from `show --json`.
 func showTurns(t *testing.T, dir, sid string) (turns []struct {
 	Index          int
 	Status, Prompt string
 }) {
 	t.Helper()
-	out, err := exec.CommandContext(boundedCtx(t), "acp-sidecar", "show", sid, "--json", "--state-dir", dir).Output()
-	if err != nil {
-		t.Fatalf("show %s: %v\n%s", sid, err, out)
-	}
 	var rec struct {
 		Turns []struct {
 			Index  int    `json:"index"`
@@ -51,9 +60,7 @@ func showTurns(t *testing.T, dir, sid string) (turns []struct {
 			Prompt string `json:"prompt"`
 		} `json:"turns"`
 	}
-	if err := json.Unmarshal(out, &rec); err != nil {
-		t.Fatalf("show --json: %v\n%s", err, out)
-	}
+	showInto(t, &rec, sid, "--state-dir", dir)
 	for _, tr := range rec.Turns {
 		turns = append(turns, struct {
 			Index          int

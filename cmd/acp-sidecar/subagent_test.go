@@ -3,7 +3,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -53,10 +52,6 @@ func TestSubagentSessions(t *testing.T) {
 
 	// The record: the child's tool call under the parent's turn, its
 	// message not in the parent's answer, the child nowhere as a session.
-	out, err := exec.CommandContext(boundedCtx(t), "acp-sidecar", "show", lp.sid, "--json", "--state-dir", store).Output()
-	if err != nil {
-		t.Fatalf("show: %v\n%s", err, out)
-	}
 	var rec struct {
 		Turns []struct {
 			Answer    string `json:"answer"`
@@ -66,8 +61,9 @@ func TestSubagentSessions(t *testing.T) {
 			} `json:"toolCalls"`
 		} `json:"turns"`
 	}
-	if err := json.Unmarshal(out, &rec); err != nil || len(rec.Turns) != 1 {
-		t.Fatalf("show --json: %v, %d turns\n%s", err, len(rec.Turns), out)
+	showInto(t, &rec, lp.sid, "--state-dir", store)
+	if len(rec.Turns) != 1 {
+		t.Fatalf("show --json: %d turns, want 1", len(rec.Turns))
 	}
 	turn := rec.Turns[0]
 	found := false

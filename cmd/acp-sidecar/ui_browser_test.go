@@ -502,16 +502,10 @@ func TestUIInABrowser(t *testing.T) {
 // showNatives is the record's native history of sid, from `show --json`.
 func showNatives(t *testing.T, dir, sid string) []string {
 	t.Helper()
-	out, err := exec.CommandContext(boundedCtx(t), "acp-sidecar", "show", sid, "--json", "--state-dir", dir).Output()
-	if err != nil {
-		t.Fatalf("show %s: %v", sid, err)
-	}
 	var v struct {
 		NativeHistory []string `json:"nativeHistory"`
 	}
-	if err := json.Unmarshal(out, &v); err != nil {
-		t.Fatal(err)
-	}
+	showInto(t, &v, sid, "--state-dir", dir)
 	return v.NativeHistory
 }
 
