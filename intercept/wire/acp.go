@@ -25,9 +25,11 @@ type ConfigPayload struct {
 	Models        json.RawMessage `json:"models"`
 }
 
-// wireOption is one configOptions entry; only id is required.
+// wireOption is one configOptions entry; only its id is required. ACP v1
+// names it id, v2 configId (v2.go).
 type wireOption struct {
 	ID           string          `json:"id"`
+	ConfigID     string          `json:"configId"`
 	Name         string          `json:"name"`
 	Category     string          `json:"category"`
 	Type         string          `json:"type"`
@@ -48,7 +50,13 @@ func ParseOptions(raw json.RawMessage) ([]state.Option, bool) {
 	out := make([]state.Option, 0, len(elems))
 	for _, e := range elems {
 		var w wireOption
-		if json.Unmarshal(e, &w) != nil || w.ID == "" {
+		if json.Unmarshal(e, &w) != nil {
+			continue
+		}
+		if w.ID == "" {
+			w.ID = w.ConfigID
+		}
+		if w.ID == "" {
 			continue
 		}
 		o := state.Option{ID: w.ID, Name: w.Name, Category: w.Category, Type: w.Type, Current: CompactJSON(w.CurrentValue), Raw: CompactJSON(e)}
@@ -180,6 +188,10 @@ type UpdateFields struct {
 		Status        *string         `json:"status"`
 		ConfigOptions json.RawMessage `json:"configOptions"`
 		CurrentModeID string          `json:"currentModeId"`
+		// A v2 state_update's: the session's foreground state, and with
+		// idle, why the turn stopped.
+		State      string `json:"state"`
+		StopReason string `json:"stopReason"`
 	} `json:"update"`
 }
 
