@@ -126,6 +126,10 @@ type Session struct {
 	// Unsent: a prompt of this session never reached the agent that died,
 	// so its turn is taken back, not interrupted.
 	Unsent bool
+	// Turn: an ACP v2 turn runs. v2 answers a prompt as soon as it is
+	// accepted, and the turn ends with a state_update (idle) later, so the
+	// prompt's request no longer spans the turn: this does.
+	Turn bool
 }
 
 // Flight is everything in flight. It is reached only inside Update (to
@@ -289,6 +293,31 @@ type Gone struct {
 	// order; each gets an error, as it may have started work that must not
 	// run twice.
 	Sent []GoneRequest
+	// Turns are the client sessions whose v2 turn was running, sorted: the
+	// client waits for their end, which the dead agent will never send.
+	Turns []string
+}
+
+// TurnAccepted notes that the agent accepted a v2 prompt of client session
+// sid: its turn runs, and the record reads its chunks, until TurnIdle.
+func (f *Flight) TurnAccepted(sid string) {
+	if s := f.session(sid); !s.Turn {
+		s.Turn = true
+		f.runningN++
+	}
+}
+
+// TurnIdle ends the v2 turn of client session sid, and says whether one
+// ran: an idle state the agent reports at other times (after a resume, or
+// its own background work) ends nothing.
+func (f *Flight) TurnIdle(sid string) bool {
+	s := f.sessions[sid]
+	if s == nil || !s.Turn {
+		return false
+	}
+	s.Turn = false
+	f.runningN--
+	return true
 }
 
 // GoneRequest is one client request the dead agent had.
@@ -306,6 +335,13 @@ func (f *Flight) AgentGone(life uint64) Gone {
 	g := Gone{Sent: f.Owed()} // the caller answers them
 	f.requests = map[string]*Request{}
 	f.runningN = 0
+	for sid, s := range f.sessions {
+		if s.Turn {
+			s.Turn = false
+			g.Turns = append(g.Turns, sid)
+		}
+	}
+	sort.Strings(g.Turns)
 	for id := range f.agentAsks {
 		f.staleAsks[id] = true
 	}

@@ -193,3 +193,38 @@ func TestEndForgetsAnEmptySession(t *testing.T) {
 		}
 	})
 }
+
+// TestV2TurnSpansItsAcceptedPrompt: a v2 prompt is answered as soon as it
+// is accepted, so the turn, not the request, keeps chunks read; its idle
+// ends it once, and a death hands the running turn to the caller to end.
+func TestV2TurnSpansItsAcceptedPrompt(t *testing.T) {
+	l := New(func() {})
+	var first bool
+	l.Update(func(f *Flight) {
+		f.Remap("c1", "n1", 0)
+		f.Record("5", "session/prompt", "c1")
+		_, first = f.Respond("5") // {messageId}: accepted
+		f.TurnAccepted("c1")
+	})
+	if !first || !l.Running() {
+		t.Fatalf("after the acceptance: first %v running %v, want true true", first, l.Running())
+	}
+	var ended, again bool
+	l.Update(func(f *Flight) { ended, again = f.TurnIdle("c1"), f.TurnIdle("c1") })
+	if !ended || again || l.Running() {
+		t.Fatalf("idle ended %v, a second idle ended %v, running after %v; want true false false", ended, again, l.Running())
+	}
+	var g Gone
+	l.Update(func(f *Flight) {
+		f.TurnAccepted("c1")
+		f.TurnAccepted("c1") // the record hears of one turn once; a repeat counts once
+		g = f.AgentGone(1)
+	})
+	if !reflect.DeepEqual(g.Turns, []string{"c1"}) || l.Running() {
+		t.Fatalf("the death hands over turns %v, running after %v; want [c1] false", g.Turns, l.Running())
+	}
+	l.Update(func(f *Flight) { ended = f.TurnIdle("c1") })
+	if ended {
+		t.Error("the dead agent's late idle ended a turn the death ended already")
+	}
+}
