@@ -67,6 +67,7 @@ type agent struct {
 	w      *lineWriter
 	calls  callLog
 	stderr io.Writer
+	v2     *v2adapter // speaks ACP v2 at the stdio edges when the client asks (-v2)
 
 	exit    chan int      // abrupt exit codes (crash, die-after, die-on); buffered 1
 	stopped chan struct{} // closed when Main returns
@@ -104,7 +105,8 @@ func newAgent(cfg config, w *lineWriter, calls callLog, stderr io.Writer) *agent
 		drained:  make(chan struct{}),
 		received: map[string]int{},
 	}
-	w.frame = a.frameLine
+	a.v2 = newV2Adapter(cfg.V2, a, stderr)
+	w.frame = a.frame
 	return a
 }
 
@@ -334,7 +336,7 @@ func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.Ne
 // LoadSession implements acp.AgentLoader: it replays the session's history
 // as user_message_chunk / agent_message_chunk updates, then answers.
 func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
-	if !a.cfg.Load {
+	if !a.baseline(a.cfg.Load) { // in v2 only the adapter sends it, for a resume that replays
 		return acp.LoadSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionLoad)
 	}
 	if a.cfg.LoadFails {
@@ -390,7 +392,7 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 
 // ResumeSession implements acp.Agent: like load, without the replay.
 func (a *agent) ResumeSession(ctx context.Context, p acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
-	if !a.cfg.Resume {
+	if !a.baseline(a.cfg.Resume) {
 		return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
 	}
 	a.mu.Lock()
@@ -436,7 +438,7 @@ func (a *agent) reopenSurfaces(st settings) ([]acp.SessionConfigOption, *acp.Ses
 // session/list calls have left it out since (see session.unlisted): a
 // count, not a clock, so a test of the lag is deterministic.
 func (a *agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
-	if !a.cfg.List {
+	if !a.baseline(a.cfg.List) {
 		return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
 	}
 	a.mu.Lock()
@@ -528,7 +530,7 @@ func convert(src, dst any) error {
 // CloseSession implements acp.Agent. The session stays loadable: the fake
 // agent has no disk, and a real agent's closed session is still on disk.
 func (a *agent) CloseSession(_ context.Context, p acp.CloseSessionRequest) (acp.CloseSessionResponse, error) {
-	if !a.cfg.Close {
+	if !a.baseline(a.cfg.Close) {
 		return acp.CloseSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionClose)
 	}
 	a.mu.Lock()

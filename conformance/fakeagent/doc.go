@@ -128,6 +128,37 @@
 // 2.6.0, so the sidecar meets an agent that can resume but not load. Neither
 // ignores stdin EOF, though both real agents do; add -ignore-eof.
 //
+// # ACP v2
+//
+// With -v2 (and in the profile v2-current, claude-current plus -v2) a
+// client whose initialize asks for protocolVersion 2 or more gets ACP v2
+// for the connection, as claude-agent-acp 0.101.0 and codex-acp 2.6.0
+// answer one (testdata/v2); one that asks for 1 gets v1, byte for byte
+// what it got without -v2. acp-go-sdk speaks v1 only, so v2 is an adapter
+// at the stdio edges (v2.go): it hands the SDK the v1 form of each v2
+// frame and rewrites the agent's v1 frames into v2, and every flag and
+// prompt quirk above works in both versions. In v2:
+//
+//	initialize      {protocolVersion: 2, info, capabilities: {session: {prompt,
+//	                mcp, delete?, fork?}}, authMethods}; loadSession is gone, and
+//	                list, resume and close are baseline, served whatever the flags say
+//	session/prompt  user_message {messageId: UserMessageID(session, turn), content:
+//	                the prompt}, then the answer {messageId}, then state_update
+//	                running, the turn, and state_update idle with the v1 stopReason
+//	                (cancelled after session/cancel; error, with the error, if the v1
+//	                turn failed after the answer); no idle after a crash
+//	session/resume  replayFrom {type: start} replays as session/load does, each
+//	                message announced (user_message, agent_message with content [])
+//	                before its chunks; without replayFrom it is v1's resume; either
+//	                way state_update idle comes just before the result
+//	removed         session/load, session/set_mode and session/set_model answer
+//	                -32601 "\"Method not found\": METHOD"; set_config_option takes
+//	                type "id" or "boolean" (else -32602); results and
+//	                config_option_update name options by configId and have no modes
+//	                or models; current_mode_update is not sent
+//	messageId       every message chunk has one: the turn's MessageID (as if
+//	                -message-ids), or one of the adapter's own outside a turn
+//
 // # Crashes
 //
 // Every crash is abrupt: Main returns its status at once and nothing more

@@ -32,7 +32,22 @@ import (
 // and no randomness, so a restarted agent that hands out the same session
 // id again without -state repeats the ids of its earlier life.
 func MessageID(sid string, turn int) string {
-	sum := sha256.Sum256([]byte("fake-agent message " + sid + "/" + strconv.Itoa(turn)))
+	return uuidFrom("fake-agent message " + sid + "/" + strconv.Itoa(turn))
+}
+
+// UserMessageID is the messageId of the user's message in turn (1-based)
+// of session sid when the agent speaks ACP v2 (-v2): the prompt's
+// user_message and its response carry it, and a resume with replayFrom
+// start replays the turn's prompt under it. Like MessageID it reads no
+// clock and no randomness.
+func UserMessageID(sid string, turn int) string {
+	return uuidFrom("fake-agent user message " + sid + "/" + strconv.Itoa(turn))
+}
+
+// uuidFrom is a UUID-shaped id made from seed: version 8, the RFC 9562
+// custom layout, whose bytes are seed's sha256.
+func uuidFrom(seed string) string {
+	sum := sha256.Sum256([]byte(seed))
 	b := sum[:16]
 	b[6] = b[6]&0x0f | 0x80 // version 8
 	b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
@@ -41,10 +56,11 @@ func MessageID(sid string, turn int) string {
 }
 
 // agentText is the agent_message_chunk for text in turn of sid, with its
-// messageId under -message-ids.
+// messageId under -message-ids, and always in ACP v2, whose chunks must
+// carry one.
 func (a *agent) agentText(sid string, turn int, text string) acp.SessionUpdate {
 	u := acp.UpdateAgentMessageText(text)
-	if a.cfg.MessageIDs {
+	if a.cfg.MessageIDs || a.v2.active() {
 		u.AgentMessageChunk.MessageId = acp.Ptr(MessageID(sid, turn))
 	}
 	return u

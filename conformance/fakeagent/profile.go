@@ -32,6 +32,7 @@ type Features struct {
 	ForkAtMessage     bool // session/fork honours _meta.jetbrains.air.fork.messageId: the fork keeps the turns up to that message (like claude-agent-acp 0.101.0, codex-acp 2.6.0)
 	EffortModels      bool // legacy models name each model with each of its efforts ("deep-3[max]"), and set_model takes such an id and sets both (like codex-acp 2.6.0)
 	FreshLoadFails    bool // session/load of a session this process made less than FreshLoadWindow ago answers -32603 "Internal error" (like gemini-cli 0.61.0)
+	V2                bool // a client whose initialize asks protocolVersion >= 2 gets ACP v2 (v2.go); one that asks 1 gets v1, unchanged
 	// Name and Version are the initialize result's agentInfo ("" for
 	// fake-agent 1): the sidecar knows some agents by it.
 	Name, Version string
@@ -52,6 +53,17 @@ func profiles() []profile {
 	with := func(mod func(*Features)) Features {
 		f := base
 		mod(&f)
+		return f
+	}
+	// claude is claude-current, which v2-current extends.
+	claude := with(func(f *Features) {
+		f.LegacyModels, f.ModelDependent = false, false
+		f.Resume, f.List, f.Close, f.Delete, f.Fork = true, true, true, true, true
+		f.MessageIDs, f.InfoUpdates, f.AuthNotice = true, true, true
+		f.StrictInit = true
+	})
+	withV2 := func(f Features) Features {
+		f.V2 = true
 		return f
 	}
 	return []profile{
@@ -87,12 +99,12 @@ func profiles() []profile {
 		// install today". Neither ignores stdin EOF, though both agents do:
 		// add -ignore-eof for that.
 		{"claude-current", "like claude-agent-acp 0.101.0: configOptions (static effort) + legacy modes, no legacy models; loadSession, resume, list, close, delete, fork; message ids, info updates, auth notice; strict init",
-			with(func(f *Features) {
-				f.LegacyModels, f.ModelDependent = false, false
-				f.Resume, f.List, f.Close, f.Delete, f.Fork = true, true, true, true, true
-				f.MessageIDs, f.InfoUpdates, f.AuthNotice = true, true, true
-				f.StrictInit = true
-			})},
+			claude},
+		// claude-agent-acp 0.101.0 speaks v2 to a client that asks for it
+		// (testdata/v2); its agentInfo stays fake-agent's, since the
+		// sidecar must not need to know an agent by name to speak v2.
+		{"v2-current", "claude-current plus -v2: a client whose initialize asks for protocolVersion 2 gets ACP v2, as claude-agent-acp 0.101.0 answers it; one that asks for 1 gets claude-current byte for byte",
+			withV2(claude)},
 		{"codex-current", "like codex-acp 2.6.0: configOptions (model-dependent effort) + legacy modes and models at session/new; resume without loadSession, list, close, delete, fork; reopen drops legacy; legacy models named model[effort]; subagents; message ids, info updates, auth notice; strict init",
 			with(func(f *Features) {
 				// agents.md does not say whether codex-acp 2.6.0

@@ -27,6 +27,9 @@ func TestCurrentProfiles(t *testing.T) {
 	}{
 		{profile: "claude-current", load: true, caps: []string{"close", "delete", "fork", "list", "resume"},
 			options: []string{"model", "effort", "mode", "verbosity"}, reopenModes: true, effortOnFast: true},
+		// v2-current is claude-current to a v1 client.
+		{profile: "v2-current", load: true, caps: []string{"close", "delete", "fork", "list", "resume"},
+			options: []string{"model", "effort", "mode", "verbosity"}, reopenModes: true, effortOnFast: true},
 		{profile: "codex-current", caps: []string{"close", "delete", "fork", "list", "resume"},
 			options: []string{"model", "effort", "mode", "verbosity"}, newModels: true, subagent: "fake-sub-1"},
 	}

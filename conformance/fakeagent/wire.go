@@ -33,7 +33,8 @@ type lineWriter struct {
 	tee  io.Writer // -stdout-log, or nil
 	dead atomic.Bool
 	// frame runs under mu before each line is written. It returns the line
-	// to write in its place (nil: the line as it is), lines to write right
+	// to write in its place (nil: the line as it is; empty: nothing, the
+	// line is dropped; it may also be several lines), lines to write right
 	// after it, under the same lock so that nothing comes in between, and
 	// done (or nil), which runs after mu is released, with the error of
 	// writing the follow lines.
@@ -59,7 +60,11 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 			out = rewritten
 		}
 	}
-	n, err := w.put(out)
+	var n int
+	var err error
+	if len(out) > 0 { // an empty rewrite drops the line
+		n, err = w.put(out)
+	}
 	if err == nil {
 		n = len(p) // the caller's line went out, in whatever form
 	} else {
@@ -70,7 +75,9 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		if err != nil || ferr != nil {
 			break
 		}
-		_, ferr = w.put(l)
+		if len(l) > 0 {
+			_, ferr = w.put(l)
+		}
 	}
 	w.mu.Unlock()
 	if err != nil {
@@ -191,18 +198,22 @@ func (a *agent) handleLine(line []byte, sdk *io.PipeWriter) {
 		if a.beforeInit(env.Method, env.ID) {
 			return // -strict-init: answered or ignored, as codex-acp does
 		}
+		method := env.Method // what the client asked for, whatever the SDK is handed
+		if line, env = a.v2.inbound(line, env); line == nil {
+			return // the v2 adapter answered it (v2.go)
+		}
 		if env.Method == acp.AgentMethodInitialize {
 			ok := subagentsAdvertised(env.Params)
 			a.mu.Lock()
 			a.subagents = ok // before the SDK sees initialize, so before any prompt
 			a.mu.Unlock()
 		}
-		if env.Method == methodSessionDelete && a.cfg.Delete {
+		if method == methodSessionDelete && a.cfg.Delete {
 			a.handleDelete(env.ID, env.Params) // the SDK has no session/delete
 			return
 		}
 		if env.hasID() {
-			a.trackRequest(idKey(env.ID), env.Method, sid)
+			a.trackRequest(idKey(env.ID), method, sid)
 		}
 	} else if parsed && a.beforeInit("", env.ID) {
 		return // -strict-init: a response before initialize answers nothing
@@ -255,6 +266,10 @@ func (a *agent) handleBig(line []byte) {
 		res["stopReason"] = string(acp.StopReasonEndTurn)
 		res["blocks"] = len(env.Params.Prompt)
 		res["textSha256"] = sums
+		if a.v2.active() {
+			a.v2.bigPrompt(env.ID, env.Params.SessionID, res)
+			return
+		}
 	}
 	body, err := json.Marshal(res)
 	if err != nil {
