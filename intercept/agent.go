@@ -67,6 +67,14 @@ func (a *Agent) Gone(ctx context.Context, reason string) {
 			a.log.Debug("answer a request the dead agent had", "err", err) // the client is gone: nobody to tell
 		}
 	}
+	// A v2 turn the dead agent ran has had its prompt's answer: its end is
+	// what the client waits for, and it failed the way a v1 prompt does.
+	for _, sid := range gone.Turns {
+		msg := fmt.Sprintf("acp-sidecar: the agent exited (%s) while this turn ran. The session was kept; send the prompt again.", reason)
+		if err := a.sc.Send(proxy.AgentToClient, wire.StateFailed(sid, proxy.CodeAgentGone, msg)); err != nil {
+			a.log.Debug("end a turn the dead agent ran", "err", err) // the client is gone: nobody to tell
+		}
+	}
 	a.turns.Interrupted(ctx)
 }
 
@@ -100,23 +108,39 @@ func (a *Agent) Back(ctx context.Context) error {
 // from now on gets a clear error.
 func (a *Agent) Dead(reason string) { a.life.Dead(reason) }
 
-// parseCaps reads what the agent said it can do from its initialize result.
+// parseCaps reads what the agent said it can do from its initialize result,
+// in the version it chose. In v2, an agent with a session capability has
+// list, resume and close as its baseline, and no session/load.
 func parseCaps(result json.RawMessage) life.Caps {
+	type info struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	}
 	var r struct {
 		AgentCapabilities struct {
 			LoadSession         bool `json:"loadSession"`
 			SessionCapabilities map[string]json.RawMessage
 		} `json:"agentCapabilities"`
-		AgentInfo struct {
-			Name    string `json:"name"`
-			Version string `json:"version"`
-		} `json:"agentInfo"`
+		AgentInfo    info `json:"agentInfo"`
+		Capabilities struct {
+			Session map[string]json.RawMessage `json:"session"`
+		} `json:"capabilities"`
+		Info info `json:"info"`
 	}
 	if json.Unmarshal(result, &r) != nil {
 		return life.Caps{} // a result we cannot read promises nothing
 	}
-	has := func(k string) bool { v, ok := r.AgentCapabilities.SessionCapabilities[k]; return ok && !wire.IsNull(v) }
-	return life.Caps{Load: r.AgentCapabilities.LoadSession, Resume: has("resume"), List: has("list"), Fork: has("fork"),
-		Close: has("close"), Delete: has("delete"),
+	present := func(m map[string]json.RawMessage, k string) bool { v, ok := m[k]; return ok && !wire.IsNull(v) }
+	v := wire.VersionOf(result)
+	if v >= wire.V2 {
+		s := r.Capabilities.Session
+		base := s != nil
+		return life.Caps{Protocol: int(v), Resume: base, List: base, Close: base,
+			Fork: present(s, "fork"), Delete: present(s, "delete"),
+			Agent: r.Info.Name, Version: r.Info.Version, Habits: life.HabitsOf(r.Info.Name, r.Info.Version)}
+	}
+	sc := r.AgentCapabilities.SessionCapabilities
+	return life.Caps{Protocol: int(wire.V1), Load: r.AgentCapabilities.LoadSession, Resume: present(sc, "resume"), List: present(sc, "list"), Fork: present(sc, "fork"),
+		Close: present(sc, "close"), Delete: present(sc, "delete"),
 		Agent: r.AgentInfo.Name, Version: r.AgentInfo.Version, Habits: life.HabitsOf(r.AgentInfo.Name, r.AgentInfo.Version)}
 }

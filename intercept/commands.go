@@ -37,13 +37,18 @@ var slashCommands = []slashCommand{
 	{"sidecar-status", "acp-sidecar: show the session's native id, config and turns", ""},
 }
 
-// commandsJSON renders the sidecar's commands as availableCommands entries.
-func commandsJSON() [][]byte {
+// commandsJSON renders the sidecar's commands as availableCommands entries
+// in version v: v2 names each entry's kind and its input's.
+func commandsJSON(v wire.Version) [][]byte {
 	out := make([][]byte, 0, len(slashCommands))
 	for _, c := range slashCommands {
 		m := map[string]any{"name": c.name, "description": c.description}
+		input := map[string]any{"hint": c.hint}
+		if v >= wire.V2 {
+			m["type"], input["type"] = "command", "text"
+		}
 		if c.hint != "" {
-			m["input"] = map[string]any{"hint": c.hint}
+			m["input"] = input
 		}
 		b := wire.Encode(m)
 		out = append(out, b)
@@ -58,15 +63,19 @@ type commands struct {
 	led     *ledger.Ledger
 	life    *life.Life // what the agent can do, learnt from its initialize result
 	version string
-	log     *slog.Logger
+	// spoken is the highest ACP version offered to the agent.
+	spoken wire.Version
+	log    *slog.Logger
 }
 
 // NewCommands builds the sidecar's own surfaces over the session
 // operations they run, the ledger, and the agent's life, whose initialize
 // result they extend with the capabilities the sidecar adds; version is
-// the sidecar's, advertised there; log says what the stage changed.
-func NewCommands(ops SessionOps, led *ledger.Ledger, lf *life.Life, version string, log *slog.Logger) Interceptor {
-	return &commands{ops: ops, led: led, life: lf, version: version, log: log}
+// the sidecar's, advertised there; spoken is the highest ACP version it
+// lets the client and the agent agree on (SpokenVersion, or more where v2
+// is asked for); log says what the stage changed.
+func NewCommands(ops SessionOps, led *ledger.Ledger, lf *life.Life, version string, spoken wire.Version, log *slog.Logger) Interceptor {
+	return &commands{ops: ops, led: led, life: lf, version: version, spoken: max(spoken, wire.V1), log: log}
 }
 
 // SessionOps is what the sidecar's commands run on a session: the
@@ -159,30 +168,31 @@ func handoffTitle(raw []byte) proxy.Verdict {
 
 func answer(line []byte) proxy.Verdict { return proxy.Verdict{Do: proxy.Answer, Line: line} }
 
-// SpokenVersion is the highest ACP protocol version the sidecar reads and
-// keeps its promises in. Today's agents answer a client that offers 2 in
-// v2 shapes (a prompt answered at once with a messageId, config options by
-// configId, the turn's end as a state_update), which the record cannot
-// read: a v2 client through the sidecar got v2 from the agent with v1
-// mixed in from the sidecar, and lost the restore, the rewind and the crash
-// recovery. So the client's offer is passed on as the highest version the
-// sidecar speaks: the agent answers in it, and the client, told so in the
-// initialize result, decides whether to go on, as the spec's negotiation
-// has it.
-const SpokenVersion = 1
+// SpokenVersion is the highest ACP protocol version the sidecar offers by
+// default. Today's agents answer a client that offers 2 in v2 shapes (a
+// prompt answered at once with a messageId, config options by configId,
+// the turn's end as a state_update). The sidecar reads those
+// (docs/v2.md), but its rebuilds do not work in v2 yet, and a promise it
+// cannot keep must not be made: so a client's offer of 2 is passed on as 1
+// unless v2 is asked for (--max-protocol 2). The agent answers in the
+// version it is offered, and the client, told so in the initialize result,
+// decides whether to go on, as the spec's negotiation has it.
+const SpokenVersion = wire.V1
 
-// offerVersion passes on an initialize whose protocolVersion is above
-// SpokenVersion as SpokenVersion; any other passes as it came.
+// offerVersion passes on an initialize whose protocolVersion is above the
+// highest version the sidecar speaks as that version; any other passes as
+// it came. A client that asks for 3 gets an agent that answers in a
+// version the sidecar can read.
 func (c *commands) offerVersion(raw []byte) proxy.Verdict {
 	n, err := strconv.Atoi(string(wire.Member(raw, "params", "protocolVersion")))
-	if err != nil || n <= SpokenVersion {
+	if err != nil || n <= int(c.spoken) {
 		return proxy.Verdict{} // not a version number the sidecar can compare: the agent judges it
 	}
-	line, err := wire.SetPath(raw, []byte(strconv.Itoa(SpokenVersion)), "params", "protocolVersion")
+	line, err := wire.SetPath(raw, []byte(strconv.Itoa(int(c.spoken))), "params", "protocolVersion")
 	if err != nil {
 		return proxy.Verdict{}
 	}
-	c.log.Info("the client offered a protocol version the sidecar does not speak; asking the agent for the one it speaks, and the client decides", "offered", n, "asked", SpokenVersion)
+	c.log.Info("the client offered a protocol version the sidecar does not speak; asking the agent for the one it speaks, and the client decides", "offered", n, "asked", int(c.spoken))
 	return proxy.Verdict{Do: proxy.Rewrite, Line: line}
 }
 
@@ -197,6 +207,13 @@ func (c *commands) advertise(raw []byte) (proxy.Verdict, error) {
 	caps := parseCaps(wire.Member(raw, "result"))
 	c.life.LearnCaps(caps)
 	meta := wire.Encode(map[string]any{"version": c.version, "methods": extMethods})
+	if wire.Version(caps.Protocol) >= wire.V2 {
+		line, err := advertiseV2(raw, meta, caps)
+		if err != nil {
+			return proxy.Verdict{}, fmt.Errorf("advertise in initialize: %w", err)
+		}
+		return proxy.Verdict{Do: proxy.Rewrite, Line: line}, nil
+	}
 	line, err := wire.SetPath(raw, meta, "result", "agentCapabilities", "_meta", "acp-sidecar")
 	if err != nil {
 		return proxy.Verdict{}, fmt.Errorf("advertise in initialize: %w", err)
@@ -221,10 +238,33 @@ func (c *commands) advertise(raw []byte) (proxy.Verdict, error) {
 	return proxy.Verdict{Do: proxy.Rewrite, Line: line}, nil
 }
 
+// advertiseV2 is advertise in v2's shape: the sidecar's methods under
+// capabilities._meta, and what it emulates as session capabilities. v2 has
+// no session/load (a resume with replayFrom replaces it), and list, resume
+// and close are the baseline of any agent with a session capability, which
+// the sidecar promises whatever the agent said.
+func advertiseV2(raw, meta []byte, caps life.Caps) ([]byte, error) {
+	line, err := wire.SetPath(raw, meta, "result", "capabilities", "_meta", "acp-sidecar")
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range []struct {
+		name string
+		has  bool
+	}{{"fork", caps.Fork}, {"delete", caps.Delete}} {
+		if !c.has {
+			if line, err = wire.SetPath(line, []byte("{}"), "result", "capabilities", "session", c.name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return line, nil
+}
+
 // mergeCommands adds the sidecar's commands to the agent's list.
 func (c *commands) mergeCommands(sid string, raw []byte) (proxy.Verdict, error) {
 	c.led.Update(func(f *ledger.Flight) { f.SawCommands(sid) })
-	line, err := wire.InsertArray(raw, false, commandsJSON(), "params", "update", "availableCommands")
+	line, err := wire.InsertArray(raw, false, commandsJSON(wire.Version(c.life.Caps().Protocol)), "params", "update", "availableCommands")
 	if err != nil {
 		return proxy.Verdict{}, fmt.Errorf("merge commands: %w", err)
 	}
@@ -235,19 +275,19 @@ func (c *commands) mergeCommands(sid string, raw []byte) (proxy.Verdict, error) 
 // native session native, in case the agent never sends one: none when the
 // agent's own list (with the sidecar's merged in) already went out, because
 // each list replaces the one before.
-func ownCommands(led *ledger.Ledger, native, client string) [][]byte {
+func ownCommands(led *ledger.Ledger, lf *life.Life, native, client string) [][]byte {
 	if led.CommandsSent(native) {
 		return nil
 	}
-	return [][]byte{ownCommandsUpdate(client)}
+	return [][]byte{ownCommandsUpdate(wire.Version(lf.Caps().Protocol), client)}
 }
 
 // ownCommandsUpdate is the sidecar's own command list for a session.
-func ownCommandsUpdate(sessionID string) []byte {
+func ownCommandsUpdate(v wire.Version, sessionID string) []byte {
 	b := wire.Encode(map[string]any{
 		"jsonrpc": "2.0", "method": wire.Update,
 		"params": map[string]any{"sessionId": sessionID, "update": map[string]any{
-			"sessionUpdate": "available_commands_update", "availableCommands": rawList(commandsJSON()),
+			"sessionUpdate": "available_commands_update", "availableCommands": rawList(commandsJSON(v)),
 		}},
 	})
 	return b
@@ -268,7 +308,7 @@ func (c *commands) prompt(ctx context.Context, id []byte, sid string, raw []byte
 		// The command's work (a rebuild) is slow: the relay runs it off its
 		// goroutine, and nothing waits for it but this prompt's answer.
 		return proxy.Verdict{Do: proxy.Defer, Later: func(ctx context.Context) proxy.Decision {
-			return answerWith(c.slash(ctx, id, sid, name, args)...)
+			return answerWith(c.slash(ctx, id, sid, name, args, wire.Member(raw, "params", "prompt"))...)
 		}}, nil
 	}
 	if what := c.led.BusyWith(sid); what != "" {
@@ -331,9 +371,10 @@ func parseSlash(text string) (name, args string, ok bool) {
 	return "", "", false
 }
 
-// slash runs a command and answers the prompt as the agent would: a message
-// chunk that says what happened, then stopReason end_turn.
-func (c *commands) slash(ctx context.Context, id []byte, sid, name, args string) [][]byte {
+// slash runs a command and answers the prompt (whose content blocks are
+// prompt) as the agent would, in the connection's version: a message that
+// says what happened, and the turn's end (wire.OwnTurn).
+func (c *commands) slash(ctx context.Context, id []byte, sid, name, args string, prompt json.RawMessage) [][]byte {
 	var text string
 	var err error
 	switch name {
@@ -368,8 +409,7 @@ func (c *commands) slash(ctx context.Context, id []byte, sid, name, args string)
 	if err != nil {
 		text = "acp-sidecar: /" + name + " failed: " + err.Error()
 	}
-	chunk := wire.SessionUpdate(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}})
-	return [][]byte{chunk, wire.Response(id, []byte(`{"stopReason":"end_turn"}`))}
+	return wire.OwnTurn(wire.Version(c.life.Caps().Protocol), sid, id, prompt, text)
 }
 
 // extension answers a `_sidecar/*` request.

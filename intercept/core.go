@@ -10,6 +10,7 @@ import (
 	"github.com/acp-sidecar/acp-sidecar/intercept/life"
 	"github.com/acp-sidecar/acp-sidecar/intercept/rebuild"
 	"github.com/acp-sidecar/acp-sidecar/intercept/record"
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
@@ -51,7 +52,10 @@ type Config struct {
 	// NoPickers turns off the bridge between the legacy pickers and
 	// configOptions (--pickers=off).
 	NoPickers bool
-	Now       func() time.Time
+	// MaxProtocol is the highest ACP version the client and the agent may
+	// agree on (--max-protocol; 0: SpokenVersion).
+	MaxProtocol int
+	Now         func() time.Time
 }
 
 // DefaultCallTimeout bounds each of the sidecar's own calls. Real agents
@@ -106,7 +110,7 @@ func New(cfg Config) *Core {
 	c.rb = rebuild.New(rebuild.Config{
 		Store: cfg.Store, Agent: cfg.Agent, Name: cfg.Name, Settings: cfg.Settings, HandoffBudget: cfg.HandoffBudget, Host: cfg.Host,
 		CallTimeout: cfg.CallTimeout, NoPickers: cfg.NoPickers, Now: cfg.Now, Log: cfg.Log,
-		Commands: func(native, client string) [][]byte { return ownCommands(c.led, native, client) },
+		Commands: func(native, client string) [][]byte { return ownCommands(c.led, c.life, native, client) },
 	}, c.rec, c.led, c.life, c.watch)
 	c.ops = &Sessions{rec: c.rec, rb: c.rb, led: c.led, life: c.life, log: cfg.Log, cfg: &c.cfg, leases: state.LeaseOf(cfg.Store)}
 	c.agent = &Agent{life: c.life, led: c.led, turns: c.rec, log: cfg.Log, callTimeout: cfg.CallTimeout}
@@ -134,6 +138,14 @@ func (c *Core) Recorder() *record.Recorder { return c.rec }
 
 // Version is the sidecar's, advertised in initialize.
 func (c *Core) Version() string { return c.cfg.Version }
+
+// MaxProtocol is the highest ACP version offered to the agent.
+func (c *Core) MaxProtocol() wire.Version {
+	if c.cfg.MaxProtocol <= 0 {
+		return SpokenVersion
+	}
+	return wire.Version(c.cfg.MaxProtocol)
+}
 
 // Pickers says whether the picker bridge is on (not --pickers=off).
 func (c *Core) Pickers() bool { return !c.cfg.NoPickers }

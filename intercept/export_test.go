@@ -8,7 +8,7 @@ import "github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 func StageList(r *Core) []Interceptor {
 	return []Interceptor{
 		NewLifeline(r.Life(), r.Ledger(), r.Watch(), r.ChunkGate(), r.Sessions(), r.log),
-		NewCommands(r.Sessions(), r.Ledger(), r.Life(), r.Version(), r.log),
+		NewCommands(r.Sessions(), r.Ledger(), r.Life(), r.Version(), r.MaxProtocol(), r.log),
 		NewRecordStage(r.Recorder()),
 		NewIDs(r.Ledger(), r.ChunkGate()),
 		NewPickers(r.Life(), r.Pickers()),

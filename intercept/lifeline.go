@@ -43,7 +43,7 @@ type LifelineOps interface {
 	// reopen brings back a session the record knows for a client's load
 	// or resume; listSessions answers a list from the record, which is
 	// done when agentLists says the agent cannot.
-	reopen(ctx context.Context, sid, method string) ([]byte, error)
+	reopen(ctx context.Context, sid, method string, raw []byte) ([]byte, error)
 	listSessions(ctx context.Context, id, raw []byte) []byte
 	// closeHere closes a session the agent cannot close: it lacks
 	// session/close, or the session's native session died with it.
@@ -267,7 +267,7 @@ func (ll *lifeline) forking(f *proxy.Frame, parent string) proxy.Verdict {
 		if err != nil {
 			return answerWith(proxy.ErrorResponse(q.id, wire.CodeOf(err), err.Error()))
 		}
-		return answerWith(append([][]byte{wire.Response(q.id, result)}, ownCommands(ll.led, ll.led.NativeOf(child), child)...)...)
+		return answerWith(append([][]byte{wire.Response(q.id, result)}, ownCommands(ll.led, ll.life, ll.led.NativeOf(child), child)...)...)
 	})
 }
 
@@ -350,6 +350,10 @@ func (ll *lifeline) holdAfter(f *proxy.Frame, sid string, decide decider, minGen
 		}
 		ll.led.Update(func(f *ledger.Flight) { f.Leave(w) })
 		switch {
+		case errors.Is(err, errCancelled) && wire.Version(ll.life.Caps().Protocol) >= wire.V2:
+			// Never inserted, so there is no messageId to accept it with:
+			// v2 answers a prompt cancelled before insertion with an error.
+			return answerWith(proxy.ErrorResponse(id, proxy.CodeRequestCancelled, "Request cancelled: the prompt was cancelled while it waited for the agent"))
 		case errors.Is(err, errCancelled):
 			return answerWith(wire.Response(id, []byte(`{"stopReason":"cancelled"}`)))
 		case err != nil:
@@ -434,7 +438,7 @@ func (ll *lifeline) emulate(ctx context.Context, q waited) proxy.Decision {
 	if q.method == wire.SessionList {
 		return answerWith(ll.rec.listSessions(ctx, q.id, q.raw))
 	}
-	line, err := ll.rec.reopen(ctx, q.sid, q.method)
+	line, err := ll.rec.reopen(ctx, q.sid, q.method, q.raw)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
 		return ll.rest(ctx, proxy.ClientToAgent, q.raw) // not ours: the agent answers, with its own error if it must
@@ -445,6 +449,6 @@ func (ll *lifeline) emulate(ctx context.Context, q waited) proxy.Decision {
 	default:
 		// The sidecar's commands follow, as after every open the client
 		// makes, unless the agent sent its list during the reopen.
-		return answerWith(append([][]byte{wire.Response(q.id, line)}, ownCommands(ll.led, ll.led.NativeOf(q.sid), q.sid)...)...)
+		return answerWith(append([][]byte{wire.Response(q.id, line)}, ownCommands(ll.led, ll.life, ll.led.NativeOf(q.sid), q.sid)...)...)
 	}
 }

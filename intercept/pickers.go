@@ -44,6 +44,9 @@ func (p *pickers) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 	if !p.life.WithoutLegacyModes() {
 		return false // the agent reports mode changes in legacy words itself, or may
 	}
+	if wire.Version(p.life.Caps().Protocol) >= wire.V2 {
+		return false // v2 has no legacy words
+	}
 	init, _ := p.life.Params()
 	return !wire.ReadsOptions(init)
 }

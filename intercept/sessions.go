@@ -260,9 +260,12 @@ func (o *Sessions) Recover(ctx context.Context, sid string) error {
 // reopen brings back a session the record knows for a client's load or
 // resume, and returns the result to answer with; nil means the session is
 // live here and the request can go to the agent as it is. For a load that
-// is emulated, the recorded history goes to the client first, as the agent
-// would have sent it.
-func (o *Sessions) reopen(ctx context.Context, sid, method string) ([]byte, error) {
+// is emulated (or a v2 resume with replayFrom), the recorded history goes
+// to the client first, as the agent would have sent it. raw is the
+// client's request.
+func (o *Sessions) reopen(ctx context.Context, sid, method string, raw []byte) ([]byte, error) {
+	v := wire.Version(o.life.Caps().Protocol)
+	history := wire.WantsHistory(v, method, wire.Member(raw, "params"))
 	if err := o.lease(ctx, sid); err != nil {
 		return nil, err
 	}
@@ -287,7 +290,7 @@ func (o *Sessions) reopen(ctx context.Context, sid, method string) ([]byte, erro
 	if live {
 		caps := o.life.Caps()
 		if method == wire.SessionResume && !caps.Resume || method == wire.SessionLoad && !caps.Load {
-			return o.reopenLive(ctx, sid, method)
+			return o.reopenLive(ctx, sid, v, history)
 		}
 		return nil, nil
 	}
@@ -295,7 +298,7 @@ func (o *Sessions) reopen(ctx context.Context, sid, method string) ([]byte, erro
 		return nil, state.ErrNotFound
 	}
 	var a rebuild.Attempt
-	if _, err := o.rb.Run(ctx, rebuild.ReopenPlan(o.rb, sid, method, &a)); err != nil {
+	if _, err := o.rb.Run(ctx, rebuild.ReopenPlan(o.rb, sid, method, history, &a)); err != nil {
 		return nil, err
 	}
 	return o.rb.ReopenResult(&a), nil
@@ -304,22 +307,25 @@ func (o *Sessions) reopen(ctx context.Context, sid, method string) ([]byte, erro
 // reopenLive answers a load or resume of a session this process holds live
 // on an agent that cannot do it itself, as the sidecar promised in
 // initialize: the session is already where the client wants it, so a resume
-// is its config, and a load is the recorded history, then its config.
-func (o *Sessions) reopenLive(ctx context.Context, sid, method string) ([]byte, error) {
-	var history [][]byte
+// is its config, and a load (history) is the recorded history, then its
+// config.
+func (o *Sessions) reopenLive(ctx context.Context, sid string, v wire.Version, history bool) ([]byte, error) {
+	var lines [][]byte
 	snap, err := rebuild.SnapshotIn(ctx, o.rec, sid)
 	if err != nil {
 		return nil, err
 	}
 	o.led.Update(func(f *ledger.Flight) { f.Opening(snap.Native) }) // an open, though the agent hears of none: the sidecar's commands follow it
-	if method == wire.SessionLoad {
+	var turns []state.Turn
+	if history {
 		if err := o.rec.OnSession(ctx, sid, func(ctx context.Context, s *record.Session) {
-			history = rebuild.HistoryUpdates(sid, replay.Visible(&s.Rec, o.rec.FullTurns(ctx, s)))
+			turns = replay.Visible(&s.Rec, o.rec.FullTurns(ctx, s))
 		}); err != nil {
 			return nil, err
 		}
 	}
-	for _, line := range history {
+	lines = rebuild.HistoryUpdates(v, sid, turns)
+	for _, line := range lines {
 		rebuild.SendOwn(o.sc, o.log, proxy.AgentToClient, line)
 	}
 	// The config as the record has it now: the options with their current

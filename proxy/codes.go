@@ -11,6 +11,9 @@ const (
 	CodeMethodNotFound = -32601
 	CodeInvalidParams  = -32602
 	CodeInternalError  = -32603
+	// CodeRequestCancelled answers a request cancelled before it ran, as
+	// ACP v2 has it (the code LSP reserves for it).
+	CodeRequestCancelled = -32800
 
 	// CodeBlocked answers a prompt to a session whose config could not be
 	// restored: no prompt runs on a partial config.

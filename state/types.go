@@ -32,7 +32,12 @@ type Session struct {
 	// rebuild must start the one it was on. "" in records written before agents
 	// had names.
 	AgentName string `json:"agentName,omitempty"`
-	Cwd       string `json:"cwd,omitempty"`
+	// Protocol is the ACP version the session was last opened in (1 or
+	// 2): the record is one format for both, and a session recorded in one
+	// version can be reopened in the other. 0 in records written before it
+	// existed, which were all v1.
+	Protocol int    `json:"protocol,omitempty"`
+	Cwd      string `json:"cwd,omitempty"`
 	// McpServers is the client's mcpServers array as it sent it: a rebuild must
 	// pass the same servers, and the sidecar has no reason to understand them.
 	McpServers            json.RawMessage `json:"mcpServers,omitempty"`

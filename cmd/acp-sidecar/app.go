@@ -16,6 +16,7 @@ import (
 	"github.com/acp-sidecar/acp-sidecar/conformance/mockllm"
 	"github.com/acp-sidecar/acp-sidecar/conformance/suite"
 	"github.com/acp-sidecar/acp-sidecar/intercept"
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -55,6 +56,7 @@ func relayFlags() []cli.Flag {
 		&cli.StringFlag{Name: "store", EnvVars: envs("STORE"), Value: "disk", Usage: storeUsage},
 		&cli.StringFlag{Name: "host", EnvVars: envs("HOST"), Usage: "this host's name in the record's native sessions and a fleet's leases (default: the system's host name)"},
 		&cli.DurationFlag{Name: "lease-ttl", EnvVars: envs("LEASE_TTL"), Value: state.DefaultLeaseTTL, Usage: "with a fleet's store: how long a session stays this sidecar's without a renewal (renewed every third of it)"},
+		&cli.IntFlag{Name: "max-protocol", EnvVars: envs("MAX_PROTOCOL"), Value: int(intercept.SpokenVersion), Usage: "the highest ACP version the editor and the agent may agree on: 1, or 2 to let a v2 editor speak v2 (docs/v2.md says what works there yet)"},
 		&cli.BoolFlag{Name: "takeover", EnvVars: envs("TAKEOVER"), Usage: "with a fleet's store: a client's load or resume takes the session from another sidecar even while its lease is live (for orchestrators that know that host is gone)"},
 		&cli.StringFlag{Name: "pickers", EnvVars: envs("PICKERS"), Value: "on", Usage: "on: show a client the model and mode pickers in the dialect it reads (legacy modes and models, or configOptions) where the agent offers them only in the other; off: pass the agent's own"},
 		&cli.BoolFlag{Name: "record", EnvVars: envs("RECORD"), Value: true, Usage: "keep the session record; --record=false relays only (for measuring the recorder's cost)"},
@@ -191,6 +193,9 @@ func relayOptions(c *cli.Context) (runOptions, error) {
 	default:
 		return runOptions{}, &exitError{code: 2, err: fmt.Errorf("--pickers %q: want on or off", p)}
 	}
+	if v := c.Int("max-protocol"); v < 1 || v > int(wire.V2) {
+		return runOptions{}, &exitError{code: 2, err: fmt.Errorf("--max-protocol %d: the sidecar speaks ACP 1 and 2", v)}
+	}
 	opts := runOptions{
 		noPickers:   noPickers,
 		argv:        def.Argv,
@@ -204,6 +209,7 @@ func relayOptions(c *cli.Context) (runOptions, error) {
 		leaseTTL:    c.Duration("lease-ttl"),
 		host:        c.String("host"),
 		takeover:    c.Bool("takeover"),
+		maxProtocol: c.Int("max-protocol"),
 		sets:        c.StringSlice("set"),
 		record:      c.Bool("record"),
 		budget:      c.Int("handoff-budget"),

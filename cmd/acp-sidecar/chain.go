@@ -24,7 +24,7 @@ func buildChain(ctx context.Context, log *slog.Logger, core *intercept.Core, rec
 			// The sidecar's own surfaces: slash commands, `_sidecar/*`,
 			// the capabilities it adds to initialize, the prompt gate.
 			// What they answer is never recorded nor sent on.
-			intercept.NewCommands(ops, led, core.Life(), core.Version(), log),
+			intercept.NewCommands(ops, led, core.Life(), core.Version(), core.MaxProtocol(), log),
 			// The record: config layers and turns.
 			intercept.NewRecordStage(core.Recorder()),
 			// Keeps the client's session ids stable over rebuilds: it sees

@@ -29,6 +29,7 @@ type runOptions struct {
 	// leases; prepare makes "" the system's host name.
 	host        string
 	takeover    bool // a fleet's store: intercept.Config.Takeover
+	maxProtocol int  // intercept.Config.MaxProtocol
 	noPickers   bool // --pickers=off: intercept.Config.NoPickers
 	sets        []string
 	record      bool

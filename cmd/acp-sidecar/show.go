@@ -88,6 +88,9 @@ type showJSON struct {
 	// (Agent is its argv), left out for a single-agent run and for records
 	// from before agents had names.
 	AgentName string `json:"agentName,omitempty"`
+	// Protocol is the ACP version the session was last opened in: 1 or 2
+	// (1 for records from before the record kept it).
+	Protocol int `json:"protocol"`
 	// Cwd is the session's working directory.
 	Cwd string `json:"cwd"`
 	// Title is the title the agent last gave the session, left out when
@@ -614,6 +617,7 @@ func buildShow(sess *state.Session, turns []state.Turn) showJSON {
 		Natives:               []nativeJSON{},
 		Agent:                 nonNil(sess.Agent),
 		AgentName:             sess.AgentName,
+		Protocol:              max(sess.Protocol, 1),
 		Cwd:                   sess.Cwd,
 		Title:                 sess.Title,
 		AdditionalDirectories: nonNil(sess.AdditionalDirectories),
@@ -711,6 +715,7 @@ func writeShow(w io.Writer, sess *state.Session, turns []state.Turn) error {
 	}
 	row("native", native)
 	row("agent", orNone(cell(namedAgent(sess.AgentName, strings.Join(sess.Agent, " ")), 0)))
+	row("acp", fmt.Sprintf("v%d", max(sess.Protocol, 1)))
 	row("cwd", orNone(cell(sess.Cwd, 0)))
 	if len(sess.AdditionalDirectories) > 0 {
 		row("dirs", cell(strings.Join(sess.AdditionalDirectories, ", "), 0))

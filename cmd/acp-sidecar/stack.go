@@ -68,7 +68,7 @@ func startStack(ctx context.Context, o runOptions, env *runEnv, s stdio, sp stac
 	log.Info("agent started", "argv0", sp.argv[0], "agentPid", agent.Pid())
 	core := intercept.New(intercept.Config{
 		Store: env.store, Log: log, Agent: sp.argv, Name: sp.name, Settings: sp.settings, Version: version, Host: env.host,
-		HandoffBudget: o.budget, CallTimeout: o.callTimeout, HoldTimeout: o.holdTimeout, Takeover: o.takeover, NoPickers: o.noPickers,
+		HandoffBudget: o.budget, CallTimeout: o.callTimeout, HoldTimeout: o.holdTimeout, Takeover: o.takeover, NoPickers: o.noPickers, MaxProtocol: o.maxProtocol,
 	})
 	sup := &supervisor{log: log, agent: core.Agent(), cur: agent, restart: sp.restart, sup: &proxy.Supervisor{Spec: spec, Policy: o.policy}}
 	sup.stopCtx, sup.stop = context.WithCancel(context.WithoutCancel(ctx))

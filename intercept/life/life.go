@@ -17,6 +17,9 @@ const (
 
 // Caps is what the agent said it can do, from its initialize result.
 type Caps struct {
+	// Protocol is the ACP version the agent chose (wire.Version); 0 before
+	// its initialize result, which reads as v1.
+	Protocol                                int
 	Load, Resume, List, Fork, Close, Delete bool
 	// Agent and Version are its agentInfo name and version ("" when it
 	// gave none); Habits what the sidecar knows of it by them (known.go).

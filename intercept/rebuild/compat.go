@@ -20,6 +20,9 @@ import (
 // way, on a goroutine (the answer comes through the agent's pump), and
 // reports whether it took the response over.
 func Translate(b *Rebuilder, ctx context.Context, ev record.Event) bool {
+	if b.version() >= wire.V2 {
+		return false // v2 has one way only: config options
+	}
 	req := ev.Req
 	s := b.rec.Session(req.SID)
 	if s == nil {

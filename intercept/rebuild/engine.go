@@ -230,10 +230,11 @@ func (e *engine) runStep(ctx context.Context, nativeID string, step replay.Step,
 	defer cancel()
 	switch step.Method {
 	case replay.MethodSetConfigOption:
-		params := map[string]any{"sessionId": nativeID, "configId": step.OptionID, "value": step.Value}
-		if o := out.Catalog.Option(step.OptionID); o != nil && o.Type == "boolean" {
-			params["type"] = "boolean"
+		var optionType string
+		if o := out.Catalog.Option(step.OptionID); o != nil {
+			optionType = o.Type
 		}
+		params := wire.SetOptionParams(wire.Version(e.life.Caps().Protocol), nativeID, step.OptionID, optionType, step.Value)
 		var res wire.ConfigPayload
 		if err := e.sc.Call(ctx, step.Method, params, &res); err != nil {
 			return err

@@ -25,11 +25,11 @@ func (b *Rebuilder) WithPickers(result json.RawMessage, recorded, now *state.Con
 }
 
 // Bridge adds the pickers the client's dialect lacks to a session result
-// (wire.Bridge), unless --pickers=off. Only the client sees them: the
+// (wire.Bridge), unless --pickers=off or the connection speaks v2. Only the client sees them: the
 // record keeps the agent's own words.
 func (b *Rebuilder) Bridge(result json.RawMessage) json.RawMessage {
-	if b.cfg.NoPickers {
-		return result
+	if b.cfg.NoPickers || wire.Version(b.life.Caps().Protocol) >= wire.V2 {
+		return result // v2 has config options only: no other dialect to bridge to
 	}
 	init, _ := b.life.Params()
 	return wire.Bridge(result, wire.ReadsOptions(init))
@@ -141,8 +141,9 @@ func (b *Rebuilder) ReopenResult(a *Attempt) json.RawMessage {
 // own reports of the restore's calls name interim values, and the last
 // word must be the settled one, in the words the client reads.
 func (b *Rebuilder) notifications(out Outcome, sid string) [][]byte {
-	lines := out.notifications(sid)
-	if b.cfg.NoPickers || out.Catalog == nil || out.Catalog.Mode != nil || !b.life.WithoutLegacyModes() {
+	v2 := b.version() >= wire.V2 // config options are all v2 has
+	lines := out.notifications(sid, !v2)
+	if v2 || b.cfg.NoPickers || out.Catalog == nil || out.Catalog.Mode != nil || !b.life.WithoutLegacyModes() {
 		return lines
 	}
 	if init, _ := b.life.Params(); wire.ReadsOptions(init) {

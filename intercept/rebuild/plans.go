@@ -220,9 +220,10 @@ func RecoverPlan(b *Rebuilder, sid string) Plan {
 // native session is not live here, by the ladder. A native load the client
 // asked for sends the agent's replay to the client, under its own id; a
 // resume sends none, and after a resume or a new session the sidecar sends
-// the recorded history for a load itself.
-func ReopenPlan(b *Rebuilder, sid, method string, got *Attempt) Plan {
-	var history [][]byte
+// the recorded history itself when the client asked for it (history: a
+// load, or a v2 resume with replayFrom, wire.WantsHistory).
+func ReopenPlan(b *Rebuilder, sid, method string, history bool, got *Attempt) Plan {
+	var lines [][]byte
 	return Plan{
 		what: "reopen", made: state.MadeReopen, sid: sid, busy: true, owes: true,
 		read:   func(ctx context.Context) (Snapshot, error) { return SnapshotIn(ctx, b.rec, sid) },
@@ -233,13 +234,17 @@ func ReopenPlan(b *Rebuilder, sid, method string, got *Attempt) Plan {
 			if a.path == "new" {
 				b.Arm(s)
 			}
-			if method == wire.SessionLoad && a.path != "load" {
-				history = HistoryUpdates(sid, replay.Visible(&s.Rec, b.rec.FullTurns(b.ctx, s)))
+			if a.path != "load" {
+				var turns []state.Turn
+				if history {
+					turns = replay.Visible(&s.Rec, b.rec.FullTurns(b.ctx, s))
+				}
+				lines = HistoryUpdates(b.version(), sid, turns)
 			}
 		},
 		done: func(_ context.Context, a *Attempt) {
 			*got = *a
-			for _, line := range history {
+			for _, line := range lines {
 				SendOwn(b.sc, b.log, proxy.AgentToClient, line)
 			}
 			b.log.Info("session reopened", "session", sid, "method", method, "path", a.path)
@@ -262,9 +267,11 @@ func absorbPlan(b *Rebuilder, snap Snapshot, method string, id []byte, ev record
 		after: func(s *record.Session, a *Attempt) {
 			s.Reopened()
 			b.Arm(s)
-			if method == wire.SessionLoad {
-				history = HistoryUpdates(sid, replay.Visible(&s.Rec, b.rec.FullTurns(b.ctx, s)))
+			var turns []state.Turn
+			if wire.WantsHistory(b.version(), method, ev.Req.Params) {
+				turns = replay.Visible(&s.Rec, b.rec.FullTurns(b.ctx, s))
 			}
+			history = HistoryUpdates(b.version(), sid, turns)
 		},
 		done: func(_ context.Context, a *Attempt) {
 			lines := append(history, wire.Response(id, b.ReopenResult(a)))

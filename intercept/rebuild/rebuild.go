@@ -306,6 +306,9 @@ func (b *Rebuilder) climb(quiet bool) func(ctx context.Context, a *Attempt) erro
 
 // owed is what a rebuild restores: the config a failed restore still owes,
 // else live.
+// version is the ACP version the connection speaks, as the agent chose it.
+func (b *Rebuilder) version() wire.Version { return wire.Version(b.life.Caps().Protocol) }
+
 func (b *Rebuilder) owed(a *Attempt) *state.Config { return b.led.TargetOr(a.Snap.Client, a.Snap.Live) }
 
 // arm marks the session's native session as lacking the kept turns, and

@@ -32,15 +32,16 @@ type Outcome struct {
 func agentLost(err error) bool { return errors.Is(err, proxy.ErrAgentGone) }
 
 // notifications tells the client what a restore changed, as the agent
-// would have: the full option list the agent last returned, and the mode for
-// clients that follow only the legacy modes (protocol.md §8, 14). Nothing is
-// reported that the agent did not accept.
-func (o Outcome) notifications(clientID string) [][]byte {
+// would have: the full option list the agent last returned, and with
+// legacy (not in v2) the mode for clients that follow only the legacy
+// modes (protocol.md §8, 14). Nothing is reported that the agent did not
+// accept.
+func (o Outcome) notifications(clientID string, legacy bool) [][]byte {
 	var lines [][]byte
 	if o.OptionsRaw != nil {
 		lines = append(lines, wire.SessionUpdate(clientID, map[string]any{"sessionUpdate": "config_option_update", "configOptions": o.OptionsRaw}))
 	}
-	if o.modeSet && o.Catalog.Mode != nil && o.Catalog.Mode.Current != "" {
+	if legacy && o.modeSet && o.Catalog.Mode != nil && o.Catalog.Mode.Current != "" {
 		lines = append(lines, wire.SessionUpdate(clientID, map[string]any{"sessionUpdate": "current_mode_update", "currentModeId": o.Catalog.Mode.Current}))
 	}
 	return lines

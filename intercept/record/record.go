@@ -249,7 +249,7 @@ func (r *Recorder) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 		return true
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification && env.MethodIs(wire.Update):
 		switch string(env.Update) {
-		case "config_option_update", "current_mode_update", updSubagent, updSessionInfo, updCompaction, updCompactionChunk:
+		case "config_option_update", "current_mode_update", updSubagent, updSessionInfo, updCompaction, updCompactionChunk, updState:
 			return true
 		case "agent_message_chunk", "tool_call", "tool_call_update", updNotice:
 			return r.led.Running()
@@ -305,12 +305,45 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		// response finds them there by the request's id.
 		ev.Req = &Request{ID: ledger.Key(f.Env.ID), Method: answered.Method, SID: answered.Session}
 		ev.Life = r.life.Gen()
+		if ev.Req.Method == wire.Prompt && !f.Env.Error && r.v2() {
+			// A v2 prompt is answered as it is accepted: the turn runs on,
+			// and its chunks are read, until its idle state_update.
+			r.led.Update(func(f *ledger.Flight) { f.TurnAccepted(answered.Session) })
+			r.enqueue(ev)
+			return proxy.Verdict{}, nil
+		}
 		if holds(ev.Req.Method) {
 			return r.holdFor(ev), nil
 		}
 	}
+	if ev.Update == updState {
+		if !r.turnIdle(f) {
+			return proxy.Verdict{}, nil
+		}
+		return r.holdFor(ev), nil // it completes a turn, as a v1 prompt's response does
+	}
 	r.enqueue(ev)
 	return proxy.Verdict{}, nil
+}
+
+// updState is v2's report of a session's foreground state; idle ends a
+// turn (wire.Version).
+const updState = "state_update"
+
+// v2 says whether the connection speaks ACP v2 or later.
+func (r *Recorder) v2() bool { return wire.Version(r.life.Caps().Protocol) >= wire.V2 }
+
+// turnIdle says whether a state_update ends a running v2 turn, and ends it
+// in the ledger: the turn's chunks are read up to here, on the relay's
+// goroutine, so none after it is taken for the turn's.
+func (r *Recorder) turnIdle(f *proxy.Frame) bool {
+	if string(wire.Member(f.Raw, "params", "update", "state")) != `"idle"` {
+		return false
+	}
+	client := r.led.ClientOf(wire.SessionIDOf(f))
+	var ended bool
+	r.led.Update(func(fl *ledger.Flight) { ended = fl.TurnIdle(client) })
+	return ended
 }
 
 // holds says which responses wait for their write: the ones that complete a
@@ -574,7 +607,13 @@ func (r *Recorder) response(ctx context.Context, ev Event) {
 			return
 		}
 	case wire.Prompt:
-		r.turnEnded(ctx, req.SID, msg.Result, failed)
+		if failed || !r.v2() {
+			var res struct {
+				StopReason string `json:"stopReason"`
+			}
+			decoded(r.log, "session/prompt result", msg.Result, &res) // an unreadable stopReason stays empty
+			r.turnEnded(ctx, req.SID, res.StopReason, failed)
+		}
 	case wire.SessionClose:
 		if !failed {
 			r.then.Closed(ctx, req.SID)
@@ -653,6 +692,7 @@ func (r *Recorder) sessionResult(ctx context.Context, req *Request, result json.
 		s.Rec.Behind(state.Native{ID: native, Event: madeBy(req.Method), Path: pathOf(req.Method), Host: r.cfg.Host, At: now})
 	}
 	s.Rec.Agent, s.Rec.AgentName, s.Rec.Cwd = r.cfg.Agent, r.cfg.Name, p.Cwd
+	s.Rec.Protocol = max(r.life.Caps().Protocol, int(wire.V1))
 	s.Rec.McpServers, s.Rec.AdditionalDirectories = wire.CompactJSON(p.McpServers), p.AdditionalDirectories
 	if s.Rec.Created.IsZero() {
 		s.Rec.Created = now
@@ -769,22 +809,19 @@ func legacyAccepted(s *Session, category, id string, at time.Time) state.Overrid
 	return ov
 }
 
-// turnEnded closes the running turn with its stop reason.
-func (r *Recorder) turnEnded(ctx context.Context, sid string, result json.RawMessage, failed bool) {
+// turnEnded closes the running turn with its stop reason: a v1 prompt's
+// answer, or the idle state_update of a v2 turn.
+func (r *Recorder) turnEnded(ctx context.Context, sid, stopReason string, failed bool) {
 	s := r.sessions[sid]
 	if s == nil || s.Turn == nil {
 		return
 	}
 	t := s.Turn
-	var res struct {
-		StopReason string `json:"stopReason"`
-	}
-	decoded(r.log, "session/prompt result", result, &res) // an unreadable stopReason stays empty
-	t.StopReason = res.StopReason
+	t.StopReason = stopReason
 	switch {
 	case failed:
 		t.Status = state.TurnFailed
-	case res.StopReason == "cancelled":
+	case stopReason == "cancelled":
 		t.Status = state.TurnCancelled
 	default:
 		t.Status = state.TurnCompleted
@@ -858,6 +895,9 @@ func (r *Recorder) update(ctx context.Context, ev Event) {
 	case updNotice, updNoticeChunk, updSessionInfo, updCompaction, updCompactionChunk:
 		r.sessionNews(ctx, ev)
 		return
+	case updState:
+		r.stateIdle(ctx, ev)
+		return
 	}
 	var n struct {
 		Params struct {
@@ -912,6 +952,24 @@ func (r *Recorder) update(ctx context.Context, ev Event) {
 		if u.Status != nil {
 			tc.Status = *u.Status
 		}
+	}
+}
+
+// stateIdle ends the v2 turn that Intercept saw end (turnIdle), and then
+// lets the held state_update go: the client hears the turn is over once
+// the record has it, as a v1 prompt's answer waits for its write.
+func (r *Recorder) stateIdle(ctx context.Context, ev Event) {
+	var n struct {
+		Params struct {
+			SessionID string `json:"sessionId"`
+			wire.UpdateFields
+		} `json:"params"`
+	}
+	decoded(r.log, "state_update", ev.Raw, &n) // an unreadable stop reason stays empty
+	r.turnEnded(ctx, r.led.ClientOf(n.Params.SessionID), n.Params.Update.StopReason, false)
+	if ev.Release != nil {
+		r.Flush(ctx)
+		ev.Release(ev.Raw)
 	}
 }
 

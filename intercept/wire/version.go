@@ -108,3 +108,13 @@ func StateFailed(sid string, code int, message string) []byte {
 		"error": map[string]any{"code": code, "message": message},
 	})
 }
+
+// WantsHistory says whether a client's open asks for the conversation to be
+// replayed: a v1 session/load, or a v2 session/resume with a replayFrom
+// (v2 has no session/load). params are the request's.
+func WantsHistory(v Version, method string, params json.RawMessage) bool {
+	if v < V2 {
+		return method == SessionLoad
+	}
+	return method == SessionResume && !IsNull(Member(params, "replayFrom"))
+}
