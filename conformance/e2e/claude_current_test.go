@@ -28,6 +28,10 @@ var claudeNow = liveAgent{
 // TestClaudeCurrentLifecycle: see runLifecycle.
 func TestClaudeCurrentLifecycle(t *testing.T) { runLifecycle(t, claudeNow) }
 
+// TestClaudeCurrentLifecycleV2: runLifecycle with a client of ACP v2,
+// through a sidecar that lets it speak v2 (--max-protocol 2).
+func TestClaudeCurrentLifecycleV2(t *testing.T) { runLifecycle(t, inV2(claudeNow)) }
+
 // TestClaudeCurrentCommandsAfterResume: see runCommandsAfterResume.
 func TestClaudeCurrentCommandsAfterResume(t *testing.T) { runCommandsAfterResume(t, claudeNow) }
 

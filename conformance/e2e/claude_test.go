@@ -29,7 +29,7 @@ func step(t *testing.T, a *agent, method string, params any) frame {
 
 // configOption is the part of an ACP session config option the test reads.
 type configOption struct {
-	ID           string `json:"id"`
+	ID           string `json:"id"` // configId in ACP v2 (UnmarshalJSON)
 	Name         string `json:"name"`
 	Category     string `json:"category"`
 	Type         string `json:"type"`
@@ -38,6 +38,28 @@ type configOption struct {
 		Value string `json:"value"`
 		Name  string `json:"name"`
 	} `json:"options"`
+}
+
+// UnmarshalJSON reads an option of either version: v2 names its id
+// configId. A boolean option's current value is kept as its JSON text.
+func (o *configOption) UnmarshalJSON(b []byte) error {
+	type plain configOption
+	var v struct {
+		plain
+		ConfigID     string          `json:"configId"`
+		CurrentValue json.RawMessage `json:"currentValue"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*o = configOption(v.plain)
+	if o.ID == "" {
+		o.ID = v.ConfigID
+	}
+	if json.Unmarshal(v.CurrentValue, &o.CurrentValue) != nil {
+		o.CurrentValue = string(v.CurrentValue)
+	}
+	return nil
 }
 
 type sessionUpdate struct {
@@ -58,6 +80,12 @@ func agentText(t *testing.T, frames []frame) string {
 	for _, f := range frames {
 		if f.Method != "session/update" {
 			continue
+		}
+		var p struct {
+			Update json.RawMessage `json:"update"`
+		}
+		if json.Unmarshal(f.Params, &p) == nil && updateKind(p.Update) != "agent_message_chunk" {
+			continue // v2's whole messages carry their content as a list
 		}
 		var u sessionUpdate
 		if err := json.Unmarshal(f.Params, &u); err != nil {

@@ -29,6 +29,9 @@ var codexNow = liveAgent{
 // TestCodexLifecycle: see runLifecycle.
 func TestCodexLifecycle(t *testing.T) { runLifecycle(t, codexNow) }
 
+// TestCodexLifecycleV2: runLifecycle with a client of ACP v2.
+func TestCodexLifecycleV2(t *testing.T) { runLifecycle(t, inV2(codexNow)) }
+
 // TestCodexCommandsAfterResume: see runCommandsAfterResume.
 func TestCodexCommandsAfterResume(t *testing.T) { runCommandsAfterResume(t, codexNow) }
 

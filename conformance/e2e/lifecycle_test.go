@@ -38,6 +38,14 @@ type liveAgent struct {
 	// nativeRewind: the agent forks at a message (the sidecar's table of
 	// agents it knows), so /rewind is its own fork and hands nothing over.
 	nativeRewind bool
+	// proto is the ACP version the test's client speaks (0: 1).
+	proto int
+}
+
+// inV2 is la for a client of ACP v2.
+func inV2(la liveAgent) liveAgent {
+	la.proto = 2
+	return la
 }
 
 // quietReply is the mock's answer in these tests: it names the model and
@@ -55,7 +63,7 @@ func (la liveAgent) start(t *testing.T) *sidecarSession {
 	t.Helper()
 	argv := la.pkg.argv(t)
 	mock, url := startMock(t, mockllm.Options{Reply: quietReply})
-	s, res := startSession(t, argv, la.env(t, url), mock)
+	s, res := startSessionIn(t, max(la.proto, 1), argv, la.env(t, url), mock)
 	opts := optionsOf(t, res)
 	for _, c := range []struct{ category, value string }{{"model", la.model}, {"mode", la.mode}, {"thought_level", la.effort}} {
 		id := optionID(t, opts, c.category)
@@ -130,6 +138,10 @@ func countKept(texts, kept []string) int {
 //	                                    one handed over once
 //	kill the agent's tree; prompt       no retry, end_turn, same config and turns
 //	a fresh sidecar loads it; prompt    same config and turns
+//
+// A client of ACP v2 (la.proto) runs the same life in v2's words: options
+// set with their type, each turn ended by an idle state_update, and the
+// fresh sidecar's open a session/resume with replayFrom.
 func runLifecycle(t *testing.T, la liveAgent) {
 	const (
 		p1 = "My favourite colour is teal."
@@ -184,8 +196,8 @@ func runLifecycle(t *testing.T, la liveAgent) {
 
 	r := s.reopen(t)
 	n := r.a.frameCount()
-	step(t, r.a, "session/load", map[string]any{"sessionId": r.sid, "cwd": r.cwd, "mcpServers": []any{}})
-	t.Logf("session/load replayed %d frames", len(r.a.framesSince(n)))
+	r.open()
+	t.Logf("the open (v%d) replayed %d frames", r.proto, len(r.a.framesSince(n)))
 	r.prompt(p6)
 	r.checkTurn(la, "after the load in a fresh sidecar", p6, []string{p2, p4, p5, p6}, []string{p1, p3}, handoffs)
 	checkSessionIDs(t, r.a.framesSince(0), r.sid)

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -27,16 +28,24 @@ type sidecarSession struct {
 	state string   // the sidecar's --state-dir
 	cwd   string   // the session's cwd
 	sid   string   // the client's session id
+	// proto is the ACP version the client speaks: 1, or 2 through a
+	// sidecar that lets it (--max-protocol 2).
+	proto int
 }
 
 // startSession starts the sidecar around argv with env and a fresh state
 // dir, and runs initialize and session/new in a fresh cwd. The session/new
 // result is returned with it.
 func startSession(t *testing.T, argv, env []string, mock *mockllm.Server) (*sidecarSession, json.RawMessage) {
+	return startSessionIn(t, 1, argv, env, mock)
+}
+
+// startSessionIn is startSession for a client of ACP version proto.
+func startSessionIn(t *testing.T, proto int, argv, env []string, mock *mockllm.Server) (*sidecarSession, json.RawMessage) {
 	t.Helper()
-	s := &sidecarSession{t: t, mock: mock, argv: argv, env: env, dir: t.TempDir(), state: t.TempDir(), cwd: t.TempDir()}
-	s.a = startSidecarState(t, argv, env, s.dir, s.state, "--grace", "1s")
-	initializeAsEditor(t, s.a)
+	s := &sidecarSession{t: t, mock: mock, argv: argv, env: env, dir: t.TempDir(), state: t.TempDir(), cwd: t.TempDir(), proto: proto}
+	s.a = startSidecarState(t, argv, env, s.dir, s.state, s.flags()...)
+	s.initialize(s.a)
 	var res json.RawMessage
 	s.sid, res = newSession(t, s.a, s.cwd)
 	return s, res
@@ -49,9 +58,48 @@ func (s *sidecarSession) reopen(t *testing.T) *sidecarSession {
 	t.Helper()
 	r := *s
 	r.t = t
-	r.a = startSidecarState(t, s.argv, s.env, s.dir, s.state, "--grace", "1s")
-	initializeAsEditor(t, r.a)
+	r.a = startSidecarState(t, s.argv, s.env, s.dir, s.state, s.flags()...)
+	r.initialize(r.a)
 	return &r
+}
+
+// flags are the sidecar's flags for the session's client.
+func (s *sidecarSession) flags() []string {
+	f := []string{"--grace", "1s"}
+	if s.proto >= 2 {
+		f = append(f, "--max-protocol", "2")
+	}
+	return f
+}
+
+// initialize runs initialize on a as the session's editor does, in its
+// version.
+func (s *sidecarSession) initialize(a *agent) {
+	s.t.Helper()
+	if s.proto < 2 {
+		initializeAsEditor(s.t, a)
+		return
+	}
+	res := step(s.t, a, "initialize", map[string]any{
+		"protocolVersion": 2, "capabilities": map[string]any{},
+		"info": map[string]string{"name": "acp-sidecar-e2e-v2", "version": "0"},
+	})
+	var init struct {
+		ProtocolVersion int `json:"protocolVersion"`
+	}
+	if err := json.Unmarshal(res.Result, &init); err != nil || init.ProtocolVersion != 2 {
+		s.t.Fatalf("initialize in v2 through the sidecar: %s (%v), want protocolVersion 2", res.Result, err)
+	}
+}
+
+// open is the session/load of a v1 client, and v2's session/resume with
+// replayFrom, which replaces it.
+func (s *sidecarSession) open() frame {
+	s.t.Helper()
+	if s.proto < 2 {
+		return step(s.t, s.a, "session/load", map[string]any{"sessionId": s.sid, "cwd": s.cwd, "mcpServers": []any{}})
+	}
+	return step(s.t, s.a, "session/resume", map[string]any{"sessionId": s.sid, "cwd": s.cwd, "mcpServers": []any{}, "replayFrom": map[string]string{"type": "start"}})
 }
 
 // initializeAsEditor runs initialize as an editor with file access does.
@@ -93,7 +141,11 @@ func newSession(t *testing.T, a *agent, cwd string) (string, json.RawMessage) {
 // returns the options the answer lists.
 func (s *sidecarSession) setOption(id, value string) []configOption {
 	s.t.Helper()
-	res := step(s.t, s.a, "session/set_config_option", map[string]any{"sessionId": s.sid, "configId": id, "value": value})
+	params := map[string]any{"sessionId": s.sid, "configId": id, "value": value}
+	if s.proto >= 2 {
+		params["type"] = "id" // v2 says the value's type
+	}
+	res := step(s.t, s.a, "session/set_config_option", params)
 	if got := currentValue(s.t, res.Result, id); got != value {
 		s.t.Fatalf("set_config_option %s %q: result has %q: %s", id, value, got, res.Result)
 	}
@@ -105,18 +157,77 @@ func (s *sidecarSession) setMode(mode string) {
 	step(s.t, s.a, "session/set_mode", map[string]any{"sessionId": s.sid, "modeId": mode})
 }
 
-// promptCall sends one text prompt and returns the response frame, or the
-// error (an *rpcError for a JSON-RPC error response).
+// promptCall sends one text prompt and returns the frame that ends its
+// turn, or the error (an *rpcError for a JSON-RPC error response, or in
+// v2 the error an idle state_update ended the turn with). In v1 the turn's
+// end is the prompt's response; in v2 the response accepts the prompt
+// with a messageId, and the turn ends with the session's idle
+// state_update after it.
 func (s *sidecarSession) promptCall(text string) (frame, error) {
 	ctx, cancel := context.WithTimeout(s.t.Context(), stepTimeout)
 	defer cancel()
-	return s.a.call(ctx, "session/prompt", map[string]any{
+	n := s.a.frameCount()
+	res, err := s.a.call(ctx, "session/prompt", map[string]any{
 		"sessionId": s.sid, "prompt": []map[string]string{{"type": "text", "text": text}},
 	})
+	if err != nil || s.proto < 2 {
+		return res, err
+	}
+	var acc struct {
+		MessageID string `json:"messageId"`
+	}
+	if err := json.Unmarshal(res.Result, &acc); err != nil || acc.MessageID == "" {
+		return res, fmt.Errorf("the v2 prompt was accepted with %s (%v), want a messageId", res.Result, err)
+	}
+	// The turn's end comes after its acceptance: an idle before it (a
+	// resume's snapshot, while the prompt waited out a rebuild) ends
+	// nothing of this prompt's.
+	for i, f := range s.a.framesSince(n) {
+		if bytes.Equal(f.Raw, res.Raw) {
+			n += i + 1
+			break
+		}
+	}
+	end, err := s.a.waitFrame(ctx, n, func(f frame) bool {
+		return f.Method == "session/update" && sessionOf(f) == s.sid && stateOf(f) == "idle"
+	})
+	if err != nil {
+		return frame{}, fmt.Errorf("no idle state_update ended the turn: %w", err)
+	}
+	var u struct {
+		Update struct {
+			StopReason string    `json:"stopReason"`
+			Error      *rpcError `json:"error"`
+		} `json:"update"`
+	}
+	if err := json.Unmarshal(end.Params, &u); err != nil {
+		return end, fmt.Errorf("the turn's end %s: %w", end.Raw, err)
+	}
+	if u.Update.StopReason == "error" {
+		if u.Update.Error == nil {
+			u.Update.Error = &rpcError{Message: "stopReason error without details"}
+		}
+		return end, u.Update.Error
+	}
+	return end, nil
+}
+
+// stateOf is the state a v2 state_update reports, "" for any other frame.
+func stateOf(f frame) string {
+	var p struct {
+		Update struct {
+			SessionUpdate string `json:"sessionUpdate"`
+			State         string `json:"state"`
+		} `json:"update"`
+	}
+	if json.Unmarshal(f.Params, &p) != nil || p.Update.SessionUpdate != "state_update" {
+		return ""
+	}
+	return p.Update.State
 }
 
 // prompt sends one text prompt, requires stopReason end_turn, and returns
-// the frames the client received until the response, the response included.
+// the frames the client received until the turn's end, that included.
 func (s *sidecarSession) prompt(text string) []frame {
 	s.t.Helper()
 	n := s.a.frameCount()
@@ -128,13 +239,23 @@ func (s *sidecarSession) prompt(text string) []frame {
 	return s.a.framesSince(n)
 }
 
+// checkEndTurn requires the frame that ended a turn to say end_turn: a v1
+// prompt's result, or a v2 idle state_update.
 func checkEndTurn(t *testing.T, text string, res frame) {
 	t.Helper()
 	var pr struct {
 		StopReason string `json:"stopReason"`
 	}
-	if err := json.Unmarshal(res.Result, &pr); err != nil || pr.StopReason != "end_turn" {
-		t.Fatalf("prompt %q: result %s (%v), want stopReason end_turn", text, res.Result, err)
+	raw := res.Result
+	if res.Method == "session/update" {
+		var p struct {
+			Update json.RawMessage `json:"update"`
+		}
+		_ = json.Unmarshal(res.Params, &p) // a frame without it fails below
+		raw = p.Update
+	}
+	if err := json.Unmarshal(raw, &pr); err != nil || pr.StopReason != "end_turn" {
+		t.Fatalf("prompt %q: turn ended %s (%v), want stopReason end_turn", text, res.Raw, err)
 	}
 }
 
