@@ -106,10 +106,22 @@ func (c *commands) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindResponse:
 		return true // Intercept tells initialize's from what the chain took out (ledger.AnsweredOf)
 	case dir == proxy.AgentToClient && env.Kind == proxy.KindNotification:
-		return string(env.Update) == "available_commands_update" || string(env.Update) == "session_info_update"
+		switch string(env.Update) {
+		case "available_commands_update", "session_info_update", updUserMessage, updUserChunk:
+			return true
+		}
 	}
 	return false
 }
+
+// The user's message as the agent echoes it: v2 inserts every prompt as a
+// user_message, and a replay sends the user's part of each turn as
+// user_message_chunk (v2 after a user_message). Both carry the handoff the
+// sidecar put before a prompt, which is not the user's (handoffEcho).
+const (
+	updUserMessage = "user_message"
+	updUserChunk   = "user_message_chunk"
+)
 
 // Intercept answers or rewrites a claimed frame.
 func (c *commands) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict, error) {
@@ -134,9 +146,48 @@ func (c *commands) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		return c.advertise(f.Raw)
 	case string(f.Env.Update) == "session_info_update":
 		return handoffTitle(f.Raw), nil
+	case string(f.Env.Update) == updUserMessage || string(f.Env.Update) == updUserChunk:
+		return handoffEcho(f.Raw), nil
 	default:
 		return c.mergeCommands(wire.SessionIDOf(f), f.Raw)
 	}
+}
+
+// handoffEcho takes the sidecar's handoff out of the agent's echo of the
+// user's message: the editor shows the message as the user wrote it, as a
+// v1 agent, which echoes nothing live, leaves it. A chunk that is the
+// handoff is dropped; a whole message loses the handoff's block. Anything
+// else passes as it is.
+func handoffEcho(raw []byte) proxy.Verdict {
+	isHandoff := func(b json.RawMessage) bool {
+		var blk struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		return json.Unmarshal(b, &blk) == nil && blk.Type == "text" && strings.HasPrefix(blk.Text, replay.HandoffTag)
+	}
+	content := wire.Member(raw, "params", "update", "content")
+	var blocks []json.RawMessage
+	if json.Unmarshal(content, &blocks) != nil {
+		if isHandoff(content) {
+			return proxy.Verdict{Do: proxy.Drop} // a chunk: one block
+		}
+		return proxy.Verdict{}
+	}
+	kept := blocks[:0:0]
+	for _, b := range blocks {
+		if !isHandoff(b) {
+			kept = append(kept, b)
+		}
+	}
+	if len(kept) == len(blocks) {
+		return proxy.Verdict{}
+	}
+	line, err := wire.SetPath(raw, wire.Encode(kept), "params", "update", "content")
+	if err != nil {
+		return proxy.Verdict{Do: proxy.Drop} // it scanned, so this cannot be; the handoff must not pass
+	}
+	return proxy.Verdict{Do: proxy.Rewrite, Line: line}
 }
 
 // handoffTitle takes out of a session_info_update a title the agent made
