@@ -46,6 +46,67 @@ func newText(led *ledger.Ledger, lf *life.Life, budget int, notice func(f *proxy
 	return t
 }
 
+// Message is a v2 agent_message of a running turn: a whole-message upsert
+// of the answer. Its content, when it has one, is the message's text from
+// now on (null clears it, an omitted content leaves it); chunks of the
+// same message that follow append to it, as the schema has it. The last
+// message upserted is the one replaced: an agent that upserts an earlier
+// message after chunks of a later one is not seen to do so by either
+// current agent, which upsert only in replays, with content [].
+func (t *Text) Message(f *proxy.Frame) {
+	var n struct {
+		Params struct {
+			SessionID string `json:"sessionId"`
+			Update    struct {
+				MessageID string          `json:"messageId"`
+				Content   json.RawMessage `json:"content"`
+			} `json:"update"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(f.Raw, &n) != nil || n.Params.Update.Content == nil {
+		return // no content: the message's text stays as it was
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(n.Params.Update.Content, &blocks) // null or unreadable: no text
+	var text strings.Builder
+	for _, b := range blocks {
+		if b.Type == "text" {
+			text.WriteString(b.Text)
+		}
+	}
+	sid := n.Params.SessionID
+	t.mu.Lock()
+	buf := t.answers[sid]
+	switch {
+	case t.kids[sid] != "":
+		t.mu.Unlock()
+		return // a subagent's message is not the parent's answer
+	case buf == nil:
+		buf = &answerBuf{}
+		t.answers[sid] = buf
+	}
+	t.mu.Unlock()
+	buf.mu.Lock()
+	defer buf.mu.Unlock()
+	if buf.whole != n.Params.Update.MessageID || buf.wholeAt > buf.b.Len() {
+		buf.whole, buf.wholeAt = n.Params.Update.MessageID, buf.b.Len()
+	}
+	kept := buf.b.String()[:buf.wholeAt]
+	buf.b.Reset()
+	buf.b.WriteString(kept)
+	buf.full.Store(false)
+	if room := t.budget - buf.b.Len(); room > text.Len() {
+		buf.b.WriteString(text.String())
+	} else if room > 0 {
+		buf.b.WriteString(text.String()[:room])
+		buf.b.WriteString(cutMark)
+		buf.full.Store(true)
+	}
+}
+
 // TakeChunk is Claims and then Intercept for a chunk, in one call (the
 // chain's ChunkPolicy.Take): a message chunk of a running turn is
 // collected, and nothing else is claimed.
@@ -151,8 +212,13 @@ type answerBuf struct {
 	// msgID is the messageId of the last chunk that had one, kept only for
 	// an agent that forks at a message (life.Habits.ForksAtMessage).
 	msgID string
-	full  atomic.Bool // as much as the record keeps: later chunks cost a load
-	taken atomic.Bool // the recorder took it; a new turn gets a new one
+	// whole is the messageId of the last whole message (a v2
+	// agent_message) and wholeAt where its text begins in b: an upsert of
+	// the same message replaces its text from there.
+	whole   string
+	wholeAt int
+	full    atomic.Bool // as much as the record keeps: later chunks cost a load
+	taken   atomic.Bool // the recorder took it; a new turn gets a new one
 }
 
 // chunkCache is the agent pump's shortcut to the buffer of the session it

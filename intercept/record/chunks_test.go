@@ -57,3 +57,26 @@ func TestCollectCutsAsClip(t *testing.T) {
 		}
 	}
 }
+
+// TestWholeMessages: a v2 agent_message is the message's text from then on:
+// an upsert of the same message replaces it, chunks of it append, a new
+// message follows the last, and an upsert with no content leaves the text.
+func TestWholeMessages(t *testing.T) {
+	led := ledger.New(func() {})
+	r := New(Config{Store: state.NewMemory()}, led, life.New(life.NewSignal()), nil)
+	led.Update(func(f *ledger.Flight) { f.Record("test-prompt", "session/prompt", "s1") })
+	msg := func(id, content string) {
+		r.text.Message(chunkFrame(t, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message","messageId":"`+id+`"`+content+`}}}`))
+	}
+	chunk := func(id, text string) {
+		r.text.TakeChunk(chunkFrame(t, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","messageId":"`+id+`","content":{"type":"text","text":"`+text+`"}}}}`))
+	}
+	msg("m1", `,"content":[{"type":"text","text":"draft"}]`)
+	msg("m1", `,"content":[{"type":"text","text":"Hello"},{"type":"image","data":"x","mimeType":"image/png"}]`)
+	chunk("m1", ", world.")
+	msg("m1", "") // no content: unchanged
+	msg("m2", `,"content":[{"type":"text","text":" Bye."}]`)
+	if got, want := r.text.TakeAnswer("s1"), "Hello, world. Bye."; got != want {
+		t.Errorf("answer %q, want %q", got, want)
+	}
+}

@@ -251,7 +251,7 @@ func (r *Recorder) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 		switch string(env.Update) {
 		case "config_option_update", "current_mode_update", updSubagent, updSessionInfo, updCompaction, updCompactionChunk, updState:
 			return true
-		case "agent_message_chunk", "tool_call", "tool_call_update", updNotice:
+		case "agent_message_chunk", "tool_call", "tool_call_update", updNotice, updAgentMessage:
 			return r.led.Running()
 		}
 	}
@@ -263,6 +263,10 @@ func (r *Recorder) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict, error) {
 	if f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindNotification && wire.IsMessageChunk(f.Env.Update) {
 		r.text.collect(f)
+		return proxy.Verdict{}, nil
+	}
+	if f.Dir == proxy.AgentToClient && string(f.Env.Update) == updAgentMessage {
+		r.text.Message(f)
 		return proxy.Verdict{}, nil
 	}
 	if f.Dir == proxy.AgentToClient && string(f.Env.Update) == updSubagent {
@@ -327,8 +331,12 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 }
 
 // updState is v2's report of a session's foreground state; idle ends a
-// turn (wire.Version).
-const updState = "state_update"
+// turn (wire.Version). updAgentMessage is v2's whole message of the
+// agent's (Text.Message).
+const (
+	updState        = "state_update"
+	updAgentMessage = "agent_message"
+)
 
 // v2 says whether the connection speaks ACP v2 or later.
 func (r *Recorder) v2() bool { return wire.Version(r.life.Caps().Protocol) >= wire.V2 }
