@@ -32,7 +32,7 @@ type Session struct {
 	// rebuild must start the one it was on. "" in records written before agents
 	// had names.
 	AgentName string `json:"agentName,omitempty"`
-	// Protocol is the ACP version the session was last opened in (1 or
+	// Protocol is the ACP version the session was last recorded in (1 or
 	// 2): the record is one format for both, and a session recorded in one
 	// version can be reopened in the other. 0 in records written before it
 	// existed, which were all v1.

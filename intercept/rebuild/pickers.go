@@ -21,7 +21,7 @@ import (
 // WithPickers completes an open's result for the client: completePickers,
 // then the dialect bridge.
 func (b *Rebuilder) WithPickers(result json.RawMessage, recorded, now *state.Config) json.RawMessage {
-	return b.Bridge(completePickers(result, recorded, now))
+	return b.Bridge(completePickers(b.version(), result, recorded, now))
 }
 
 // Bridge adds the pickers the client's dialect lacks to a session result
@@ -40,8 +40,9 @@ func (b *Rebuilder) Bridge(result json.RawMessage) json.RawMessage {
 // recorded is the session's config before the open, now the config after
 // the sidecar's restore (or the result's own when nothing was restored).
 // Where the result has a picker, its current value is set to now's when the
-// agent offers that value in it.
-func completePickers(result json.RawMessage, recorded, now *state.Config) json.RawMessage {
+// agent offers that value in it. In v2 there are no legacy pickers, and an
+// option recorded in v1 is named as v2 names it (wire.OptionIn).
+func completePickers(v wire.Version, result json.RawMessage, recorded, now *state.Config) json.RawMessage {
 	if now == nil {
 		now = &state.Config{}
 	}
@@ -67,6 +68,9 @@ func completePickers(result json.RawMessage, recorded, now *state.Config) json.R
 		{"modes", "currentModeId", replay.FieldMode, p.Modes, wire.ParseModes, now.Mode, recorded.Mode},
 		{"models", "currentModelId", replay.FieldModel, p.Models, wire.ParseModels, now.Model, recorded.Model},
 	} {
+		if v >= wire.V2 {
+			break // v2 has config options only
+		}
 		cur := currentOf(now, pk.category, pk.now)
 		if !wire.IsNull(pk.have) {
 			if l := pk.parse(pk.have); l != nil && cur != "" && slices.Contains(l.Available, cur) {
@@ -90,7 +94,7 @@ func completePickers(result json.RawMessage, recorded, now *state.Config) json.R
 	if wire.IsNull(p.ConfigOptions) && len(now.Options) > 0 {
 		list := make([]json.RawMessage, 0, len(now.Options))
 		for _, o := range now.Options {
-			raw := o.Raw
+			raw := wire.OptionIn(v, o.Raw, o.ID)
 			if len(o.Current) > 0 {
 				if next, err := wire.SetPath(raw, o.Current, "currentValue"); err == nil {
 					raw = next

@@ -700,7 +700,6 @@ func (r *Recorder) sessionResult(ctx context.Context, req *Request, result json.
 		s.Rec.Behind(state.Native{ID: native, Event: madeBy(req.Method), Path: pathOf(req.Method), Host: r.cfg.Host, At: now})
 	}
 	s.Rec.Agent, s.Rec.AgentName, s.Rec.Cwd = r.cfg.Agent, r.cfg.Name, p.Cwd
-	s.Rec.Protocol = max(r.life.Caps().Protocol, int(wire.V1))
 	s.Rec.McpServers, s.Rec.AdditionalDirectories = wire.CompactJSON(p.McpServers), p.AdditionalDirectories
 	if s.Rec.Created.IsZero() {
 		s.Rec.Created = now
@@ -1021,6 +1020,8 @@ func findToolCall(t *state.Turn, id string) *state.ToolCall {
 
 func (r *Recorder) PutSession(ctx context.Context, s *Session) {
 	s.Rec.Updated = r.cfg.Now()
+	// Whatever writes the session writes it in the connection's version.
+	s.Rec.Protocol = max(r.life.Caps().Protocol, int(wire.V1))
 	rec := s.Rec
 	rec.Original = nil // written once, by fixOriginal
 	if s.Started && s.Rec.Original != nil {

@@ -118,3 +118,25 @@ func WantsHistory(v Version, method string, params json.RawMessage) bool {
 	}
 	return method == SessionResume && !IsNull(Member(params, "replayFrom"))
 }
+
+// OptionIn is a config option's JSON as version v names its id: v2's
+// configId, v1's id. A session recorded in one version and reopened in the
+// other keeps its options in the agent's words of the first (state.Option
+// Raw); what reaches the client is in the words of the second.
+func OptionIn(v Version, raw json.RawMessage, id string) json.RawMessage {
+	want, other := "id", "configId"
+	if v >= V2 {
+		want, other = other, want
+	}
+	if Member(raw, want) != nil && Member(raw, other) == nil {
+		return raw
+	}
+	out, err := Delete(raw, other)
+	if err != nil {
+		out = raw // not an object with that member: nothing to take out
+	}
+	if next, err := SetPath(out, String(id), want); err == nil {
+		out = next
+	}
+	return out
+}

@@ -108,3 +108,22 @@ func TestStateFailed(t *testing.T) {
 		t.Errorf("StateFailed = %s", l)
 	}
 }
+
+// TestOptionIn: an option recorded in one version is named as the other
+// names it; one already in the version's words stays byte for byte.
+func TestOptionIn(t *testing.T) {
+	v1 := json.RawMessage(`{"id":"model","name":"Model","currentValue":"deep-3"}`)
+	v2 := json.RawMessage(`{"configId":"model","name":"Model","currentValue":"deep-3"}`)
+	if got := OptionIn(V2, v1, "model"); string(Member(got, "configId")) != `"model"` || Member(got, "id") != nil {
+		t.Errorf("v1 option in v2: %s", got)
+	}
+	if got := OptionIn(V1, v2, "model"); string(Member(got, "id")) != `"model"` || Member(got, "configId") != nil {
+		t.Errorf("v2 option in v1: %s", got)
+	}
+	if got := OptionIn(V2, v2, "model"); string(got) != string(v2) {
+		t.Errorf("v2 option in v2 changed: %s", got)
+	}
+	if got := OptionIn(V1, v1, "model"); string(got) != string(v1) {
+		t.Errorf("v1 option in v1 changed: %s", got)
+	}
+}
