@@ -422,8 +422,12 @@ func (ll *lifeline) awaitReady(ctx context.Context, w *ledger.Waiter) (uint64, e
 // record may know is rebuilt (natively where the agent can, else emulated),
 // and a list the agent cannot make is answered from the record.
 func (ll *lifeline) emulates(method, sid string) bool {
-	if method == wire.SessionList {
-		return !ll.life.Caps().List
+	caps := ll.life.Caps()
+	switch {
+	case method == wire.SessionList:
+		return !caps.List
+	case method == wire.SessionLoad && wire.Version(caps.Protocol) >= wire.V2:
+		return false // v2 has no session/load: the agent says so, as the sidecar advertised none
 	}
 	return sid != ""
 }
