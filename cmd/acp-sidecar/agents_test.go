@@ -436,3 +436,20 @@ func TestAgentsIdleDefault(t *testing.T) {
 		t.Errorf("idle = %v, want 5m", opts.agents.idle)
 	}
 }
+
+// TestMaxProtocol: --max-protocol takes the versions the sidecar speaks,
+// and v2 only with one agent: the agent selector speaks v1's words.
+func TestMaxProtocol(t *testing.T) {
+	if opts, err := parseRelay(t, "--max-protocol", "2", "--", "agent"); err != nil || opts.maxProtocol != 2 {
+		t.Errorf("--max-protocol 2: %+v %v", opts.maxProtocol, err)
+	}
+	for _, args := range [][]string{
+		{"--max-protocol", "3", "--", "agent"},
+		{"--max-protocol", "0", "--", "agent"},
+		{"--max-protocol", "2", "--agent", "a=x", "--agent", "b=y"},
+	} {
+		if _, err := parseRelay(t, args...); err == nil || !strings.Contains(err.Error(), "--max-protocol") {
+			t.Errorf("%q: error %v, want one naming --max-protocol", args, err)
+		}
+	}
+}

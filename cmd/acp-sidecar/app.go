@@ -195,6 +195,9 @@ func relayOptions(c *cli.Context) (runOptions, error) {
 	}
 	if v := c.Int("max-protocol"); v < 1 || v > int(wire.V2) {
 		return runOptions{}, &exitError{code: 2, err: fmt.Errorf("--max-protocol %d: the sidecar speaks ACP 1 and 2", v)}
+	} else if v > 1 && len(agents.defs) > 1 {
+		// The agent selector and the switch answer in v1's words only.
+		return runOptions{}, &exitError{code: 2, err: fmt.Errorf("--max-protocol %d: several agents behind one sidecar speak ACP v1 only (docs/v2.md)", v)}
 	}
 	opts := runOptions{
 		noPickers:   noPickers,
