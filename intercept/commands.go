@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -140,10 +141,16 @@ func (c *commands) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 	case f.Env.MethodIs(wire.Prompt):
 		return c.prompt(ctx, id, wire.SessionIDOf(f), f.Raw)
 	case f.Env.Kind == proxy.KindResponse:
-		if q, ok := ledger.AnsweredOf(ctx); !ok || q.Method != wire.Initialize {
+		q, ok := ledger.AnsweredOf(ctx)
+		switch {
+		case !ok:
 			return proxy.Verdict{}, nil
+		case q.Method == wire.Initialize:
+			return c.advertise(f.Raw)
+		case opensSession(q.Method) && !f.Env.Error && wire.Version(c.life.Caps().Protocol) >= wire.V2:
+			return c.resultCommands(q, f.Raw)
 		}
-		return c.advertise(f.Raw)
+		return proxy.Verdict{}, nil
 	case string(f.Env.Update) == "session_info_update":
 		return handoffTitle(f.Raw), nil
 	case string(f.Env.Update) == updUserMessage || string(f.Env.Update) == updUserChunk:
@@ -312,12 +319,58 @@ func advertiseV2(raw, meta []byte, caps life.Caps) ([]byte, error) {
 	return line, nil
 }
 
-// mergeCommands adds the sidecar's commands to the agent's list.
+// mergeCommands adds the sidecar's commands to the agent's list. In v2 the
+// agent's list is kept too, for the sidecar's own lists (ownCommands).
 func (c *commands) mergeCommands(sid string, raw []byte) (proxy.Verdict, error) {
-	c.led.Update(func(f *ledger.Flight) { f.SawCommands(sid) })
-	line, err := wire.InsertArray(raw, false, commandsJSON(wire.Version(c.life.Caps().Protocol)), "params", "update", "availableCommands")
+	v := wire.Version(c.life.Caps().Protocol)
+	var agents []json.RawMessage
+	if v >= wire.V2 {
+		agents = wire.CommandList(wire.Member(raw, "params", "update", "availableCommands"))
+	}
+	c.led.Update(func(f *ledger.Flight) {
+		f.SawCommands(sid)
+		if v >= wire.V2 {
+			f.AgentCommands(sid, agents)
+		}
+	})
+	line, err := wire.InsertArray(raw, false, commandsJSON(v), "params", "update", "availableCommands")
 	if err != nil {
 		return proxy.Verdict{}, fmt.Errorf("merge commands: %w", err)
+	}
+	return proxy.Verdict{Do: proxy.Rewrite, Line: line}, nil
+}
+
+// opensSession says whether a method's result opens a session for the
+// client, with the agent's commands in it in v2.
+func opensSession(method string) bool {
+	switch method {
+	case wire.SessionNew, wire.SessionResume, wire.SessionFork, wire.SessionLoad:
+		return true
+	}
+	return false
+}
+
+// resultCommands adds the sidecar's commands to the list a v2 agent gives
+// in the result of an open (q), which replaces the client's list as an
+// update does: the client then has both, and the sidecar sends no list of
+// its own after the open. The agent's list is kept for later ones.
+func (c *commands) resultCommands(q ledger.Request, raw []byte) (proxy.Verdict, error) {
+	list := wire.Member(raw, "result", "availableCommands")
+	if list == nil {
+		return proxy.Verdict{}, nil // none: the sidecar's own list follows the open
+	}
+	native := c.led.NativeOf(q.Session)
+	if q.Method == wire.SessionNew || q.Method == wire.SessionFork {
+		native = wire.Unquote(wire.Member(raw, "result", "sessionId"))
+	}
+	agents := wire.CommandList(list)
+	c.led.Update(func(f *ledger.Flight) {
+		f.SawCommands(native)
+		f.AgentCommands(native, agents)
+	})
+	line, err := wire.InsertArray(raw, false, commandsJSON(wire.V2), "result", "availableCommands")
+	if err != nil {
+		return proxy.Verdict{}, fmt.Errorf("merge commands into the %s result: %w", q.Method, err)
 	}
 	return proxy.Verdict{Do: proxy.Rewrite, Line: line}, nil
 }
@@ -330,15 +383,16 @@ func ownCommands(led *ledger.Ledger, lf *life.Life, native, client string) [][]b
 	if led.CommandsSent(native) {
 		return nil
 	}
-	return [][]byte{ownCommandsUpdate(wire.Version(lf.Caps().Protocol), client)}
+	return [][]byte{ownCommandsUpdate(wire.Version(lf.Caps().Protocol), client, led.AgentCommandsOf(native))}
 }
 
-// ownCommandsUpdate is the sidecar's own command list for a session.
-func ownCommandsUpdate(v wire.Version, sessionID string) []byte {
+// ownCommandsUpdate is the sidecar's own command list for a session, after
+// agents, the agent's own list as it last gave it (v2).
+func ownCommandsUpdate(v wire.Version, sessionID string, agents []json.RawMessage) []byte {
 	b := wire.Encode(map[string]any{
 		"jsonrpc": "2.0", "method": wire.Update,
 		"params": map[string]any{"sessionId": sessionID, "update": map[string]any{
-			"sessionUpdate": "available_commands_update", "availableCommands": rawList(commandsJSON(v)),
+			"sessionUpdate": "available_commands_update", "availableCommands": append(slices.Clip(agents), rawList(commandsJSON(v))...),
 		}},
 	})
 	return b

@@ -34,6 +34,7 @@ func cloneTurn(t *Turn) *Turn {
 		PromptText:       jsonString(t.PromptText),
 		Answer:           jsonString(t.Answer),
 		MessageID:        jsonString(t.MessageID),
+		UserMessageID:    jsonString(t.UserMessageID),
 		StopReason:       jsonString(t.StopReason),
 		NativeID:         jsonString(t.NativeID),
 		Status:           TurnStatus(jsonString(string(t.Status))),

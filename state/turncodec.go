@@ -27,7 +27,7 @@ import (
 // through encode, so the errors are encode's. TestTurnJSONIsEncode compares
 // the two and fails on a field it does not know.
 func turnJSON(t *Turn) ([]byte, error) {
-	n := 256 + len(t.Prompt) + len(t.PromptText) + len(t.Answer) + len(t.MessageID) + len(t.Handoff)
+	n := 256 + len(t.Prompt) + len(t.PromptText) + len(t.Answer) + len(t.MessageID) + len(t.UserMessageID) + len(t.Handoff)
 	for _, tc := range t.ToolCalls {
 		n += 40 + len(tc.ID) + len(tc.Title) + len(tc.Status)
 	}
@@ -71,6 +71,7 @@ func turnJSON(t *Turn) ([]byte, error) {
 		b = append(b, ']')
 	}
 	b = appendMember(b, "messageId", t.MessageID, true)
+	b = appendMember(b, "userMessageId", t.UserMessageID, true)
 	b = appendMember(b, "stopReason", t.StopReason, true)
 	b = appendMember(b, "nativeId", t.NativeID, true)
 	b = appendMember(b, "status", string(t.Status), false)

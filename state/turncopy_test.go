@@ -27,6 +27,7 @@ func turnCases() []*Turn {
 		ToolCalls:        []ToolCall{{ID: "call_1", Title: "Read file", Status: "completed"}, {ID: ""}, {ID: "c\xff", Status: "in\u2028progress"}},
 		Notices:          []string{"**Warning:** a hook <blocked> it", "", "bad \xff and \"quotes\"\n"},
 		MessageID:        "msg_01 <&>",
+		UserMessageID:    "3f1c2a9e-<&>",
 		StopReason:       "end_turn",
 		NativeID:         "sess_1",
 		Status:           TurnCompleted,
@@ -41,7 +42,7 @@ func turnCases() []*Turn {
 	return []*Turn{
 		{Index: 1},
 		full,
-		{Index: 2, PromptText: odd, Answer: odd + odd, MessageID: odd, StopReason: odd, NativeID: odd, Handoff: odd, Agent: odd, Status: TurnStatus(odd), Started: now.UTC()},
+		{Index: 2, PromptText: odd, Answer: odd + odd, MessageID: odd, UserMessageID: odd, StopReason: odd, NativeID: odd, Handoff: odd, Agent: odd, Status: TurnStatus(odd), Started: now.UTC()},
 		{Index: 3, Prompt: []byte(`null`), ToolCalls: []ToolCall{}, Notices: []string{}, Started: now.In(east), Ended: now.In(time.UTC)},
 		{Index: 4, Prompt: []byte{}, Started: time.Date(2026, 1, 2, 3, 4, 5, 6, east)},
 		{Index: 5, Answer: strings.Repeat("x", 7) + "\n" + strings.Repeat("y", 9), Started: time.Unix(0, 0)},
@@ -59,7 +60,7 @@ func randomTurn(rng *rand.Rand) *Turn {
 		}
 		return b.String()
 	}
-	t := &Turn{Index: 1 + rng.IntN(100), PromptText: text(), Answer: text(), MessageID: text(), StopReason: text(), Status: TurnStatus(text()), Started: time.Unix(rng.Int64N(1<<34), rng.Int64N(1e9))}
+	t := &Turn{Index: 1 + rng.IntN(100), PromptText: text(), Answer: text(), MessageID: text(), UserMessageID: text(), StopReason: text(), Status: TurnStatus(text()), Started: time.Unix(rng.Int64N(1<<34), rng.Int64N(1e9))}
 	for range rng.IntN(3) {
 		t.ToolCalls = append(t.ToolCalls, ToolCall{ID: text(), Title: text(), Status: text()})
 	}
@@ -71,7 +72,7 @@ func randomTurn(rng *rand.Rand) *Turn {
 
 // The fields cloneTurn and turnJSON know. A new field of Turn or ToolCall
 // must be added to both (and to turnCases), or they would drop it.
-const turnFields, toolCallFields = 15, 3
+const turnFields, toolCallFields = 16, 3
 
 func TestTurnHasTheKnownFields(t *testing.T) {
 	if n := reflect.TypeFor[Turn]().NumField(); n != turnFields {

@@ -281,10 +281,15 @@ type Turn struct {
 	// them.
 	Notices []string `json:"notices,omitempty"`
 	// MessageID is the ACP messageId of the agent's last message in the
-	// turn, where the agent gives one and forks at a message: a native
-	// rewind forks at it ("" otherwise).
-	MessageID  string `json:"messageId,omitempty"`
-	StopReason string `json:"stopReason,omitempty"`
+	// turn, where the agent gives one and forks at a message, or speaks
+	// ACP v2: a native rewind forks at it, and a replay from the record
+	// gives the answer under it ("" otherwise).
+	MessageID string `json:"messageId,omitempty"`
+	// UserMessageID is the messageId a v2 agent accepted the prompt with:
+	// a replay from the record gives the user's message under it, as the
+	// client had it live ("" in v1).
+	UserMessageID string `json:"userMessageId,omitempty"`
+	StopReason    string `json:"stopReason,omitempty"`
 	// NativeID is the native session that ran the turn.
 	NativeID string     `json:"nativeId,omitempty"`
 	Status   TurnStatus `json:"status"`

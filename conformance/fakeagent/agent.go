@@ -105,7 +105,11 @@ func newAgent(cfg config, w *lineWriter, calls callLog, stderr io.Writer) *agent
 		drained:  make(chan struct{}),
 		received: map[string]int{},
 	}
-	a.v2 = newV2Adapter(cfg.V2, a, stderr)
+	var inResult json.RawMessage
+	if cfg.CommandsInResult && cfg.Commands {
+		inResult = v2CommandList(stderr)
+	}
+	a.v2 = newV2Adapter(cfg.V2, inResult, a, stderr)
 	w.frame = a.frame
 	return a
 }

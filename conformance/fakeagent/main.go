@@ -107,6 +107,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.Subagents, "subagents", c.Subagents, "the prompt \"subagent\" opens a child session (subagent_update, its updates, a permission request) if the client advertised clientCapabilities.subagents")
 	fs.BoolVar(&c.StrictInit, "strict-init", c.StrictInit, "answer any request before initialize with -32600 \"Invalid request\" (data \"first ACP request must be initialize\") and ignore notifications and responses before it, like codex-acp 2.6.0 and claude-agent-acp 0.101.0")
 	fs.BoolVar(&c.IgnoreEOF, "ignore-eof", c.IgnoreEOF, "keep running after stdin EOF until killed")
+	fs.BoolVar(&c.CommandsInResult, "commands-in-result", c.CommandsInResult, "with -v2 and -commands, in v2: list the commands in every session result (availableCommands) and send no available_commands_update, like codex-acp 2.6.0")
 	fs.BoolVar(&c.V2, "v2", c.V2, "speak ACP v2 to a client whose initialize asks for protocolVersion >= 2 (the answer says 2): prompts answered {messageId} with state_update running/idle, session/resume with replayFrom, configId options, no session/load, set_mode or set_model; a client that asks for 1 gets v1, unchanged")
 	fs.BoolVar(&c.AcceptUnknown, "accept-unknown", c.AcceptUnknown, "accept unknown model/mode/option values silently, like real agents")
 	fs.BoolVar(&c.LoadFails, "load-fails", c.LoadFails, "answer every session/load with an error")

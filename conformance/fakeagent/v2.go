@@ -67,9 +67,13 @@ var _ v2host = (*agent)(nil)
 // writes.
 type v2adapter struct {
 	enabled bool // -v2
-	host    v2host
-	stderr  io.Writer
-	on      atomic.Bool // the client's initialize asked for v2
+	// inResult (-commands-in-result): the command list goes in every
+	// session result instead of an available_commands_update, as codex-acp
+	// 2.6.0 gives it in v2; nil for an update after the result.
+	inResult json.RawMessage
+	host     v2host
+	stderr   io.Writer
+	on       atomic.Bool // the client's initialize asked for v2
 
 	mu sync.Mutex
 	// reqs are the client's requests in flight whose answer the adapter
@@ -92,17 +96,30 @@ type v2req struct {
 	replay bool // a session/resume with replayFrom start
 }
 
-func newV2Adapter(enabled bool, host v2host, stderr io.Writer) *v2adapter {
+// opensSession says whether a client method's result opens a session, and
+// so lists the commands under -commands-in-result.
+func opensSession(method string) bool {
+	switch method {
+	case acp.AgentMethodSessionNew, acp.AgentMethodSessionResume, acp.AgentMethodSessionLoad, "session/fork":
+		return true
+	}
+	return false
+}
+
+// newV2Adapter is the adapter of an agent; commands is the command list
+// to give in session results (-commands-in-result), nil for none.
+func newV2Adapter(enabled bool, commands json.RawMessage, host v2host, stderr io.Writer) *v2adapter {
 	return &v2adapter{
-		enabled: enabled,
-		host:    host,
-		stderr:  stderr,
-		reqs:    map[string]v2req{},
-		prompts: map[string]*v2turn{},
-		live:    map[string]*v2turn{},
-		last:    map[string]int{},
-		replays: map[string]*v2replay{},
-		own:     map[string]int{},
+		enabled:  enabled,
+		inResult: commands,
+		host:     host,
+		stderr:   stderr,
+		reqs:     map[string]v2req{},
+		prompts:  map[string]*v2turn{},
+		live:     map[string]*v2turn{},
+		last:     map[string]int{},
+		replays:  map[string]*v2replay{},
+		own:      map[string]int{},
 	}
 }
 
@@ -235,6 +252,12 @@ func (v *v2adapter) response(line []byte, f v2frame) []byte {
 		res, err = v2InitializeResult(f.Result)
 	} else {
 		res, err = v2SessionResult(f.Result)
+		if err == nil && v.inResult != nil && opensSession(r.method) {
+			res, err = editObject(res, func(m map[string]json.RawMessage) error {
+				m["availableCommands"] = v.inResult
+				return nil
+			})
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(v.stderr, "fakeagent: v2 %s result: %v; written as v1\n", r.method, err)

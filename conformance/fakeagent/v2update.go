@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 )
 
 // The v1 agent's session updates and permission requests in v2 (v2.go).
@@ -55,6 +56,9 @@ func (v *v2adapter) update(line []byte, params json.RawMessage) []byte {
 			return nil
 		})
 	case "available_commands_update":
+		if v.inResult != nil {
+			return []byte{} // the list went in the session's result
+		}
 		return v.editUpdate(line, params, v2Commands)
 	case "user_message_chunk", "agent_message_chunk":
 		return v.chunk(line, params, p.SessionID, p.Update.Kind, p.Update.MessageID)
@@ -75,6 +79,21 @@ func (v *v2adapter) editUpdate(line []byte, params json.RawMessage, edit func(ma
 		return line
 	}
 	return messageLine(nil, "session/update", out)
+}
+
+// v2CommandList is the fake agent's commands (commandsUpdate) as a v2
+// availableCommands list, for -commands-in-result; nil if it cannot be
+// built, which stderr says.
+func v2CommandList(stderr io.Writer) json.RawMessage {
+	list, err := marshalJSON(commandsUpdate().AvailableCommandsUpdate.AvailableCommands)
+	if err == nil {
+		u := map[string]json.RawMessage{"availableCommands": list}
+		if err = v2Commands(u); err == nil {
+			return u["availableCommands"]
+		}
+	}
+	fmt.Fprintf(stderr, "fakeagent: v2 command list: %v; none in results\n", err)
+	return nil
 }
 
 // v2Commands gives each of an available_commands_update's commands the

@@ -40,7 +40,7 @@ func New(wake func()) *Ledger {
 	}
 	return &Ledger{wake: wake, f: Flight{
 		requests: map[string]*Request{}, answered: map[string]bool{}, sessions: map[string]*Session{}, clients: map[string]string{},
-		agentAsks: map[string]bool{}, staleAsks: map[string]bool{}, commands: map[string]bool{}, hushes: map[string]Hush{},
+		agentAsks: map[string]bool{}, staleAsks: map[string]bool{}, commands: map[string]bool{}, agentCommands: map[string][]json.RawMessage{}, hushes: map[string]Hush{},
 		closed: map[string]bool{},
 	}}
 }
@@ -147,11 +147,14 @@ type Flight struct {
 	// staleAsks those of an agent that died, whose late answers nobody wants.
 	agentAsks, staleAsks map[string]bool
 	commands             map[string]bool // native ids the agent sent a command list for since they were opened
-	hushes               map[string]Hush // native id -> what of its updates is kept back
-	closed               map[string]bool // client ids closed and not reopened since
-	waiters              []*Waiter       // held client requests, in arrival order
-	last                 <-chan struct{} // the done of the newest waiter
-	created              chan struct{}   // closed when the creations in flight end
+	// agentCommands is the agent's own command list, as it last gave it,
+	// by native id, in v2 (AgentCommands).
+	agentCommands map[string][]json.RawMessage
+	hushes        map[string]Hush // native id -> what of its updates is kept back
+	closed        map[string]bool // client ids closed and not reopened since
+	waiters       []*Waiter       // held client requests, in arrival order
+	last          <-chan struct{} // the done of the newest waiter
+	created       chan struct{}   // closed when the creations in flight end
 
 	life      uint64 // the agent's life the ledger last heard of (AgentGone)
 	mapped    bool
@@ -405,6 +408,9 @@ func (f *Flight) Settled(sid string, life uint64) {
 // since is stale at once.
 func (f *Flight) Remap(client, native string, life uint64) {
 	s := f.session(client)
+	if s.Native != native {
+		delete(f.agentCommands, s.Native) // the list of a native session nobody goes back to
+	}
 	s.Native = native
 	f.clients[native] = client
 	if client != native {
@@ -519,6 +525,15 @@ func (f *Flight) Reopen(sid string) { delete(f.closed, sid) }
 
 // SawCommands notes that the agent sent a command list for a native session.
 func (f *Flight) SawCommands(native string) { f.commands[native] = true }
+
+// AgentCommands keeps the agent's own command list for a native session.
+// A v2 agent gives it in a session's result, and each list that follows
+// (the result's, an update's) replaces the one before, so every list the
+// sidecar sends of its own carries the agent's commands with its own
+// (intercept's ownCommands): else it would take them from the editor.
+func (f *Flight) AgentCommands(native string, list []json.RawMessage) {
+	f.agentCommands[native] = list
+}
 
 // Opening forgets that the agent sent a command list for a native session
 // it is asked to load or resume again: the sidecar's own list follows the

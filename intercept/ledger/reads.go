@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"encoding/json"
+
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
@@ -136,6 +138,14 @@ func (l *Ledger) Request(id string) (Request, bool) {
 		}
 	})
 	return q, ok
+}
+
+// AgentCommandsOf is the agent's own command list for a native session, as
+// it last gave it in v2 (Flight.AgentCommands); nil for none.
+func (l *Ledger) AgentCommandsOf(native string) []json.RawMessage {
+	var list []json.RawMessage
+	l.view(func(f *Flight) { list = f.agentCommands[native] })
+	return list
 }
 
 // CommandsSent says whether the agent sent a command list for a native

@@ -32,10 +32,11 @@ type Life struct {
 	phase atomic.Int32
 	gen   atomic.Uint64
 	ready *Signal
-	// forksAtMessage is caps.Habits.ForksAtMessage, for the record's chunk
-	// path, which keeps each turn's message id only then and must not
-	// take a lock to know it.
-	forksAtMessage atomic.Bool
+	// keepsMessageIDs is caps.Habits.ForksAtMessage, or an agent of ACP v2,
+	// for the record's chunk path, which keeps each turn's message id only
+	// then and must not take a lock to know it: a native rewind forks at
+	// it, and a v2 replay from the record gives the answer under it.
+	keepsMessageIDs atomic.Bool
 	// warnsInText is caps.Habits.WarnsInText, for the same path.
 	warnsInText atomic.Bool
 	// sawResult: the record has read a session result of the agent's, and
@@ -107,7 +108,7 @@ func (l *Life) LearnCaps(caps Caps) (old Caps) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old, l.caps = l.caps, caps
-	l.forksAtMessage.Store(caps.Habits.ForksAtMessage)
+	l.keepsMessageIDs.Store(caps.Habits.ForksAtMessage || caps.Protocol >= 2)
 	l.warnsInText.Store(caps.Habits.WarnsInText)
 	return old
 }
@@ -126,8 +127,9 @@ func (l *Life) SawResult(legacyModes bool) {
 // nothing is known: agents send updates before it (DESIGN.md "Data flow").
 func (l *Life) WithoutLegacyModes() bool { return l.sawResult.Load() && !l.legacyModes.Load() }
 
-// ForksAtMessage is Caps().Habits.ForksAtMessage, without a lock.
-func (l *Life) ForksAtMessage() bool { return l.forksAtMessage.Load() }
+// KeepsMessageIDs says, without a lock, whether the record keeps each
+// turn's message ids: the agent forks at a message, or speaks v2.
+func (l *Life) KeepsMessageIDs() bool { return l.keepsMessageIDs.Load() }
 
 // WarnsInText is Caps().Habits.WarnsInText, without a lock.
 func (l *Life) WarnsInText() bool { return l.warnsInText.Load() }

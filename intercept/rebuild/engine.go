@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
@@ -89,52 +88,92 @@ func (e *engine) create(ctx context.Context, sid, method string, params map[stri
 		return "", nil, errors.New(method + " answered without a sessionId")
 	}
 	e.led.Update(func(f *ledger.Flight) { f.Remap(sid, ids.SessionID, gen) }) // the held early frames go out under sid (endCreating)
+	e.agentCommands(ids.SessionID, res)
 	return ids.SessionID, wire.ConfigFromResult(res), nil
 }
 
-// climb runs the recovery ladder and returns the native session it ended
-// on, its config, and which rung held: "resume", "load" or "new". With
-// quiet, a native load's replay is kept from the client.
-func (e *engine) climb(ctx context.Context, sid string, snap Snapshot, quiet bool) (string, *state.Config, string, error) {
+// climbed is where a climb ended: the native session, its config, which
+// rung held ("resume", "load" or "new"), and whether the agent replayed the
+// conversation to the client (a load, or v2's resume with replayFrom).
+type climbed struct {
+	native   string
+	cfg      *state.Config
+	path     string
+	replayed bool
+}
+
+// climb runs the recovery ladder and says where it ended (climbed). With
+// quiet, a native load's replay is kept from the client. With replay, the
+// client asked for the conversation (its own load, or v2's resume with
+// replayFrom): in v2 the first rung is a resume that replays it, so the
+// client gets the agent's own messages under their own messageIds, and a
+// plain resume comes after it. mcpServers go with every rung: v2 agents do
+// not keep them.
+func (e *engine) climb(ctx context.Context, sid string, snap Snapshot, quiet, replay bool) (climbed, error) {
 	caps := e.life.Caps()
-	params := map[string]any{"sessionId": snap.Native, "cwd": snap.Cwd, "mcpServers": mcpOrEmpty(snap.Mcp)}
+	if replay && wire.Version(caps.Protocol) >= wire.V2 && caps.Resume && snap.Native != "" {
+		var hush ledger.Hush
+		if quiet {
+			hush = ledger.HushAll
+		}
+		params := map[string]any{"sessionId": snap.Native, "cwd": snap.Cwd, "mcpServers": mcpOrEmpty(snap.Mcp), "replayFrom": map[string]string{"type": "start"}}
+		cfg, ok, err := e.rung(ctx, sid, snap, wire.SessionResume, params, hush)
+		if err != nil {
+			return climbed{}, err
+		}
+		if ok {
+			return climbed{native: snap.Native, cfg: cfg, path: "resume", replayed: true}, nil
+		}
+	}
+	native, cfg, path, err := e.ladder(ctx, sid, snap, quiet)
+	return climbed{native: native, cfg: cfg, path: path, replayed: path == "load"}, err
+}
+
+// rung asks the agent to bring snap.Native back by method with params,
+// keeping hush of what it says from the client (0: nothing), and says
+// whether it did. An agent that died ends the climb with an error, as the
+// next rung would reach the agent that follows, inside an attempt that
+// belongs to the one that died; any other failure is false, and the next
+// rung is tried.
+func (e *engine) rung(ctx context.Context, sid string, snap Snapshot, method string, params map[string]any, hush ledger.Hush) (*state.Config, bool, error) {
 	gen := e.life.Gen()
 	e.led.Update(func(f *ledger.Flight) { f.Opening(snap.Native) })
-	// rung asks the agent to bring snap.Native back by method, keeping
-	// hush of what it says from the client (0: nothing). path is "" when
-	// the agent could not, and the next rung is tried; an agent that died
-	// ends the climb, as the next rung would reach the agent that follows,
-	// inside an attempt that belongs to the one that died.
-	rung := func(method string, hush ledger.Hush) (cfg *state.Config, path string, err error) {
-		done := func() {}
-		if hush != 0 {
-			done = e.led.Hush(snap.Native, hush)
-		}
-		res, err := e.callRaw(ctx, method, params)
-		done()
-		switch {
-		case err == nil:
-			// An earlier attempt that died after its session/new left sid
-			// mapped to that one, which died with the agent.
-			e.led.Update(func(f *ledger.Flight) { f.Remap(sid, snap.Native, gen) })
-			return record.CarryLegacy(wire.ConfigFromResult(res), snap.Live), strings.TrimPrefix(method, "session/"), nil
-		case agentLost(err):
-			return nil, "", fmt.Errorf("rebuild %s: %w", sid, err)
-		}
-		e.log.Info(method+" failed; trying the next rung", "session", sid, "err", err)
-		return nil, "", nil
+	done := func() {}
+	if hush != 0 {
+		done = e.led.Hush(snap.Native, hush)
 	}
+	res, err := e.callRaw(ctx, method, params)
+	done()
+	switch {
+	case err == nil:
+		// An earlier attempt that died after its session/new left sid
+		// mapped to that one, which died with the agent.
+		e.led.Update(func(f *ledger.Flight) { f.Remap(sid, snap.Native, gen) })
+		e.agentCommands(snap.Native, res)
+		return record.CarryLegacy(wire.ConfigFromResult(res), snap.Live), true, nil
+	case agentLost(err):
+		return nil, false, fmt.Errorf("rebuild %s: %w", sid, err)
+	}
+	e.log.Info(method+" failed; trying the next rung", "session", sid, "err", err)
+	return nil, false, nil
+}
+
+// ladder is the climb's v1 ladder, which v2 ends on too: resume, load,
+// new, and which rung held.
+func (e *engine) ladder(ctx context.Context, sid string, snap Snapshot, quiet bool) (string, *state.Config, string, error) {
+	caps := e.life.Caps()
+	params := map[string]any{"sessionId": snap.Native, "cwd": snap.Cwd, "mcpServers": mcpOrEmpty(snap.Mcp)}
 	if caps.Resume && snap.Native != "" {
 		// What the agent says while it resumes is about a resume the
 		// client did not ask for ("recorded with model X but is resuming
 		// with Y", codex-acp 2.6.0), and the restore that follows makes it
 		// untrue: its messages are kept from the client.
-		cfg, path, err := rung(wire.SessionResume, ledger.HushMessages)
+		cfg, ok, err := e.rung(ctx, sid, snap, wire.SessionResume, params, ledger.HushMessages)
 		if err != nil {
 			return "", nil, "", err
 		}
-		if path != "" {
-			return snap.Native, cfg, path, nil
+		if ok {
+			return snap.Native, cfg, "resume", nil
 		}
 	}
 	if caps.Load && snap.Native != "" && e.freshLoadFails(caps, snap) {
@@ -144,12 +183,12 @@ func (e *engine) climb(ctx context.Context, sid string, snap Snapshot, quiet boo
 		if quiet {
 			hush = ledger.HushAll // the client has the history
 		}
-		cfg, path, err := rung(wire.SessionLoad, hush)
+		cfg, ok, err := e.rung(ctx, sid, snap, wire.SessionLoad, params, hush)
 		if err != nil {
 			return "", nil, "", err
 		}
-		if path != "" {
-			return snap.Native, cfg, path, nil
+		if ok {
+			return snap.Native, cfg, "load", nil
 		}
 	}
 	native, catalog, err := e.newNative(ctx, sid, snap)
@@ -157,6 +196,19 @@ func (e *engine) climb(ctx context.Context, sid string, snap Snapshot, quiet boo
 		return "", nil, "", fmt.Errorf("rebuild %s: %w", sid, err)
 	}
 	return native, catalog, "new", nil
+}
+
+// agentCommands keeps the commands a v2 agent listed in the result of one
+// of the sidecar's own opens of native: the client never sees that result,
+// and the sidecar's own list after the rebuild must carry them
+// (ledger.Flight.AgentCommands).
+func (e *engine) agentCommands(native string, result json.RawMessage) {
+	if wire.Version(e.life.Caps().Protocol) < wire.V2 {
+		return
+	}
+	if list := wire.CommandList(wire.Member(result, "availableCommands")); list != nil {
+		e.led.Update(func(f *ledger.Flight) { f.AgentCommands(native, list) })
+	}
 }
 
 // freshLoadFails says whether the agent is known to fail a load of snap's

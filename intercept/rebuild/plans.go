@@ -165,7 +165,7 @@ func RestoreOriginalPlan(b *Rebuilder, sid string) Plan {
 			}
 			// The agent died under an earlier attempt: the session needs a
 			// native session again before the original goes onto it.
-			return b.climb(true)(ctx, a)
+			return b.climb(true, false)(ctx, a)
 		},
 		target: func(a *Attempt) *state.Config { return a.Snap.Orig },
 		after: func(s *record.Session, a *Attempt) {
@@ -201,7 +201,7 @@ func RecoverPlan(b *Rebuilder, sid string) Plan {
 		what: "recovery", made: state.MadeCrash, sid: sid, busy: true, owes: true,
 		skip:   func() bool { return !b.led.IsStale(sid) }, // another request rebuilt it meanwhile
 		read:   func(ctx context.Context) (Snapshot, error) { return SnapshotIn(ctx, b.rec, sid) },
-		native: b.climb(true),
+		native: b.climb(true, false),
 		target: b.owed,
 		after: func(s *record.Session, a *Attempt) {
 			// A native session the agent brought back still lacks a
@@ -227,14 +227,14 @@ func ReopenPlan(b *Rebuilder, sid, method string, history bool, got *Attempt) Pl
 	return Plan{
 		what: "reopen", made: state.MadeReopen, sid: sid, busy: true, owes: true,
 		read:   func(ctx context.Context) (Snapshot, error) { return SnapshotIn(ctx, b.rec, sid) },
-		native: b.climb(false),
+		native: b.climb(false, history),
 		target: b.owed,
 		after: func(s *record.Session, a *Attempt) {
 			s.Reopened()
 			if a.path == "new" {
 				b.Arm(s)
 			}
-			if a.path != "load" {
+			if !a.replayed {
 				var turns []state.Turn
 				if history {
 					turns = replay.Visible(&s.Rec, b.rec.FullTurns(b.ctx, s))

@@ -264,9 +264,12 @@ type Attempt struct {
 	Catalog *state.Config // the native session's config before the restore
 	// path is how the agent gave native: "new", "fork", or the rung of a
 	// climb that held ("resume", "load" or "new"); "" for one kept.
-	path   string
-	target *state.Config
-	Out    Outcome
+	path string
+	// replayed: the agent replayed the conversation to the client (a load,
+	// or v2's resume with replayFrom), so the sidecar sends none.
+	replayed bool
+	target   *state.Config
+	Out      Outcome
 }
 
 // blockedBy is the mark of a session whose restore failed: the fields it
@@ -296,19 +299,22 @@ func (b *Rebuilder) fresh(what string) func(ctx context.Context, a *Attempt) err
 }
 
 // climb gets an attempt a native session by the ladder: resume, load,
-// new. With quiet, a native load's replay is kept from the client.
-func (b *Rebuilder) climb(quiet bool) func(ctx context.Context, a *Attempt) error {
-	return func(ctx context.Context, a *Attempt) (err error) {
-		a.native, a.Catalog, a.path, err = b.eng.climb(ctx, a.Snap.Client, a.Snap, quiet)
+// new. With quiet, a native load's replay is kept from the client; with
+// replay, the client asked for the conversation, which in v2 the agent's
+// resume replays (engine.climb).
+func (b *Rebuilder) climb(quiet, replay bool) func(ctx context.Context, a *Attempt) error {
+	return func(ctx context.Context, a *Attempt) error {
+		c, err := b.eng.climb(ctx, a.Snap.Client, a.Snap, quiet, replay)
+		a.native, a.Catalog, a.path, a.replayed = c.native, c.cfg, c.path, c.replayed
 		return err
 	}
 }
 
-// owed is what a rebuild restores: the config a failed restore still owes,
-// else live.
 // version is the ACP version the connection speaks, as the agent chose it.
 func (b *Rebuilder) version() wire.Version { return wire.Version(b.life.Caps().Protocol) }
 
+// owed is what a rebuild restores: the config a failed restore still owes,
+// else live.
 func (b *Rebuilder) owed(a *Attempt) *state.Config { return b.led.TargetOr(a.Snap.Client, a.Snap.Live) }
 
 // arm marks the session's native session as lacking the kept turns, and

@@ -13,12 +13,17 @@ import (
 // answer (it is sent even with no turn to replay).
 func HistoryUpdates(v wire.Version, sid string, turns []state.Turn) [][]byte {
 	var out [][]byte
-	message := func(kind, chunk, text string) []byte {
+	// A message keeps the id the client had it under live, where the
+	// record has it, as a replayed v2 message must.
+	message := func(kind, chunk, id, text string) []byte {
 		block := map[string]any{"type": "text", "text": text}
 		if v < wire.V2 {
 			return wire.SessionUpdate(sid, map[string]any{"sessionUpdate": chunk, "content": block})
 		}
-		return wire.SessionUpdate(sid, map[string]any{"sessionUpdate": kind, "messageId": wire.NewMessageID(), "content": []any{block}})
+		if id == "" {
+			id = wire.NewMessageID()
+		}
+		return wire.SessionUpdate(sid, map[string]any{"sessionUpdate": kind, "messageId": id, "content": []any{block}})
 	}
 	toolCall := "tool_call"
 	if v >= wire.V2 {
@@ -28,12 +33,12 @@ func HistoryUpdates(v wire.Version, sid string, turns []state.Turn) [][]byte {
 		if t.Status == state.TurnCancelled && t.Answer == "" {
 			continue
 		}
-		out = append(out, message("user_message", "user_message_chunk", t.PromptText))
+		out = append(out, message("user_message", "user_message_chunk", t.UserMessageID, t.PromptText))
 		for _, tc := range t.ToolCalls {
 			out = append(out, wire.SessionUpdate(sid, map[string]any{"sessionUpdate": toolCall, "toolCallId": tc.ID, "title": tc.Title, "status": tc.Status}))
 		}
 		if t.Answer != "" {
-			out = append(out, message("agent_message", "agent_message_chunk", t.Answer))
+			out = append(out, message("agent_message", "agent_message_chunk", t.MessageID, t.Answer))
 		}
 	}
 	if v >= wire.V2 {

@@ -210,7 +210,7 @@ type answerBuf struct {
 	mu sync.Mutex
 	b  strings.Builder
 	// msgID is the messageId of the last chunk that had one, kept only for
-	// an agent that forks at a message (life.Habits.ForksAtMessage).
+	// an agent that forks at a message or speaks v2 (life.KeepsMessageIDs).
 	msgID string
 	// whole is the messageId of the last whole message (a v2
 	// agent_message) and wholeAt where its text begins in b: an upsert of
@@ -268,7 +268,7 @@ func (t *Text) collect(f *proxy.Frame) {
 		c.sid, c.buf = append(c.sid[:0], tok...), buf
 	}
 	buf := c.buf
-	if t.life.ForksAtMessage() {
+	if t.life.KeepsMessageIDs() {
 		buf.noteMessage(f.Raw)
 	}
 	if buf.full.Load() {

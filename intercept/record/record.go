@@ -615,12 +615,15 @@ func (r *Recorder) response(ctx context.Context, ev Event) {
 			return
 		}
 	case wire.Prompt:
+		var res struct {
+			StopReason string `json:"stopReason"`
+			MessageID  string `json:"messageId"`
+		}
+		decoded(r.log, "session/prompt result", msg.Result, &res) // an unreadable member stays empty
 		if failed || !r.v2() {
-			var res struct {
-				StopReason string `json:"stopReason"`
-			}
-			decoded(r.log, "session/prompt result", msg.Result, &res) // an unreadable stopReason stays empty
 			r.turnEnded(ctx, req.SID, res.StopReason, failed)
+		} else if s := r.sessions[req.SID]; s != nil && s.Turn != nil {
+			s.Turn.UserMessageID = res.MessageID // written with the turn's end
 		}
 	case wire.SessionClose:
 		if !failed {

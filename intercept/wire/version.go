@@ -140,3 +140,11 @@ func OptionIn(v Version, raw json.RawMessage, id string) json.RawMessage {
 	}
 	return out
 }
+
+// CommandList is the entries of an availableCommands array, nil for none: a
+// v2 agent gives its commands in a session's result as well as in updates.
+func CommandList(raw []byte) []json.RawMessage {
+	var list []json.RawMessage
+	_ = json.Unmarshal(raw, &list) // not a list: no commands to keep
+	return list
+}
