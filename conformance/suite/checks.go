@@ -32,28 +32,18 @@ func probe(ctx context.Context, r *checkRun, w *world) (probeResult, error) {
 	if err != nil {
 		return pr, err
 	}
-	res, err := initialize(ctx, ru.c)
+	res, err := ru.c.initialize(ctx)
 	if err != nil {
 		return pr, err
 	}
 	pr.init = res
-	var ir struct {
-		ProtocolVersion   int             `json:"protocolVersion"`
-		AgentCapabilities json.RawMessage `json:"agentCapabilities"`
-		AgentInfo         json.RawMessage `json:"agentInfo"`
+	ir, err := ru.c.readInit(res)
+	if err != nil {
+		return pr, err
 	}
-	if err := json.Unmarshal(res, &ir); err != nil {
-		return pr, fmt.Errorf("initialize result: %w", err)
-	}
-	pr.protocolVersion, pr.caps = ir.ProtocolVersion, ir.AgentCapabilities
-	if len(pr.caps) == 0 {
-		pr.caps = json.RawMessage("{}")
-	}
-	if err := json.Unmarshal(pr.caps, &pr.can); err != nil {
-		return pr, fmt.Errorf("initialize result: agentCapabilities: %w", err)
-	}
-	if len(ir.AgentInfo) > 0 {
-		_ = json.Unmarshal(ir.AgentInfo, &pr.info)
+	pr.protocolVersion, pr.caps, pr.can = ir.version, ir.caps, ir.can
+	if len(ir.info) > 0 {
+		_ = json.Unmarshal(ir.info, &pr.info) // no name is reported as ""
 	}
 	sid, err := newSession(ctx, ru.c, ru.cwd)
 	if err != nil {
@@ -244,7 +234,7 @@ func checkRestoreOrder(ctx context.Context, r *checkRun, pr probeResult) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.callLine(ctx, "session/prompt", id, line); err != nil {
+	if _, err := c.promptLine(ctx, sid, id, line); err != nil {
 		return fmt.Errorf("/reset: %w", err)
 	}
 	nudgeTrace(ctx, c)
@@ -536,7 +526,7 @@ func checkRollback(ctx context.Context, r *checkRun, pr probeResult) error {
 			return err
 		}
 		mark := c.mark()
-		if _, err := c.callLine(ctx, "session/prompt", id, line); err != nil {
+		if _, err := c.promptLine(ctx, sid, id, line); err != nil {
 			return err
 		}
 		ids = append(ids, id)
@@ -702,40 +692,73 @@ func checkLoad(ctx context.Context, r *checkRun, pr probeResult) error {
 		return err
 	}
 	c2 := ru2.c
-	if _, err := initialize(ctx, c2); err != nil {
+	if _, err := c2.initialize(ctx); err != nil {
 		return err
 	}
 	mark := c2.mark()
-	if _, err := c2.call(ctx, "session/load", map[string]any{"sessionId": sid, "cwd": ru2.cwd, "mcpServers": []any{}}); err != nil {
-		return fmt.Errorf("session/load of %s after the sidecar restarted: %w", sid, err)
+	how := c2.withHistory()
+	if _, err := c2.reopen(ctx, how, sid, ru2.cwd); err != nil {
+		return fmt.Errorf("%s of %s after the sidecar restarted: %w", how.name, sid, err)
 	}
 	replay := c2.since(mark)
-	user, agent := chunkText(replay, sid, "user_message_chunk"), agentText(replay, sid)
+	user, agent := userText(replay, sid), agentText(replay, sid)
 	if !strings.Contains(user, "conformance-turn-1") {
-		return fmt.Errorf("session/load replayed no user message with the earlier prompt (user text %q)", oneLine(user, 200))
+		return fmt.Errorf("%s replayed no user message with the earlier prompt (user text %q)", how.name, oneLine(user, 200))
 	}
 	if strings.TrimSpace(agent) == "" {
-		return errors.New("session/load replayed no agent message")
+		return fmt.Errorf("%s replayed no agent message", how.name)
+	}
+	if err := sameMessage(c2, how, t.prompted, messages(replay, sid, "user")); err != nil {
+		return err
 	}
 	if strings.TrimSpace(answer1) != "" && !strings.Contains(agent, strings.TrimSpace(answer1)) {
 		r.note("the replayed answer differs from the one given (%q vs %q)", oneLine(agent, 80), oneLine(answer1, 80))
 	}
 	text, err := promptOK(ctx, c2, sid, "Say OK. (conformance-turn-2)")
 	if err != nil {
-		return fmt.Errorf("the first prompt after the load: %w", err)
+		return fmt.Errorf("the first prompt after the %s: %w", how.name, err)
 	}
 	if strings.TrimSpace(text) == "" {
-		return errors.New("the first prompt after the load got no agent text")
+		return fmt.Errorf("the first prompt after the %s got no agent text", how.name)
 	}
 	st, err := sidecarStatus(ctx, c2, sid)
 	if err != nil {
 		return err
 	}
 	if d := diffView(want.view(), st.Live); len(d) > 0 {
-		return fmt.Errorf("after the load `_sidecar/status` live differs from the config before: %s", strings.Join(d, "; "))
+		return fmt.Errorf("after the %s `_sidecar/status` live differs from the config before: %s", how.name, strings.Join(d, "; "))
+	}
+	if how.method != "session/load" {
+		r.note("reopened by %s", how.name)
 	}
 	r.note("replayed the turn (user and agent text), answered on native %s, config held (%s)", st.NativeSessionID, formatView(st.Live))
 	return nil
+}
+
+// sameMessage checks, in v2, that a replay gave the user message the
+// client got live (was) the messageId it had then: "If retained and
+// replayed, the message keeps this identifier" (the v2 schema's
+// PromptResponse.messageId), so a client can tell it is the message it
+// has. v1 gives messages no identity to keep.
+func sameMessage(c *conn, how reopen, was message, replay []message) error {
+	if c.proto < protoV2 || was.id == "" {
+		return nil
+	}
+	var got []string
+	for _, m := range replay {
+		if strings.Contains(m.text, was.text) {
+			if m.id == was.id {
+				return nil
+			}
+			got = append(got, m.id)
+		}
+	}
+	ids := "no messageId"
+	if len(got) > 0 {
+		ids = "messageId " + strings.Join(got, ", ")
+	}
+	return fmt.Errorf("%s replayed the user message %q under %s, not %s, the one the client got live: a replayed message keeps its identifier in v2 (PromptResponse.messageId)",
+		how.name, oneLine(was.text, 60), ids, was.id)
 }
 
 // nudgeTrace makes the sidecar flush its --trace before the check reads

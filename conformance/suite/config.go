@@ -1,6 +1,7 @@
 package suite
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -163,8 +164,11 @@ type wireConfig struct {
 	} `json:"models"`
 }
 
+// wireOption is one configOptions entry, in either version: v1 names it
+// by id, v2 by configId (checkOptions holds each version to its own).
 type wireOption struct {
 	ID           string          `json:"id"`
+	ConfigID     string          `json:"configId"`
 	Name         string          `json:"name"`
 	Category     string          `json:"category"`
 	Type         string          `json:"type"`
@@ -187,7 +191,7 @@ func parseOptions(raw json.RawMessage) ([]option, bool) {
 	}
 	out := make([]option, 0, len(ws))
 	for _, w := range ws {
-		o := option{ID: w.ID, Name: w.Name, Category: w.Category, Type: w.Type, Current: w.CurrentValue}
+		o := option{ID: cmp.Or(w.ID, w.ConfigID), Name: w.Name, Category: w.Category, Type: w.Type, Current: w.CurrentValue}
 		for _, v := range w.Options {
 			if v.Value != nil {
 				o.Values = append(o.Values, *v.Value)

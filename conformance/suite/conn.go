@@ -52,6 +52,7 @@ type pendingCall struct {
 	method string
 	line   []byte
 	ch     chan envelope
+	turn   *turn // a session/prompt's turn (proto.go), nil for any other request
 }
 
 // event is one line of a run's transcript.
@@ -64,11 +65,13 @@ type event struct {
 // conn is a raw NDJSON JSON-RPC client, like the official test kit's
 // harness: it writes exactly the bytes it is given, keeps every line both
 // ways, answers the peer's requests minimally, and tracks the session
-// config the peer reports.
+// config the peer reports. It speaks the ACP version proto; what differs
+// between the versions is in proto.go and nowhere else.
 type conn struct {
-	name string
-	rc   *acpclient.RawClient
-	errs *acpclient.Buffer
+	name  string
+	proto int // the ACP version the client speaks: 1 or 2
+	rc    *acpclient.RawClient
+	errs  *acpclient.Buffer
 
 	mu      sync.Mutex
 	nextID  int
@@ -79,12 +82,15 @@ type conn struct {
 	changed chan struct{}
 	ended   bool
 	cfg     map[string]*sessionConfig // by session id, from what the peer reported
-	done    chan struct{}
+	// accepted are the v2 turns whose prompt the peer answered with its
+	// messageId and whose idle state_update has not come yet, by session.
+	accepted map[string]*turn
+	done     chan struct{}
 }
 
-func newConn(name string, rc *acpclient.RawClient, errs *acpclient.Buffer) *conn {
-	c := &conn{name: name, rc: rc, errs: errs, pending: map[string]*pendingCall{}, changed: make(chan struct{}),
-		cfg: map[string]*sessionConfig{}, done: make(chan struct{})}
+func newConn(name string, proto int, rc *acpclient.RawClient, errs *acpclient.Buffer) *conn {
+	c := &conn{name: name, proto: max(proto, 1), rc: rc, errs: errs, pending: map[string]*pendingCall{}, changed: make(chan struct{}),
+		cfg: map[string]*sessionConfig{}, accepted: map[string]*turn{}, done: make(chan struct{})}
 	go c.pump()
 	return c
 }
@@ -131,8 +137,12 @@ func (c *conn) handle(line []byte) {
 			if pc != nil && e.Error == nil {
 				c.noteResult(pc.method, pc.line, e.Result)
 			}
+			if pc != nil && pc.turn != nil {
+				c.promptAnswered(pc.turn, e)
+			}
 		case e.Method == "session/update":
 			c.applyUpdate(e.Params)
+			c.turnUpdate(e.Params)
 		}
 	})
 	if pc != nil {
@@ -215,18 +225,19 @@ func (c *conn) call(ctx context.Context, method string, params any) (json.RawMes
 }
 
 func (c *conn) callLine(ctx context.Context, method, id string, line []byte) (json.RawMessage, error) {
-	wait, err := c.send(method, id, line)
+	wait, err := c.send(method, id, line, nil)
 	if err != nil {
 		return nil, err
 	}
 	return wait(ctx)
 }
 
-// send writes a request and returns the wait for its response, for a
-// caller that must act between the two (cancel the prompt it sent).
-func (c *conn) send(method, id string, line []byte) (func(context.Context) (json.RawMessage, error), error) {
+// send writes a request and returns the wait for its response. t, for a
+// session/prompt, is the turn the response and the updates after it end
+// (proto.go).
+func (c *conn) send(method, id string, line []byte, t *turn) (func(context.Context) (json.RawMessage, error), error) {
 	ch := make(chan envelope, 1)
-	c.update(func() { c.pending[id] = &pendingCall{method: method, line: line, ch: ch} })
+	c.update(func() { c.pending[id] = &pendingCall{method: method, line: line, ch: ch, turn: t} })
 	if err := c.write(line); err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", c.name, method, err)
 	}

@@ -29,6 +29,10 @@ func TestChecksFail(t *testing.T) {
 		sidecarFlags []string
 		verdict      string // default Fail
 		detail       string
+		// also are checks run before check, whose frames it judges
+		// (schema); schema validates them against the SDK's schema.
+		also   []string
+		schema bool
 	}{
 		{check: "initialize", sidecarRule: "init-version", detail: "through the sidecar it is fail: the initialize result's protocolVersion is \"1\""},
 		{check: "session-new", sidecarRule: "new-no-id", detail: "through the sidecar it is fail"},
@@ -63,6 +67,9 @@ func TestChecksFail(t *testing.T) {
 		{check: "delete", sidecarRule: "answer:session/delete", detail: "still finds the deleted session"},
 		{check: "commands", sidecarRule: "drop-commands-after:session/resume", detail: "after session/resume no available_commands_update"},
 		{check: "hostile", sidecarRule: "hostile-id", detail: `invalid UTF-8 with a readable id was answered error -32700 with id null, want id "hostile-2"`},
+		// A protocolVersion "1" is no ACP v1 InitializeResponse, and no
+		// frame the agent wrote.
+		{check: "schema", also: []string{"initialize"}, schema: true, sidecarRule: "init-version", detail: "the sidecar's: frames the sidecar wrote or changed are not valid ACP v1 (v1/schema.unstable.json) (1 frame, one fault): InitializeResponse (initialize, sidecar-1)"},
 	}
 	var covered []string
 	for _, tc := range cases {
@@ -87,8 +94,15 @@ func TestChecksFail(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			cfg := &config{exe: exe, agent: agent, env: baseEnv(os.Environ(), nil), only: []string{tc.check},
+			cfg := &config{exe: exe, agent: agent, env: baseEnv(os.Environ(), nil), only: append(slices.Clone(tc.also), tc.check),
 				timeout: failCheckTimeout, transcripts: filepath.Join(dir, "transcripts"), sidecarArgs: tc.sidecarFlags, warm: true}
+			if tc.schema {
+				sc, err := loadSchema(sdkSchema(t), protoV1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg.schema = newSchemaLog(sc)
+			}
 			rep, err := runSuite(t.Context(), cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -99,11 +113,11 @@ func TestChecksFail(t *testing.T) {
 			if want == "" {
 				want = Fail
 			}
-			if len(rep.Checks) != 1 {
-				t.Fatalf("ran %d checks, want %s alone:\n%s", len(rep.Checks), tc.check, table.String())
+			if len(rep.Checks) != 1+len(tc.also) {
+				t.Fatalf("ran %d checks, want %s alone (after %q):\n%s", len(rep.Checks), tc.check, tc.also, table.String())
 			}
 			t.Logf("%s", table.String())
-			if c := rep.Checks[0]; c.Verdict != want || !strings.Contains(c.Detail, tc.detail) {
+			if c := rep.Checks[len(tc.also)]; c.ID != tc.check || c.Verdict != want || !strings.Contains(c.Detail, tc.detail) {
 				t.Errorf("%s against its breaking target: %s, want %s with %q\n%s", tc.check, c.Verdict, want, tc.detail, table.String())
 			}
 		})

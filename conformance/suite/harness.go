@@ -52,6 +52,9 @@ type checkRun struct {
 	runs  []*run
 	notes []string
 	sides *Sides // set by the checks run both ways
+	// transcript is the file name in cfg.transcripts of the transcript a
+	// check that started nothing wrote itself (schema); "" for none.
+	transcript string
 }
 
 func (r *checkRun) note(format string, args ...any) {
@@ -88,7 +91,7 @@ func (r *checkRun) start(ctx context.Context, name string, argv []string, trace 
 	if err != nil {
 		return nil, err
 	}
-	ru := &run{name: name, c: newConn(name, rc, errs), cwd: w.cwd, world: w, trace: trace, errs: errs}
+	ru := &run{name: name, c: newConn(name, r.cfg.protocol, rc, errs), cwd: w.cwd, world: w, trace: trace, errs: errs}
 	r.runs = append(r.runs, ru)
 	return ru, nil
 }
@@ -106,12 +109,17 @@ func (r *checkRun) sidecar(ctx context.Context, flags ...string) (*run, error) {
 
 // sidecarIn starts a sidecar in w (nil: a fresh world). A check that
 // restarts the sidecar passes the first one's world: the same user
-// restarting the editor, whose agent keeps its home and cwd.
+// restarting the editor, whose agent keeps its home and cwd. Under
+// --protocol 2 the sidecar gets --max-protocol 2, which lets a v2 client
+// speak v2 with the agent (docs/v2.md).
 func (r *checkRun) sidecarIn(ctx context.Context, w *world, flags ...string) (*run, error) {
 	name := r.runName("sidecar")
 	trace := filepath.Join(r.dir, name+".trace.jsonl")
 	argv := append([]string{r.cfg.exe}, r.cfg.sidecarArgs...)
 	argv = append(argv, "--state-dir", r.state, "--log-file", filepath.Join(r.dir, name+".log"), "--trace", trace)
+	if r.cfg.protocol >= protoV2 {
+		argv = append(argv, "--max-protocol", strconv.Itoa(r.cfg.protocol))
+	}
 	argv = append(append(append(argv, flags...), "--"), r.cfg.agent...)
 	return r.start(ctx, name, argv, trace, w)
 }
@@ -125,13 +133,6 @@ func (r *checkRun) closeAll() {
 		wg.Go(ru.c.close)
 	}
 	wg.Wait()
-}
-
-// initParams is the initialize request every check sends.
-var initParams = json.RawMessage(`{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false},"clientInfo":{"name":"acp-sidecar-conformance","version":"1"}}`)
-
-func initialize(ctx context.Context, c *conn) (json.RawMessage, error) {
-	return c.call(ctx, "initialize", initParams)
 }
 
 // newSession sends session/new and returns the session id.
@@ -175,7 +176,7 @@ func (r *checkRun) openSidecar(ctx context.Context, flags ...string) (*run, stri
 	if err != nil {
 		return nil, "", err
 	}
-	if _, err := initialize(ctx, ru.c); err != nil {
+	if _, err := ru.c.initialize(ctx); err != nil {
 		return nil, "", err
 	}
 	sid, err := newSession(ctx, ru.c, ru.cwd)
@@ -191,7 +192,13 @@ type turned struct {
 	sid    string
 	want   *sessionConfig // the config the session must keep
 	answer string         // the agent's text of the first turn
+	// prompted is the user message of the first turn, as the client got
+	// it (in v2 with the messageId its prompt was answered with).
+	prompted message
 }
+
+// turn1 is the first turn's prompt of a turned session.
+const turn1 = "Say OK. (conformance-turn-1)"
 
 func (r *checkRun) turnedSession(ctx context.Context) (turned, error) {
 	ru, sid, err := r.openSidecar(ctx)
@@ -202,8 +209,12 @@ func (r *checkRun) turnedSession(ctx context.Context) (turned, error) {
 		return turned{}, err
 	}
 	t := turned{ru: ru, c: ru.c, sid: sid, want: ru.c.config(sid)}
-	if t.answer, err = promptOK(ctx, ru.c, sid, "Say OK. (conformance-turn-1)"); err != nil {
+	mark := ru.c.mark()
+	if t.answer, err = promptOK(ctx, ru.c, sid, turn1); err != nil {
 		return turned{}, err
+	}
+	if m := messages(ru.c.since(mark), sid, "user"); len(m) > 0 {
+		t.prompted = m[len(m)-1]
 	}
 	return t, nil
 }
@@ -214,20 +225,17 @@ func prompt(ctx context.Context, c *conn, sid, text string) (string, string, err
 	return promptParams(ctx, c, sid, map[string]any{"sessionId": sid, "prompt": []any{map[string]string{"type": "text", "text": text}}})
 }
 
+// promptParams runs a session/prompt with params on sid to the end of its
+// turn (proto.go) and returns the stop reason and the agent's text of the
+// turn.
 func promptParams(ctx context.Context, c *conn, sid string, params any) (string, string, error) {
-	mark := c.mark()
-	res, err := c.call(ctx, "session/prompt", params)
-	text := agentText(c.since(mark), sid)
+	id, line, err := c.request("session/prompt", params)
 	if err != nil {
-		return "", text, err
+		return "", "", err
 	}
-	var p struct {
-		StopReason string `json:"stopReason"`
-	}
-	if err := json.Unmarshal(res, &p); err != nil {
-		return "", text, fmt.Errorf("%s: session/prompt result %s: %w", c.name, oneLine(string(res), 200), err)
-	}
-	return p.StopReason, text, nil
+	mark := c.mark()
+	stop, err := c.promptLine(ctx, sid, id, line)
+	return stop, agentText(c.since(mark), sid), err
 }
 
 // promptOK is prompt that wants stopReason end_turn.
@@ -245,29 +253,91 @@ func promptOK(ctx context.Context, c *conn, sid, text string) (string, error) {
 type update struct {
 	SessionID string `json:"sessionId"`
 	Update    struct {
-		Kind    string `json:"sessionUpdate"`
-		Content struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"content"`
+		Kind      string          `json:"sessionUpdate"`
+		MessageID string          `json:"messageId"`
+		Content   json.RawMessage `json:"content"` // a chunk's block; a v2 upsert's list of blocks
 	} `json:"update"`
 }
 
-// agentText joins the agent_message_chunk text for sid among lines.
+// agentText joins the text of the agent's messages for sid among lines.
 func agentText(lines []envelope, sid string) string {
-	return chunkText(lines, sid, "agent_message_chunk")
+	return messageText(lines, sid, "agent")
 }
 
-func chunkText(lines []envelope, sid, kind string) string {
-	var b strings.Builder
+// userText joins the text of the user's messages for sid among lines.
+func userText(lines []envelope, sid string) string {
+	return messageText(lines, sid, "user")
+}
+
+// message is one message of a session as a client shows it: its
+// messageId ("" for a v1 peer's chunks, which carry none) and its text.
+type message struct {
+	id   string
+	text string
+}
+
+// messages are sid's messages of role ("agent", "user") among lines, each
+// in the order it first appears: the text blocks of its chunks
+// (ROLE_message_chunk) as they come, where a whole-message upsert of v2
+// (ROLE_message, its content a list of blocks) sets the message with its
+// messageId to its content, as a v2 client shows it. A v1 peer sends
+// chunks alone, and those without a messageId are one message.
+func messages(lines []envelope, sid, role string) []message {
+	var order []*strings.Builder
+	var ids []string
+	byID := map[string]*strings.Builder{}
+	get := func(id string) *strings.Builder {
+		b := byID[id]
+		if b == nil {
+			b = &strings.Builder{}
+			byID[id] = b
+			order, ids = append(order, b), append(ids, id)
+		}
+		return b
+	}
+	type block struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
 	for _, e := range lines {
 		if e.Method != "session/update" {
 			continue
 		}
 		var u update
-		if json.Unmarshal(e.Params, &u) == nil && u.SessionID == sid && u.Update.Kind == kind && u.Update.Content.Type == "text" {
-			b.WriteString(u.Update.Content.Text)
+		if json.Unmarshal(e.Params, &u) != nil || u.SessionID != sid {
+			continue
 		}
+		switch u.Update.Kind {
+		case role + "_message_chunk":
+			var b block
+			if json.Unmarshal(u.Update.Content, &b) == nil && b.Type == "text" {
+				get(u.Update.MessageID).WriteString(b.Text)
+			}
+		case role + "_message":
+			var blocks []block
+			_ = json.Unmarshal(u.Update.Content, &blocks) // not a list: no text
+			m := get(u.Update.MessageID)
+			m.Reset()
+			for _, b := range blocks {
+				if b.Type == "text" {
+					m.WriteString(b.Text)
+				}
+			}
+		}
+	}
+	out := make([]message, len(order))
+	for i, b := range order {
+		out[i] = message{id: ids[i], text: b.String()}
+	}
+	return out
+}
+
+// messageText joins the text of sid's messages of role among lines
+// (messages).
+func messageText(lines []envelope, sid, role string) string {
+	var b strings.Builder
+	for _, m := range messages(lines, sid, role) {
+		b.WriteString(m.text)
 	}
 	return b.String()
 }
@@ -422,7 +492,7 @@ func changeAll(ctx context.Context, c *conn, sid string, strict bool, after func
 		if !ok || (o.Type != "" && o.Type != "select") {
 			return nil
 		}
-		if _, err := c.call(ctx, "session/set_config_option", map[string]any{"sessionId": sid, "configId": o.ID, "value": v}); err != nil {
+		if _, err := c.setOption(ctx, sid, o.ID, v); err != nil {
 			return err
 		}
 		if got := c.config(sid).byID(o.ID); strict && (got == nil || unquote(got.Current) != v) {

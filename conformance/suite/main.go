@@ -44,8 +44,12 @@ type config struct {
 	parallel     int       // checks run side by side; below 1 means 1
 	warm         bool      // warm a template world with the probe, and copy it into each run's (isolate.go)
 	llmLog       string    // the mock LLM's request log (acp-sidecar mockllm -log), which rewind-native reads; "": none
+	protocol     int       // the ACP version every run's client speaks (proto.go): 1 (also for 0) or 2
 	out          io.Writer // nil: runSuite prints no table; else each row as it is known (table.go)
 	progress     io.Writer // nil: no progress lines
+	// schema validates every frame a client receives (schema.go); nil:
+	// no --schema, and the schema check skips.
+	schema *schemaLog
 	// template is the warmed world every run's world copies, set by
 	// runSuite once the probe has run in it (nil: none); only read after.
 	template *world
@@ -62,8 +66,9 @@ dir), each run in its own home, XDG dirs, temp dir and cwd (copies of one
 warmed once), --parallel checks at a time, and prints a table row as each
 check is known: check, tier, verdict (pass, fail, skip with the reason, warn
 for an advisory check, absorbed for a check the agent fails alone and passes
-through the sidecar), time and detail. The exit status is 1 if a mandatory or
-capability check fails, 2 on a usage error.
+through the sidecar), time and detail. Every client speaks ACP --protocol
+(1, or 2 with the sidecar started with --max-protocol 2). The exit status is
+1 if a mandatory or capability check fails, 2 on a usage error.
 
 Flags:
 `
@@ -97,6 +102,8 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 	parallel := fs.Int("parallel", 2, "run `N` checks side by side, each in worlds of its own")
 	llmLog := fs.String("llm-log", "", "the mock LLM's request log (`FILE` of acp-sidecar mockllm -log): rewind-native reads what the agent's LLM was sent from it")
 	warm := fs.Bool("warm", true, "start the agent once in a template world (the probe) and give each run a copy of it, so caches the agent fills are filled once")
+	protocol := fs.Int("protocol", protoV1, "the ACP version `N` every client speaks, directly and through the sidecar (1 or 2; 2 starts each sidecar with --max-protocol 2)")
+	schemaDir := fs.String("schema", "", "validate every frame a client receives against `DIR`/v1/schema.unstable.json or DIR/v2/… per --protocol (DIR: the schema directory of the @agentclientprotocol/sdk npm package)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
@@ -112,7 +119,7 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 		return 2
 	}
 	cfg := &config{exe: exe, agent: fs.Args(), keepEnv: keep, timeout: *timeout, jsonPath: *jsonPath, transcripts: *transcripts,
-		parallel: *parallel, warm: *warm, llmLog: *llmLog, out: stdout}
+		parallel: *parallel, warm: *warm, llmLog: *llmLog, protocol: *protocol, out: stdout}
 	cfg.env = baseEnv(os.Environ(), cfg.keepEnv)
 	if len(cfg.agent) == 0 {
 		fmt.Fprintln(stderr, "conformance: missing agent command: acp-sidecar conformance [flags] -- AGENT [ARGS...]")
@@ -150,6 +157,18 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 	if *parallel < 1 {
 		fmt.Fprintln(stderr, "conformance: --parallel must be at least 1")
 		return 2
+	}
+	if *protocol != protoV1 && *protocol != protoV2 {
+		fmt.Fprintf(stderr, "conformance: --protocol %d: the suite speaks ACP 1 or 2\n", *protocol)
+		return 2
+	}
+	if *schemaDir != "" {
+		sc, err := loadSchema(*schemaDir, *protocol)
+		if err != nil {
+			fmt.Fprintf(stderr, "conformance: --schema: %v\n", err)
+			return 2
+		}
+		cfg.schema = newSchemaLog(sc)
 	}
 	if isTerminal(stderr) && !isTerminal(stdout) {
 		// The rows go where the person is not looking: say on the
@@ -214,7 +233,7 @@ func runSuite(ctx context.Context, cfg *config) (*Report, error) {
 
 	start := time.Now()
 	rep := &Report{
-		SchemaVersion: SchemaVersion, Started: start.UTC().Format(time.RFC3339), Sidecar: cfg.exe,
+		SchemaVersion: SchemaVersion, Started: start.UTC().Format(time.RFC3339), Sidecar: cfg.exe, Protocol: max(cfg.protocol, protoV1),
 		Agent: AgentInfo{Command: cfg.agent}, Transcripts: cfg.transcripts, Checks: []CheckResult{},
 	}
 	pr, err := warmProbe(ctx, cfg, root)
@@ -275,6 +294,7 @@ func warmProbe(ctx context.Context, cfg *config, root string) (probeResult, erro
 	pr, err := probe(pctx, r, w)
 	cancel()
 	r.closeAll()
+	cfg.schema.take(r)
 	transcript := filepath.Join(cfg.transcripts, "probe.jsonl")
 	_ = r.writeTranscript(transcript) // the probe's failure below names the file; a missing one is its own answer
 	if err != nil {
@@ -297,6 +317,8 @@ type checkEvent struct {
 // runChecks runs sel on cfg.parallel workers and calls report on its own
 // goroutine, so one call at a time, as each check starts and as it ends.
 // It returns once every worker has exited, after the last check ended.
+// The checks marked afterAll (schema) start once every other has ended:
+// they judge what the others saw.
 //
 // Checks share nothing that makes running them side by side unsafe: each
 // has its own dir, state dir, worlds (isolate.go) and transcript file; a
@@ -305,17 +327,32 @@ type checkEvent struct {
 // LLM is the one mock server, which answers concurrent requests, and
 // whose replies depend on the request alone.
 func runChecks(ctx context.Context, cfg *config, root string, sel []check, pr probeResult, report func(checkEvent)) {
-	jobs := make(chan int, len(sel))
-	for i := range sel {
+	var first, last []int
+	for i, ch := range sel {
+		if ch.afterAll {
+			last = append(last, i)
+		} else {
+			first = append(first, i)
+		}
+	}
+	for _, batch := range [][]int{first, last} {
+		runBatch(ctx, cfg, root, sel, batch, pr, report)
+	}
+}
+
+// runBatch runs the checks of sel at the indices batch, as runChecks.
+func runBatch(ctx context.Context, cfg *config, root string, sel []check, batch []int, pr probeResult, report func(checkEvent)) {
+	jobs := make(chan int, len(batch))
+	for _, i := range batch {
 		jobs <- i
 	}
 	close(jobs)
 	events := make(chan checkEvent)
 	var wg sync.WaitGroup
-	for range max(1, min(cfg.parallel, len(sel))) {
+	for range max(1, min(cfg.parallel, len(batch))) {
 		wg.Go(func() { checkWorker(ctx, cfg, root, sel, pr, jobs, events) })
 	}
-	for range 2 * len(sel) { // each check starts and ends once
+	for range 2 * len(batch) { // each check starts and ends once
 		report(<-events)
 	}
 	wg.Wait()
@@ -365,6 +402,7 @@ func runCheck(ctx context.Context, cfg *config, root string, ch check, pr probeR
 	}()
 	cancel()
 	r.closeAll()
+	cfg.schema.take(r)
 	res.Sides = r.sides
 	var se skipError
 	var ae absorbedError
@@ -381,11 +419,14 @@ func runCheck(ctx context.Context, cfg *config, root string, ch check, pr probeR
 		res.Verdict, res.Detail = Fail, err.Error()
 	}
 	name := ch.id + ".jsonl"
-	if len(r.runs) > 0 { // else nothing ran: no transcript
+	switch {
+	case len(r.runs) > 0:
 		if terr := r.writeTranscript(filepath.Join(cfg.transcripts, name)); terr == nil {
 			res.Transcript = name
 		}
-	}
+	case r.transcript != "": // a check that started nothing wrote its own (schema)
+		res.Transcript = r.transcript
+	} // else nothing ran: no transcript
 	// The check's worlds hold a copy of the template each; with checks
 	// side by side and a large template (opencode's packages), keeping
 	// them all until the end would fill the disk. What is left to read is

@@ -53,7 +53,7 @@ var usageKeys = map[string]bool{
 // first takes out what the sidecar documents it adds:
 // agentCapabilities._meta["acp-sidecar"], loadSession and
 // sessionCapabilities.resume/list/fork/close/delete where the agent lacks
-// them, its slash commands in available_commands_update, and its own
+// them (in v2 capabilities._meta["acp-sidecar"] and capabilities.session.*), its slash commands in available_commands_update, and its own
 // command list after an open (session/new, load, resume, fork), and the
 // pickers it bridges into a session result for the client's dialect (legacy
 // modes and models, or configOptions) where the direct run's results never
@@ -61,10 +61,15 @@ var usageKeys = map[string]bool{
 // numbers as written).
 type normalizer struct {
 	world      string // the run's world root
+	proto      int    // the ACP version of the run (0: 1)
 	sidecar    bool
 	directCaps map[string]any
 	own        map[string]bool
 	agentFirst map[string]bool // sessions whose first command list was the agent's
+	// agentResult are the sessions whose session result carried the
+	// agent's commands (v2's availableCommands), which a later
+	// available_commands_update replaces.
+	agentResult map[string]bool
 	// directPickers are the picker members (configOptions, modes, models)
 	// some response of the direct run had in its result, and
 	// current_mode_update when the direct run had that update.
@@ -75,7 +80,8 @@ type normalizer struct {
 }
 
 func newNormalizer(world string, sidecar bool, directCaps map[string]any) *normalizer {
-	return &normalizer{world: world, sidecar: sidecar, directCaps: directCaps, own: map[string]bool{}, agentFirst: map[string]bool{}, ids: map[string]string{}}
+	return &normalizer{world: world, sidecar: sidecar, directCaps: directCaps, own: map[string]bool{}, agentFirst: map[string]bool{},
+		agentResult: map[string]bool{}, ids: map[string]string{}}
 }
 
 // decodeFrame decodes a line as an object, keeping numbers as written.
@@ -180,6 +186,7 @@ func (n *normalizer) split(lines [][]byte) (seq, cmds []string) {
 		}
 		if n.sidecar && m["method"] == nil {
 			n.stripPickers(m)
+			n.resultCommands(m)
 		}
 		n.walk(m, "")
 		b := marshalPlain(m)
@@ -228,6 +235,9 @@ func (n *normalizer) stripCommands(m, up map[string]any) bool {
 		if n.agentFirst[sid] {
 			n.problems = append(n.problems, "the sidecar's own command list came after the agent's and replaced it")
 		}
+		if n.agentResult[sid] && !n.agentFirst[sid] {
+			n.problems = append(n.problems, "the sidecar's own command list came after the agent's commands in the session result (availableCommands) and replaced them: a v2 client loses the agent's commands")
+		}
 		n.adds = append(n.adds, "its own command list after session/new")
 		return false
 	}
@@ -241,6 +251,37 @@ func (n *normalizer) stripCommands(m, up map[string]any) bool {
 		n.adds = append(n.adds, "its commands merged into the agent's list")
 	}
 	return true
+}
+
+// resultCommands takes the sidecar's commands out of a session result's
+// availableCommands (v2), where it may merge them, and notes a session
+// whose result carried the agent's own: the sidecar's own list after it
+// would replace them (stripCommands).
+func (n *normalizer) resultCommands(m map[string]any) {
+	res, _ := m["result"].(map[string]any)
+	list, ok := res["availableCommands"].([]any)
+	if !ok {
+		return
+	}
+	var kept []any
+	for _, c := range list {
+		cm, _ := c.(map[string]any)
+		if name, _ := cm["name"].(string); !slices.Contains(sidecarCommands, name) {
+			kept = append(kept, c)
+		}
+	}
+	if len(kept) < len(list) {
+		if kept == nil {
+			kept = []any{}
+		}
+		res["availableCommands"] = kept
+		if add := "its commands merged into a session result's availableCommands"; !slices.Contains(n.adds, add) {
+			n.adds = append(n.adds, add)
+		}
+	}
+	if sid, _ := res["sessionId"].(string); sid != "" && len(kept) > 0 {
+		n.agentResult[sid] = true
+	}
 }
 
 // pickerKeys are the members of a session result that hold its pickers.
@@ -284,7 +325,7 @@ func (n *normalizer) stripPickers(m map[string]any) {
 
 func (n *normalizer) stripInit(m map[string]any) {
 	res, _ := m["result"].(map[string]any)
-	caps, _ := res["agentCapabilities"].(map[string]any)
+	caps, _ := res[capsKey(n.proto)].(map[string]any)
 	if caps == nil {
 		return
 	}
@@ -309,17 +350,18 @@ func (n *normalizer) stripInit(m map[string]any) {
 			delete(caps, "loadSession")
 		}
 	}
-	sc, _ := caps["sessionCapabilities"].(map[string]any)
-	dsc, _ := dcaps["sessionCapabilities"].(map[string]any)
+	key := sessionCapsKey(n.proto)
+	sc, _ := caps[key].(map[string]any)
+	dsc, _ := dcaps[key].(map[string]any)
 	for _, k := range []string{"resume", "list", "fork", "close", "delete"} {
 		if _, had := dsc[k]; !had && sc != nil {
 			if _, ok := sc[k]; ok {
 				delete(sc, k)
-				n.adds = append(n.adds, "sessionCapabilities."+k)
+				n.adds = append(n.adds, key+"."+k)
 			}
 		}
 	}
-	if _, had := dcaps["sessionCapabilities"]; sc != nil && len(sc) == 0 && !had {
-		delete(caps, "sessionCapabilities")
+	if _, had := dcaps[key]; sc != nil && len(sc) == 0 && !had {
+		delete(caps, key)
 	}
 }

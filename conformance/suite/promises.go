@@ -23,16 +23,8 @@ func tracedPrompt(ctx context.Context, c *conn, sid, text string) (id, stop, got
 		return "", "", "", err
 	}
 	mark := c.mark()
-	res, err := c.callLine(ctx, "session/prompt", id, line)
-	got = agentText(c.since(mark), sid)
-	if err != nil {
-		return id, "", got, err
-	}
-	var p struct {
-		StopReason string `json:"stopReason"`
-	}
-	_ = json.Unmarshal(res, &p) // a result without one has stop ""
-	return id, p.StopReason, got, nil
+	stop, err = c.promptLine(ctx, sid, id, line)
+	return id, stop, agentText(c.since(mark), sid), err
 }
 
 // ranOnWant reads the trace for the config the agent had reported for the
@@ -99,30 +91,28 @@ func checkResetKill(ctx context.Context, r *checkRun, pr probeResult) error {
 		return err
 	}
 	mark := c.mark()
-	wait, err := c.send("session/prompt", id, line)
+	t, err := c.startTurn(sid, id, line)
 	if err != nil {
 		return err
 	}
-	first, err := c.await(ctx, mark, "a config report or the answer to /reset", func(e envelope) bool {
-		if isResponse(e) {
-			return string(e.ID) == id
-		}
+	// In v2 the /reset is answered at once (its messageId); its end, as
+	// v1's answer, is the idle state_update of its turn.
+	if _, err := c.await(ctx, mark, "a config report or the end of /reset", func(e envelope) bool {
 		var p configUpdate
-		return e.Method == "session/update" && json.Unmarshal(e.Params, &p) == nil && p.SessionID == sid &&
+		return t.ended() || e.Method == "session/update" && json.Unmarshal(e.Params, &p) == nil && p.SessionID == sid &&
 			(p.Update.Kind == "config_option_update" || p.Update.Kind == "current_mode_update")
-	})
-	if err != nil {
+	}); err != nil {
 		return err
 	}
 	when := "at the first config report after /reset"
-	if isResponse(first) {
+	if t.ended() {
 		when = "after /reset was answered (no config report came first)"
 	}
 	kids, err := killAgent(ctx, ru)
 	if err != nil {
 		return err
 	}
-	_, resetErr := wait(ctx)
+	_, resetErr := t.wait(ctx)
 	pid, stop, text, err := tracedPrompt(ctx, c, sid, "Say OK. (conformance-after-reset-kill)")
 	if err != nil {
 		return fmt.Errorf("the first prompt after the agent was killed during /reset: %w", err)
@@ -149,7 +139,8 @@ func checkResetKill(ctx context.Context, r *checkRun, pr probeResult) error {
 // ---- reopen-config
 
 // checkReopenConfig opens a session with every option changed, then sends
-// the agent's own session/load and session/resume (those it advertises):
+// the agent's own session/load and session/resume (those it advertises; in
+// v2 session/resume with replayFrom and without, both baseline):
 // claude-agent-acp, codex-acp and gemini-cli go back to their defaults on
 // load (agents.md), and the sidecar puts the config back before the client
 // sees the result.
@@ -163,15 +154,18 @@ func checkReopenConfig(ctx context.Context, r *checkRun, pr probeResult) error {
 	if _, err := promptOK(ctx, c, sid, "Say OK. (conformance-turn-1)"); err != nil {
 		return err
 	}
-	var ways []string
-	if pr.can.LoadSession {
-		ways = append(ways, "session/load")
+	var ways []reopen
+	if pr.can.history() {
+		ways = append(ways, c.withHistory())
 	}
 	if pr.can.session("resume") {
-		ways = append(ways, "session/resume")
+		ways = append(ways, plainResume)
 	}
-	for _, m := range ways {
-		if _, err := c.call(ctx, m, reopenParams(sid, ru.cwd)); err != nil {
+	var names []string
+	for _, how := range ways {
+		m := how.name
+		names = append(names, m)
+		if _, err := c.reopen(ctx, how, sid, ru.cwd); err != nil {
 			return err
 		}
 		if d := diffView(want.view(), c.config(sid).view()); len(d) > 0 {
@@ -192,13 +186,13 @@ func checkReopenConfig(ctx context.Context, r *checkRun, pr probeResult) error {
 	if err != nil {
 		return err
 	}
-	for _, m := range ways {
-		if !agentAnswered(entries, m) {
-			return fmt.Errorf("the client's %s never reached the agent, which advertises it: the sidecar emulated it instead of using the agent's own", m)
+	for _, how := range ways {
+		if !agentAnswered(entries, how.method) {
+			return fmt.Errorf("the client's %s never reached the agent, which advertises it: the sidecar emulated it instead of using the agent's own", how.name)
 		}
 	}
 	r.note("set %s; after the agent's own %s the client saw, the sidecar kept and the next prompt ran on the same config (%s)",
-		strings.Join(did, " "), strings.Join(ways, " and "), formatView(want.view()))
+		strings.Join(did, " "), strings.Join(names, " and "), formatView(want.view()))
 	return nil
 }
 
@@ -274,7 +268,7 @@ func checkClose(ctx context.Context, r *checkRun, pr probeResult) error {
 	if opens := sidecarOpens(entries[min(before, len(entries)):]); len(opens) > 0 {
 		return fmt.Errorf("after the agent died the sidecar opened a session on its own for the closed one (%s): a closed session is never rebuilt", strings.Join(opens, ", "))
 	}
-	if _, err := c.call(ctx, "session/resume", reopenParams(sid, ru.cwd)); err != nil {
+	if _, err := c.reopen(ctx, plainResume, sid, ru.cwd); err != nil {
 		return fmt.Errorf("session/resume of the closed session: %w", err)
 	}
 	text, err := promptOK(ctx, c, sid, "Say OK. (conformance-reopened)")
@@ -348,7 +342,7 @@ func checkCommands(ctx context.Context, r *checkRun, _ probeResult) error {
 		return err
 	}
 	c := ru.c
-	if _, err := initialize(ctx, c); err != nil {
+	if _, err := c.initialize(ctx); err != nil {
 		return err
 	}
 	got := func(what, sid string, mark int) error {
@@ -359,12 +353,15 @@ func checkCommands(ctx context.Context, r *checkRun, _ probeResult) error {
 		if _, err := c.call(ctx, "_acp-conformance/sync", map[string]any{}); err != nil && errCode(err) == 0 {
 			return err
 		}
-		for _, e := range c.since(mark) {
-			if hasSidecarCommands(e, sid) {
-				return nil
-			}
+		lines := c.since(mark)
+		if !slices.ContainsFunc(lines, func(e envelope) bool { return hasSidecarCommands(e, sid) || listsSidecarCommands(e) }) {
+			return fmt.Errorf("after %s no available_commands_update for %s carried the sidecar's commands (%s)", what, sid, strings.Join(sidecarCommands, ", "))
 		}
-		return fmt.Errorf("after %s no available_commands_update for %s carried the sidecar's commands (%s)", what, sid, strings.Join(sidecarCommands, ", "))
+		if lost, n := lostCommands(lines, sid); len(lost) > 0 {
+			return fmt.Errorf("after %s the client's command list lacks %d of the agent's %d commands (%s): the %s result listed them (availableCommands) and a later available_commands_update, which replaces that list, left them out",
+				what, len(lost), n, strings.Join(clipList(lost, 5), ", "), what)
+		}
+		return nil
 	}
 	mark := c.mark()
 	sid, err := newSession(ctx, c, ru.cwd)
@@ -387,25 +384,84 @@ func checkCommands(ctx context.Context, r *checkRun, _ probeResult) error {
 	}
 	// An editor reopens a session it closed (or had open before a
 	// restart); it does not resume a session it has open.
-	for _, m := range []string{"session/resume", "session/load"} {
+	var names []string
+	for _, how := range []reopen{plainResume, c.withHistory()} {
+		names = append(names, how.name)
 		if _, err := c.call(ctx, "session/close", map[string]any{"sessionId": sid}); err != nil {
 			return err
 		}
 		mark := c.mark()
-		if _, err := c.call(ctx, m, reopenParams(sid, ru.cwd)); err != nil {
-			return fmt.Errorf("%s of the closed session: %w", m, err)
+		if _, err := c.reopen(ctx, how, sid, ru.cwd); err != nil {
+			return fmt.Errorf("%s of the closed session: %w", how.name, err)
 		}
-		if err := got(m, sid, mark); err != nil {
+		if err := got(how.name, sid, mark); err != nil {
 			return err
 		}
 	}
-	r.note("the sidecar's commands came after session/new, session/fork, and session/resume and session/load of the closed session")
+	r.note("the sidecar's commands came after session/new, session/fork, and %s of the closed session", strings.Join(names, " and "))
 	return nil
 }
 
-func hasSidecarCommands(e envelope, sid string) bool {
+// lostCommands are the agent's commands a client no longer has among
+// lines, which begin with an open of sid: v2's open results list the
+// agent's commands (availableCommands), and each available_commands_update
+// replaces the list the client has. The agent's word is the open's result,
+// or a later list holding commands other than the sidecar's (the agent's
+// own, the sidecar's merged in); the client's list is the last one. It
+// returns the commands of the agent's last word missing from the client's
+// list, and how many that word had.
+func lostCommands(lines []envelope, sid string) ([]string, int) {
+	var agent, client []string
+	for _, e := range lines {
+		if isResponse(e) && e.Result != nil {
+			var r struct {
+				AvailableCommands []struct {
+					Name string `json:"name"`
+				} `json:"availableCommands"`
+			}
+			_ = json.Unmarshal(e.Result, &r) // a result without them lists none
+			for _, c := range r.AvailableCommands {
+				agent = append(agent, c.Name)
+			}
+			client = agent
+			break
+		}
+	}
+	if len(agent) == 0 {
+		return nil, 0
+	}
+	for _, e := range lines {
+		names, ok := commandNames(e, sid)
+		if !ok {
+			continue
+		}
+		client = names
+		if own := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return slices.Contains(sidecarCommands, n) }); len(own) > 0 {
+			agent = own
+		}
+	}
+	var lost []string
+	for _, n := range agent {
+		if !slices.Contains(client, n) {
+			lost = append(lost, n)
+		}
+	}
+	return lost, len(agent)
+}
+
+// clipList is the first n of ss, and "…" if there are more.
+func clipList(ss []string, n int) []string {
+	if len(ss) <= n {
+		return ss
+	}
+	return append(slices.Clone(ss[:n]), "…")
+}
+
+// commandNames are the names an available_commands_update for sid lists;
+// false for any other frame.
+func commandNames(e envelope, sid string) ([]string, bool) {
 	if e.Method != "session/update" {
-		return false
+		return nil, false
 	}
 	var u struct {
 		SessionID string `json:"sessionId"`
@@ -417,11 +473,46 @@ func hasSidecarCommands(e envelope, sid string) bool {
 		} `json:"update"`
 	}
 	if json.Unmarshal(e.Params, &u) != nil || u.SessionID != sid || u.Update.Kind != "available_commands_update" {
+		return nil, false
+	}
+	names := []string{}
+	for _, c := range u.Update.Commands {
+		names = append(names, c.Name)
+	}
+	return names, true
+}
+
+// listsSidecarCommands says whether e is a response whose result lists
+// every one of the sidecar's commands: in v2 an open's result lists the
+// commands (availableCommands), and the sidecar merges its own into it.
+func listsSidecarCommands(e envelope) bool {
+	if !isResponse(e) || e.Result == nil {
+		return false
+	}
+	var r struct {
+		AvailableCommands []struct {
+			Name string `json:"name"`
+		} `json:"availableCommands"`
+	}
+	if json.Unmarshal(e.Result, &r) != nil {
 		return false
 	}
 	var names []string
-	for _, c := range u.Update.Commands {
+	for _, c := range r.AvailableCommands {
 		names = append(names, c.Name)
+	}
+	for _, want := range sidecarCommands {
+		if !slices.Contains(names, want) {
+			return false
+		}
+	}
+	return true
+}
+
+func hasSidecarCommands(e envelope, sid string) bool {
+	names, ok := commandNames(e, sid)
+	if !ok {
+		return false
 	}
 	for _, want := range sidecarCommands {
 		if !slices.Contains(names, want) {

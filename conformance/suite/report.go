@@ -5,8 +5,9 @@ import "encoding/json"
 // SchemaVersion is the report's schemaVersion. 2 added each check's tier
 // and sides, the warn verdict and summary.warn. 3 added the absorbed
 // verdict and summary.absorbed: a spec-level check the agent fails
-// directly but passes through the sidecar is no longer a fail.
-const SchemaVersion = 3
+// directly but passes through the sidecar is no longer a fail. 4 added
+// protocol, the ACP version the run's clients spoke (--protocol).
+const SchemaVersion = 4
 
 // Report is the --json report; report.schema.json describes it. Fields may
 // be added; none is renamed or removed.
@@ -15,6 +16,7 @@ type Report struct {
 	Started       string          `json:"started"`
 	DurationMs    int64           `json:"durationMs"`
 	Sidecar       string          `json:"sidecar"`
+	Protocol      int             `json:"protocol"` // the ACP version every client of the run spoke
 	Agent         AgentInfo       `json:"agent"`
 	Capabilities  json.RawMessage `json:"capabilities"`
 	Config        ConfigSummary   `json:"config"`

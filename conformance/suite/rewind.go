@@ -49,8 +49,8 @@ func nativeFork(entries []traceEntry) string {
 	return id
 }
 
-// lastMessageID is the messageId of the last agent_message_chunk for sid in
-// lines that carries one ("" for none).
+// lastMessageID is the messageId of the last agent_message_chunk (or v2
+// agent_message) for sid in lines that carries one ("" for none).
 func lastMessageID(lines []envelope, sid string) string {
 	id := ""
 	for _, e := range lines {
@@ -64,7 +64,7 @@ func lastMessageID(lines []envelope, sid string) string {
 				MessageID string `json:"messageId"`
 			} `json:"update"`
 		}
-		if json.Unmarshal(e.Params, &u) == nil && u.SessionID == sid && u.Update.Kind == "agent_message_chunk" && u.Update.MessageID != "" {
+		if json.Unmarshal(e.Params, &u) == nil && u.SessionID == sid && (u.Update.Kind == "agent_message_chunk" || u.Update.Kind == "agent_message") && u.Update.MessageID != "" {
 			id = u.Update.MessageID
 		}
 	}
@@ -75,7 +75,7 @@ func lastMessageID(lines []envelope, sid string) string {
 // a message, as the initialize result names it; why not, when it does not.
 func knownToFork(pr probeResult) (bool, string) {
 	if !pr.can.session("fork") {
-		return false, "the agent does not advertise sessionCapabilities.fork"
+		return false, "the agent does not advertise " + sessionCapName(pr.can.proto, "fork")
 	}
 	if !life.HabitsOf(pr.info.Name, pr.info.Version).ForksAtMessage {
 		return false, fmt.Sprintf("the sidecar does not know %s %s to fork at a message (docs/agents.md)", pr.info.Name, pr.info.Version)
@@ -134,7 +134,7 @@ func checkRewindNative(ctx context.Context, r *checkRun, pr probeResult) error {
 		return err
 	}
 	mark = c.mark()
-	if _, err := c.callLine(ctx, "session/prompt", id, line); err != nil {
+	if _, err := c.promptLine(ctx, sid, id, line); err != nil {
 		return err
 	}
 	reply := agentText(c.since(mark), sid)

@@ -112,7 +112,7 @@ func readyWithTurn(ctx context.Context, ru *run) (string, error) {
 
 // ready initializes ru and opens a session in its cwd.
 func ready(ctx context.Context, ru *run) (string, error) {
-	if _, err := initialize(ctx, ru.c); err != nil {
+	if _, err := ru.c.initialize(ctx); err != nil {
 		return "", err
 	}
 	return newSession(ctx, ru.c, ru.cwd)
@@ -167,13 +167,16 @@ func wantTypes(what string, m map[string]json.RawMessage, types map[string]strin
 // ---- initialize
 
 func specInitialize(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (string, error) {
-	res, err := initialize(ctx, ru.c)
+	res, err := ru.c.initialize(ctx)
 	if err != nil {
 		return "", err
 	}
 	m, err := object("the initialize result", res)
 	if err != nil {
 		return "", err
+	}
+	if ru.c.proto >= protoV2 {
+		return initializeV2(m)
 	}
 	if v := m["protocolVersion"]; string(v) != "1" {
 		return "", fmt.Errorf("the initialize result's protocolVersion is %s, want 1 (the client asked for 1, which a version-1 agent must answer as it is)", orMissing(v))
@@ -195,14 +198,8 @@ func specInitialize(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (s
 			}
 		}
 	}
-	var auth []map[string]json.RawMessage
-	if a, ok := m["authMethods"]; ok && json.Unmarshal(a, &auth) != nil {
-		return "", fmt.Errorf("authMethods holds something other than objects: %s", oneLine(string(a), 200))
-	}
-	for i, a := range auth {
-		if jsonType(a["id"]) != "string" {
-			return "", fmt.Errorf("authMethods[%d] has no string id: %s", i, oneLine(string(m["authMethods"]), 200))
-		}
+	if err := authMethods(m, "id"); err != nil {
+		return "", err
 	}
 	if info, ok := m["agentInfo"]; ok {
 		in, _ := object("agentInfo", info)
@@ -211,6 +208,62 @@ func specInitialize(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (s
 		}
 	}
 	return "protocol version 1, capabilities well formed", nil
+}
+
+// initializeV2 judges a v2 initialize result (ru.c.initialize has seen
+// protocolVersion 2): info, which v2 requires, with a name and a version;
+// capabilities, whose session capability and each of its members is an
+// object; authMethods, each named by its methodId.
+func initializeV2(m map[string]json.RawMessage) (string, error) {
+	if err := wantTypes("the initialize result", m, map[string]string{"capabilities": "object", "authMethods": "array", "info": "object"}); err != nil {
+		return "", err
+	}
+	info, ok := m["info"]
+	if !ok {
+		return "", errors.New("the initialize result has no info, which v2 requires")
+	}
+	in, _ := object("info", info)
+	if err := wantTypes("info", in, map[string]string{"name": "string", "version": "string", "title": "string"}); err != nil {
+		return "", err
+	}
+	for _, k := range []string{"name", "version"} {
+		if _, ok := in[k]; !ok {
+			return "", fmt.Errorf("the initialize result's info has no %s, which v2 requires", k)
+		}
+	}
+	if caps, ok := m["capabilities"]; ok {
+		c, _ := object("capabilities", caps)
+		if t := jsonType(c["session"]); c["session"] != nil && t != "object" && t != "null" {
+			return "", fmt.Errorf("capabilities.session is a %s, want an object", t)
+		}
+		if sc := c["session"]; jsonType(sc) == "object" {
+			s, _ := object("capabilities.session", sc)
+			for k, v := range s {
+				if t := jsonType(v); t != "object" && t != "null" {
+					return "", fmt.Errorf("capabilities.session.%s is a %s, want an object", k, t)
+				}
+			}
+		}
+	}
+	if err := authMethods(m, "methodId"); err != nil {
+		return "", err
+	}
+	return "protocol version 2, capabilities well formed", nil
+}
+
+// authMethods checks that every entry of m's authMethods is an object with
+// a string key (v1's id, v2's methodId).
+func authMethods(m map[string]json.RawMessage, key string) error {
+	var auth []map[string]json.RawMessage
+	if a, ok := m["authMethods"]; ok && json.Unmarshal(a, &auth) != nil {
+		return fmt.Errorf("authMethods holds something other than objects: %s", oneLine(string(a), 200))
+	}
+	for i, a := range auth {
+		if jsonType(a[key]) != "string" {
+			return fmt.Errorf("authMethods[%d] has no string %s: %s", i, key, oneLine(string(m["authMethods"]), 200))
+		}
+	}
+	return nil
 }
 
 func orMissing(v json.RawMessage) string {
@@ -223,7 +276,7 @@ func orMissing(v json.RawMessage) string {
 // ---- session/new
 
 func specSessionNew(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (string, error) {
-	if _, err := initialize(ctx, ru.c); err != nil {
+	if _, err := ru.c.initialize(ctx); err != nil {
 		return "", err
 	}
 	res, err := ru.c.call(ctx, "session/new", map[string]any{"cwd": ru.cwd, "mcpServers": []any{}})
@@ -238,7 +291,7 @@ func specSessionNew(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (s
 	if json.Unmarshal(m["sessionId"], &sid) != nil || sid == "" {
 		return "", fmt.Errorf("the session/new result has no sessionId string: %s", oneLine(string(res), 200))
 	}
-	n, err := checkConfigShape(res)
+	n, err := checkConfigShape(res, ru.c.optionKey())
 	if err != nil {
 		return "", err
 	}
@@ -253,17 +306,17 @@ func specSessionNew(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (s
 }
 
 // checkConfigShape checks the config part of a session result: each
-// configOptions entry has an id, a name and a type, a select's current
-// value is one it offers, and the legacy modes and models name a current
-// one they list. It says what it found.
-func checkConfigShape(res json.RawMessage) (string, error) {
+// configOptions entry has its key (id in v1, configId in v2), a name and
+// a type, a select's current value is one it offers, and the legacy modes
+// and models name a current one they list. It says what it found.
+func checkConfigShape(res json.RawMessage, key string) (string, error) {
 	var w wireConfig
 	if err := json.Unmarshal(res, &w); err != nil {
 		return "", fmt.Errorf("the session result's config: %w", err)
 	}
 	var found []string
 	if len(w.ConfigOptions) > 0 && string(w.ConfigOptions) != "null" {
-		opts, err := checkOptions(w.ConfigOptions)
+		opts, err := checkOptions(w.ConfigOptions, key)
 		if err != nil {
 			return "", err
 		}
@@ -288,15 +341,16 @@ func checkConfigShape(res json.RawMessage) (string, error) {
 	return strings.Join(found, ", "), nil
 }
 
-// checkOptions checks a configOptions list's shape and returns it parsed.
-func checkOptions(raw json.RawMessage) ([]option, error) {
+// checkOptions checks a configOptions list's shape, each option named by
+// key, and returns it parsed.
+func checkOptions(raw json.RawMessage, key string) ([]option, error) {
 	var list []map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, fmt.Errorf("configOptions is not a list of objects: %s", oneLine(string(raw), 200))
 	}
 	opts, _ := parseOptions(raw)
 	for i, o := range list {
-		for _, k := range []string{"id", "name", "type"} {
+		for _, k := range []string{key, "name", "type"} {
 			if jsonType(o[k]) != "string" {
 				return nil, fmt.Errorf("configOptions[%d] has no string %s: %s", i, k, oneLine(string(raw), 200))
 			}
@@ -316,9 +370,10 @@ func checkOptions(raw json.RawMessage) ([]option, error) {
 const specTurn = "Say OK. (conformance-spec-turn)"
 
 // loadAfterTurn opens a session, runs a turn on it and loads it again on
-// the same connection. It returns the session and what came between the
-// load request and its answer. With persisted, the load waits until the
-// agent lists the session (listed) first.
+// the same connection (v1's session/load, v2's session/resume with
+// replayFrom: conn.withHistory). It returns the session and what came
+// between the load request and its answer. With persisted, the load waits
+// until the agent lists the session (listed) first.
 func loadAfterTurn(ctx context.Context, ru *run, persisted bool) (string, []envelope, error) {
 	c := ru.c
 	sid, err := readyWithTurn(ctx, ru)
@@ -331,14 +386,24 @@ func loadAfterTurn(ctx context.Context, ru *run, persisted bool) (string, []enve
 		}
 	}
 	mark := c.mark()
-	res, err := c.call(ctx, "session/load", reopenParams(sid, ru.cwd))
+	how := c.withHistory()
+	res, err := c.reopen(ctx, how, sid, ru.cwd)
 	if err != nil {
 		return "", nil, err
 	}
-	if _, err := object("the session/load result", res); err != nil {
+	if _, err := object("the "+how.name+" result", res); err != nil {
 		return "", nil, err
 	}
 	return sid, c.since(mark), nil
+}
+
+// by is a reopen check's note, which names how the session was reopened
+// where it was no session/load (v2).
+func by(how reopen, note string) string {
+	if how.method == "session/load" {
+		return note
+	}
+	return "by " + how.name + ": " + note
 }
 
 // specSessionLoad wants the prompt of the turn before in the replay. An
@@ -361,13 +426,14 @@ func specSessionLoad(ctx context.Context, _ *checkRun, ru *run, pr probeResult) 
 			return "", fmt.Errorf("the replay of %s carried an update for session %s", sid, u.SessionID)
 		}
 	}
-	if user := chunkText(replay, sid, "user_message_chunk"); !strings.Contains(user, "conformance-spec-turn") {
-		return "", fmt.Errorf("session/load replayed no user message with the earlier prompt (user text %q)", oneLine(user, 200))
+	how := ru.c.withHistory()
+	if user := userText(replay, sid); !strings.Contains(user, "conformance-spec-turn") {
+		return "", fmt.Errorf("%s replayed no user message with the earlier prompt (user text %q)", how.name, oneLine(user, 200))
 	}
 	if _, err := promptOK(ctx, ru.c, sid, "Say OK."); err != nil {
-		return "", fmt.Errorf("the prompt after session/load: %w", err)
+		return "", fmt.Errorf("the prompt after %s: %w", how.name, err)
 	}
-	return "replayed the prompt before answering, then took a prompt", nil
+	return by(how, "replayed the prompt before answering, then took a prompt"), nil
 }
 
 // specLoadReplay wants the agent's reply in the replay too: the protocol
@@ -378,10 +444,11 @@ func specLoadReplay(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (s
 	if err != nil {
 		return "", err
 	}
+	how := ru.c.withHistory()
 	if strings.TrimSpace(agentText(replay, sid)) == "" {
-		return "", errors.New("session/load replayed no agent message: the agent's side of the conversation is missing")
+		return "", fmt.Errorf("%s replayed no agent message: the agent's side of the conversation is missing", how.name)
 	}
-	return "replayed the agent's reply too", nil
+	return by(how, "replayed the agent's reply too"), nil
 }
 
 func specSessionResume(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (string, error) {
@@ -390,7 +457,7 @@ func specSessionResume(ctx context.Context, _ *checkRun, ru *run, _ probeResult)
 	if err != nil {
 		return "", err
 	}
-	res, err := c.call(ctx, "session/resume", reopenParams(sid, ru.cwd))
+	res, err := c.reopen(ctx, plainResume, sid, ru.cwd)
 	if err != nil {
 		return "", err
 	}
@@ -582,7 +649,7 @@ const cancelPrompt = "hang"
 
 // turnUpdates are the session/update kinds an agent sends while it works
 // on a turn.
-var turnUpdates = map[string]bool{"agent_message_chunk": true, "agent_thought_chunk": true, "tool_call": true, "tool_call_update": true, "plan": true}
+var turnUpdates = map[string]bool{"agent_message_chunk": true, "agent_message": true, "agent_thought_chunk": true, "tool_call": true, "tool_call_update": true, "plan": true}
 
 func specCancel(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (string, error) {
 	c := ru.c
@@ -595,18 +662,15 @@ func specCancel(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (strin
 		return "", err
 	}
 	mark := c.mark()
-	wait, err := c.send("session/prompt", id, line)
+	t, err := c.startTurn(sid, id, line)
 	if err != nil {
 		return "", err
 	}
 	// Cancel once the agent is at work on the turn: its first update of
-	// the turn, or its answer if it has none.
-	if _, err := c.await(ctx, mark, "update or answer to the prompt", func(e envelope) bool {
-		if isResponse(e) {
-			return string(e.ID) == id
-		}
+	// the turn, or the turn's end if it has none.
+	if _, err := c.await(ctx, mark, "update or end of the prompt's turn", func(e envelope) bool {
 		var u update
-		return e.Method == "session/update" && json.Unmarshal(e.Params, &u) == nil && u.SessionID == sid && turnUpdates[u.Update.Kind]
+		return t.ended() || e.Method == "session/update" && json.Unmarshal(e.Params, &u) == nil && u.SessionID == sid && turnUpdates[u.Update.Kind]
 	}); err != nil {
 		return "", err
 	}
@@ -614,21 +678,17 @@ func specCancel(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (strin
 	if err := c.write([]byte(cancel)); err != nil {
 		return "", err
 	}
-	res, err := wait(ctx)
+	stop, err := t.wait(ctx)
 	if err != nil {
 		return "", fmt.Errorf("the cancelled prompt: %w", err)
 	}
-	var p struct {
-		StopReason string `json:"stopReason"`
-	}
-	_ = json.Unmarshal(res, &p) // no stopReason is judged below
 	note := "the prompt ended cancelled"
-	switch p.StopReason {
+	switch stop {
 	case "cancelled":
 	case "end_turn":
 		note = "the prompt ended end_turn: the turn was over before the cancel reached the agent"
 	default:
-		return "", fmt.Errorf("the cancelled prompt ended with stopReason %q, want cancelled", p.StopReason)
+		return "", fmt.Errorf("the cancelled prompt ended with stopReason %q, want cancelled", stop)
 	}
 	if _, err := promptOK(ctx, c, sid, "Say OK."); err != nil {
 		return "", fmt.Errorf("the prompt after the cancel: %w", err)
@@ -658,7 +718,7 @@ func specSetConfigOption(ctx context.Context, _ *checkRun, ru *run, _ probeResul
 		if !ok {
 			return nil
 		}
-		res, err := c.call(ctx, "session/set_config_option", map[string]any{"sessionId": sid, "configId": id, "value": v})
+		res, err := c.setOption(ctx, sid, id, v)
 		if err != nil {
 			return err
 		}
@@ -668,7 +728,7 @@ func specSetConfigOption(ctx context.Context, _ *checkRun, ru *run, _ probeResul
 		if json.Unmarshal(res, &r) != nil || len(r.ConfigOptions) == 0 || string(r.ConfigOptions) == "null" {
 			return fmt.Errorf("session/set_config_option %s=%s answered no configOptions: %s", id, v, oneLine(string(res), 200))
 		}
-		opts, err := checkOptions(r.ConfigOptions)
+		opts, err := checkOptions(r.ConfigOptions, c.optionKey())
 		if err != nil {
 			return fmt.Errorf("session/set_config_option %s=%s: %w", id, v, err)
 		}
@@ -732,12 +792,15 @@ func specJSONRPC(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (stri
 	c := ru.c
 	// initialize itself with a string id.
 	initID := `"acp-conformance-init"`
-	e, err := roundTrip(ctx, c, initID, "initialize", string(initParams))
+	e, err := roundTrip(ctx, c, initID, "initialize", string(c.initParams("")))
 	if err != nil {
 		return "", err
 	}
 	if e.Error != nil {
 		return "", fmt.Errorf("initialize with id %s: %w", initID, e.Error)
+	}
+	if err := c.answeredVersion(e.Result); err != nil {
+		return "", err
 	}
 	for _, id := range rpcIDs {
 		e, err := roundTrip(ctx, c, id, "acp-conformance/unknown", `{}`)
@@ -805,7 +868,7 @@ func checkEOF(ctx context.Context, r *checkRun, _ probeResult) error {
 	if err != nil {
 		return err
 	}
-	if _, err := initialize(ctx, ru.c); err != nil {
+	if _, err := ru.c.initialize(ctx); err != nil {
 		return err
 	}
 	code, err := ru.c.rc.Close()

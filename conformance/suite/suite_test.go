@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +64,10 @@ func TestFakeAgentProfiles(t *testing.T) {
 		want map[string]expect // checks not named must pass
 		// agent is the agentInfo name the profile gives ("": fake-agent).
 		agent string
+		// proto is the --protocol to run with (0: the default, 1); schema
+		// adds --schema with the SDK's schema dir (sdkSchema).
+		proto  int
+		schema bool
 	}{
 		{name: "default", args: []string{"--profile", "default"}, want: sessionCapsSkip},
 		{name: "legacy-only", args: []string{"--profile", "legacy-only"},
@@ -119,17 +124,44 @@ func TestFakeAgentProfiles(t *testing.T) {
 			"record": noConfig, "reset": noConfig, "restore-order": noConfig, "fail-closed": noConfig,
 			"reset-kill": noConfig, "reopen-config": noConfig, "set-config-option": {Skip, "no configOptions"},
 		})},
+		// The default profile again, every frame a client gets validated
+		// against the SDK's v1 schema.
+		{name: "default-schema", args: []string{"--profile", "default"}, schema: true, want: with(sessionCapsSkip, map[string]expect{
+			"schema": {Pass, "are valid ACP v1 (v1/schema.unstable.json)"},
+		})},
+		// claude-current in ACP v2, every client speaking v2 and every
+		// frame it gets validated against the SDK's v2 schema: every check
+		// passes, the reopens with history by session/resume with
+		// replayFrom; rewind-native skips as on claude-current. The
+		// commands come in session results only, as codex-acp 2.6.0 gives
+		// them in v2, so the sidecar's own lists must carry them.
+		{name: "v2-current", args: []string{"--profile", "v2-current", "-commands-in-result"}, proto: 2, schema: true, want: map[string]expect{
+			"session-load": {Pass, "by session/resume with replayFrom"},
+			"load-replay":  {Pass, "by session/resume with replayFrom"},
+			"initialize":   {Pass, "protocol version 2"},
+			"schema":       {Pass, "are valid ACP v2 (v2/schema.unstable.json)"},
+		}},
 	}
 	for _, tc := range cases {
 		if _, named := tc.want["rewind-native"]; !named {
 			// Only an agent the sidecar's table names forks at a message.
 			tc.want = with(tc.want, map[string]expect{"rewind-native": {Skip, "fork"}})
 		}
+		if !tc.schema {
+			tc.want = with(tc.want, map[string]expect{"schema": {Skip, "no --schema"}})
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			jsonPath := filepath.Join(dir, "report.json")
-			args := append([]string{"--json", jsonPath, "--timeout", "60s", "--", bin, "fakeagent"}, tc.args...)
+			args := []string{"--json", jsonPath, "--timeout", "60s"}
+			if tc.proto != 0 {
+				args = append(args, "--protocol", strconv.Itoa(tc.proto))
+			}
+			if tc.schema {
+				args = append(args, "--schema", sdkSchema(t))
+			}
+			args = append(append(args, "--", bin, "fakeagent"), tc.args...)
 			var stdout, stderr bytes.Buffer
 			code := Main(t.Context(), bin, args, &stdout, &stderr)
 			t.Logf("conformance %s:\n%s%s", strings.Join(tc.args, " "), stdout.String(), stderr.String())
@@ -163,8 +195,9 @@ func TestFakeAgentProfiles(t *testing.T) {
 			if want == "" {
 				want = "fake-agent"
 			}
-			if rep.Agent.Name != want || rep.Agent.ProtocolVersion != 1 {
-				t.Errorf("agent %+v, want %s on protocol 1", rep.Agent, want)
+			proto := max(tc.proto, 1)
+			if rep.Agent.Name != want || rep.Agent.ProtocolVersion != proto || rep.Protocol != proto {
+				t.Errorf("agent %+v on protocol %d, want %s on protocol %d", rep.Agent, rep.Protocol, want, proto)
 			}
 			var table bytes.Buffer
 			printTable(&table, rep)
@@ -334,7 +367,7 @@ func TestSchemaValidatorRejects(t *testing.T) {
 	if err := json.Unmarshal(data, &schema); err != nil {
 		t.Fatal(err)
 	}
-	good := Report{SchemaVersion: SchemaVersion, Capabilities: json.RawMessage(`{}`), Config: describeConfig(nil), Agent: AgentInfo{Command: []string{"x"}},
+	good := Report{SchemaVersion: SchemaVersion, Protocol: 1, Capabilities: json.RawMessage(`{}`), Config: describeConfig(nil), Agent: AgentInfo{Command: []string{"x"}},
 		Checks: []CheckResult{{ID: "load", Tier: "mandatory", Verdict: Pass}, {ID: "cancel", Tier: "mandatory", Verdict: Absorbed, Sides: &Sides{Direct: Side{Fail, ""}, Sidecar: Side{Pass, ""}}}}}
 	for name, mutate := range map[string]func(m map[string]any){
 		"valid":          func(map[string]any) {},
@@ -354,6 +387,9 @@ func TestSchemaValidatorRejects(t *testing.T) {
 			delete(m["checks"].([]any)[1].(map[string]any)["sides"].(map[string]any), "sidecar")
 		},
 		"version 2":   func(m map[string]any) { m["schemaVersion"] = 2.0 },
+		"version 3":   func(m map[string]any) { m["schemaVersion"] = 3.0 },
+		"no protocol": func(m map[string]any) { delete(m, "protocol") },
+		"protocol 3":  func(m map[string]any) { m["protocol"] = 3.0 },
 		"no absorbed": func(m map[string]any) { delete(m["summary"].(map[string]any), "absorbed") },
 		"absorbed side": func(m map[string]any) {
 			m["checks"].([]any)[1].(map[string]any)["sides"].(map[string]any)["sidecar"] = map[string]any{"verdict": "absorbed", "detail": ""}
@@ -403,11 +439,13 @@ func TestSchemaChecks(t *testing.T) {
 }
 
 // TestUsage: no agent, an unknown check, a bad timeout, no --parallel
-// worker, a --keep-env that keeps nothing and a --home-template that is no
-// directory are usage errors.
+// worker, a --keep-env that keeps nothing, a --home-template that is no
+// directory, a --protocol the suite does not speak and a --schema with no
+// schema are usage errors.
 func TestUsage(t *testing.T) {
 	for _, args := range [][]string{{}, {"--only", "nope", "--", "x"}, {"--only", "^load$", "--", "x"}, {"--timeout", "0s", "--", "x"}, {"--nope"}, {"--parallel", "0", "--", "x"},
-		{"--keep-env", "PATH", "--", "x"}, {"--home-template", "/nonexistent/acp-conformance", "--", "x"}} {
+		{"--keep-env", "PATH", "--", "x"}, {"--home-template", "/nonexistent/acp-conformance", "--", "x"},
+		{"--protocol", "3", "--", "x"}, {"--protocol", "0", "--", "x"}, {"--schema", "/nonexistent/acp-conformance", "--", "x"}} {
 		var out, errb bytes.Buffer
 		if code := Main(t.Context(), "acp-sidecar", args, &out, &errb); code != 2 || out.Len() != 0 {
 			t.Errorf("%q: status %d, stdout %q, want 2 and nothing", args, code, out.String())
@@ -456,8 +494,9 @@ func TestCodexAgent(t *testing.T) {
 // installed agent package (scripts/e2e-setup.sh [which]) against a mock
 // LLM, and judges it: checks not in want must pass. env gives the agent's
 // environment for the mock at url; template is a home template dir env
-// may fill (codex's provider config).
-func runRealAgent(t *testing.T, name, entryPath, which string, env func(url, template string) []string, want map[string]expect) {
+// may fill (codex's provider config). opts change the run's config
+// (--protocol, --schema); without a schema the schema check must skip.
+func runRealAgent(t *testing.T, name, entryPath, which string, env func(url, template string) []string, want map[string]expect, opts ...func(*config)) {
 	bin := sidecarBinary(t)
 	root, err := repoRoot()
 	if err != nil {
@@ -494,6 +533,12 @@ func runRealAgent(t *testing.T, name, entryPath, which string, env func(url, tem
 		jsonPath: filepath.Join(dir, "report.json"), transcripts: filepath.Join(dir, "transcripts"), parallel: 1, warm: true, llmLog: llmLog}
 	if _, err := os.Stat(template); err == nil {
 		cfg.homeTemplate = template
+	}
+	for _, o := range opts {
+		o(cfg)
+	}
+	if _, named := want["schema"]; !named && cfg.schema == nil {
+		want = with(want, map[string]expect{"schema": {Skip, "no --schema"}})
 	}
 	rep, err := runSuite(t.Context(), cfg)
 	if err != nil {

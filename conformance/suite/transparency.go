@@ -48,13 +48,16 @@ type exchange struct {
 func script(ctx context.Context, ru *run, cwd string, like *exchange) (exchange, error) {
 	var x exchange
 	c := ru.c
-	init := strings.TrimSuffix(string(initParams), "}") + `,"_meta":` + probeMeta + `}`
-	id, line, err := c.request("initialize", json.RawMessage(init))
+	id, line, err := c.request("initialize", c.initParams(probeMeta))
 	if err != nil {
 		return x, err
 	}
 	x.initLine = line
-	if _, err := c.callLine(ctx, "initialize", id, line); err != nil {
+	res, err := c.callLine(ctx, "initialize", id, line)
+	if err != nil {
+		return x, err
+	}
+	if err := c.answeredVersion(res); err != nil {
 		return x, err
 	}
 	if x.sid, err = newSession(ctx, c, cwd); err != nil {
@@ -81,7 +84,7 @@ func script(ctx context.Context, ru *run, cwd string, like *exchange) (exchange,
 	if x.metaID, x.metaLine, err = c.request("session/prompt", json.RawMessage(params)); err != nil {
 		return x, err
 	}
-	if _, err := c.callLine(ctx, "session/prompt", x.metaID, x.metaLine); err != nil {
+	if _, err := c.promptLine(ctx, sid, x.metaID, x.metaLine); err != nil {
 		return x, err
 	}
 	id, line, err = c.request("_x/probe", json.RawMessage(`{"sessionId":`+string(qsid)+`,"_meta":`+probeMeta+`}`))
@@ -92,7 +95,7 @@ func script(ctx context.Context, ru *run, cwd string, like *exchange) (exchange,
 	if x.probeID2, x.probeLine2, err = c.request("_x/probe", json.RawMessage(`{"sessionId":`+string(qsid)+`}`)); err != nil {
 		return x, err
 	}
-	res, err := c.callLine(ctx, "_x/probe", id, line)
+	res, err = c.callLine(ctx, "_x/probe", id, line)
 	switch {
 	case errCode(err) != 0:
 		x.probeRepl = fmt.Sprintf("error %d", errCode(err))
@@ -141,12 +144,13 @@ func checkTransparency(ctx context.Context, r *checkRun, pr probeResult) error {
 	for _, l := range d.c.rawLines() {
 		if m := decodeFrame(l); m != nil && fmt.Sprint(m["id"]) == "1" {
 			if res, ok := m["result"].(map[string]any); ok {
-				dInit, _ = res["agentCapabilities"].(map[string]any)
+				dInit, _ = res[capsKey(d.c.proto)].(map[string]any)
 			}
 		}
 	}
 	nd := newNormalizer(d.world.root, false, nil)
 	nv := newNormalizer(v.world.root, true, dInit)
+	nv.proto = v.c.proto
 	nv.directPickers = pickersIn(d.c.rawLines())
 	dSeq, dCmds := nd.split(d.c.rawLines())
 	vSeq, vCmds := nv.split(v.c.rawLines())
