@@ -73,8 +73,8 @@ type commands struct {
 // operations they run, the ledger, and the agent's life, whose initialize
 // result they extend with the capabilities the sidecar adds; version is
 // the sidecar's, advertised there; spoken is the highest ACP version it
-// lets the client and the agent agree on (SpokenVersion, or more where v2
-// is asked for); log says what the stage changed.
+// lets the client and the agent agree on (SpokenVersion, or less where
+// --max-protocol says so); log says what the stage changed.
 func NewCommands(ops SessionOps, led *ledger.Ledger, lf *life.Life, version string, spoken wire.Version, log *slog.Logger) Interceptor {
 	return &commands{ops: ops, led: led, life: lf, version: version, spoken: max(spoken, wire.V1), log: log}
 }
@@ -226,16 +226,13 @@ func handoffTitle(raw []byte) proxy.Verdict {
 
 func answer(line []byte) proxy.Verdict { return proxy.Verdict{Do: proxy.Answer, Line: line} }
 
-// SpokenVersion is the highest ACP protocol version the sidecar offers by
-// default. Today's agents answer a client that offers 2 in v2 shapes (a
-// prompt answered at once with a messageId, config options by configId,
-// the turn's end as a state_update). The sidecar reads those
-// (docs/v2.md), but its rebuilds do not work in v2 yet, and a promise it
-// cannot keep must not be made: so a client's offer of 2 is passed on as 1
-// unless v2 is asked for (--max-protocol 2). The agent answers in the
-// version it is offered, and the client, told so in the initialize result,
-// decides whether to go on, as the spec's negotiation has it.
-const SpokenVersion = wire.V1
+// SpokenVersion is the highest ACP protocol version the sidecar speaks and
+// keeps its promises in, and offers the agent by default. A client that
+// offers more is passed on as this version: the agent answers in a version
+// the sidecar reads, and the client, told so in the initialize result,
+// decides whether to go on, as the spec's negotiation has it. The
+// connection then speaks what the agent chose (docs/v2.md).
+const SpokenVersion = wire.V2
 
 // offerVersion passes on an initialize whose protocolVersion is above the
 // highest version the sidecar speaks as that version; any other passes as

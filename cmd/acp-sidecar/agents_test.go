@@ -438,10 +438,22 @@ func TestAgentsIdleDefault(t *testing.T) {
 }
 
 // TestMaxProtocol: --max-protocol takes the versions the sidecar speaks,
-// and v2 only with one agent: the agent selector speaks v1's words.
+// and v2 only with one agent: the agent selector speaks v1's words. By
+// default it is 2 with one agent, 1 with several.
 func TestMaxProtocol(t *testing.T) {
-	if opts, err := parseRelay(t, "--max-protocol", "2", "--", "agent"); err != nil || opts.maxProtocol != 2 {
-		t.Errorf("--max-protocol 2: %+v %v", opts.maxProtocol, err)
+	for _, tt := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--max-protocol", "2", "--", "agent"}, 2},
+		{[]string{"--max-protocol", "1", "--", "agent"}, 1},
+		{[]string{"--", "agent"}, 2},
+		{[]string{"--agent", "a=x", "--agent", "b=y"}, 1},
+		{[]string{"--max-protocol", "1", "--agent", "a=x", "--agent", "b=y"}, 1},
+	} {
+		if opts, err := parseRelay(t, tt.args...); err != nil || opts.maxProtocol != tt.want {
+			t.Errorf("%q: max protocol %d (%v), want %d", tt.args, opts.maxProtocol, err, tt.want)
+		}
 	}
 	for _, args := range [][]string{
 		{"--max-protocol", "3", "--", "agent"},

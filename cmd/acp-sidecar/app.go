@@ -56,7 +56,7 @@ func relayFlags() []cli.Flag {
 		&cli.StringFlag{Name: "store", EnvVars: envs("STORE"), Value: "disk", Usage: storeUsage},
 		&cli.StringFlag{Name: "host", EnvVars: envs("HOST"), Usage: "this host's name in the record's native sessions and a fleet's leases (default: the system's host name)"},
 		&cli.DurationFlag{Name: "lease-ttl", EnvVars: envs("LEASE_TTL"), Value: state.DefaultLeaseTTL, Usage: "with a fleet's store: how long a session stays this sidecar's without a renewal (renewed every third of it)"},
-		&cli.IntFlag{Name: "max-protocol", EnvVars: envs("MAX_PROTOCOL"), Value: int(intercept.SpokenVersion), Usage: "the highest ACP version the editor and the agent may agree on: 1, or 2 to let a v2 editor speak v2 (docs/v2.md says what works there yet)"},
+		&cli.IntFlag{Name: "max-protocol", EnvVars: envs("MAX_PROTOCOL"), Usage: "the highest ACP version the editor and the agent may agree on, 1 or 2 (default: 2, the highest the sidecar speaks; 1 behind several agents, whose selector speaks v1 only)"},
 		&cli.BoolFlag{Name: "takeover", EnvVars: envs("TAKEOVER"), Usage: "with a fleet's store: a client's load or resume takes the session from another sidecar even while its lease is live (for orchestrators that know that host is gone)"},
 		&cli.StringFlag{Name: "pickers", EnvVars: envs("PICKERS"), Value: "on", Usage: "on: show a client the model and mode pickers in the dialect it reads (legacy modes and models, or configOptions) where the agent offers them only in the other; off: pass the agent's own"},
 		&cli.BoolFlag{Name: "record", EnvVars: envs("RECORD"), Value: true, Usage: "keep the session record; --record=false relays only (for measuring the recorder's cost)"},
@@ -172,6 +172,27 @@ func newApp(s stdio) *cli.App {
 	}
 }
 
+// maxProtocolOf is the highest ACP version the editor and the agent may
+// agree on (--max-protocol): the highest the sidecar speaks by default, but
+// v1 in front of several agents, whose selector and switch speak v1's words
+// only; asking for v2 there is refused.
+func maxProtocolOf(c *cli.Context, agents int) (int, error) {
+	if !c.IsSet("max-protocol") {
+		if agents > 1 {
+			return int(wire.V1), nil
+		}
+		return int(intercept.SpokenVersion), nil
+	}
+	v := c.Int("max-protocol")
+	if v < 1 || v > int(intercept.SpokenVersion) {
+		return 0, &exitError{code: 2, err: fmt.Errorf("--max-protocol %d: the sidecar speaks ACP 1 and 2", v)}
+	}
+	if v > 1 && agents > 1 {
+		return 0, &exitError{code: 2, err: fmt.Errorf("--max-protocol %d: several agents behind one sidecar speak ACP v1 only (docs/v2.md)", v)}
+	}
+	return v, nil
+}
+
 // relayOptions reads the relay action's flags and arguments. The agent
 // started first is the default one; with a single agent that is the only
 // one, and its own start-up settings join --set.
@@ -193,11 +214,9 @@ func relayOptions(c *cli.Context) (runOptions, error) {
 	default:
 		return runOptions{}, &exitError{code: 2, err: fmt.Errorf("--pickers %q: want on or off", p)}
 	}
-	if v := c.Int("max-protocol"); v < 1 || v > int(wire.V2) {
-		return runOptions{}, &exitError{code: 2, err: fmt.Errorf("--max-protocol %d: the sidecar speaks ACP 1 and 2", v)}
-	} else if v > 1 && len(agents.defs) > 1 {
-		// The agent selector and the switch answer in v1's words only.
-		return runOptions{}, &exitError{code: 2, err: fmt.Errorf("--max-protocol %d: several agents behind one sidecar speak ACP v1 only (docs/v2.md)", v)}
+	maxProtocol, err := maxProtocolOf(c, len(agents.defs))
+	if err != nil {
+		return runOptions{}, err
 	}
 	opts := runOptions{
 		noPickers:   noPickers,
@@ -212,7 +231,7 @@ func relayOptions(c *cli.Context) (runOptions, error) {
 		leaseTTL:    c.Duration("lease-ttl"),
 		host:        c.String("host"),
 		takeover:    c.Bool("takeover"),
-		maxProtocol: c.Int("max-protocol"),
+		maxProtocol: maxProtocol,
 		sets:        c.StringSlice("set"),
 		record:      c.Bool("record"),
 		budget:      c.Int("handoff-budget"),

@@ -42,14 +42,14 @@ func TestClaudeCurrentCloseDelete(t *testing.T) { runCloseDelete(t, claudeNow) }
 func TestClaudeCurrentNativeFork(t *testing.T) { runNativeFork(t, claudeNow) }
 
 // TestClaudeCurrentV2ClientGetsV1: claude-agent-acp 0.101.0 answers a
-// client that offers ACP v2 in v2 shapes, which the record cannot read.
-// Through the sidecar the client's offer reaches it as v1: the result says
+// client that offers ACP v2 in v2 shapes. Through a sidecar kept to v1
+// (--max-protocol 1) the client's offer reaches it as v1: the result says
 // protocolVersion 1, in v1 shapes (agentCapabilities, not capabilities),
 // and a prompt is answered with its stop reason, as v1 has it.
 func TestClaudeCurrentV2ClientGetsV1(t *testing.T) {
 	t.Parallel()
 	mock, url := startMock(t, mockllm.Options{Reply: quietReply})
-	a := startSidecarState(t, claudeNow.pkg.argv(t), claudeNow.env(t, url), t.TempDir(), t.TempDir(), "--grace", "1s")
+	a := startSidecarState(t, claudeNow.pkg.argv(t), claudeNow.env(t, url), t.TempDir(), t.TempDir(), "--grace", "1s", "--max-protocol", "1")
 	res := step(t, a, "initialize", map[string]any{
 		"protocolVersion": 2, "clientCapabilities": map[string]any{},
 		"clientInfo": map[string]string{"name": "acp-sidecar-e2e-v2", "version": "0"},
