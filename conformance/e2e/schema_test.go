@@ -3,135 +3,38 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/acp-sidecar/acp-sidecar/conformance/acpschema"
 )
 
 // Every frame a client gets through the sidecar must read as the ACP
-// version the connection speaks, as an editor whose SDK validates what it
-// receives (the TypeScript SDK's zod) reads it: the agent's frames the
-// sidecar passed on, and above all the ones it made or changed itself (its
-// commands and replies, the legacy pickers it builds, the history it
-// replays, its errors). The schemas are the ones the agents' SDK ships,
-// @agentclientprotocol/sdk 2.4.0's schema/v1/schema.unstable.json and
-// schema/v2/schema.unstable.json (the stable schema and the drafts today's
-// agents send, compaction and fork among them), which scripts/e2e-setup.sh
-// installs with claude-agent-acp. The version is the one the initialize
-// result the client got names.
+// version the connection speaks (conformance/acpschema says why): the
+// agent's frames the sidecar passed on, and above all the ones it made or
+// changed itself (its commands and replies, the legacy pickers it builds,
+// the history it replays, its errors). The schemas are the ones the
+// agents' SDK ships, @agentclientprotocol/sdk 2.4.0's
+// schema/v1/schema.unstable.json and schema/v2/schema.unstable.json (the
+// stable schema and the drafts today's agents send, compaction and fork
+// among them), which scripts/e2e-setup.sh installs with claude-agent-acp.
+// The version is the one the initialize result the client got names.
 
-const schemaDir = ".cache/e2e/agentclientprotocol-claude-agent-acp/node_modules/@agentclientprotocol/sdk/schema/"
-
-// An acpVersion is one version's schema, and the definitions its checks
-// use: the result of each client method (a method it has none for, an
-// extension's, `_sidecar/*`, is not checked) and the params of each agent
-// method a client gets.
-type acpVersion struct {
-	file                     string
-	responseDefs, paramsDefs map[string]string
-}
-
-var acpVersions = map[int]acpVersion{
-	1: {file: "v1/schema.unstable.json",
-		responseDefs: map[string]string{
-			"initialize": "InitializeResponse", "authenticate": "AuthenticateResponse",
-			"session/new": "NewSessionResponse", "session/load": "LoadSessionResponse",
-			"session/resume": "ResumeSessionResponse", "session/fork": "ForkSessionResponse",
-			"session/list": "ListSessionsResponse", "session/close": "CloseSessionResponse",
-			"session/delete": "DeleteSessionResponse", "session/prompt": "PromptResponse",
-			"session/set_mode": "SetSessionModeResponse", "session/set_config_option": "SetSessionConfigOptionResponse",
-		},
-		paramsDefs: map[string]string{
-			"session/update": "SessionNotification", "session/request_permission": "RequestPermissionRequest",
-			"fs/read_text_file": "ReadTextFileRequest", "fs/write_text_file": "WriteTextFileRequest",
-		}},
-	// v2 has no session/load, set_mode, authenticate or client fs methods.
-	2: {file: "v2/schema.unstable.json",
-		responseDefs: map[string]string{
-			"initialize":  "InitializeResponse",
-			"session/new": "NewSessionResponse", "session/resume": "ResumeSessionResponse", "session/fork": "ForkSessionResponse",
-			"session/list": "ListSessionsResponse", "session/close": "CloseSessionResponse",
-			"session/delete": "DeleteSessionResponse", "session/prompt": "PromptResponse",
-			"session/set_config_option": "SetSessionConfigOptionResponse",
-		},
-		paramsDefs: map[string]string{
-			"session/update": "UpdateSessionNotification", "session/request_permission": "RequestPermissionRequest",
-		}},
-}
-
-// compiledSchema is one version's compiled definitions, by name.
-type compiledSchema struct {
-	acpVersion
-	defs map[string]*jsonschema.Schema
-}
-
-var acpSchemas struct {
-	mu  sync.Mutex
-	got map[int]*compiledSchema
-}
-
-// schemaDefs compiles the definitions of version v the checks use, once
-// per test run.
-func schemaDefs(t *testing.T, v int) *compiledSchema {
+// schemaDefs is the schema of ACP version v, compiled once per test binary
+// (acpschema.LoadCache).
+func schemaDefs(t *testing.T, v int) *acpschema.Schema {
 	t.Helper()
-	acpSchemas.mu.Lock()
-	defer acpSchemas.mu.Unlock()
-	if c := acpSchemas.got[v]; c != nil {
-		return c
-	}
-	ver, ok := acpVersions[v]
-	if !ok {
-		t.Fatalf("the client was told ACP version %d, which has no schema here", v)
-	}
-	c, err := compileSchema(ver)
-	if err != nil {
-		t.Fatalf("the ACP v%d schema (%s): %v; run scripts/e2e-setup.sh claude", v, schemaDir+ver.file, err)
-	}
-	if acpSchemas.got == nil {
-		acpSchemas.got = map[int]*compiledSchema{}
-	}
-	acpSchemas.got[v] = c
-	return c
-}
-
-func compileSchema(ver acpVersion) (*compiledSchema, error) {
 	root, err := repoRoot()
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
-	f, err := os.Open(filepath.Join(root, filepath.FromSlash(schemaDir+ver.file)))
+	s, err := acpschema.LoadCache(root, v)
 	if err != nil {
-		return nil, err
+		t.Fatalf("the ACP v%d schema the client was told: %v", v, err)
 	}
-	defer f.Close()
-	doc, err := jsonschema.UnmarshalJSON(f)
-	if err != nil {
-		return nil, err
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("acp.json", doc); err != nil {
-		return nil, err
-	}
-	out := &compiledSchema{acpVersion: ver, defs: map[string]*jsonschema.Schema{}}
-	names := []string{"Error"}
-	for _, m := range []map[string]string{ver.responseDefs, ver.paramsDefs} {
-		for _, d := range m {
-			names = append(names, d)
-		}
-	}
-	for _, d := range names {
-		if out.defs[d], err = c.Compile("acp.json#/$defs/" + d); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return s
 }
 
 // checkSchema validates every frame a's client got against the schema of
@@ -177,50 +80,22 @@ func spokenVersion(lines []transcriptLine) int {
 	return 1
 }
 
-// schemaErrors checks each frame a client got in lines against defs, by
-// what it is: a response by the method of the request it answers (lines
-// have the client's requests too), an error by the schema's Error, an
-// agent request or notification by its method. It says what failed.
-func schemaErrors(sc *compiledSchema, lines []transcriptLine) []string {
-	asked := map[string]string{} // the client's request id -> method
+// schemaErrors checks each frame a client got in lines against sc, by what
+// it is (acpschema.Judge; lines have the client's requests too, which the
+// responses are judged by). It says what failed.
+func schemaErrors(sc *acpschema.Schema, lines []transcriptLine) []string {
+	j := &acpschema.Judge{Schema: sc}
 	var errs []string
 	for _, l := range lines {
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params json.RawMessage `json:"params"`
-			Result json.RawMessage `json:"result"`
-			Error  json.RawMessage `json:"error"`
-		}
-		if json.Unmarshal([]byte(l.Line), &m) != nil {
-			continue // not JSON: a hostile test's line, or the agent's garbage
-		}
+		from := acpschema.Agent
 		if l.Out {
-			if m.Method != "" && m.ID != nil {
-				asked[string(m.ID)] = m.Method
-			}
+			from = acpschema.Client
+		}
+		def, err := j.Frame(from, []byte(l.Line))
+		if from == acpschema.Client || def == "" || err == nil {
 			continue
 		}
-		var def string
-		var part json.RawMessage
-		switch {
-		case m.Method != "":
-			def, part = sc.paramsDefs[m.Method], m.Params
-		case m.Error != nil:
-			def, part = "Error", m.Error
-		case m.Result != nil:
-			def, part = sc.responseDefs[asked[string(m.ID)]], m.Result
-		}
-		if def == "" {
-			continue
-		}
-		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(part))
-		if err == nil {
-			err = sc.defs[def].Validate(inst)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("a frame the client got is no ACP %s %s: %s\n%s", sc.file, def, clip(l.Line, 0), firstLines(err.Error(), 12)))
-		}
+		errs = append(errs, fmt.Sprintf("a frame the client got is no ACP %s %s: %s\n%s", sc.File, def, clip(l.Line, 0), firstLines(err.Error(), 12)))
 	}
 	return errs
 }

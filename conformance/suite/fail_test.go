@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/acp-sidecar/acp-sidecar/conformance/acpschema"
 )
 
 // A check that cannot fail is worthless (issue 16). TestChecksFail runs
@@ -97,7 +99,7 @@ func TestChecksFail(t *testing.T) {
 			cfg := &config{exe: exe, agent: agent, env: baseEnv(os.Environ(), nil), only: append(slices.Clone(tc.also), tc.check),
 				timeout: failCheckTimeout, transcripts: filepath.Join(dir, "transcripts"), sidecarArgs: tc.sidecarFlags, warm: true}
 			if tc.schema {
-				sc, err := loadSchema(sdkSchema(t), protoV1)
+				sc, err := acpschema.Load(sdkSchema(t), protoV1)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/acp-sidecar/acp-sidecar/conformance/acpschema"
 )
 
 // Verdicts. Warn is an advisory check's failure: reported, never failing
@@ -163,7 +165,7 @@ func Main(ctx context.Context, exe string, args []string, stdout, stderr io.Writ
 		return 2
 	}
 	if *schemaDir != "" {
-		sc, err := loadSchema(*schemaDir, *protocol)
+		sc, err := acpschema.Load(*schemaDir, *protocol)
 		if err != nil {
 			fmt.Fprintf(stderr, "conformance: --schema: %v\n", err)
 			return 2

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/acp-sidecar/acp-sidecar/conformance/acpschema"
 )
 
 // With --schema DIR every frame a client receives, directly and through
@@ -21,101 +21,18 @@ import (
 // schema of the version the run speaks (DIR/v1/schema.unstable.json or
 // DIR/v2/schema.unstable.json, DIR being the schema directory of the
 // @agentclientprotocol/sdk npm package), as an editor whose SDK validates
-// what it receives (the TypeScript SDK's zod) reads it; conformance/e2e
-// (schema_test.go) checks its own clients' frames the same way. A frame is
-// judged by what it is: a response by the method of the request it
-// answers, an error by Error, a request or notification of the agent's by
-// its method; one the schema has no definition for (an extension's,
-// `_sidecar/*`) is not judged. The schema check reports what was found,
-// once every other check has ended.
+// what it receives reads it. conformance/acpschema judges the frames, as
+// it does conformance/e2e's own clients' frames: a response by the method
+// of the request it answers, an error by Error, a request or notification
+// of the agent's by its method; one the schema has no definition for (an
+// extension's, `_sidecar/*`) is not judged. The schema check reports what
+// was found, once every other check has ended.
 //
 // Whose a violation is: a frame of a direct run is the agent's. Through
 // the sidecar, a frame the sidecar's trace shows the agent wrote as the
 // client got it was passed on unchanged, and is the agent's too; any other
 // (the sidecar wrote or rewrote it) is the sidecar's, unless the agent's
 // own frames have the same fault, which a rewrite kept.
-
-// acpVersion is one version's schema file and the definitions its frames
-// are judged by: the result of each client method, and the params of each
-// agent method a client gets.
-type acpVersion struct {
-	file                     string
-	responseDefs, paramsDefs map[string]string
-}
-
-var acpVersions = map[int]acpVersion{
-	protoV1: {file: "v1/schema.unstable.json",
-		responseDefs: map[string]string{
-			"initialize": "InitializeResponse", "authenticate": "AuthenticateResponse",
-			"session/new": "NewSessionResponse", "session/load": "LoadSessionResponse",
-			"session/resume": "ResumeSessionResponse", "session/fork": "ForkSessionResponse",
-			"session/list": "ListSessionsResponse", "session/close": "CloseSessionResponse",
-			"session/delete": "DeleteSessionResponse", "session/prompt": "PromptResponse",
-			"session/set_mode": "SetSessionModeResponse", "session/set_config_option": "SetSessionConfigOptionResponse",
-		},
-		paramsDefs: map[string]string{
-			"session/update": "SessionNotification", "session/request_permission": "RequestPermissionRequest",
-			"fs/read_text_file": "ReadTextFileRequest", "fs/write_text_file": "WriteTextFileRequest",
-		}},
-	// v2 has no session/load, set_mode, authenticate or client fs methods.
-	protoV2: {file: "v2/schema.unstable.json",
-		responseDefs: map[string]string{
-			"initialize":  "InitializeResponse",
-			"session/new": "NewSessionResponse", "session/resume": "ResumeSessionResponse", "session/fork": "ForkSessionResponse",
-			"session/list": "ListSessionsResponse", "session/close": "CloseSessionResponse",
-			"session/delete": "DeleteSessionResponse", "session/prompt": "PromptResponse",
-			"session/set_config_option": "SetSessionConfigOptionResponse",
-		},
-		paramsDefs: map[string]string{
-			"session/update": "UpdateSessionNotification", "session/request_permission": "RequestPermissionRequest",
-		}},
-}
-
-// acpSchema is one version's definitions, compiled.
-type acpSchema struct {
-	acpVersion
-	version int
-	path    string // the schema file
-	defs    map[string]*jsonschema.Schema
-}
-
-// loadSchema compiles the definitions of ACP version from dir.
-func loadSchema(dir string, version int) (*acpSchema, error) {
-	ver, ok := acpVersions[version]
-	if !ok {
-		return nil, fmt.Errorf("no schema file known for ACP v%d", version)
-	}
-	path, err := filepath.Abs(filepath.Join(dir, filepath.FromSlash(ver.file)))
-	if err != nil {
-		return nil, err
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w (DIR is the schema directory of @agentclientprotocol/sdk, which holds v1/ and v2/)", err)
-	}
-	defer f.Close()
-	doc, err := jsonschema.UnmarshalJSON(f)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("acp.json", doc); err != nil {
-		return nil, fmt.Errorf("load %s: %w", path, err)
-	}
-	s := &acpSchema{acpVersion: ver, version: version, path: path, defs: map[string]*jsonschema.Schema{}}
-	names := []string{"Error"}
-	for _, m := range []map[string]string{ver.responseDefs, ver.paramsDefs} {
-		for _, d := range m {
-			names = append(names, d)
-		}
-	}
-	for _, d := range names {
-		if s.defs[d], err = c.Compile("acp.json#/$defs/" + d); err != nil {
-			return nil, fmt.Errorf("compile %s of %s: %w", d, path, err)
-		}
-	}
-	return s, nil
-}
 
 // violation is one frame a client received that the schema does not
 // allow.
@@ -136,69 +53,30 @@ func (v violation) fault() string {
 
 var indexRE = regexp.MustCompile(`/\d+`)
 
-// validate judges every frame received among events (one run's, in the
-// order they crossed), by what the frame is (see above), and returns how
-// many it judged and the ones that are not valid.
-func (s *acpSchema) validate(events []event) (int, []violation) {
-	asked := map[string]string{} // the client's request ids, by raw id: their method
+// judgeRun judges every frame received among events (one run's, in the
+// order they crossed) by what the frame is (acpschema.Judge), and returns
+// how many it judged and the ones that are not valid.
+func judgeRun(s *acpschema.Schema, events []event) (int, []violation) {
+	j := &acpschema.Judge{Schema: s}
 	n := 0
 	var out []violation
 	for _, ev := range events {
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params json.RawMessage `json:"params"`
-			Result json.RawMessage `json:"result"`
-			Error  json.RawMessage `json:"error"`
-		}
-		if json.Unmarshal(ev.Frame, &m) != nil {
-			continue // not JSON: the hostile check's line, or the peer's garbage
-		}
+		from := acpschema.Agent
 		if ev.Dir == "send" {
-			if m.Method != "" && len(m.ID) > 0 {
-				asked[string(bytes.TrimSpace(m.ID))] = m.Method
-			}
-			continue
+			from = acpschema.Client
 		}
-		var def string
-		var part json.RawMessage
-		switch {
-		case m.Method != "":
-			def, part = s.paramsDefs[m.Method], m.Params
-		case m.Error != nil:
-			def, part = "Error", m.Error
-		case m.Result != nil:
-			def, part = s.responseDefs[asked[string(bytes.TrimSpace(m.ID))]], m.Result
-		}
-		if def == "" {
+		// The client's own frames are fed for the requests their answers
+		// are judged by, and not judged themselves.
+		def, err := j.Frame(from, ev.Frame)
+		if from == acpschema.Client || def == "" {
 			continue
 		}
 		n++
-		if len(part) == 0 {
-			part = json.RawMessage("null") // a request's params left out
-		}
-		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(part))
-		if err == nil {
-			err = s.defs[def].Validate(inst)
-		}
 		if err != nil {
-			out = append(out, violation{def: def, frame: ev.Frame, err: schemaWords(err)})
+			out = append(out, violation{def: def, frame: ev.Frame, err: oneLine(acpschema.Detail(err), 400)})
 		}
 	}
 	return n, out
-}
-
-// schemaWords is the validator's error on one line, without the schema's
-// own name for itself.
-func schemaWords(err error) string {
-	var ve *jsonschema.ValidationError
-	s := err.Error()
-	if errors.As(err, &ve) {
-		if _, rest, ok := strings.Cut(s, "\n"); ok {
-			s = rest
-		}
-	}
-	return oneLine(strings.ReplaceAll(s, "acp.json#/$defs/", ""), 400)
 }
 
 // schemaLog collects, for the schema check, what every other check's runs
@@ -206,7 +84,7 @@ func schemaWords(err error) string {
 // is called as each check's peers have ended, from the check's worker, so
 // checks side by side share it.
 type schemaLog struct {
-	s *acpSchema
+	s *acpschema.Schema
 
 	mu             sync.Mutex
 	direct, viaRun int // runs judged, directly and through the sidecar
@@ -223,7 +101,7 @@ type schemaRun struct {
 	Violations int    `json:"violations"`
 }
 
-func newSchemaLog(s *acpSchema) *schemaLog { return &schemaLog{s: s} }
+func newSchemaLog(s *acpschema.Schema) *schemaLog { return &schemaLog{s: s} }
 
 // take judges the frames every run of r received. A nil log (no --schema)
 // takes nothing.
@@ -232,7 +110,7 @@ func (l *schemaLog) take(r *checkRun) {
 		return
 	}
 	for _, ru := range r.runs {
-		n, vs := l.s.validate(ru.c.transcript())
+		n, vs := judgeRun(l.s, ru.c.transcript())
 		if ru.trace != "" && len(vs) > 0 {
 			agents := agentFrames(ru.trace)
 			for i := range vs {
@@ -311,7 +189,7 @@ func checkSchema(_ context.Context, r *checkRun, _ probeResult) error {
 			agent = append(agent, v) // the agent's fault, in a frame the sidecar rewrote
 		}
 	}
-	what := fmt.Sprintf("ACP v%d (%s)", l.s.version, filepath.Base(filepath.Dir(l.s.path))+"/"+filepath.Base(l.s.path))
+	what := fmt.Sprintf("ACP v%d (%s)", l.s.Version, l.s.File)
 	switch {
 	case len(sidecar) > 0:
 		msg := fmt.Sprintf("the sidecar's: frames the sidecar wrote or changed are not valid %s (%s): %s", what, count(sidecar), describeViolations(sidecar))
@@ -383,7 +261,7 @@ func (l *schemaLog) writeTranscript(path string) error {
 	runs := slices.Clone(l.runs)
 	slices.SortStableFunc(runs, func(a, b schemaRun) int { return strings.Compare(a.Check, b.Check) })
 	for _, ru := range runs {
-		_ = enc.Encode(map[string]any{"src": "schema", "schema": l.s.path, "check": ru.Check, "run": ru.Run, "frames": ru.Frames, "violations": ru.Violations})
+		_ = enc.Encode(map[string]any{"src": "schema", "schema": l.s.Path, "check": ru.Check, "run": ru.Run, "frames": ru.Frames, "violations": ru.Violations})
 	}
 	for _, v := range l.found {
 		whose := "agent"

@@ -6,27 +6,25 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/acp-sidecar/acp-sidecar/conformance/acpschema"
 )
 
-// sdkSchemaDir is the schema directory of @agentclientprotocol/sdk, which
-// scripts/e2e-setup.sh installs with claude-agent-acp (conformance/e2e's
-// schema_test.go validates against the same files).
-const sdkSchemaDir = ".cache/e2e/agentclientprotocol-claude-agent-acp/node_modules/@agentclientprotocol/sdk/schema"
-
-// sdkSchema returns the SDK's schema dir, for --schema. It skips the test
-// when the SDK is not installed, and fails it instead when CI=true.
+// sdkSchema returns the schema dir of @agentclientprotocol/sdk that
+// scripts/e2e-setup.sh installs (acpschema.CacheDir), for --schema. It
+// skips the test when the SDK is not installed, and fails it instead when
+// CI=true.
 func sdkSchema(t testing.TB) string {
 	t.Helper()
 	root, err := repoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(root, filepath.FromSlash(sdkSchemaDir))
-	if _, err := os.Stat(filepath.Join(dir, "v2", "schema.unstable.json")); err != nil {
-		msg := fmt.Sprintf("the ACP SDK's schema is not installed (%v); run: %s claude", err, filepath.Join(root, "scripts", "e2e-setup.sh"))
+	dir, err := acpschema.CacheDir(root)
+	if err != nil {
+		msg := fmt.Sprintf("the ACP SDK's schema is not installed: %v", err)
 		if os.Getenv("CI") == "true" {
 			t.Fatal(msg)
 		}
@@ -40,7 +38,7 @@ func sdkSchema(t testing.TB) string {
 func inV2(t *testing.T) func(*config) {
 	dir := sdkSchema(t)
 	return func(cfg *config) {
-		sc, err := loadSchema(dir, protoV2)
+		sc, err := acpschema.Load(dir, protoV2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,11 +79,11 @@ func TestProtocol2OnV1Agent(t *testing.T) {
 // of a method the schema does not know (the sidecar's own) is not judged.
 func TestSchemaViolations(t *testing.T) {
 	dir := sdkSchema(t)
-	v2, err := loadSchema(dir, protoV2)
+	v2, err := acpschema.Load(dir, protoV2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1, err := loadSchema(dir, protoV1)
+	v1, err := acpschema.Load(dir, protoV1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +111,7 @@ func TestSchemaViolations(t *testing.T) {
 	)
 	for _, tc := range []struct {
 		name   string
-		s      *acpSchema
+		s      *acpschema.Schema
 		lines  []string
 		judged int
 		bad    []string // the definitions that fail, in order
@@ -126,7 +124,7 @@ func TestSchemaViolations(t *testing.T) {
 		{"an error that is none", v2, []string{`{"jsonrpc":"2.0","id":9,"error":{"code":"oops","message":"x"}}`}, 1, []string{"Error"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n, vs := tc.s.validate(events(tc.lines...))
+			n, vs := judgeRun(tc.s, events(tc.lines...))
 			var bad []string
 			for _, v := range vs {
 				bad = append(bad, v.def)
@@ -144,7 +142,7 @@ func TestSchemaViolations(t *testing.T) {
 // the sidecar rewrote with the fault the agent's own frames have stays
 // the agent's.
 func TestSchemaCheckBlames(t *testing.T) {
-	sc, err := loadSchema(sdkSchema(t), protoV2)
+	sc, err := acpschema.Load(sdkSchema(t), protoV2)
 	if err != nil {
 		t.Fatal(err)
 	}
