@@ -158,6 +158,9 @@
 //	                or models; current_mode_update is not sent
 //	messageId       every message chunk has one: the turn's MessageID (as if
 //	                -message-ids), or one of the adapter's own outside a turn
+//	commands        with -commands-in-result (and -commands), every session result
+//	                lists them (availableCommands) and no available_commands_update
+//	                is sent, as codex-acp 2.6.0 gives them in v2
 //
 // # Crashes
 //
