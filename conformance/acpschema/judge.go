@@ -9,27 +9,9 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
-
-// A Side is who wrote a frame.
-type Side int
-
-const (
-	// Client is the client: an editor, or a test's or the suite's client.
-	Client Side = iota
-	// Agent is what the client reads from: the agent, or the sidecar in
-	// front of it.
-	Agent
-)
-
-func (s Side) String() string {
-	if s == Client {
-		return "client"
-	}
-	return "agent"
-}
-
-func (s Side) other() Side { return 1 - s }
 
 var (
 	// ErrNotJSONRPC is what a strict Judge says of a frame that is no
@@ -73,7 +55,7 @@ type Judge struct {
 // valid by it, the validator's error, which Detail words. The definition
 // is "" when none applies: then err is nil, unless the Judge is Strict and
 // frame is not an extension's.
-func (j *Judge) Frame(from Side, frame []byte) (def string, err error) {
+func (j *Judge) Frame(from proxy.Direction, frame []byte) (def string, err error) {
 	var m struct {
 		JSONRPC json.RawMessage `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
@@ -104,21 +86,21 @@ func (j *Judge) Frame(from Side, frame []byte) (def string, err error) {
 			return "", nil
 		}
 		if def = v.params[from][m.Method]; def == "" {
-			return "", j.unjudged(fmt.Errorf("%s method %s: %w of ACP v%d", from, m.Method, ErrUnknown, j.Schema.Version))
+			return "", j.unjudged(fmt.Errorf("%s method %s: %w of ACP v%d", side(from), m.Method, ErrUnknown, j.Schema.Version))
 		}
 		part = m.Params
 	case m.Error != nil:
 		def, part = errorDef, m.Error
 	case m.Result != nil:
-		method, ok := j.asked[from.other()][id]
+		method, ok := j.asked[from.Reverse()][id]
 		if strings.HasPrefix(method, "_") {
 			return "", nil
 		}
 		if !ok {
-			return "", j.unjudged(fmt.Errorf("result from the %s for id %s: %w: the %s sent no request with that id", from, id, ErrUnknown, from.other()))
+			return "", j.unjudged(fmt.Errorf("result from the %s for id %s: %w: the %s sent no request with that id", side(from), id, ErrUnknown, side(from.Reverse())))
 		}
 		if def = v.results[from][method]; def == "" {
-			return "", j.unjudged(fmt.Errorf("result from the %s to %s: %w of ACP v%d", from, method, ErrUnknown, j.Schema.Version))
+			return "", j.unjudged(fmt.Errorf("result from the %s to %s: %w of ACP v%d", side(from), method, ErrUnknown, j.Schema.Version))
 		}
 		part = m.Result
 	default:
@@ -142,7 +124,7 @@ func (j *Judge) unjudged(why error) error {
 	return nil
 }
 
-func (j *Judge) ask(from Side, id, method string) {
+func (j *Judge) ask(from proxy.Direction, id, method string) {
 	if j.asked[from] == nil {
 		j.asked[from] = map[string]string{}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/acpschema"
 	"github.com/acp-sidecar/acp-sidecar/conformance/testbin"
+	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
 // schema is ACP version v's schema from where scripts/e2e-setup.sh
@@ -117,9 +118,9 @@ func TestJudge(t *testing.T) {
 			j := &acpschema.Judge{Schema: schema(t, tt.version, opts...), Strict: tt.strict}
 			var got []string
 			for _, f := range tt.frames {
-				from := acpschema.Agent
+				from := proxy.AgentToClient
 				if rest, ok := strings.CutPrefix(f, ">"); ok {
-					from, f = acpschema.Client, rest
+					from, f = proxy.ClientToAgent, rest
 				}
 				got = append(got, verdict(j.Frame(from, []byte(f))))
 			}
@@ -133,7 +134,7 @@ func TestJudge(t *testing.T) {
 // TestDetail: the validator's words without the schema's name for itself.
 func TestDetail(t *testing.T) {
 	j := &acpschema.Judge{Schema: schema(t, 2)}
-	def, err := j.Frame(acpschema.Agent, []byte(`{"jsonrpc":"2.0","id":2,"error":{"code":"oops","message":"x"}}`))
+	def, err := j.Frame(proxy.AgentToClient, []byte(`{"jsonrpc":"2.0","id":2,"error":{"code":"oops","message":"x"}}`))
 	if def != "Error" || err == nil {
 		t.Fatalf("Frame = %q, %v; want Error and a validation error", def, err)
 	}
@@ -160,11 +161,11 @@ func ExampleJudge() {
 	}
 	j := &acpschema.Judge{Schema: s}
 	for _, f := range []struct {
-		from  acpschema.Side
+		from  proxy.Direction
 		frame string
 	}{
-		{acpschema.Client, `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"hi"}]}}`},
-		{acpschema.Agent, `{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`}, // a v1 result
+		{proxy.ClientToAgent, `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"hi"}]}}`},
+		{proxy.AgentToClient, `{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`}, // a v1 result
 	} {
 		def, err := j.Frame(f.from, []byte(f.frame))
 		fmt.Printf("%s: %s valid %t\n", f.from, def, err == nil)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/acpschema"
+	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
 // Every frame a client gets through the sidecar must read as the ACP
@@ -87,12 +88,12 @@ func schemaErrors(sc *acpschema.Schema, lines []transcriptLine) []string {
 	j := &acpschema.Judge{Schema: sc}
 	var errs []string
 	for _, l := range lines {
-		from := acpschema.Agent
+		from := proxy.AgentToClient
 		if l.Out {
-			from = acpschema.Client
+			from = proxy.ClientToAgent
 		}
 		def, err := j.Frame(from, []byte(l.Line))
-		if from == acpschema.Client || def == "" || err == nil {
+		if from == proxy.ClientToAgent || def == "" || err == nil {
 			continue
 		}
 		errs = append(errs, fmt.Sprintf("a frame the client got is no ACP %s %s: %s\n%s", sc.File, def, clip(l.Line, 0), firstLines(err.Error(), 12)))

@@ -1,7 +1,6 @@
 package fakeagent
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"sync/atomic"
 
 	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 )
 
 // The fake agent speaks ACP v2 (-v2) through an adapter at its stdio edges
@@ -272,18 +273,6 @@ func (v *v2adapter) response(line []byte, f v2frame) []byte {
 	return out
 }
 
-// marshalJSON encodes v without HTML escaping, so text the agent got
-// (<>&) goes back out as it came, and without the encoder's newline.
-func marshalJSON(v any) (json.RawMessage, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
-
 // editObject decodes the JSON object raw, lets edit change its members and
 // encodes it again. Members edit leaves alone keep their bytes; the
 // members come out sorted, as the SDK writes them.
@@ -298,7 +287,7 @@ func editObject(raw json.RawMessage, edit func(map[string]json.RawMessage) error
 	if err := edit(m); err != nil {
 		return nil, err
 	}
-	return marshalJSON(m)
+	return wire.Marshal(m)
 }
 
 // resultLine is the response line carrying result, with its newline.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/acpschema"
 	"github.com/acp-sidecar/acp-sidecar/conformance/testbin"
+	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
 // Every frame the fake agent writes in v2 is checked against the ACP v2
@@ -52,9 +53,9 @@ func v2SchemaErrors(s *acpschema.Schema, wire []v2Wire) []string {
 	j := &acpschema.Judge{Schema: s, Strict: true}
 	var errs []string
 	for _, w := range wire {
-		from := acpschema.Agent
+		from := proxy.AgentToClient
 		if w.fromClient {
-			from = acpschema.Client
+			from = proxy.ClientToAgent
 		}
 		def, err := j.Frame(from, w.line) // a bad frame too, for the request its answer is judged by
 		switch {

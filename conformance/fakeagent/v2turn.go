@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 )
 
 // A v2 prompt (v2.go) is answered as soon as it is inserted, and its end is
@@ -132,7 +134,7 @@ func (v *v2adapter) bigPrompt(id json.RawMessage, sid string, res map[string]any
 	mid := v.ownIDLocked(sid, "big prompt")
 	v.mu.Unlock()
 	res["messageId"] = mid
-	body, err := marshalJSON(res)
+	body, err := wire.Marshal(res)
 	if err != nil {
 		fmt.Fprintf(v.stderr, "fakeagent: v2 big prompt result: %v\n", err)
 		return

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/acpschema"
+	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
 // With --schema DIR every frame a client receives, directly and through
@@ -61,14 +62,14 @@ func judgeRun(s *acpschema.Schema, events []event) (int, []violation) {
 	n := 0
 	var out []violation
 	for _, ev := range events {
-		from := acpschema.Agent
+		from := proxy.AgentToClient
 		if ev.Dir == "send" {
-			from = acpschema.Client
+			from = proxy.ClientToAgent
 		}
 		// The client's own frames are fed for the requests their answers
 		// are judged by, and not judged themselves.
 		def, err := j.Frame(from, ev.Frame)
-		if from == acpschema.Client || def == "" {
+		if from == proxy.ClientToAgent || def == "" {
 			continue
 		}
 		n++

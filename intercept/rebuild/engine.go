@@ -103,8 +103,8 @@ type climbed struct {
 }
 
 // climb runs the recovery ladder and says where it ended (climbed). With
-// quiet, a native load's replay is kept from the client. With replay, the
-// client asked for the conversation (its own load, or v2's resume with
+// quiet, a native load's replay is kept from the client (the client has
+// the history). With replay, the client asked for the conversation (its own load, or v2's resume with
 // replayFrom): in v2 the first rung is a resume that replays it, so the
 // client gets the agent's own messages under their own messageIds, and a
 // plain resume comes after it. mcpServers go with every rung: v2 agents do
@@ -112,12 +112,9 @@ type climbed struct {
 func (e *engine) climb(ctx context.Context, sid string, snap Snapshot, quiet, replay bool) (climbed, error) {
 	caps := e.life.Caps()
 	if replay && wire.Version(caps.Protocol) >= wire.V2 && caps.Resume && snap.Native != "" {
-		var hush ledger.Hush
-		if quiet {
-			hush = ledger.HushAll
-		}
+		// Nothing is hushed: the replay is what the client asked for.
 		params := map[string]any{"sessionId": snap.Native, "cwd": snap.Cwd, "mcpServers": mcpOrEmpty(snap.Mcp), "replayFrom": map[string]string{"type": "start"}}
-		cfg, ok, err := e.rung(ctx, sid, snap, wire.SessionResume, params, hush)
+		cfg, ok, err := e.rung(ctx, sid, snap, wire.SessionResume, params, 0)
 		if err != nil {
 			return climbed{}, err
 		}

@@ -25,10 +25,10 @@ func (b *Rebuilder) WithPickers(result json.RawMessage, recorded, now *state.Con
 }
 
 // Bridge adds the pickers the client's dialect lacks to a session result
-// (wire.Bridge), unless --pickers=off or the connection speaks v2. Only the client sees them: the
-// record keeps the agent's own words.
+// (wire.Bridge), unless --pickers=off or the connection speaks v2. Only
+// the client sees them: the record keeps the agent's own words.
 func (b *Rebuilder) Bridge(result json.RawMessage) json.RawMessage {
-	if b.cfg.NoPickers || wire.Version(b.life.Caps().Protocol) >= wire.V2 {
+	if b.cfg.NoPickers || b.version() >= wire.V2 {
 		return result // v2 has config options only: no other dialect to bridge to
 	}
 	init, _ := b.life.Params()
@@ -59,7 +59,7 @@ func completePickers(v wire.Version, result json.RawMessage, recorded, now *stat
 			out = next
 		}
 	}
-	for _, pk := range []struct {
+	legacy := []struct {
 		field, currentKey, category string
 		have                        json.RawMessage
 		parse                       func(json.RawMessage) *state.Legacy
@@ -67,10 +67,11 @@ func completePickers(v wire.Version, result json.RawMessage, recorded, now *stat
 	}{
 		{"modes", "currentModeId", replay.FieldMode, p.Modes, wire.ParseModes, now.Mode, recorded.Mode},
 		{"models", "currentModelId", replay.FieldModel, p.Models, wire.ParseModels, now.Model, recorded.Model},
-	} {
-		if v >= wire.V2 {
-			break // v2 has config options only
-		}
+	}
+	if v >= wire.V2 {
+		legacy = nil // v2 has config options only
+	}
+	for _, pk := range legacy {
 		cur := currentOf(now, pk.category, pk.now)
 		if !wire.IsNull(pk.have) {
 			if l := pk.parse(pk.have); l != nil && cur != "" && slices.Contains(l.Available, cur) {
