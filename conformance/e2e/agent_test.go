@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"github.com/acp-sidecar/acp-sidecar/conformance/testbin"
-
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/mockllm"
+	"github.com/acp-sidecar/acp-sidecar/conformance/testbin"
 )
 
 // A pkg is one npm package scripts/e2e-setup.sh installs: the folder under
@@ -59,12 +58,8 @@ func (p pkg) argv(t testing.TB) []string {
 	entry := filepath.Join(root, filepath.FromSlash(p.entry))
 	node, nodeErr := exec.LookPath("node")
 	if _, err := os.Stat(entry); err != nil || nodeErr != nil {
-		msg := fmt.Sprintf("%s is not installed (%v); run: %s %s", p.name,
-			errors.Join(err, nodeErr), filepath.Join(root, "scripts", "e2e-setup.sh"), p.setup)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testbin.Missing(t, fmt.Sprintf("%s is not installed (%v); run: %s %s", p.name,
+			errors.Join(err, nodeErr), filepath.Join(root, "scripts", "e2e-setup.sh"), p.setup))
 	}
 	return []string{node, entry}
 }

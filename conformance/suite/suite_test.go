@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/mockllm"
+	"github.com/acp-sidecar/acp-sidecar/conformance/testbin"
 )
 
 // expect is a check's expected verdict and, for fail or skip, a piece of
@@ -505,11 +506,7 @@ func runRealAgent(t *testing.T, name, entryPath, which string, env func(url, tem
 	entry := filepath.Join(root, filepath.FromSlash(entryPath))
 	node, nodeErr := exec.LookPath("node")
 	if _, err := os.Stat(entry); err != nil || nodeErr != nil {
-		msg := fmt.Sprintf("%s is not installed (%v); run: %s %s", name, errors.Join(err, nodeErr), filepath.Join(root, "scripts", "e2e-setup.sh"), which)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testbin.Missing(t, fmt.Sprintf("%s is not installed (%v); run: %s %s", name, errors.Join(err, nodeErr), filepath.Join(root, "scripts", "e2e-setup.sh"), which))
 	}
 	t.Parallel()
 	dir := t.TempDir()

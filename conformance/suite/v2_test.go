@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/acpschema"
+	"github.com/acp-sidecar/acp-sidecar/conformance/testbin"
 )
 
 // sdkSchema returns the schema dir of @agentclientprotocol/sdk that
@@ -24,11 +25,7 @@ func sdkSchema(t testing.TB) string {
 	}
 	dir, err := acpschema.CacheDir(root)
 	if err != nil {
-		msg := fmt.Sprintf("the ACP SDK's schema is not installed: %v", err)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testbin.Missing(t, fmt.Sprintf("the ACP SDK's schema is not installed: %v", err))
 	}
 	return dir
 }

@@ -136,3 +136,16 @@ func RepoRoot() (string, error) {
 		dir = parent
 	}
 }
+
+// Missing stops a test that needs a part the repo's scripts install (an
+// agent package, the SDK's schema) and does not find it, with msg, which
+// says what is missing and what installs it: a skip on a developer's
+// machine, and a failure in CI (CI=true), where a test that skips checks
+// nothing.
+func Missing(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
