@@ -65,6 +65,10 @@ type LineReader struct {
 	// ahead, once readAhead started it, is the goroutine that reads the
 	// next buffer while frames of this one are decided.
 	ahead *readAhead
+	// longHint is the length of the last long line, the room a new long
+	// buffer is made with: a stream of long frames is most often of one
+	// size, and growing to it by doubling copies each frame twice more.
+	longHint int
 }
 
 // aheadRoom is the room before the data of each buffer read ahead, where
@@ -74,10 +78,32 @@ const aheadRoom = 16 << 10
 
 // readAhead is a goroutine of the reader's that reads into free buffers
 // and hands them over, in order, as full.
+//
+// A line longer than a buffer is read by the caller itself, straight into
+// the line's own buffer (LineReader.longLine): copied there from buffers
+// read ahead, a 5 MiB frame cost a third of the relay's time. For that the
+// caller stops giving buffers (hold), takes back those not yet read into,
+// and reads the source once every buffer given is back (out == 0): the
+// goroutine then waits for a buffer and touches nothing.
 type readAhead struct {
 	full chan aheadChunk // closed after the chunk with the read error
 	free chan []byte
 	err  error // the read error, once full is closed
+
+	// The caller's: how many buffers were given and have not come back
+	// (full or taken back), and while a long line is read, the buffers
+	// kept back.
+	out  int
+	hold bool
+	kept [][]byte
+	// ended says free is closed: the caller's own read failed, and the
+	// goroutine, given no more buffers, has ended or is ending.
+	ended bool
+
+	// pipe, when the source is one, is grown the first time a read finds
+	// it full, by whoever reads it then.
+	pipe *os.File
+	grow bool
 }
 
 // aheadChunk is one read: buf[aheadRoom:n], then err.
@@ -102,9 +128,11 @@ type aheadChunk struct {
 // orchestrator's hundred quietly chatting agents must not take it all.
 func (lr *LineReader) readAhead() {
 	a := &readAhead{full: make(chan aheadChunk, 1), free: make(chan []byte, 4)}
+	a.pipe, a.grow = lr.src.(*os.File)
 	size := aheadRoom + ReadBufSize
 	a.free <- make([]byte, size)
 	a.free <- make([]byte, size)
+	a.out = 2
 	lr.buf = make([]byte, size)
 	lr.r, lr.seen, lr.w = aheadRoom, aheadRoom, aheadRoom
 	lr.ahead = a
@@ -113,20 +141,74 @@ func (lr *LineReader) readAhead() {
 
 func (a *readAhead) run(src io.Reader) {
 	defer close(a.full)
-	pipe, grow := src.(*os.File)
 	for buf := range a.free {
 		c := aheadChunk{buf: buf, n: aheadRoom}
 		c.n, c.err = readSome(src, buf, aheadRoom)
-		if grow && c.n-aheadRoom >= defaultPipeSize {
-			// Refused, the pipe keeps its size: it is speed, not function.
-			_ = GrowPipe(pipe)
-			grow = false
-		}
+		a.grown(c.n - aheadRoom)
 		a.full <- c
 		if c.err != nil {
 			return
 		}
 	}
+}
+
+// grown grows the pipe after a read of n bytes that found it full.
+func (a *readAhead) grown(n int) {
+	if a.grow && n >= defaultPipeSize {
+		// Refused, the pipe keeps its size: it is speed, not function.
+		_ = GrowPipe(a.pipe)
+		a.grow = false
+	}
+}
+
+// give hands buf to the goroutine to read into, or, while a long line is
+// read, keeps it back.
+func (a *readAhead) give(buf []byte) {
+	if a.hold || a.ended {
+		if len(a.kept) < cap(a.free) {
+			a.kept = append(a.kept, buf)
+		}
+		return
+	}
+	select {
+	case a.free <- buf:
+		a.out++
+	default: // enough buffers circulate; this one is let go
+	}
+}
+
+// stop stops giving buffers, takes back those the goroutine has not
+// begun to read into, and says whether every buffer is back.
+func (a *readAhead) stop() bool {
+	a.hold = true
+	for a.out > 0 {
+		select {
+		case buf := <-a.free:
+			a.out--
+			a.kept = append(a.kept, buf)
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// resume gives the kept buffers back to the goroutine.
+func (a *readAhead) resume() {
+	a.hold = false
+	kept := a.kept
+	a.kept = nil
+	for _, buf := range kept {
+		a.give(buf)
+	}
+}
+
+// fail ends the goroutine after the caller's own read failed with err:
+// it is given no more buffers, and Next then gets err as from a read of
+// its own.
+func (a *readAhead) fail(err error) {
+	a.err, a.ended = err, true
+	close(a.free)
 }
 
 // readSome reads into buf[from:] and returns where the data ends. As
@@ -151,6 +233,7 @@ func (lr *LineReader) fillAhead() {
 		lr.err = a.err
 		return
 	}
+	a.out--
 	tail := lr.buf[lr.r:lr.w] // no longer than aheadRoom (readSlice)
 	at := aheadRoom - len(tail)
 	copy(c.buf[at:], tail)
@@ -162,10 +245,7 @@ func (lr *LineReader) fillAhead() {
 	if lr.lend != nil {
 		old = lr.lend(old)
 	}
-	select {
-	case a.free <- old:
-	default: // enough buffers circulate; this one is let go
-	}
+	a.give(old)
 }
 
 // drained says whether nothing more is ready without waiting for the
@@ -206,7 +286,7 @@ func (lr *LineReader) readSlice() ([]byte, error) {
 			lr.r, lr.err = lr.w, nil
 			return line, err
 		}
-		if lr.w-lr.r == len(lr.buf) || lr.ahead != nil && lr.w-lr.r > aheadRoom {
+		if lr.w-lr.r == len(lr.buf) || lr.ahead != nil && (lr.w-lr.r > aheadRoom || lr.ahead.hold && lr.ahead.out == 0) {
 			line := lr.buf[lr.r:lr.w]
 			lr.r = lr.w
 			return line, errBufferFull
@@ -344,21 +424,108 @@ func (lr *LineReader) line() ([]byte, error) {
 		}
 		return frag, err
 	}
+	return lr.longLine(frag)
+}
+
+// longLine reads the rest of a line longer than the read buffer, whose
+// start is frag, into long: what was read ahead already is copied there,
+// the rest is read straight into it (readAhead).
+func (lr *LineReader) longLine(frag []byte) ([]byte, error) {
+	a := lr.ahead
+	err := errBufferFull
 	for {
 		if len(lr.long)+lineLen(frag, err) > lr.limit {
+			lr.resumeAhead()
 			return nil, lr.discard(len(lr.long)+len(frag), frag, err)
 		}
 		lr.long = append(lr.long, frag...)
 		if !errors.Is(err, errBufferFull) {
 			break
 		}
+		if a == nil || a.stop() {
+			var done bool
+			if done, err = lr.readLong(); !done {
+				err = errBufferFull
+			}
+			frag = nil
+			continue
+		}
 		frag, err = lr.readSlice()
 	}
+	lr.resumeAhead()
 	lr.inLong = true
+	lr.longHint = min(len(lr.long), keepLong)
 	if err == nil {
 		return lr.long[:len(lr.long)-1], nil
 	}
 	return lr.long, err
+}
+
+// resumeAhead lets the read-ahead goroutine read on after a long line.
+func (lr *LineReader) resumeAhead() {
+	if lr.ahead != nil {
+		lr.ahead.resume()
+	}
+}
+
+// readLong reads once from the source straight into long, which nothing
+// else reads meanwhile, and says whether the line ended: at a '\n', with
+// what came after it put back in the read buffer, or at the read's error.
+// One read takes at most a read buffer's worth, so what comes after the
+// line fits there.
+func (lr *LineReader) readLong() (done bool, err error) {
+	if cap(lr.long)-len(lr.long) < ReadBufSize {
+		size := max(2*cap(lr.long), len(lr.long)+ReadBufSize, lr.longHint+ReadBufSize)
+		grown := make([]byte, len(lr.long), size)
+		copy(grown, lr.long)
+		lr.long = grown
+	}
+	from := len(lr.long)
+	end, err := readSome(lr.src, lr.long[:from+ReadBufSize], from)
+	lr.long = lr.long[:end]
+	if lr.ahead != nil {
+		lr.ahead.grown(end - from)
+	}
+	if i := bytes.IndexByte(lr.long[from:], '\n'); i >= 0 {
+		at := from + i + 1
+		lr.putBack(lr.long[at:])
+		lr.long = lr.long[:at]
+		if err != nil {
+			// Read again from the buffer after what was put back.
+			lr.keepErr(err)
+		}
+		return true, nil
+	}
+	if err != nil {
+		if lr.ahead != nil {
+			lr.ahead.fail(err)
+		}
+		return true, err
+	}
+	return false, nil
+}
+
+// putBack makes rest, read after a long line, the read buffer's content.
+func (lr *LineReader) putBack(rest []byte) {
+	buf := lr.buf
+	if lr.lend != nil {
+		buf = lr.lend(buf)
+	}
+	at := 0
+	if lr.ahead != nil {
+		at = aheadRoom
+	}
+	n := copy(buf[at:], rest)
+	lr.buf, lr.r, lr.seen, lr.w = buf, at, at, at+n
+}
+
+// keepErr keeps err, which a read gave with the bytes now in the read
+// buffer, to be returned after them.
+func (lr *LineReader) keepErr(err error) {
+	lr.err = err
+	if lr.ahead != nil {
+		lr.ahead.fail(err)
+	}
 }
 
 // lineLen is the length of a fragment without its '\n'.

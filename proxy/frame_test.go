@@ -207,3 +207,111 @@ func TestTodaysChunksAreReadByTheirTail(t *testing.T) {
 		t.Errorf("%d of %d chunks read by their tail, want %d", byTail, len(want), len(want)-2)
 	}
 }
+
+// TestLongLinesReadStraight: lines longer than the read buffer, which the
+// reader reads straight into their own buffer, come out as a plain split
+// of the stream says, with and without reading ahead, however the reads
+// cut it: with the frames after them that the same read brought, with a
+// line over the limit among them, with a read error or the end of input
+// in a long line or right after one. A lent read buffer is never read into
+// again, and a long line's buffer taken is never written to again.
+func TestLongLinesReadStraight(t *testing.T) {
+	const limit = 900 << 10
+	sizes := []int{ReadBufSize + 1, 3 * ReadBufSize, 10, 700 << 10, limit + 1, 2, limit, ReadBufSize - 1, 5, 2*ReadBufSize + 7, 1}
+	var stream []byte
+	var lines []int // each line's size, in order
+	for k := range 3 * len(sizes) {
+		size := sizes[k%len(sizes)]
+		line := bytes.Repeat([]byte{byte('a' + k%26)}, size)
+		stream = append(append(stream, line...), '\n')
+		lines = append(lines, size)
+	}
+	failure := errors.New("the pipe broke")
+	for _, tc := range []struct {
+		name  string
+		cut   int   // the length of the stream the source gives
+		end   error // what the source gives after it
+		ahead bool
+	}{
+		{"whole", len(stream), io.EOF, false},
+		{"whole-ahead", len(stream), io.EOF, true},
+		{"unended-long", len(stream) - 1, io.EOF, true},
+		{"broken-in-long", len(stream) / 2, failure, true},
+		{"broken-in-long-plain", len(stream) / 2, failure, false},
+		{"broken-after-long", sizes[0] + 1 + sizes[1] + 1 + 3, failure, true},
+		{"broken-after-long-plain", sizes[0] + 1 + sizes[1] + 1 + 3, failure, false},
+	} {
+		for _, most := range []int{97, 64 << 10, 3 * ReadBufSize} {
+			t.Run(fmt.Sprintf("%s/%d", tc.name, most), func(t *testing.T) {
+				src := &cutReader{b: stream[:tc.cut], most: most, end: tc.end}
+				lr := NewLineReader(src, limit)
+				type lent struct{ buf, copy []byte }
+				var kept []lent
+				lr.lend = func(buf []byte) []byte {
+					kept = append(kept, lent{buf, bytes.Clone(buf)})
+					return make([]byte, len(buf))
+				}
+				if tc.ahead {
+					lr.readAhead()
+				}
+				at := 0 // where the next line starts in the stream
+				for k, size := range lines {
+					ended := at+size < tc.cut // its '\n' was given
+					if at >= tc.cut || !ended && tc.end != io.EOF {
+						break
+					}
+					want := stream[at : at+min(size, tc.cut-at)]
+					at += size + 1
+					line, err := lr.Next()
+					if size > limit {
+						var tooLarge *TooLargeError
+						if !errors.As(err, &tooLarge) || tooLarge.Size != len(want) {
+							t.Fatalf("line %d of %d bytes: %v, want it too large", k, size, err)
+						}
+						continue
+					}
+					if err != nil && !(errors.Is(err, io.EOF) && !ended) {
+						t.Fatalf("line %d of %d bytes: %v", k, size, err)
+					}
+					if !bytes.Equal(line, want) {
+						t.Fatalf("line %d: got %d bytes of %.1q, want %d of %.1q", k, len(line), line, len(want), want)
+					}
+					if buf := lr.takeLong(); buf != nil {
+						kept = append(kept, lent{buf, bytes.Clone(buf)})
+					}
+				}
+				if _, err := lr.Next(); !errors.Is(err, tc.end) {
+					t.Fatalf("after the last line: %v, want %v", err, tc.end)
+				}
+				for k, l := range kept {
+					if !bytes.Equal(l.buf, l.copy) {
+						t.Fatalf("buffer %d was written to after it was lent or taken", k)
+					}
+				}
+			})
+		}
+	}
+}
+
+// cutReader gives b in reads of 1 to most bytes, the last of them with
+// end, and io.EOF after that: an error is given once, as a broken pipe's
+// is.
+type cutReader struct {
+	b    []byte
+	most int
+	k    int
+	end  error
+}
+
+func (r *cutReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	r.k++
+	n := copy(p[:min(len(p), 1+(r.k*7919)%r.most)], r.b)
+	r.b = r.b[n:]
+	if len(r.b) == 0 && r.end != nil {
+		return n, r.end
+	}
+	return n, nil
+}
