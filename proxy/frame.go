@@ -475,8 +475,7 @@ func (lr *LineReader) resumeAhead() {
 // line fits there.
 func (lr *LineReader) readLong() (done bool, err error) {
 	if cap(lr.long)-len(lr.long) < ReadBufSize {
-		size := max(2*cap(lr.long), len(lr.long)+ReadBufSize, lr.longHint+ReadBufSize)
-		grown := make([]byte, len(lr.long), size)
+		grown := make([]byte, len(lr.long), lr.longRoom())
 		copy(grown, lr.long)
 		lr.long = grown
 	}
@@ -503,6 +502,19 @@ func (lr *LineReader) readLong() (done bool, err error) {
 		return true, err
 	}
 	return false, nil
+}
+
+// longRoom is the capacity long grows to: room for the last long line,
+// else twice what it has, a quarter more past keepLong, where a frame is
+// rare and memory counts; never more than the longest line the limit lets
+// through, with a read's room after it.
+func (lr *LineReader) longRoom() int {
+	grow := cap(lr.long)
+	if grow > keepLong {
+		grow /= 4
+	}
+	size := max(cap(lr.long)+grow, lr.longHint) + ReadBufSize
+	return min(size, lr.limit+ReadBufSize)
 }
 
 // putBack makes rest, read after a long line, the read buffer's content.
