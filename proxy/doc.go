@@ -39,5 +39,10 @@
 // writes to the output next takes the run first, so order holds. When the
 // reader needs its buffer back, the run goes in line for the sink's
 // owned-write goroutine, which writes it straight from the buffer while the
-// reader reads on into another (output.settle, sink.drainOwned).
+// reader reads on into another (output.settle, sink.drainOwned). A frame
+// longer than the read buffer is read by the relay's goroutine itself,
+// straight into a buffer of the frame's own, while the goroutine that reads
+// ahead waits (LineReader.longLine); once scanned, that buffer goes whole to
+// the owned-write goroutine, and the reader reads the next frame into
+// another.
 package proxy
