@@ -59,14 +59,21 @@ var leaseEnd = regexp.MustCompile(`until (\S+) unless`)
 // name holder's pid) and returns the load's response and the refusals.
 func loadUntilFree(t *testing.T, lp *ladderPeer, sid string, holder int) (resp []byte, refused int) {
 	t.Helper()
+	return openUntilFree(t, lp, "session/load", sid, holder)
+}
+
+// openUntilFree is loadUntilFree with the open's method: a v2 editor
+// resumes, as v2 has no session/load.
+func openUntilFree(t *testing.T, lp *ladderPeer, method, sid string, holder int) (resp []byte, refused int) {
+	t.Helper()
 	for {
-		_, resp := lp.request("session/load", map[string]any{"sessionId": sid, "cwd": t.TempDir(), "mcpServers": []any{}})
+		_, resp := lp.request(method, map[string]any{"sessionId": sid, "cwd": t.TempDir(), "mcpServers": []any{}})
 		if strings.Contains(string(resp), `"result"`) {
 			return resp, refused
 		}
 		_, code, msg := decodeRPCError(t, resp)
 		if code != proxy.CodeLeaseHeld || !strings.Contains(msg, fmt.Sprintf("pid %d", holder)) {
-			t.Fatalf("load while the lease is %d's: %s, want %d naming it", holder, clip(resp), proxy.CodeLeaseHeld)
+			t.Fatalf("%s while the lease is %d's: %s, want %d naming it", method, holder, clip(resp), proxy.CodeLeaseHeld)
 		}
 		refused++
 		// The refusal says when the lease ends, as an orchestrator would

@@ -1,0 +1,121 @@
+//go:build linux
+
+package main
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
+	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
+)
+
+// v2Host is an editor that speaks ACP v2 to one host of a fleet: a sidecar
+// on the fleet's store in front of a v2 fake agent of its own.
+type v2Host struct {
+	*ladderPeer
+}
+
+// startV2Host starts a host and initializes it in v2.
+func startV2Host(t *testing.T, flags ...string) *v2Host {
+	t.Helper()
+	dir := t.TempDir()
+	var stderr acpclient.Buffer
+	lp := &ladderPeer{stderr: &stderr, nextID: 1}
+	lp.peer = startPeer(t, boundedCtx(t), &stderr, sidecarArgv(t, flags, "acp-sidecar", "fakeagent", "-profile", "v2-current", "-state", filepath.Join(dir, "state.json"))...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("sidecar %d stderr:\n%s", lp.c.Pid(), stderr.String())
+		}
+	})
+	resp := lp.call(`1`, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2,"info":{"name":"v2-editor","version":"1"},"capabilities":{}}}`)
+	if !strings.Contains(string(resp), `"protocolVersion":2`) {
+		t.Fatalf("initialize in v2: %s", clip(resp))
+	}
+	return &v2Host{lp}
+}
+
+// set sets option id to value, the v2 way.
+func (h *v2Host) set(id, value string) {
+	h.t.Helper()
+	_, resp := h.request("session/set_config_option", map[string]any{"sessionId": h.sid, "configId": id, "type": "id", "value": value})
+	mustSucceed(h.t, "set "+id, resp)
+}
+
+// turn sends a prompt, which is answered once accepted, and waits for the
+// idle state_update that ends its turn; it returns the agent's text.
+func (h *v2Host) turn(text string) string {
+	h.t.Helper()
+	from := len(h.lines())
+	_, resp := h.request("session/prompt", map[string]any{"sessionId": h.sid, "prompt": []map[string]any{{"type": "text", "text": text}}})
+	if !strings.Contains(string(resp), `"messageId"`) {
+		h.t.Fatalf("prompt %q: %s, want it accepted with a messageId", text, clip(resp))
+	}
+	idle := h.await("the idle state_update of "+text, func(l []byte) bool {
+		return strings.Contains(string(l), `"sessionUpdate":"state_update","state":"idle"`) && strings.Contains(string(l), `"sessionId":"`+h.sid+`"`)
+	})
+	if !strings.Contains(string(idle), `"stopReason":"end_turn"`) {
+		h.t.Fatalf("turn %q ended %s, want end_turn", text, idle)
+	}
+	var b strings.Builder
+	for _, l := range h.lines()[from:h.seen] {
+		if u, ok := parseUpdate(l); ok && u.sessionID == h.sid && u.kind == "agent_message_chunk" {
+			b.WriteString(u.text)
+		}
+	}
+	return b.String()
+}
+
+// TestFleetFailoverV2 is TestFleetFailover with a v2 editor and v2 agents:
+// host A dies mid-turn, and host B, asked to resume the session (v2 has no
+// session/load), refuses while A's lease is live, naming A, then takes the
+// session on with its config and kept turns, and marks A's running turn
+// interrupted.
+func TestFleetFailoverV2(t *testing.T) {
+	t.Parallel()
+	store := startPostgres(t)
+	flags := []string{"--store", store, "--lease-ttl", "2s"}
+	a := startV2Host(t, append(flags, "--host", "host-a")...)
+	_, resp := a.request("session/new", map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}})
+	a.sid = sessionIDFrom(t, resp)
+	a.set("model", fakeagent.ModelDeep)
+	a.set("mode", "plan")
+	for _, text := range []string{"alpha kept turn", "bravo kept turn"} {
+		if r, ok := fakeagent.ParseReply(a.turn(text)); !ok || r.Model != fakeagent.ModelDeep || r.Mode != "plan" {
+			t.Fatalf("reply on host A = %+v (%v), want deep-3 / plan", r, ok)
+		}
+	}
+	_, resp = a.request("session/prompt", map[string]any{"sessionId": a.sid, "prompt": []map[string]any{{"type": "text", "text": "hang"}}})
+	mustSucceed(t, "the prompt that hangs", resp)
+	a.await("the turn that hangs", func(l []byte) bool { return strings.Contains(string(l), "fake-agent waiting for session/cancel") })
+	for !slices.Equal(turnStatuses(t, store, a.sid), []string{"completed", "completed", "running"}) {
+		if a.ctx.Err() != nil {
+			t.Fatal("the running turn never reached the fleet's store")
+		}
+	}
+	holder := a.c.Pid()
+	if err := a.c.Kill(); err != nil {
+		t.Fatal(err)
+	}
+
+	b := startV2Host(t, append(flags, "--host", "host-b")...)
+	resp, refused := openUntilFree(t, b.ladderPeer, "session/resume", a.sid, holder)
+	mustSucceed(t, "resume on host B", resp)
+	t.Logf("host B's resume was refused %d times while host A's lease ran out", refused)
+	b.sid = a.sid
+	r, ok := fakeagent.ParseReply(b.turn("charlie on host b"))
+	if !ok || r.Model != fakeagent.ModelDeep || r.Mode != "plan" {
+		t.Errorf("the first prompt on host B ran on %+v (%v), want deep-3 / plan", r, ok)
+	}
+	if ok && r.Blocks != 2 {
+		t.Errorf("the first prompt on host B had %d blocks, want 2: the kept turns, then the prompt", r.Blocks)
+	}
+	if got, want := turnStatuses(t, store, a.sid), []string{"completed", "completed", "interrupted", "completed"}; !slices.Equal(got, want) {
+		t.Errorf("turns in the fleet's store = %q, want %q", got, want)
+	}
+	if n := nativeEvents(t, store, a.sid); len(n) != 2 || n[0] != "new@host-a" || n[1] != "failover@host-b" {
+		t.Errorf("native sessions in the fleet's store = %q, want new@host-a then failover@host-b", n)
+	}
+}
