@@ -154,6 +154,11 @@ func (s *Session) LastNative() *Native {
 	return &s.Natives[len(s.Natives)-1]
 }
 
+// ProtocolVersion is the ACP version the session was last recorded in,
+// with the records written before Protocol existed read as the v1 they
+// were.
+func (s *Session) ProtocolVersion() int { return max(s.Protocol, 1) }
+
 // Compaction is what the record keeps of the agent's own compaction of a
 // session's context (ACP's compaction_update and compaction_summary_chunk):
 // the agent replaced the turns before Turn in its context by Summary, so

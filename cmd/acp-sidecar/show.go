@@ -617,7 +617,7 @@ func buildShow(sess *state.Session, turns []state.Turn) showJSON {
 		Natives:               []nativeJSON{},
 		Agent:                 nonNil(sess.Agent),
 		AgentName:             sess.AgentName,
-		Protocol:              max(sess.Protocol, 1),
+		Protocol:              sess.ProtocolVersion(),
 		Cwd:                   sess.Cwd,
 		Title:                 sess.Title,
 		AdditionalDirectories: nonNil(sess.AdditionalDirectories),
@@ -715,7 +715,7 @@ func writeShow(w io.Writer, sess *state.Session, turns []state.Turn) error {
 	}
 	row("native", native)
 	row("agent", orNone(cell(namedAgent(sess.AgentName, strings.Join(sess.Agent, " ")), 0)))
-	row("acp", fmt.Sprintf("v%d", max(sess.Protocol, 1)))
+	row("acp", fmt.Sprintf("v%d", sess.ProtocolVersion()))
 	row("cwd", orNone(cell(sess.Cwd, 0)))
 	if len(sess.AdditionalDirectories) > 0 {
 		row("dirs", cell(strings.Join(sess.AdditionalDirectories, ", "), 0))

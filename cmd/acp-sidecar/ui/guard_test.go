@@ -179,3 +179,18 @@ func TestPagesEscapeTheRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestPageSaysTheProtocol: a session's page says which ACP version it was
+// last recorded in, and a record from before versions were kept reads v1.
+func TestPageSaysTheProtocol(t *testing.T) {
+	st := state.NewMemory()
+	c := config("deep-3", "code")
+	put(t, st, &state.Session{ClientID: "s2", NativeID: "n1", NativeHistory: []string{"n1"}, Protocol: 2, Baseline: c, Live: c, Updated: t0})
+	put(t, st, &state.Session{ClientID: "s0", NativeID: "n2", NativeHistory: []string{"n2"}, Baseline: c, Live: c, Updated: t0})
+	s := newTestServer(t, st)
+	for sid, want := range map[string]string{"s2": `<dd id="protocol">v2</dd>`, "s0": `<dd id="protocol">v1</dd>`} {
+		if b := body(t, get(t, s, "/session?id="+sid)); !strings.Contains(b, want) {
+			t.Errorf("the page of %s lacks %s", sid, want)
+		}
+	}
+}

@@ -233,6 +233,7 @@ type sessionPage struct {
 	FromPrompt    bool
 	State, Holder string
 	Agent         string
+	Protocol      int // the ACP version the session was last recorded in
 	Cwd           string
 	Dirs          []string
 	Created       time.Time
@@ -358,7 +359,7 @@ func (s *Server) sessionData(ctx context.Context, id string, turnPage int) (*ses
 	p := &sessionPage{
 		ID: id, URL: sessionURL(id), Title: sess.Title, State: stateOf(sum), Holder: sum.Holder,
 		Agent: sessionview.NamedAgent(sess.AgentName, strings.Join(sess.Agent, " ")), Cwd: sess.Cwd,
-		Dirs: sess.AdditionalDirectories, Created: sess.Created, Updated: sess.Updated, Native: sess.NativeID,
+		Protocol: sess.ProtocolVersion(), Dirs: sess.AdditionalDirectories, Created: sess.Created, Updated: sess.Updated, Native: sess.NativeID,
 		Blocked: sess.Blocked, SetErrors: sess.SetErrors, Compaction: sess.Compaction,
 		CSRF: s.csrf, Following: following,
 		EventsURL: "/session/events?" + url.Values{"id": {id}, "tp": {strconv.Itoa(turnPage)}, "gen": {strconv.FormatUint(gen, 10)}}.Encode(),
