@@ -123,19 +123,7 @@ func TestFleetFailover(t *testing.T) {
 	flags := []string{"--store", store, "--lease-ttl", "2s"}
 	a := startLadderWith(t, append(flags, "--host", "host-a"), func(agent []string) []string { return agent })
 	a.send(`{"jsonrpc":"2.0","id":"hang","method":"session/prompt","params":{"sessionId":"` + a.sid + `","prompt":[{"type":"text","text":"hang"}]}}`)
-	a.await("the turn that hangs", func(l []byte) bool { return strings.Contains(string(l), "fake-agent waiting for session/cancel") })
-	// The host dies once the turn's start is in the fleet's store, as a
-	// host that dies seconds into a turn does: a kill within the
-	// milliseconds before leaves the turn absent, never half-written.
-	for !slices.Equal(turnStatuses(t, store, a.sid), []string{"completed", "completed", "running"}) {
-		if a.ctx.Err() != nil {
-			t.Fatal("the running turn never reached the fleet's store")
-		}
-	}
-	holder := a.c.Pid()
-	if err := a.c.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	holder := dieMidTurn(t, a, store)
 
 	b := host(t, append(flags, "--host", "host-b")...)
 	resp, refused := loadUntilFree(t, b, a.sid, holder)
@@ -156,16 +144,44 @@ func TestFleetFailover(t *testing.T) {
 	if ok && r.Blocks != 2 {
 		t.Errorf("the first prompt on host B had %d blocks, want 2: the kept turns, then the prompt", r.Blocks)
 	}
-	got, want := turnStatuses(t, store, a.sid), []string{"completed", "completed", "interrupted", "completed"}
+	got := checkFailedOver(t, store, a.sid)
+	t.Logf("fleet report failover: acknowledged-lost=%d refused-while-held=%d interrupted-marked=%v", lostOf(got, []string{"completed", "completed"}), refused, slices.Contains(got, "interrupted"))
+}
+
+// dieMidTurn waits until lp's turn that hangs is running, in the fleet's
+// store too, then kills the host, its whole tree, and returns its pid. The
+// host dies once the turn's start is in the store, as a host that dies
+// seconds into a turn does: a kill within the milliseconds before leaves
+// the turn absent, never half-written.
+func dieMidTurn(t *testing.T, lp *ladderPeer, store string) (pid int) {
+	t.Helper()
+	lp.await("the turn that hangs", func(l []byte) bool { return strings.Contains(string(l), "fake-agent waiting for session/cancel") })
+	for !slices.Equal(turnStatuses(t, store, lp.sid), []string{"completed", "completed", "running"}) {
+		if lp.ctx.Err() != nil {
+			t.Fatal("the running turn never reached the fleet's store")
+		}
+	}
+	pid = lp.c.Pid()
+	if err := lp.c.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// checkFailedOver checks the record of a session that host-a ran two turns
+// of and died in the third, and host-b took on for a fourth: the running
+// turn is marked interrupted, and the native session on B was made by a
+// failover from A. It returns the turns' statuses.
+func checkFailedOver(t *testing.T, store, sid string) []string {
+	t.Helper()
+	got, want := turnStatuses(t, store, sid), []string{"completed", "completed", "interrupted", "completed"}
 	if !slices.Equal(got, want) {
 		t.Errorf("turns in the fleet's store = %q, want %q", got, want)
 	}
-	// The record says the session moved hosts: its native session on B
-	// was made by a failover from A.
-	if n := nativeEvents(t, store, a.sid); len(n) != 2 || n[0] != "new@host-a" || n[1] != "failover@host-b" {
+	if n := nativeEvents(t, store, sid); len(n) != 2 || n[0] != "new@host-a" || n[1] != "failover@host-b" {
 		t.Errorf("native sessions in the fleet's store = %q, want new@host-a then failover@host-b", n)
 	}
-	t.Logf("fleet report failover: acknowledged-lost=%d refused-while-held=%d interrupted-marked=%v", lostOf(got, []string{"completed", "completed"}), refused, slices.Contains(got, "interrupted"))
+	return got
 }
 
 // nativeEvents are the events that made sid's native sessions, each as

@@ -4,7 +4,6 @@ package main
 
 import (
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -89,16 +88,7 @@ func TestFleetFailoverV2(t *testing.T) {
 	}
 	_, resp = a.request("session/prompt", map[string]any{"sessionId": a.sid, "prompt": []map[string]any{{"type": "text", "text": "hang"}}})
 	mustSucceed(t, "the prompt that hangs", resp)
-	a.await("the turn that hangs", func(l []byte) bool { return strings.Contains(string(l), "fake-agent waiting for session/cancel") })
-	for !slices.Equal(turnStatuses(t, store, a.sid), []string{"completed", "completed", "running"}) {
-		if a.ctx.Err() != nil {
-			t.Fatal("the running turn never reached the fleet's store")
-		}
-	}
-	holder := a.c.Pid()
-	if err := a.c.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	holder := dieMidTurn(t, a.ladderPeer, store)
 
 	b := startV2Host(t, append(flags, "--host", "host-b")...)
 	resp, refused := openUntilFree(t, b.ladderPeer, "session/resume", a.sid, holder)
@@ -112,10 +102,5 @@ func TestFleetFailoverV2(t *testing.T) {
 	if ok && r.Blocks != 2 {
 		t.Errorf("the first prompt on host B had %d blocks, want 2: the kept turns, then the prompt", r.Blocks)
 	}
-	if got, want := turnStatuses(t, store, a.sid), []string{"completed", "completed", "interrupted", "completed"}; !slices.Equal(got, want) {
-		t.Errorf("turns in the fleet's store = %q, want %q", got, want)
-	}
-	if n := nativeEvents(t, store, a.sid); len(n) != 2 || n[0] != "new@host-a" || n[1] != "failover@host-b" {
-		t.Errorf("native sessions in the fleet's store = %q, want new@host-a then failover@host-b", n)
-	}
+	checkFailedOver(t, store, a.sid)
 }
