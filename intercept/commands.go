@@ -1,6 +1,7 @@
 package intercept
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -409,8 +410,12 @@ func (c *commands) prompt(ctx context.Context, id []byte, sid string, raw []byte
 	if name, args, ok := slashOf(raw); ok {
 		// The command's work (a rebuild) is slow: the relay runs it off its
 		// goroutine, and nothing waits for it but this prompt's answer.
+		// raw lies in the relay's read buffer, which the client's next
+		// frame overwrites meanwhile; the command's turn echoes the
+		// prompt (v2), so it takes a copy.
+		prompt := bytes.Clone(wire.Member(raw, "params", "prompt"))
 		return proxy.Verdict{Do: proxy.Defer, Later: func(ctx context.Context) proxy.Decision {
-			return answerWith(c.slash(ctx, id, sid, name, args, wire.Member(raw, "params", "prompt"))...)
+			return answerWith(c.slash(ctx, id, sid, name, args, prompt)...)
 		}}, nil
 	}
 	if what := c.led.BusyWith(sid); what != "" {
