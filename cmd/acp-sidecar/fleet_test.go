@@ -37,19 +37,27 @@ func startPostgres(t *testing.T) string {
 // that knows no session, and initializes it.
 func host(t *testing.T, flags ...string) *ladderPeer {
 	t.Helper()
+	lp := startHost(t, nil, flags...)
+	initialize(lp.peer)
+	return lp
+}
+
+// startHost is host with the fake agent's flags, and no initialize.
+func startHost(t *testing.T, agentFlags []string, flags ...string) *ladderPeer {
+	t.Helper()
 	dir := t.TempDir()
 	var stderr acpclient.Buffer
 	lp := &ladderPeer{stderr: &stderr, nextID: 1}
 	logFile := filepath.Join(dir, "sidecar.log")
 	flags = append([]string{"--log-file", logFile}, flags...)
-	lp.peer = startPeer(t, boundedCtx(t), &stderr, sidecarArgv(t, flags, "acp-sidecar", "fakeagent", "-state", filepath.Join(dir, "state.json"))...)
+	agent := append([]string{"acp-sidecar", "fakeagent", "-state", filepath.Join(dir, "state.json")}, agentFlags...)
+	lp.peer = startPeer(t, boundedCtx(t), &stderr, sidecarArgv(t, flags, agent...)...)
 	t.Cleanup(func() {
 		if t.Failed() {
 			log, _ := os.ReadFile(logFile)
 			t.Logf("sidecar %d stderr:\n%s\nlog:\n%s", lp.c.Pid(), stderr.String(), log)
 		}
 	})
-	initialize(lp.peer)
 	return lp
 }
 

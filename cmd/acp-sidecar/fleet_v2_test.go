@@ -3,11 +3,9 @@
 package main
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
 	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
 )
 
@@ -20,15 +18,7 @@ type v2Host struct {
 // startV2Host starts a host and initializes it in v2.
 func startV2Host(t *testing.T, flags ...string) *v2Host {
 	t.Helper()
-	dir := t.TempDir()
-	var stderr acpclient.Buffer
-	lp := &ladderPeer{stderr: &stderr, nextID: 1}
-	lp.peer = startPeer(t, boundedCtx(t), &stderr, sidecarArgv(t, flags, "acp-sidecar", "fakeagent", "-profile", "v2-current", "-state", filepath.Join(dir, "state.json"))...)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("sidecar %d stderr:\n%s", lp.c.Pid(), stderr.String())
-		}
-	})
+	lp := startHost(t, []string{"-profile", "v2-current"}, flags...)
 	resp := lp.call(`1`, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2,"info":{"name":"v2-editor","version":"1"},"capabilities":{}}}`)
 	if !strings.Contains(string(resp), `"protocolVersion":2`) {
 		t.Fatalf("initialize in v2: %s", clip(resp))
@@ -58,13 +48,7 @@ func (h *v2Host) turn(text string) string {
 	if !strings.Contains(string(idle), `"stopReason":"end_turn"`) {
 		h.t.Fatalf("turn %q ended %s, want end_turn", text, idle)
 	}
-	var b strings.Builder
-	for _, l := range h.lines()[from:h.seen] {
-		if u, ok := parseUpdate(l); ok && u.sessionID == h.sid && u.kind == "agent_message_chunk" {
-			b.WriteString(u.text)
-		}
-	}
-	return b.String()
+	return chunkText(h.lines()[from:h.seen], h.sid)
 }
 
 // TestFleetFailoverV2 is TestFleetFailover with a v2 editor and v2 agents:

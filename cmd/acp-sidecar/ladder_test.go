@@ -182,13 +182,19 @@ func (lp *ladderPeer) prompt(text string) (resp []byte, agentText string, window
 	from := len(lp.lines())
 	_, resp = lp.request("session/prompt", map[string]any{"sessionId": lp.sid, "prompt": []map[string]any{{"type": "text", "text": text}}})
 	window = lp.lines()[from:lp.seen]
+	return resp, chunkText(window, lp.sid), window
+}
+
+// chunkText is the agent's text for session sid in lines: its
+// agent_message_chunks, joined.
+func chunkText(lines [][]byte, sid string) string {
 	var b strings.Builder
-	for _, l := range window {
-		if u, ok := parseUpdate(l); ok && u.sessionID == lp.sid && u.kind == "agent_message_chunk" {
+	for _, l := range lines {
+		if u, ok := parseUpdate(l); ok && u.sessionID == sid && u.kind == "agent_message_chunk" {
 			b.WriteString(u.text)
 		}
 	}
-	return resp, b.String(), window
+	return b.String()
 }
 
 // startLadder starts the sidecar in front of a fake agent with -state and
