@@ -547,14 +547,7 @@ func (o *Sessions) adoptTurns(ctx context.Context, id string, rec *state.Session
 		}
 	}
 	if s := o.rec.Session(id); s != nil {
-		running := -1
-		if s.Turn != nil {
-			running = s.Turn.Index + k
-		}
-		s.Turns, s.TextFrom, s.Turn = turns, 0, nil
-		if running > 0 {
-			s.Turn = &s.Turns[running-1]
-		}
+		s.MoveTurns(turns, k)
 	}
 	return o.putRecord(ctx, id, rec)
 }
@@ -595,13 +588,17 @@ func (o *Sessions) takeBack(sid string) {
 func (o *Sessions) unbegin(ctx context.Context, sid string) {
 	o.led.Update(func(f *ledger.Flight) { f.TurnTakenBack(sid) })
 	s := o.rec.Session(sid)
-	if s == nil || s.Turn == nil || s.Turn != &s.Turns[len(s.Turns)-1] {
+	if s == nil {
 		return
 	}
-	handoff := s.Turn.HandoffDelivered
-	o.rec.Text().TakeAnswer(s.Turn.NativeID)
-	s.Turns = s.Turns[:len(s.Turns)-1]
-	s.Turn = nil
+	t, running := s.DropLastTurn()
+	if t == nil {
+		return
+	}
+	handoff := t.HandoffDelivered
+	if running {
+		o.rec.Text().TakeAnswer(t.NativeID) // its text so far, none of it the agent's answer
+	}
 	if handoff {
 		s.Rec.Handoff = nil
 		if n := s.Rec.LastNative(); n != nil {

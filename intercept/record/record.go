@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -135,16 +136,32 @@ type Event struct {
 	// Life is the agent's life a response came from: a session it opened
 	// is stale at once when that agent has died since (ledger Remap).
 	Life uint64
+	// Text is what the agent had streamed for the session when a turn's
+	// end went by on the relay's goroutine (takeText).
+	Text TurnText
+}
+
+// TurnText is the text of a running turn, taken as its end went by.
+type TurnText struct {
+	Answer, MessageID string
 }
 
 // Session is the record's working copy of one session's record. It lives
 // on the record's goroutine: only a function that runs there (Do,
 // OnSession, Then) touches it.
 type Session struct {
-	Rec     state.Session
-	Turns   []state.Turn
-	Turn    *state.Turn // the running turn
-	Started bool        // the original has been written
+	Rec   state.Session
+	Turns []state.Turn
+	// Turn is the running turn, the one the agent's output is the answer
+	// of, and turnReq the request key of its prompt ("" when unknown).
+	Turn    *state.Turn
+	turnReq string
+	// queued are the turns whose prompts came while Turn ran, oldest
+	// first. An agent that queues prompts (claude-agent-acp says so with
+	// _meta.claudeCode.promptQueueing) runs each once the one before it
+	// has ended, and answers them in that order.
+	queued  []queuedTurn
+	Started bool // the original has been written
 	// TextFrom is the first turn (after the first) whose text is still in
 	// memory; before it, only the store has the text (see thinOut).
 	TextFrom int
@@ -316,6 +333,9 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 			r.enqueue(ev)
 			return proxy.Verdict{}, nil
 		}
+		if ev.Req.Method == wire.Prompt {
+			ev.Text = r.takeText(r.led.NativeOf(answered.Session))
+		}
 		if holds(ev.Req.Method) {
 			return r.holdFor(ev), nil
 		}
@@ -324,6 +344,7 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		if !r.turnIdle(f) {
 			return proxy.Verdict{}, nil
 		}
+		ev.Text = r.takeText(wire.SessionIDOf(f))
 		return r.holdFor(ev), nil // it completes a turn, as a v1 prompt's response does
 	}
 	r.enqueue(ev)
@@ -340,6 +361,16 @@ const (
 
 // v2 says whether the connection speaks ACP v2 or later.
 func (r *Recorder) v2() bool { return wire.Version(r.life.Caps().Protocol) >= wire.V2 }
+
+// takeText takes what the agent has streamed for native session native so
+// far, on the relay's goroutine as a turn's end goes by. An agent that
+// queues prompts streams the next turn's chunks right behind the end, and
+// the record's goroutine, which ends the turn later, would take them for
+// this turn's.
+func (r *Recorder) takeText(native string) TurnText {
+	answer, msgID := r.text.TakeTurnText(native)
+	return TurnText{Answer: answer, MessageID: msgID}
+}
 
 // turnIdle says whether a state_update ends a running v2 turn, and ends it
 // in the ledger: the turn's chunks are read up to here, on the relay's
@@ -441,21 +472,28 @@ func (r *Recorder) Interrupted(ctx context.Context) {
 	err := r.Do(ctx, func(ctx context.Context) {
 		clear(r.params) // no response comes for what the dead agent had
 		for sid, s := range r.sessions {
-			// An unsent prompt's turn is taken back (unbegin).
-			if s.Turn != nil && !r.led.UnsentPrompt(sid) {
-				s.Turn.Status = state.TurnInterrupted
-				s.Turn.Ended = r.cfg.Now()
-				s.Turn.Answer += r.text.TakeAnswer(s.Turn.NativeID)
-				r.PutTurn(ctx, s, s.Turn)
-				if s.Turn.HandoffDelivered {
+			running := s.RunningTurns()
+			var unsent *state.Turn
+			if n := len(running); n > 0 && running[n-1] == &s.Turns[len(s.Turns)-1] && r.led.UnsentPrompt(sid) {
+				// An unsent prompt's turn is taken back (unbegin).
+				unsent, running = running[n-1], running[:n-1]
+			}
+			for i, t := range running {
+				t.Status = state.TurnInterrupted
+				t.Ended = r.cfg.Now()
+				if i == 0 {
+					t.Answer += r.text.TakeAnswer(t.NativeID)
+				}
+				r.PutTurn(ctx, s, t)
+				if t.HandoffDelivered {
 					// The agent died under the prompt that carried the
 					// kept turns: what it kept of them is unknown, so the
 					// rebuilt session is handed them again.
 					s.Rec.HandoffPending = true
 					r.PutSession(ctx, s)
 				}
-				s.Turn = nil
 			}
+			s.StopTurns(unsent)
 		}
 		r.Flush(ctx)
 	})
@@ -559,9 +597,7 @@ func (r *Recorder) clientRequest(ctx context.Context, ev Event) {
 		// back (a restarted sidecar, another host of a fleet) marks it
 		// interrupted. The first write needs no wait: only the end is
 		// acknowledged.
-		s.Turns = append(s.Turns, t)
-		s.Turn = &s.Turns[len(s.Turns)-1]
-		r.PutTurn(ctx, s, s.Turn)
+		r.PutTurn(ctx, s, s.beginTurn(ev.Req.ID, t))
 	}
 }
 
@@ -621,9 +657,11 @@ func (r *Recorder) response(ctx context.Context, ev Event) {
 		}
 		decoded(r.log, "session/prompt result", msg.Result, &res) // an unreadable member stays empty
 		if failed || !r.v2() {
-			r.turnEnded(ctx, req.SID, res.StopReason, failed)
-		} else if s := r.sessions[req.SID]; s != nil && s.Turn != nil {
-			s.Turn.UserMessageID = res.MessageID // written with the turn's end
+			r.turnEnded(ctx, req.SID, req.ID, res.StopReason, failed, ev.Text)
+		} else if s := r.sessions[req.SID]; s != nil {
+			if t := s.turnOf(req.ID); t != nil {
+				t.UserMessageID = res.MessageID // written with the turn's end
+			}
 		}
 	case wire.SessionClose:
 		if !failed {
@@ -819,14 +857,27 @@ func legacyAccepted(s *Session, category, id string, at time.Time) state.Overrid
 	return ov
 }
 
-// turnEnded closes the running turn with its stop reason: a v1 prompt's
-// answer, or the idle state_update of a v2 turn.
-func (r *Recorder) turnEnded(ctx context.Context, sid, stopReason string, failed bool) {
+// turnEnded closes a turn with its stop reason: the turn of prompt req on
+// its answer (a v1 prompt's, or a v2 prompt's refusal), or, for req "",
+// the running turn on its idle state_update (v2). text is what the agent
+// had streamed when the end went by (takeText): the running turn's, also
+// when the turn that ended is one queued behind it, which never ran.
+func (r *Recorder) turnEnded(ctx context.Context, sid, req, stopReason string, failed bool, text TurnText) {
 	s := r.sessions[sid]
-	if s == nil || s.Turn == nil {
+	if s == nil {
 		return
 	}
-	t := s.Turn
+	t, running := s.endTurn(req)
+	if !running && s.Turn != nil {
+		s.Turn.Answer += text.Answer
+		if text.MessageID != "" {
+			s.Turn.MessageID = text.MessageID
+		}
+		text = TurnText{}
+	}
+	if t == nil {
+		return
+	}
 	t.StopReason = stopReason
 	switch {
 	case failed:
@@ -837,16 +888,142 @@ func (r *Recorder) turnEnded(ctx context.Context, sid, stopReason string, failed
 		t.Status = state.TurnCompleted
 	}
 	t.Ended = r.cfg.Now()
-	answer, msgID := r.text.TakeTurnText(t.NativeID)
-	t.Answer += answer
-	if msgID != "" {
-		t.MessageID = msgID
+	t.Answer += text.Answer
+	if text.MessageID != "" {
+		t.MessageID = text.MessageID
 	}
 	r.PutTurn(ctx, s, t)
 	Lighten(t)
 	t.Answer = strings.Clone(t.Answer) // not the collecting buffer's spare room
 	ThinOut(s)
-	s.Turn = nil
+}
+
+// queuedTurn is a turn waiting behind the running one: its prompt's
+// request key, and its place in Turns.
+type queuedTurn struct {
+	req string
+	at  int
+}
+
+// beginTurn adds t, whose prompt (request key req) is on its way to the
+// agent, and returns it. It is the running turn unless one runs already;
+// then it waits behind that one.
+func (s *Session) beginTurn(req string, t state.Turn) *state.Turn {
+	at := s.place(s.Turn)
+	s.Turns = append(s.Turns, t)
+	added := &s.Turns[len(s.Turns)-1]
+	if at < 0 {
+		s.Turn, s.turnReq = added, req
+		return added
+	}
+	s.Turn = &s.Turns[at] // the append may have moved the turns
+	s.queued = append(s.queued, queuedTurn{req: req, at: len(s.Turns) - 1})
+	return added
+}
+
+// place is where t lies in Turns, or -1.
+func (s *Session) place(t *state.Turn) int {
+	for i := len(s.Turns) - 1; t != nil && i >= 0; i-- {
+		if &s.Turns[i] == t {
+			return i
+		}
+	}
+	return -1
+}
+
+// endTurn takes the turn of prompt req out of the running ones and says
+// whether it was the running turn. A req that names no queued turn ends
+// the running turn, whose place the oldest queued turn takes.
+func (s *Session) endTurn(req string) (t *state.Turn, running bool) {
+	for i, q := range s.queued {
+		if req != "" && q.req == req {
+			s.queued = slices.Delete(s.queued, i, i+1)
+			return &s.Turns[q.at], false
+		}
+	}
+	if req != "" && s.turnReq != "" && req != s.turnReq {
+		return nil, false // a prompt whose turn is no longer running
+	}
+	t = s.Turn
+	s.Turn, s.turnReq = nil, ""
+	if len(s.queued) > 0 {
+		q := s.queued[0]
+		s.queued = slices.Delete(s.queued, 0, 1)
+		s.Turn, s.turnReq = &s.Turns[q.at], q.req
+	}
+	return t, t != nil
+}
+
+// turnOf is the running or queued turn of prompt req, or nil.
+func (s *Session) turnOf(req string) *state.Turn {
+	for _, q := range s.queued {
+		if q.req == req {
+			return &s.Turns[q.at]
+		}
+	}
+	if s.Turn != nil && (s.turnReq == req || s.turnReq == "") {
+		return s.Turn
+	}
+	return nil
+}
+
+// RunningTurns are the running turn and the turns queued behind it,
+// oldest first.
+func (s *Session) RunningTurns() []*state.Turn {
+	if s.Turn == nil {
+		return nil
+	}
+	out := []*state.Turn{s.Turn}
+	for _, q := range s.queued {
+		out = append(out, &s.Turns[q.at])
+	}
+	return out
+}
+
+// StopTurns forgets which turns run, keeping keep (nil: none) as the
+// running turn: every other one has ended.
+func (s *Session) StopTurns(keep *state.Turn) {
+	s.Turn, s.queued = keep, nil
+	if keep == nil {
+		s.turnReq = ""
+	}
+}
+
+// DropLastTurn takes back the last turn while it runs or waits, as its
+// prompt never reached the agent, and returns a copy of it, or nil; running
+// says it was the running turn.
+func (s *Session) DropLastTurn() (t *state.Turn, running bool) {
+	last := len(s.Turns) - 1
+	if last < 0 {
+		return nil, false
+	}
+	switch {
+	case len(s.queued) > 0 && s.queued[len(s.queued)-1].at == last:
+		s.queued = s.queued[:len(s.queued)-1]
+	case s.Turn == &s.Turns[last]:
+		s.Turn, s.turnReq, running = nil, "", true
+	default:
+		return nil, false
+	}
+	dropped := s.Turns[last]
+	s.Turns = s.Turns[:last]
+	return &dropped, running
+}
+
+// MoveTurns puts turns in place of Turns, after which the turns that
+// were Turns lie k places later, and keeps the running ones running.
+func (s *Session) MoveTurns(turns []state.Turn, k int) {
+	at := s.place(s.Turn)
+	if s.Turn != nil && at < 0 {
+		at = s.Turn.Index - 1
+	}
+	s.Turns, s.TextFrom, s.Turn = turns, 0, nil
+	if at >= 0 && at+k < len(turns) {
+		s.Turn = &s.Turns[at+k]
+	}
+	for i := range s.queued {
+		s.queued[i].at += k
+	}
 }
 
 // Lighten keeps in memory only what a handoff or a rollback can use of a
@@ -976,7 +1153,7 @@ func (r *Recorder) stateIdle(ctx context.Context, ev Event) {
 		} `json:"params"`
 	}
 	decoded(r.log, "state_update", ev.Raw, &n) // an unreadable stop reason stays empty
-	r.turnEnded(ctx, r.led.ClientOf(n.Params.SessionID), n.Params.Update.StopReason, false)
+	r.turnEnded(ctx, r.led.ClientOf(n.Params.SessionID), "", n.Params.Update.StopReason, false, ev.Text)
 	if ev.Release != nil {
 		r.Flush(ctx)
 		ev.Release(ev.Raw)
