@@ -37,8 +37,8 @@ import (
 //	saw [-re] PATTERN      a frame the last expect consumed matches (negatable)
 //	text REGEXP            the agent's text in what the last expect consumed
 //	                       (agent_message_chunk texts, joined) matches (negatable)
-//	capture NAME PATH      set $NAME to the string at PATH (dotted members, e.g.
-//	                       result.sessionId) in the frame the last expect matched
+//	capture NAME PATH      set $NAME to the string or number at PATH (dotted members,
+//	                       e.g. result.sessionId) in the frame the last expect matched
 //	kill-agent             SIGKILL the sidecar's agent process and wait until it is gone
 //	logged FILE REGEXP     wait until the sidecar's log FILE (--log-file, or
 //	                       sidecar.log in --state-dir) matches REGEXP: for what the
@@ -376,7 +376,9 @@ func cmdCapture(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	frame := s.window[len(s.window)-1]
 	var v any
-	ts.Check(json.Unmarshal(frame, &v))
+	d := json.NewDecoder(bytes.NewReader(frame))
+	d.UseNumber() // a numeric id is captured as its digits
+	ts.Check(d.Decode(&v))
 	for _, member := range strings.Split(args[1], ".") {
 		obj, ok := v.(map[string]any)
 		if !ok {
@@ -384,9 +386,14 @@ func cmdCapture(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		v = obj[member]
 	}
-	str, ok := v.(string)
-	if !ok {
-		ts.Fatalf("capture: %s is %v, not a string, in %s", args[1], v, clip(frame))
+	var str string
+	switch v := v.(type) {
+	case string:
+		str = v
+	case json.Number:
+		str = v.String()
+	default:
+		ts.Fatalf("capture: %s is %v, not a string or a number, in %s", args[1], v, clip(frame))
 	}
 	ts.Setenv(args[0], str)
 }

@@ -85,8 +85,10 @@ type agent struct {
 	pending    map[string]*pendingReq
 	cancels    map[int]context.CancelFunc // prompts in flight, cancelled on EOF
 	nextCancel int
-	answered   int  // session/prompt responses written
-	eof        bool // stdin ended; drained closes when pending empties
+	queued     promptQueue    // -queue-prompts: prompts waiting behind their session's turn (queue.go)
+	sdkIn      *io.PipeWriter // where the stdin reader hands lines to the SDK
+	answered   int            // session/prompt responses written
+	eof        bool           // stdin ended; drained closes when pending empties
 	drained    chan struct{}
 }
 
@@ -104,6 +106,7 @@ func newAgent(cfg config, w *lineWriter, calls callLog, stderr io.Writer) *agent
 		cancels:  map[int]context.CancelFunc{},
 		drained:  make(chan struct{}),
 		received: map[string]int{},
+		queued:   promptQueue{},
 	}
 	var inResult json.RawMessage
 	if cfg.CommandsInResult && cfg.Commands {
@@ -133,6 +136,7 @@ func (a *agent) trackRequest(key, method, sid string) {
 // client had sent session/cancel) and waits until every request received has
 // been answered, so piping a file of requests in gets all its answers.
 func (a *agent) drainOnEOF() {
+	a.cancelQueued("")
 	a.mu.Lock()
 	a.eof = true
 	for _, c := range a.cancels {
@@ -220,13 +224,18 @@ func (a *agent) frameLine(line []byte) (out []byte, follow [][]byte, done func(e
 			}
 		}
 		dieNow := false
-		if req.method == acp.AgentMethodSessionPrompt {
+		prompt := req.method == acp.AgentMethodSessionPrompt
+		if prompt {
 			a.answered++
 			dieNow = a.cfg.DieAfter > 0 && a.answered == a.cfg.DieAfter
 		}
 		a.mu.Unlock()
 		if dieNow {
 			a.die(a.cfg.DieCode)
+			return
+		}
+		if prompt {
+			a.promptEnded(req.sessionID)
 		}
 	}
 }

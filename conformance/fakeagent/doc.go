@@ -117,12 +117,17 @@
 //	               TypeScript SDK's protocol router does; a restarted agent
 //	               that gets a client's request ahead of the sidecar's own
 //	               initialize fails it
+//	-queue-prompts a prompt that comes while a turn of its session runs
+//	               waits, and runs once that turn has been answered (in v2
+//	               it is inserted then); session/cancel answers the waiting
+//	               ones cancelled (-32800 in v2), as claude-agent-acp 0.101.0
+//	               does (queue.go)
 //
 // The profiles claude-current and codex-current preset these with what
 // those agents advertise (`fakeagent -h` lists each): both have resume,
 // list, close, delete and fork, and -strict-init (both serve stdio through
-// the SDK's router); claude-current has loadSession and legacy modes
-// without legacy models; codex-current has legacy modes and models at
+// the SDK's router); claude-current has loadSession, legacy modes without
+// legacy models, and -queue-prompts; codex-current has legacy modes and models at
 // session/new only (-reopen-drops-legacy), -subagents and model-dependent
 // effort, and no loadSession, which agents.md does not report for codex-acp
 // 2.6.0, so the sidecar meets an agent that can resume but not load. Neither

@@ -33,6 +33,7 @@ type Features struct {
 	EffortModels      bool // legacy models name each model with each of its efforts ("deep-3[max]"), and set_model takes such an id and sets both (like codex-acp 2.6.0)
 	FreshLoadFails    bool // session/load of a session this process made less than FreshLoadWindow ago answers -32603 "Internal error" (like gemini-cli 0.61.0)
 	V2                bool // a client whose initialize asks protocolVersion >= 2 gets ACP v2 (v2.go); one that asks 1 gets v1, unchanged
+	QueuePrompts      bool // a prompt that comes while a turn of its session runs waits and runs after it; session/cancel ends the waiting ones too (like claude-agent-acp 0.101.0, which advertises _meta.claudeCode.promptQueueing)
 	CommandsInResult  bool // with V2 and Commands, in v2: the command list goes in every session result and no available_commands_update is sent (like codex-acp 2.6.0)
 	// Name and Version are the initialize result's agentInfo ("" for
 	// fake-agent 1): the sidecar knows some agents by it.
@@ -61,7 +62,7 @@ func profiles() []profile {
 		f.LegacyModels, f.ModelDependent = false, false
 		f.Resume, f.List, f.Close, f.Delete, f.Fork = true, true, true, true, true
 		f.MessageIDs, f.InfoUpdates, f.AuthNotice = true, true, true
-		f.StrictInit = true
+		f.StrictInit, f.QueuePrompts = true, true
 	})
 	withV2 := func(f Features) Features {
 		f.V2 = true

@@ -198,26 +198,44 @@ func (a *agent) handleLine(line []byte, sdk *io.PipeWriter) {
 		if a.beforeInit(env.Method, env.ID) {
 			return // -strict-init: answered or ignored, as codex-acp does
 		}
-		method := env.Method // what the client asked for, whatever the SDK is handed
-		if line, env = a.v2.inbound(line, env); line == nil {
-			return // the v2 adapter answered it (v2.go)
+		if a.waits(line, env, sid) {
+			return // it runs once its session's turn has ended (queue.go)
 		}
-		if env.Method == acp.AgentMethodInitialize {
-			ok := subagentsAdvertised(env.Params)
-			a.mu.Lock()
-			a.subagents = ok // before the SDK sees initialize, so before any prompt
-			a.mu.Unlock()
+		if a.cfg.QueuePrompts && env.Method == acp.AgentMethodSessionCancel {
+			a.cancelQueued(sid)
 		}
-		if method == methodSessionDelete && a.cfg.Delete {
-			a.handleDelete(env.ID, env.Params) // the SDK has no session/delete
-			return
-		}
-		if env.hasID() {
-			a.trackRequest(idKey(env.ID), method, sid)
-		}
+		a.handOn(line, env, sid, sdk)
+		return
 	} else if parsed && a.beforeInit("", env.ID) {
 		return // -strict-init: a response before initialize answers nothing
 	}
+	a.toSDK(line, sdk)
+}
+
+// handOn hands a client request or notification to the v2 adapter and the
+// SDK, once it has been logged and is to run now.
+func (a *agent) handOn(line []byte, env envelope, sid string, sdk *io.PipeWriter) {
+	method := env.Method // what the client asked for, whatever the SDK is handed
+	if line, env = a.v2.inbound(line, env); line == nil {
+		return // the v2 adapter answered it (v2.go)
+	}
+	if env.Method == acp.AgentMethodInitialize {
+		ok := subagentsAdvertised(env.Params)
+		a.mu.Lock()
+		a.subagents = ok // before the SDK sees initialize, so before any prompt
+		a.mu.Unlock()
+	}
+	if method == methodSessionDelete && a.cfg.Delete {
+		a.handleDelete(env.ID, env.Params) // the SDK has no session/delete
+		return
+	}
+	if env.hasID() {
+		a.trackRequest(idKey(env.ID), method, sid)
+	}
+	a.toSDK(line, sdk)
+}
+
+func (a *agent) toSDK(line []byte, sdk *io.PipeWriter) {
 	if _, err := sdk.Write(append(line, '\n')); err != nil && !errors.Is(err, io.ErrClosedPipe) {
 		fmt.Fprintf(a.stderr, "fakeagent: hand line to sdk: %v\n", err)
 	}
