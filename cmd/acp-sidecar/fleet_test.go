@@ -106,17 +106,28 @@ func openUntilFree(t *testing.T, lp *ladderPeer, method, sid string, holder int)
 // them from the fleet's store, from any host.
 func turnStatuses(t *testing.T, store, sid string) []string {
 	t.Helper()
-	var v struct {
-		Turns []struct {
-			Status string `json:"status"`
-		} `json:"turns"`
-	}
-	showInto(t, &v, sid, "--store", store)
 	var st []string
-	for _, tr := range v.Turns {
+	for _, tr := range shownTurns(t, store, sid) {
 		st = append(st, tr.Status)
 	}
 	return st
+}
+
+// shownTurn is what the fleet tests read of a turn in `show --json`.
+type shownTurn struct {
+	Status        string `json:"status"`
+	UserMessageID string `json:"userMessageId"`
+}
+
+// shownTurns are sid's turns as `show --json` reads them from the fleet's
+// store.
+func shownTurns(t *testing.T, store, sid string) []shownTurn {
+	t.Helper()
+	var v struct {
+		Turns []shownTurn `json:"turns"`
+	}
+	showInto(t, &v, sid, "--store", store)
+	return v.Turns
 }
 
 // TestFleetFailover: three hosts. Host A dies (SIGKILL, its whole tree) in

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -72,6 +73,27 @@ func TestFleetFailoverV2(t *testing.T) {
 	}
 	_, resp = a.request("session/prompt", map[string]any{"sessionId": a.sid, "prompt": []map[string]any{{"type": "text", "text": "hang"}}})
 	mustSucceed(t, "the prompt that hangs", resp)
+	// The running turn is kept under the id the editor knows its message
+	// by before host A dies, and keeps it once it is marked interrupted.
+	var accepted struct {
+		Result struct {
+			MessageID string `json:"messageId"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(resp, &accepted); err != nil || accepted.Result.MessageID == "" {
+		t.Fatalf("the prompt that hangs was accepted with %s, want a messageId", clip(resp))
+	}
+	userMessage := func() string {
+		if turns := shownTurns(t, store, a.sid); len(turns) == 3 {
+			return turns[2].UserMessageID
+		}
+		return ""
+	}
+	for userMessage() != accepted.Result.MessageID {
+		if a.ctx.Err() != nil {
+			t.Fatal("the running turn's user message id never reached the fleet's store")
+		}
+	}
 	holder := dieMidTurn(t, a.ladderPeer, store)
 
 	b := startV2Host(t, append(flags, "--host", "host-b")...)
@@ -87,4 +109,7 @@ func TestFleetFailoverV2(t *testing.T) {
 		t.Errorf("the first prompt on host B had %d blocks, want 2: the kept turns, then the prompt", r.Blocks)
 	}
 	checkFailedOver(t, store, a.sid)
+	if turns := shownTurns(t, store, a.sid); len(turns) < 3 || turns[2].UserMessageID != accepted.Result.MessageID {
+		t.Errorf("the interrupted turn in the fleet's store = %+v, want user message %s", turns, accepted.Result.MessageID)
+	}
 }

@@ -265,6 +265,9 @@ type turnJSON struct {
 	// of Prompt, left out for none (and for turns recorded before the
 	// record kept it).
 	Handoff string `json:"handoff,omitempty"`
+	// UserMessageID is the messageId a v2 agent accepted the prompt
+	// under, which the client knows the user's message by; left out in v1.
+	UserMessageID string `json:"userMessageId,omitempty"`
 	// AgentName is the configured name of the agent that ran the turn (a
 	// session may move between agents), left out as the session's is. It is
 	// not "agent": that key is an argv everywhere else in this schema.
@@ -657,7 +660,7 @@ func buildShow(sess *state.Session, turns []state.Turn) showJSON {
 		tj := turnJSON{
 			Index: t.Index, Status: string(t.Status), StopReason: t.StopReason,
 			Prompt: t.PromptText, Answer: t.Answer, ToolCalls: []toolCallJSON{}, Notices: nonNil(t.Notices),
-			NativeSessionID: t.NativeID, Handoff: t.Handoff, AgentName: t.Agent, Started: t.Started, Ended: t.Ended,
+			NativeSessionID: t.NativeID, Handoff: t.Handoff, UserMessageID: t.UserMessageID, AgentName: t.Agent, Started: t.Started, Ended: t.Ended,
 		}
 		for _, tc := range t.ToolCalls {
 			tj.ToolCalls = append(tj.ToolCalls, toolCallJSON{ID: tc.ID, Title: tc.Title, Status: tc.Status})

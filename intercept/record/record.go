@@ -659,8 +659,12 @@ func (r *Recorder) response(ctx context.Context, ev Event) {
 		if failed || !r.v2() {
 			r.turnEnded(ctx, req.SID, req.ID, res.StopReason, failed, ev.Text)
 		} else if s := r.sessions[req.SID]; s != nil {
-			if t := s.turnOf(req.ID); t != nil {
-				t.UserMessageID = res.MessageID // written with the turn's end
+			if t := s.turnOf(req.ID); t != nil && res.MessageID != "" {
+				// Written now, not with the turn's end: a sidecar killed
+				// mid-turn leaves the turn under the id the client knows
+				// its message by, for a replay or a rewind to it.
+				t.UserMessageID = res.MessageID
+				r.PutTurn(ctx, s, t)
 			}
 		}
 	case wire.SessionClose:
