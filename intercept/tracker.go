@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
+	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
@@ -43,14 +44,21 @@ func (t tracker) Intercept(_ context.Context, f *proxy.Frame) (proxy.Verdict, er
 }
 
 // Stopped answers the requests the agent was sent and never answered,
-// when the relay stops: the client must not wait for them for ever.
+// when the relay stops, and ends the v2 turns it was running, whose
+// prompts were answered when accepted: the client must not wait for
+// either for ever.
 func (t tracker) Stopped(why string) [][]byte {
 	var owed []ledger.GoneRequest
-	t.led.Update(func(fl *ledger.Flight) { owed = fl.Owed() })
-	lines := make([][]byte, 0, len(owed))
+	var turns []string
+	t.led.Update(func(fl *ledger.Flight) { owed, turns = fl.Owed(), fl.EndTurns() })
+	lines := make([][]byte, 0, len(owed)+len(turns))
 	for _, q := range owed {
 		msg := fmt.Sprintf("acp-sidecar: %s; this %s got no answer from the agent.", why, q.Method)
 		lines = append(lines, proxy.ErrorResponse([]byte(q.ID), proxy.CodeAgentGone, msg))
+	}
+	for _, sid := range turns {
+		msg := fmt.Sprintf("acp-sidecar: %s; this turn got no end from the agent.", why)
+		lines = append(lines, wire.StateFailed(sid, proxy.CodeAgentGone, msg))
 	}
 	return lines
 }

@@ -31,6 +31,8 @@ import (
 //	client start ARGS...   run `acp-sidecar ARGS...` on real pipes, as an editor would
 //	client stop            close its stdin and wait for it to exit 0; stdout is
 //	                       every frame it wrote, stderr its log
+//	client term            the same after SIGTERM, with its stdin still open, as
+//	                       an editor that closes shuts its agent down
 //	send FRAME|FILE        write one frame (inline JSON, or a file of the script, compacted)
 //	expect [-re] PATTERN   wait for the next frame that matches and consume every
 //	                       frame up to it
@@ -136,7 +138,7 @@ func (s *scenario) running(ts *testscript.TestScript) *acpclient.RawClient {
 func cmdClient(ts *testscript.TestScript, neg bool, args []string) {
 	s := scenarioOf(ts)
 	if len(args) == 0 {
-		ts.Fatalf("usage: client start ARGS... | client stop")
+		ts.Fatalf("usage: client start ARGS... | client stop | client term")
 	}
 	switch args[0] {
 	case "start":
@@ -160,16 +162,22 @@ func cmdClient(ts *testscript.TestScript, neg bool, args []string) {
 		})
 		ts.Check(err)
 		s.c, s.seen, s.window = c, 0, nil
-	case "stop":
+	case "stop", "term":
 		c := s.running(ts)
-		ts.Check(c.CloseStdin())
+		what := "stdin EOF"
+		if args[0] == "term" {
+			what = "SIGTERM"
+			ts.Check(syscall.Kill(c.Pid(), syscall.SIGTERM))
+		} else {
+			ts.Check(c.CloseStdin())
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), scenarioBound)
 		defer cancel()
 		code, err := c.Wait(ctx)
 		fmt.Fprintf(ts.Stdout(), "%s", c.Output())
 		fmt.Fprintf(ts.Stderr(), "%s", s.stderr.Bytes())
 		if err != nil {
-			ts.Fatalf("the sidecar did not exit after stdin EOF: %v", err)
+			ts.Fatalf("the sidecar did not exit after %s: %v", what, err)
 		}
 		if (code != 0) != neg {
 			ts.Fatalf("the sidecar exited with status %d", code)
@@ -177,7 +185,7 @@ func cmdClient(ts *testscript.TestScript, neg bool, args []string) {
 		_, _ = c.Close()
 		s.c = nil
 	default:
-		ts.Fatalf("unknown client command %q: want start or stop", args[0])
+		ts.Fatalf("unknown client command %q: want start, stop or term", args[0])
 	}
 }
 

@@ -337,14 +337,7 @@ func (f *Flight) AgentGone(life uint64) Gone {
 	f.life = life
 	g := Gone{Sent: f.Owed()} // the caller answers them
 	f.requests = map[string]*Request{}
-	f.runningN = 0
-	for sid, s := range f.sessions {
-		if s.Turn {
-			s.Turn = false
-			g.Turns = append(g.Turns, sid)
-		}
-	}
-	sort.Strings(g.Turns)
+	g.Turns = f.EndTurns()
 	for id := range f.agentAsks {
 		f.staleAsks[id] = true
 	}
@@ -356,6 +349,22 @@ func (f *Flight) AgentGone(life uint64) Gone {
 	}
 	f.woke = true
 	return g
+}
+
+// EndTurns ends every running v2 turn and returns their client sessions,
+// sorted, for the caller to end on the wire: the client waits for an idle
+// state_update that the agent will never send.
+func (f *Flight) EndTurns() []string {
+	var ended []string
+	for sid, s := range f.sessions {
+		if s.Turn {
+			s.Turn = false
+			ended = append(ended, sid)
+		}
+	}
+	f.runningN = 0
+	sort.Strings(ended)
+	return ended
 }
 
 // Owed takes out the client requests the agent was sent and has not
