@@ -3,6 +3,7 @@ package proxy
 import (
 	"io"
 	"sync"
+	"syscall"
 )
 
 // A pipe keeps what its reader has not read yet. When the agent dies, the
@@ -76,9 +77,21 @@ func (l *sentLog) unread(taken, unread int64) [][]byte {
 // pipeUnread says how many bytes the reader of w has not read, for a w that
 // is a pipe this process writes; 0 when it cannot tell.
 func pipeUnread(w io.Writer) int64 {
-	f, ok := w.(interface{ Fd() uintptr })
+	sc, ok := w.(syscall.Conn)
 	if !ok {
 		return 0
 	}
-	return fdUnread(f.Fd())
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	// Control keeps the descriptor open while it is asked: the agent's
+	// shutdown may close the pipe meanwhile (File.Fd would race with that
+	// close, and would make the pipe blocking), and a closed pipe has
+	// nothing left to count.
+	var n int64
+	if err := rc.Control(func(fd uintptr) { n = fdUnread(fd) }); err != nil {
+		return 0
+	}
+	return n
 }
