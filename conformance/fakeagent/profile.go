@@ -100,7 +100,7 @@ func profiles() []profile {
 		// The two below follow shared/acp/agents.md, "The packages editors
 		// install today". Neither ignores stdin EOF, though both agents do:
 		// add -ignore-eof for that.
-		{"claude-current", "like claude-agent-acp 0.101.0: configOptions (static effort) + legacy modes, no legacy models; loadSession, resume, list, close, delete, fork; message ids, info updates, auth notice; strict init",
+		{"claude-current", "like claude-agent-acp 0.101.0: configOptions (static effort) + legacy modes, no legacy models; loadSession, resume, list, close, delete, fork; message ids, info updates, auth notice; strict init; queues a prompt sent while a turn runs",
 			claude},
 		// claude-agent-acp 0.101.0 speaks v2 to a client that asks for it
 		// (testdata/v2); its agentInfo stays fake-agent's, since the
