@@ -17,8 +17,11 @@ func TestQueuedTurns(t *testing.T) {
 	}
 	running := func() []string {
 		var out []string
-		for _, t := range s.RunningTurns() {
-			out = append(out, t.PromptText)
+		if s.Turn != nil {
+			out = append(out, s.Turn.PromptText)
+		}
+		for _, q := range s.queued {
+			out = append(out, s.Turns[q.at].PromptText)
 		}
 		return out
 	}
@@ -91,6 +94,24 @@ func TestQueuedTurns(t *testing.T) {
 		t.Fatalf(`endTurn("") = %v, %v; want b, running`, ended, wasRunning)
 	}
 	want("b idle", "e")
-	s.StopTurns(nil)
-	want("stopped")
+
+	// The agent dies with e running and f and g waiting, g never sent:
+	// e and f end, and g stays the running turn, to be taken back.
+	begin("f")
+	begin("g")
+	stopped := s.StopTurns(true)
+	if len(stopped) != 2 || stopped[0].PromptText != "e" || stopped[1].PromptText != "f" {
+		t.Fatalf("StopTurns(true) ended %v, want e and f", stopped)
+	}
+	want("g kept", "g")
+	if s.turnOf("g") != s.Turn || s.turnOf("e") != nil {
+		t.Fatal("the kept turn is not found by its own prompt, or an ended one still is")
+	}
+	if dropped, wasRunning := s.DropLastTurn(); dropped == nil || dropped.PromptText != "g" || !wasRunning {
+		t.Fatalf("DropLastTurn = %v, %v; want g, running", dropped, wasRunning)
+	}
+	want("g taken back")
+	if stopped := s.StopTurns(false); stopped != nil {
+		t.Fatalf("StopTurns with nothing running ended %v", stopped)
+	}
 }

@@ -472,16 +472,11 @@ func (r *Recorder) Interrupted(ctx context.Context) {
 	err := r.Do(ctx, func(ctx context.Context) {
 		clear(r.params) // no response comes for what the dead agent had
 		for sid, s := range r.sessions {
-			running := s.RunningTurns()
-			var unsent *state.Turn
-			if n := len(running); n > 0 && running[n-1] == &s.Turns[len(s.Turns)-1] && r.led.UnsentPrompt(sid) {
-				// An unsent prompt's turn is taken back (unbegin).
-				unsent, running = running[n-1], running[:n-1]
-			}
-			for i, t := range running {
+			// An unsent prompt's turn stays, to be taken back (unbegin).
+			for i, t := range s.StopTurns(r.led.UnsentPrompt(sid)) {
 				t.Status = state.TurnInterrupted
 				t.Ended = r.cfg.Now()
-				if i == 0 {
+				if i == 0 { // the running turn: the text so far is its
 					t.Answer += r.text.TakeAnswer(t.NativeID)
 				}
 				r.PutTurn(ctx, s, t)
@@ -493,7 +488,6 @@ func (r *Recorder) Interrupted(ctx context.Context) {
 					r.PutSession(ctx, s)
 				}
 			}
-			s.StopTurns(unsent)
 		}
 		r.Flush(ctx)
 	})
@@ -971,26 +965,33 @@ func (s *Session) turnOf(req string) *state.Turn {
 	return nil
 }
 
-// RunningTurns are the running turn and the turns queued behind it,
-// oldest first.
-func (s *Session) RunningTurns() []*state.Turn {
+// StopTurns ends the running turn and the turns queued behind it, and
+// returns them, oldest first: the running one, if any, comes first. With
+// keepLast, the session's last turn, when it is one of them, stays as the
+// running turn: its prompt never reached the agent, and is taken back
+// (DropLastTurn).
+func (s *Session) StopTurns(keepLast bool) []*state.Turn {
 	if s.Turn == nil {
 		return nil
 	}
-	out := []*state.Turn{s.Turn}
+	type running struct {
+		t   *state.Turn
+		req string
+	}
+	all := []running{{s.Turn, s.turnReq}}
 	for _, q := range s.queued {
-		out = append(out, &s.Turns[q.at])
+		all = append(all, running{&s.Turns[q.at], q.req})
+	}
+	s.Turn, s.turnReq, s.queued = nil, "", nil
+	if last := all[len(all)-1]; keepLast && last.t == &s.Turns[len(s.Turns)-1] {
+		s.Turn, s.turnReq = last.t, last.req
+		all = all[:len(all)-1]
+	}
+	out := make([]*state.Turn, len(all))
+	for i, r := range all {
+		out[i] = r.t
 	}
 	return out
-}
-
-// StopTurns forgets which turns run, keeping keep (nil: none) as the
-// running turn: every other one has ended.
-func (s *Session) StopTurns(keep *state.Turn) {
-	s.Turn, s.queued = keep, nil
-	if keep == nil {
-		s.turnReq = ""
-	}
 }
 
 // DropLastTurn takes back the last turn while it runs or waits, as its
@@ -1018,9 +1019,6 @@ func (s *Session) DropLastTurn() (t *state.Turn, running bool) {
 // were Turns lie k places later, and keeps the running ones running.
 func (s *Session) MoveTurns(turns []state.Turn, k int) {
 	at := s.place(s.Turn)
-	if s.Turn != nil && at < 0 {
-		at = s.Turn.Index - 1
-	}
 	s.Turns, s.TextFrom, s.Turn = turns, 0, nil
 	if at >= 0 && at+k < len(turns) {
 		s.Turn = &s.Turns[at+k]
