@@ -106,7 +106,7 @@ func newAgent(cfg config, w *lineWriter, calls callLog, stderr io.Writer) *agent
 		cancels:  map[int]context.CancelFunc{},
 		drained:  make(chan struct{}),
 		received: map[string]int{},
-		queued:   promptQueue{},
+		queued:   newPromptQueue(),
 	}
 	var inResult json.RawMessage
 	if cfg.CommandsInResult && cfg.Commands {

@@ -127,8 +127,8 @@
 // those agents advertise (`fakeagent -h` lists each): both have resume,
 // list, close, delete and fork, and -strict-init (both serve stdio through
 // the SDK's router); claude-current has loadSession, legacy modes without
-// legacy models, and -queue-prompts; codex-current has legacy modes and models at
-// session/new only (-reopen-drops-legacy), -subagents and model-dependent
+// legacy models, and -queue-prompts; codex-current has legacy modes and
+// models at session/new only (-reopen-drops-legacy), -subagents and model-dependent
 // effort, and no loadSession, which agents.md does not report for codex-acp
 // 2.6.0, so the sidecar meets an agent that can resume but not load. Neither
 // ignores stdin EOF, though both real agents do; add -ignore-eof.

@@ -18,8 +18,19 @@ import (
 // The queue sits at the stdin edge, before the v2 adapter and the SDK, so
 // a waiting prompt is, for both, a prompt that has not arrived yet.
 
-// promptQueue holds the prompts waiting per session, under agent.mu.
-type promptQueue map[string][]queuedPrompt
+// promptQueue holds the prompts waiting per session, and how many are
+// being handed on now, under agent.mu.
+type promptQueue struct {
+	waiting map[string][]queuedPrompt
+	// handing counts, per session, the prompts promptEnded took out and
+	// has not yet handed on: not yet pending, not waiting either, they
+	// still come before a prompt that arrives meanwhile.
+	handing map[string]int
+}
+
+func newPromptQueue() promptQueue {
+	return promptQueue{waiting: map[string][]queuedPrompt{}, handing: map[string]int{}}
+}
 
 // queuedPrompt is a waiting prompt: its line as it came, and its envelope.
 type queuedPrompt struct {
@@ -35,10 +46,11 @@ func (a *agent) waits(line []byte, env envelope, sid string) bool {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.queued[sid]) == 0 && !a.promptRunsLocked(sid) {
+	q := &a.queued
+	if len(q.waiting[sid]) == 0 && q.handing[sid] == 0 && !a.promptRunsLocked(sid) {
 		return false
 	}
-	a.queued[sid] = append(a.queued[sid], queuedPrompt{line: append([]byte(nil), line...), env: env})
+	q.waiting[sid] = append(q.waiting[sid], queuedPrompt{line: append([]byte(nil), line...), env: env})
 	return true
 }
 
@@ -54,22 +66,25 @@ func (a *agent) promptRunsLocked(sid string) bool {
 }
 
 // promptEnded hands on the oldest prompt waiting behind sid's turn, which
-// has just been answered.
+// has just been answered, and the next one too if that one is answered at
+// once (the v2 adapter refuses some), until a prompt of sid runs.
 func (a *agent) promptEnded(sid string) {
+	q := &a.queued
 	a.mu.Lock()
-	q := a.queued[sid]
-	if len(q) == 0 || a.sdkIn == nil {
+	defer a.mu.Unlock()
+	for a.sdkIn != nil && len(q.waiting[sid]) > 0 && q.handing[sid] == 0 && !a.promptRunsLocked(sid) {
+		next := q.waiting[sid][0]
+		if q.waiting[sid] = q.waiting[sid][1:]; len(q.waiting[sid]) == 0 {
+			delete(q.waiting, sid)
+		}
+		q.handing[sid]++
 		a.mu.Unlock()
-		return
+		a.handOn(next.line, next.env, sid, a.sdkIn)
+		a.mu.Lock()
+		if q.handing[sid]--; q.handing[sid] == 0 {
+			delete(q.handing, sid)
+		}
 	}
-	next := q[0]
-	if len(q) == 1 {
-		delete(a.queued, sid)
-	} else {
-		a.queued[sid] = q[1:]
-	}
-	a.mu.Unlock()
-	a.handOn(next.line, next.env, sid, a.sdkIn)
 }
 
 // cancelQueued answers every prompt waiting behind sid's turn as a cancel
@@ -77,10 +92,10 @@ func (a *agent) promptEnded(sid string) {
 func (a *agent) cancelQueued(sid string) {
 	a.mu.Lock()
 	var gone []queuedPrompt
-	for s, q := range a.queued {
+	for s, q := range a.queued.waiting {
 		if sid == "" || s == sid {
 			gone = append(gone, q...)
-			delete(a.queued, s)
+			delete(a.queued.waiting, s)
 		}
 	}
 	a.mu.Unlock()
