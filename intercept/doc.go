@@ -64,7 +64,7 @@
 // agent's death answers, once, what the ledger says the dead agent had, and
 // so does the relay's stop for what the agent still owes (the tracker's
 // part of proxy.StopHook); both take those requests out by the same
-// Respond. The switchboard holds its own answers and its agents' to one
+// Respond, and both end the v2 turns the agent was running (Flight.EndTurns). The switchboard holds its own answers and its agents' to one
 // through a ledger of its own. Under proxy.Config.Strict, which every
 // test runs, a second or missing answer is a panic; the relay's own check
 // of each Later's decision (proxy answerOnce) stays under it, for any hook.

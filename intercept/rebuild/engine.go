@@ -105,9 +105,9 @@ type climbed struct {
 // climb runs the recovery ladder and says where it ended (climbed). With
 // quiet, a native load's replay is kept from the client (the client has
 // the history). With replay, the client asked for the conversation (its
-// own load, or v2's resume with replayFrom): in v2 the first rung is a resume that replays it, so the
-// client gets the agent's own messages under their own messageIds, and a
-// plain resume comes after it. mcpServers go with every rung: v2 agents do
+// own load, or v2's resume with replayFrom): in v2 the first rung is a
+// resume that replays it, so the client gets the agent's own messages
+// under their own messageIds, and a plain resume comes after it. mcpServers go with every rung: v2 agents do
 // not keep them.
 func (e *engine) climb(ctx context.Context, sid string, snap Snapshot, quiet, replay bool) (climbed, error) {
 	caps := e.life.Caps()

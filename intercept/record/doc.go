@@ -17,10 +17,10 @@
 // exception is a chunk that is the transcript form of a notice, which is
 // queued to the turn's notices (notices.go). A session has one running
 // turn, the one the agent's output belongs to; prompts sent while it runs
-// wait behind it (Session.queued) and each ends by its own answer. Notices, the agent's title and its compactions
-// (compaction.go) are kept apart from the conversation: no handoff
-// carries a notice, and a compaction's summary stands in for the turns
-// before it.
+// wait behind it (Session.queued) and each ends by its own answer.
+// Notices, the agent's title and its compactions (compaction.go) are kept
+// apart from the conversation: no handoff carries a notice, and a
+// compaction's summary stands in for the turns before it.
 //
 // The record holds a response only where DESIGN.md "Processes" asks the
 // write to land first: a config change accepted, a turn ended, a session
