@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
+	"github.com/acp-sidecar/acp-sidecar/conformance/mockllm"
 )
 
 // The spec-level checks judge what the protocol asks of every agent. Each
@@ -651,13 +652,24 @@ const cancelPrompt = "hang"
 // on a turn.
 var turnUpdates = map[string]bool{"agent_message_chunk": true, "agent_message": true, "agent_thought_chunk": true, "tool_call": true, "tool_call_update": true, "plan": true}
 
-func specCancel(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (string, error) {
+func specCancel(ctx context.Context, r *checkRun, ru *run, _ probeResult) (string, error) {
 	c := ru.c
 	sid, err := ready(ctx, ru)
 	if err != nil {
 		return "", err
 	}
-	id, line, err := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": []any{map[string]string{"type": "text", "text": cancelPrompt}}})
+	text := cancelPrompt
+	stall := r.cfg.llmLog != ""
+	if stall {
+		// Behind the mock LLM the turn stalls until the agent gives up
+		// the LLM's call, so the cancel lands mid-turn every time. A turn
+		// that ended as the cancel came would leave claude-agent-acp
+		// 0.101.0 a cancel to spend on the next prompt (-32800), more
+		// often through the sidecar's few added microseconds: a CI run
+		// failed so. The session id tells this run's call in the log.
+		text += " " + mockllm.StallMarker + " " + sid
+	}
+	id, line, err := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": []any{map[string]string{"type": "text", "text": text}}})
 	if err != nil {
 		return "", err
 	}
@@ -667,8 +679,13 @@ func specCancel(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (strin
 		return "", err
 	}
 	// Cancel once the agent is at work on the turn: its first update of
-	// the turn, or the turn's end if it has none.
-	if _, err := c.await(ctx, mark, "update or end of the prompt's turn", func(e envelope) bool {
+	// the turn, or the turn's end if it has none; behind the mock, its
+	// call of the LLM, which stalls.
+	if stall {
+		if err := awaitLLMCall(ctx, r.cfg.llmLog, text); err != nil {
+			return "", err
+		}
+	} else if _, err := c.await(ctx, mark, "update or end of the prompt's turn", func(e envelope) bool {
 		var u update
 		return t.ended() || e.Method == "session/update" && json.Unmarshal(e.Params, &u) == nil && u.SessionID == sid && turnUpdates[u.Update.Kind]
 	}); err != nil {
@@ -694,6 +711,28 @@ func specCancel(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (strin
 		return "", fmt.Errorf("the prompt after the cancel: %w", err)
 	}
 	return note + ", and the session took the next prompt", nil
+}
+
+// awaitLLMCall waits until the mock LLM's log at path holds a call whose
+// last user text is text: the mock writes each request there before it
+// answers, or stalls.
+func awaitLLMCall(ctx context.Context, path, text string) error {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		reqs, err := readLLMLog(path)
+		if err != nil {
+			return err
+		}
+		if slices.ContainsFunc(reqs, func(q mockllm.Request) bool { return q.LastUserText() == text }) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the agent never called the LLM with %q (--llm-log %s): %w", text, path, context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
 }
 
 // ---- set_config_option
