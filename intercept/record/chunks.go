@@ -326,17 +326,22 @@ func (buf *answerBuf) noteMessage(raw []byte) {
 }
 
 // TakeTurnText hands over and forgets what was collected for a native
-// session: the answer, and the messageId of its last message.
-func (t *Text) TakeTurnText(native string) (answer, messageID string) {
+// session: the answer, and the messageId of its last message. The record
+// takes it on the relay's goroutine as a turn's end goes by: an agent that
+// queues prompts streams the next turn's chunks right behind the end, and
+// the record's goroutine, which ends the turn later, would take them for
+// this turn's.
+func (t *Text) TakeTurnText(native string) TurnText {
 	t.mu.Lock()
 	buf := t.answers[native]
 	t.mu.Unlock()
+	var msgID string
 	if buf != nil {
 		buf.mu.Lock()
-		messageID = buf.msgID
+		msgID = buf.msgID
 		buf.mu.Unlock()
 	}
-	return t.TakeAnswer(native), messageID
+	return TurnText{Answer: t.TakeAnswer(native), MessageID: msgID}
 }
 
 // TakeAnswer hands over and forgets what was collected for a native session.

@@ -12,12 +12,13 @@
 // in relay order without waiting, and Settle runs one for a held response
 // and lets the response go whatever befalls it. Message chunks skip the
 // queue: their text is collected on the relay's goroutine (chunks.go) and
-// taken there too, as the turn's end goes by (takeText), so the text that
-// follows it, such as the next queued prompt's, is not this turn's; the
-// exception is a chunk that is the transcript form of a notice, which is
-// queued to the turn's notices (notices.go). A session has one running
-// turn, the one the agent's output belongs to; prompts sent while it runs
-// wait behind it (Session.queued) and each ends by its own answer.
+// taken there too, as the turn's end goes by (Text.TakeTurnText), so the
+// text that follows it, such as the next queued prompt's, is not this
+// turn's; the exception is a chunk that is the transcript form of a
+// notice, which is queued to the turn's notices (notices.go). A session
+// has one running turn, the one the agent's output belongs to; prompts
+// sent while it runs wait behind it (Session.queued) and each ends by its
+// own answer.
 // Notices, the agent's title and its compactions (compaction.go) are kept
 // apart from the conversation: no handoff carries a notice, and a
 // compaction's summary stands in for the turns before it.

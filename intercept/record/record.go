@@ -137,7 +137,7 @@ type Event struct {
 	// is stale at once when that agent has died since (ledger Remap).
 	Life uint64
 	// Text is what the agent had streamed for the session when a turn's
-	// end went by on the relay's goroutine (takeText).
+	// end went by on the relay's goroutine (Text.TakeTurnText).
 	Text TurnText
 }
 
@@ -326,7 +326,7 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		// response finds them there by the request's id.
 		ev.Req = &Request{ID: ledger.Key(f.Env.ID), Method: answered.Method, SID: answered.Session}
 		ev.Life = r.life.Gen()
-		if ev.Req.Method == wire.Prompt && !f.Env.Error && r.v2() {
+		if ev.Req.Method == wire.Prompt && !f.Env.Error && speaksV2(r.life) {
 			// A v2 prompt is answered as it is accepted: the turn runs on,
 			// and its chunks are read, until its idle state_update.
 			r.led.Update(func(f *ledger.Flight) { f.TurnAccepted(answered.Session) })
@@ -334,17 +334,17 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 			return proxy.Verdict{}, nil
 		}
 		if ev.Req.Method == wire.Prompt {
-			ev.Text = r.takeText(r.led.NativeOf(answered.Session))
+			ev.Text = r.text.TakeTurnText(r.led.NativeOf(answered.Session))
 		}
 		if holds(ev.Req.Method) {
 			return r.holdFor(ev), nil
 		}
 	}
 	if ev.Update == updState {
-		if !r.turnIdle(f) {
+		if !turnIdle(r.led, f) {
 			return proxy.Verdict{}, nil
 		}
-		ev.Text = r.takeText(wire.SessionIDOf(f))
+		ev.Text = r.text.TakeTurnText(wire.SessionIDOf(f))
 		return r.holdFor(ev), nil // it completes a turn, as a v1 prompt's response does
 	}
 	r.enqueue(ev)
@@ -359,29 +359,19 @@ const (
 	updAgentMessage = "agent_message"
 )
 
-// v2 says whether the connection speaks ACP v2 or later.
-func (r *Recorder) v2() bool { return wire.Version(r.life.Caps().Protocol) >= wire.V2 }
-
-// takeText takes what the agent has streamed for native session native so
-// far, on the relay's goroutine as a turn's end goes by. An agent that
-// queues prompts streams the next turn's chunks right behind the end, and
-// the record's goroutine, which ends the turn later, would take them for
-// this turn's.
-func (r *Recorder) takeText(native string) TurnText {
-	answer, msgID := r.text.TakeTurnText(native)
-	return TurnText{Answer: answer, MessageID: msgID}
-}
+// speaksV2 says whether the connection speaks ACP v2 or later.
+func speaksV2(lf *life.Life) bool { return wire.Version(lf.Caps().Protocol) >= wire.V2 }
 
 // turnIdle says whether a state_update ends a running v2 turn, and ends it
 // in the ledger: the turn's chunks are read up to here, on the relay's
 // goroutine, so none after it is taken for the turn's.
-func (r *Recorder) turnIdle(f *proxy.Frame) bool {
+func turnIdle(led *ledger.Ledger, f *proxy.Frame) bool {
 	if string(wire.Member(f.Raw, "params", "update", "state")) != `"idle"` {
 		return false
 	}
-	client := r.led.ClientOf(wire.SessionIDOf(f))
+	client := led.ClientOf(wire.SessionIDOf(f))
 	var ended bool
-	r.led.Update(func(fl *ledger.Flight) { ended = fl.TurnIdle(client) })
+	led.Update(func(fl *ledger.Flight) { ended = fl.TurnIdle(client) })
 	return ended
 }
 
@@ -650,7 +640,7 @@ func (r *Recorder) response(ctx context.Context, ev Event) {
 			MessageID  string `json:"messageId"`
 		}
 		decoded(r.log, "session/prompt result", msg.Result, &res) // an unreadable member stays empty
-		if failed || !r.v2() {
+		if failed || !speaksV2(r.life) {
 			r.turnEnded(ctx, req.SID, req.ID, res.StopReason, failed, ev.Text)
 		} else if s := r.sessions[req.SID]; s != nil {
 			if t := s.turnOf(req.ID); t != nil && res.MessageID != "" {
@@ -858,7 +848,7 @@ func legacyAccepted(s *Session, category, id string, at time.Time) state.Overrid
 // turnEnded closes a turn with its stop reason: the turn of prompt req on
 // its answer (a v1 prompt's, or a v2 prompt's refusal), or, for req "",
 // the running turn on its idle state_update (v2). text is what the agent
-// had streamed when the end went by (takeText): the running turn's, also
+// had streamed when the end went by (Text.TakeTurnText): the running turn's, also
 // when the turn that ended is one queued behind it, which never ran.
 func (r *Recorder) turnEnded(ctx context.Context, sid, req, stopReason string, failed bool, text TurnText) {
 	s := r.sessions[sid]
