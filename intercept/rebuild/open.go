@@ -35,6 +35,9 @@ func Opened(b *Rebuilder, ctx context.Context, s *record.Session, req *record.Re
 	if reopened {
 		line = withResult(ev.Raw, b.WithPickers(result, s.Rec.Baseline, s.Rec.Live))
 	}
+	if req.Method == wire.SessionNew {
+		s.Shown = true
+	}
 	b.rec.Flush(ctx)
 	ev.Release(append([][]byte{line}, b.cfg.Commands(s.Rec.NativeID, s.Rec.ClientID)...)...)
 }

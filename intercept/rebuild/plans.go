@@ -497,6 +497,7 @@ func settingsPlan(b *Rebuilder, s *record.Session, ev record.Event) Plan {
 				for _, e := range s.Rec.SetErrors {
 					b.log.Error("start-up setting not applied; the session runs on the agent's value", "session", client, "option", e.OptionID, "value", e.Value, "reason", e.Err)
 				}
+				s.Shown = true
 				b.rec.PutSession(ctx, s)
 				b.rec.Flush(ctx)
 				lines := append([][]byte{bridged(b, ev.Raw)}, b.cfg.Commands(native, client)...)

@@ -162,6 +162,10 @@ type Session struct {
 	// has ended, and answers them in that order.
 	queued  []queuedTurn
 	Started bool // the original has been written
+	// Shown says the client has the session/new response: the session's
+	// creation, start-up settings included, has settled, and until the
+	// client's first change its live config is its original.
+	Shown bool
 	// TextFrom is the first turn (after the first) whose text is still in
 	// memory; before it, only the store has the text (see thinOut).
 	TextFrom int
@@ -501,6 +505,18 @@ func (r *Recorder) run(ctx context.Context) {
 				case ev := <-r.events:
 					r.apply(ctx, ev)
 				default:
+					// A client that makes a session and goes (acpx's
+					// `sessions new`, an editor closed before the first
+					// message) leaves it unchanged and unprompted: its live
+					// config is its original. Unfixed, the session would
+					// stay without one for good, since the next process
+					// takes a recorded session without an original for one
+					// recorded before originals existed.
+					for sid, s := range r.sessions {
+						if s.Shown && !s.Started {
+							r.FixOriginal(ctx, sid)
+						}
+					}
 					r.Flush(ctx)
 					return
 				}
