@@ -127,6 +127,10 @@ func (c *Core) Ledger() *ledger.Ledger { return c.led }
 // Life is the agent's life: its phase, generation and capabilities.
 func (c *Core) Life() *life.Life { return c.life }
 
+// Natives is the record's index of native sessions, for the id mapping of
+// an agent's session list.
+func (c *Core) Natives() NativeIndex { return c.cfg.Store }
+
 // Watch is how a held request waits on the agent's life.
 func (c *Core) Watch() *rebuild.Watch { return c.watch }
 

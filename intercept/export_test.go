@@ -10,7 +10,7 @@ func StageList(r *Core) []Interceptor {
 		NewLifeline(r.Life(), r.Ledger(), r.Watch(), r.ChunkGate(), r.Sessions(), r.log),
 		NewCommands(r.Sessions(), r.Ledger(), r.Life(), r.Version(), r.MaxProtocol(), r.log),
 		NewRecordStage(r.Recorder()),
-		NewIDs(r.Ledger(), r.ChunkGate()),
+		NewIDs(r.Ledger(), r.ChunkGate(), r.Natives()),
 		NewPickers(r.Life(), r.Pickers()),
 		NewTracker(r.Ledger()),
 	}

@@ -3,6 +3,7 @@ package intercept
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
@@ -20,26 +21,57 @@ import (
 // a session nobody knows yet is held: agents send updates for a new session
 // before the session/new response (DESIGN.md "Data flow" 6), and the client
 // must get them under its own id, after the mapping exists.
+//
+// An agent's answer to session/list names its native sessions, of this
+// process's life and of earlier ones: each listed session the record knows
+// is named by the client's id, once (listed).
 type idMapper struct {
-	led  *ledger.Ledger
-	gate *ChunkGate
+	led     *ledger.Ledger
+	gate    *ChunkGate
+	natives NativeIndex
+	rest    restOfChain
 }
 
-// NewIDs maps session ids through the ledger's client-to-native table. The
-// gate says when it must see chunks: while some session's id differs.
-func NewIDs(led *ledger.Ledger, gate *ChunkGate) Interceptor { return idMapper{led: led, gate: gate} }
+// A NativeIndex knows which client session a native one stands or stood
+// behind, across the sidecar's processes (state.Store.ClientID).
+type NativeIndex interface {
+	ClientID(ctx context.Context, nativeID string) (string, error)
+}
+
+// NewIDs maps session ids through the ledger's client-to-native table, and
+// the sessions an agent lists through the record's natives. The gate says
+// when it must see chunks: while some session's id differs.
+func NewIDs(led *ledger.Ledger, gate *ChunkGate, natives NativeIndex) Interceptor {
+	return &idMapper{led: led, gate: gate, natives: natives}
+}
+
+func (m *idMapper) goOnWith(rest restOfChain) { m.rest = rest }
 
 // Claims takes frames with a sessionId once anything is mapped, or while
-// the sidecar is creating a session.
-func (m idMapper) Claims(_ proxy.Direction, env *proxy.Envelope) bool {
+// the sidecar is creating a session, and the agent's results, among which
+// Intercept finds the lists.
+func (m *idMapper) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
+	if dir == proxy.AgentToClient && env.Kind == proxy.KindResponse {
+		return !env.Error
+	}
 	if !env.SessionID.Present() {
 		return false
 	}
 	return m.led.Splicing()
 }
 
-// Intercept splices the mapped id in place of the frame's.
-func (m idMapper) Intercept(_ context.Context, f *proxy.Frame) (proxy.Verdict, error) {
+// Intercept splices the mapped id in place of the frame's, and holds a
+// list to name its sessions by their client ids.
+func (m *idMapper) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict, error) {
+	if f.Env.Kind == proxy.KindResponse {
+		if q, ok := ledger.AnsweredOf(ctx); !ok || q.Method != wire.SessionList {
+			return proxy.Verdict{}, nil
+		}
+		raw := append([]byte(nil), f.Raw...)
+		return proxy.Verdict{Do: proxy.Hold, Later: func(ctx context.Context) proxy.Decision {
+			return m.rest(ctx, proxy.AgentToClient, m.listed(ctx, raw))
+		}}, nil
+	}
 	sp := f.Env.SessionID
 	var id string
 	if err := json.Unmarshal(f.Raw[sp.Start:sp.End], &id); err != nil {
@@ -69,7 +101,7 @@ func respliceID(raw []byte, sp proxy.Span, id string) []byte {
 // mapped, then sends it under its client id when it now has one, else
 // unchanged. Every creation ends, whatever its call's outcome
 // (endCreating), so no frame is held for ever.
-func (m idMapper) holdEarly(f *proxy.Frame, native string, created <-chan struct{}) proxy.Verdict {
+func (m *idMapper) holdEarly(f *proxy.Frame, native string, created <-chan struct{}) proxy.Verdict {
 	raw := append([]byte(nil), f.Raw...)
 	sp := f.Env.SessionID
 	return proxy.Verdict{Do: proxy.Hold, Later: func(ctx context.Context) proxy.Decision {
@@ -87,4 +119,79 @@ func (m idMapper) holdEarly(f *proxy.Frame, native string, created <-chan struct
 
 // ChunkPolicy: the id mapping claims a chunk only while some id may need
 // splicing.
-func (m idMapper) ChunkPolicy() ChunkPolicy { return ChunkPolicy{Gate: m.gate} }
+func (m *idMapper) ChunkPolicy() ChunkPolicy { return ChunkPolicy{Gate: m.gate} }
+
+// listed is an agent's session/list result with each session the record
+// knows under its client id. A session rebuilt (a reset, a rewind, a
+// crash that found its native session gone) has had several native ones,
+// and the agent may list more than one of them: the client's session is
+// listed once, as and where the agent lists the first of them, with the
+// latest updatedAt of them all.
+func (m *idMapper) listed(ctx context.Context, raw []byte) []byte {
+	var msg struct {
+		Result struct {
+			Sessions []json.RawMessage `json:"sessions"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(raw, &msg) != nil || len(msg.Result.Sessions) == 0 {
+		return raw // nothing the client could take for a session of its own
+	}
+	type kept struct {
+		at      int // in list
+		updated string
+	}
+	seen := make(map[string]kept, len(msg.Result.Sessions))
+	list := make([]json.RawMessage, 0, len(msg.Result.Sessions))
+	changed := false
+	for _, entry := range msg.Result.Sessions {
+		var e struct {
+			SessionID string `json:"sessionId"`
+			UpdatedAt string `json:"updatedAt"`
+		}
+		if json.Unmarshal(entry, &e) != nil || e.SessionID == "" {
+			list = append(list, entry)
+			continue
+		}
+		id := e.SessionID
+		// A session the record does not know, or cannot say now (the
+		// store is out of reach), is listed as the agent named it.
+		if client, err := m.natives.ClientID(ctx, id); err == nil && client != "" && client != id {
+			if named, err := wire.SetPath(entry, wire.String(client), "sessionId"); err == nil {
+				entry, id, changed = named, client, true
+			}
+		}
+		k, dup := seen[id]
+		if !dup {
+			seen[id] = kept{at: len(list), updated: e.UpdatedAt}
+			list = append(list, entry)
+			continue
+		}
+		changed = true
+		if later(e.UpdatedAt, k.updated) {
+			if dated, err := wire.SetPath(list[k.at], wire.String(e.UpdatedAt), "updatedAt"); err == nil {
+				list[k.at] = dated
+				seen[id] = kept{at: k.at, updated: e.UpdatedAt}
+			}
+		}
+	}
+	if !changed {
+		return raw
+	}
+	out, err := wire.SetPath(raw, wire.Encode(list), "result", "sessions")
+	if err != nil {
+		return raw // it decoded above; a result that will not take the list back goes as it came
+	}
+	return out
+}
+
+// later says whether updatedAt a is after b; either may be absent ("").
+// They are ISO 8601 timestamps (RFC 3339), which agents write in UTC; one
+// that does not parse is not later than anything.
+func later(a, b string) bool {
+	ta, err := time.Parse(time.RFC3339Nano, a)
+	if err != nil {
+		return false
+	}
+	tb, err := time.Parse(time.RFC3339Nano, b)
+	return err != nil || ta.After(tb)
+}

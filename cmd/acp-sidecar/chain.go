@@ -28,8 +28,9 @@ func buildChain(ctx context.Context, log *slog.Logger, core *intercept.Core, rec
 			// The record: config layers and turns.
 			intercept.NewRecordStage(core.Recorder()),
 			// Keeps the client's session ids stable over rebuilds: it sees
-			// client ids on their way in, and gives agent frames theirs.
-			intercept.NewIDs(led, gate),
+			// client ids on their way in, and gives agent frames theirs,
+			// the sessions the agent lists included.
+			intercept.NewIDs(led, gate, core.Natives()),
 			// Follows an agent's mode change in config options with the
 			// legacy report, for a client that reads only legacy modes.
 			intercept.NewPickers(core.Life(), core.Pickers()),
