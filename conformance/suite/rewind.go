@@ -219,6 +219,10 @@ func readLLMLog(path string) ([]mockllm.Request, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--llm-log: %w", err)
 	}
+	// The mock may be writing its last line as the log is read (one
+	// write(2) a line, but a reader can see part of a write to a file): a
+	// line counts once its '\n' is there.
+	data = data[:bytes.LastIndexByte(data, '\n')+1]
 	var out []mockllm.Request
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
