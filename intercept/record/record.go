@@ -514,7 +514,7 @@ func (r *Recorder) run(ctx context.Context) {
 					// recorded before originals existed.
 					for sid, s := range r.sessions {
 						if s.Shown && !s.Started {
-							r.FixOriginal(ctx, sid)
+							fixUnused(ctx, r.cfg.Store, sid, r.log)
 						}
 					}
 					r.Flush(ctx)
@@ -609,6 +609,22 @@ func (r *Recorder) FixOriginal(ctx context.Context, sid string) {
 	s.Started = true
 	s.Rec.Original = CloneConfig(s.Rec.Live)
 	r.PutSession(ctx, s)
+}
+
+// fixUnused fixes the original of sid, a session this process made and
+// never changed nor prompted, from the record as the store has it now:
+// another sidecar of the host may have taken the session on since, and
+// this process's copy of it is stale then. A stored record with an
+// original, or with overrides, was changed elsewhere and is left alone.
+func fixUnused(ctx context.Context, store state.Store, sid string, log *slog.Logger) {
+	rec, err := store.Session(ctx, sid)
+	if err != nil || rec.Original != nil || len(rec.Overrides) > 0 {
+		return // gone, changed elsewhere, or unreadable: nothing to fix from
+	}
+	rec.Original = CloneConfig(rec.Live)
+	if err := store.PutSession(ctx, rec); err != nil && !errors.Is(err, state.ErrOriginalExists) {
+		log.Warn("record the original of an unused session", "session", sid, "err", err)
+	}
 }
 
 // response records what a request achieved, then lets a held response go.
