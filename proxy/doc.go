@@ -26,10 +26,13 @@
 // agent.
 //
 // How a frame of the agent's travels, which is what the speed of the sidecar
-// comes down to (DESIGN.md, "Speed"): a goroutine of the line reader reads
-// the next buffer while the relay's goroutine decides the frames of this one
-// (LineReader.readAhead), and grows the agent's pipe to 1 MiB the first time
-// it finds it full (GrowPipe), so a streaming agent writes on meanwhile. A
+// comes down to (DESIGN.md, "Speed"): while the agent streams, a goroutine
+// of the line reader reads the next buffer while the relay's goroutine
+// decides the frames of this one (LineReader.readAhead), and grows the
+// agent's pipe to 1 MiB the first time it finds it full (GrowPipe), so a
+// streaming agent writes on meanwhile. While the agent is quiet, that
+// goroutine is parked and the relay's goroutine reads for itself, so a lone
+// response costs no hand-over between goroutines (readAhead.park). A
 // chunk after a chunk is found and scanned by its text alone
 // (streamScanner.byTail); any other frame is found by its newline and
 // scanned whole. Either way a string's text is looked through 16 bytes an

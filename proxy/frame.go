@@ -99,6 +99,11 @@ type readAhead struct {
 	// ended says free is closed: the caller's own read failed, and the
 	// goroutine, given no more buffers, has ended or is ending.
 	ended bool
+	// parked says the goroutine is given no buffers because the source
+	// is not streaming: the caller reads itself once every buffer is back
+	// (LineReader.fillSelf), and hands reading back to the goroutine when
+	// a read finds a stream again (streamingRead).
+	parked bool
 
 	// pipe, when the source is one, is grown the first time a read finds
 	// it full, by whoever reads it then.
@@ -126,13 +131,18 @@ type aheadChunk struct {
 // grown: a pipe's size counts against its user's pipe-user-pages-soft, and
 // past that every new pipe of the user's gets two pages, so an
 // orchestrator's hundred quietly chatting agents must not take it all.
+//
+// Handing each read over costs a wake-up of the caller's goroutine, which
+// was most of what the relay added to a request's round trip. So until a
+// read finds the agent streaming (streamingRead), and again once a read of
+// the goroutine's finds it quiet, the goroutine is parked and the caller
+// reads for itself: a lone response is read and decided on one goroutine,
+// as a byte copy would.
 func (lr *LineReader) readAhead() {
-	a := &readAhead{full: make(chan aheadChunk, 1), free: make(chan []byte, 4)}
+	a := &readAhead{full: make(chan aheadChunk, 1), free: make(chan []byte, 4), parked: true}
 	a.pipe, a.grow = lr.src.(*os.File)
 	size := aheadRoom + ReadBufSize
-	a.free <- make([]byte, size)
-	a.free <- make([]byte, size)
-	a.out = 2
+	a.kept = [][]byte{make([]byte, size), make([]byte, size)}
 	lr.buf = make([]byte, size)
 	lr.r, lr.seen, lr.w = aheadRoom, aheadRoom, aheadRoom
 	lr.ahead = a
@@ -161,10 +171,15 @@ func (a *readAhead) grown(n int) {
 	}
 }
 
+// streamingRead is the size of a read that says the source streams: a
+// full pipe of the default size holds as much. What is read ahead then
+// waits for the caller more often than the caller waits for it.
+const streamingRead = defaultPipeSize
+
 // give hands buf to the goroutine to read into, or, while a long line is
-// read, keeps it back.
+// read or the goroutine is parked, keeps it back.
 func (a *readAhead) give(buf []byte) {
-	if a.hold || a.ended {
+	if a.hold || a.parked || a.ended {
 		if len(a.kept) < cap(a.free) {
 			a.kept = append(a.kept, buf)
 		}
@@ -181,6 +196,12 @@ func (a *readAhead) give(buf []byte) {
 // begun to read into, and says whether every buffer is back.
 func (a *readAhead) stop() bool {
 	a.hold = true
+	return a.takeBack()
+}
+
+// takeBack takes back the buffers the goroutine has not begun to read
+// into, and says whether every buffer is back.
+func (a *readAhead) takeBack() bool {
 	for a.out > 0 {
 		select {
 		case buf := <-a.free:
@@ -193,9 +214,17 @@ func (a *readAhead) stop() bool {
 	return true
 }
 
-// resume gives the kept buffers back to the goroutine.
+// resume gives the kept buffers back to the goroutine, unless it is
+// parked.
 func (a *readAhead) resume() {
 	a.hold = false
+	if !a.parked {
+		a.giveKept()
+	}
+}
+
+// giveKept gives the goroutine the buffers kept back.
+func (a *readAhead) giveKept() {
 	kept := a.kept
 	a.kept = nil
 	for _, buf := range kept {
@@ -207,8 +236,36 @@ func (a *readAhead) resume() {
 // it is given no more buffers, and Next then gets err as from a read of
 // its own.
 func (a *readAhead) fail(err error) {
+	if a.ended {
+		return
+	}
 	a.err, a.ended = err, true
 	close(a.free)
+}
+
+// park stops giving the goroutine buffers after a read of n bytes that
+// found the source quiet, or unparks it after one that found it streaming.
+func (a *readAhead) park(n int) {
+	switch quiet := n < streamingRead; {
+	case quiet && !a.parked:
+		a.parked = true
+		a.takeBack()
+	case !quiet && a.parked:
+		a.parked = false
+		if !a.hold {
+			a.giveKept()
+		}
+	}
+}
+
+// spare is a buffer for the caller's own read: one kept back, or a new one.
+func (a *readAhead) spare() []byte {
+	if n := len(a.kept); n > 0 {
+		buf := a.kept[n-1]
+		a.kept = a.kept[:n-1]
+		return buf
+	}
+	return make([]byte, aheadRoom+ReadBufSize)
 }
 
 // readSome reads into buf[from:] and returns where the data ends. As
@@ -228,24 +285,59 @@ func readSome(src io.Reader, buf []byte, from int) (int, error) {
 // end of this one put back before its data, and gives this one back.
 func (lr *LineReader) fillAhead() {
 	a := lr.ahead
+	if a.out == 0 && a.parked {
+		lr.fillSelf()
+		return
+	}
 	c, ok := <-a.full
 	if !ok {
 		lr.err = a.err
 		return
 	}
 	a.out--
+	if c.err != nil {
+		a.err = c.err
+	} else {
+		a.park(c.n - aheadRoom)
+	}
+	lr.next(c.buf, c.n, c.err)
+}
+
+// fillSelf reads the next buffer on the caller's goroutine, the read-ahead
+// goroutine parked with no buffer of its own.
+func (lr *LineReader) fillSelf() {
+	a := lr.ahead
+	if a.ended {
+		lr.err = a.err
+		return
+	}
+	buf := a.spare()
+	n, err := readSome(lr.src, buf, aheadRoom)
+	a.grown(n - aheadRoom)
+	if err != nil {
+		a.fail(err)
+	} else {
+		a.park(n - aheadRoom)
+	}
+	lr.next(buf, n, err)
+}
+
+// next makes buf, read into up to n with err after it, the read buffer,
+// with the cut frame at the end of the current one put back before its
+// data, and gives the current one back.
+func (lr *LineReader) next(buf []byte, n int, err error) {
 	tail := lr.buf[lr.r:lr.w] // no longer than aheadRoom (readSlice)
 	at := aheadRoom - len(tail)
-	copy(c.buf[at:], tail)
+	copy(buf[at:], tail)
 	old := lr.buf
-	lr.buf, lr.r, lr.seen, lr.w = c.buf, at, aheadRoom, c.n
-	if c.err != nil {
-		lr.err, a.err = c.err, c.err
+	lr.buf, lr.r, lr.seen, lr.w = buf, at, aheadRoom, n
+	if err != nil {
+		lr.err = err
 	}
 	if lr.lend != nil {
 		old = lr.lend(old)
 	}
-	a.give(old)
+	lr.ahead.give(old)
 }
 
 // drained says whether nothing more is ready without waiting for the

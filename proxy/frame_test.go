@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestReadAheadReadsEveryFrame: a reader that reads ahead returns every
@@ -314,4 +315,105 @@ func (r *cutReader) Read(p []byte) (int, error) {
 		return n, r.end
 	}
 	return n, nil
+}
+
+// TestReadAheadParksOnAQuietSource: while the source gives a frame at a
+// time, the caller reads it itself and no buffer is out with the
+// read-ahead goroutine, so a lone response costs no hand-over; once a read
+// finds the source streaming, the goroutine reads ahead while the caller
+// is busy elsewhere; and once the stream is quiet again, it is parked
+// again.
+func TestReadAheadParksOnAQuietSource(t *testing.T) {
+	src := &handedReader{chunks: make(chan []byte, 16), asked: make(chan struct{}, 64)}
+	lr := NewLineReader(src, 0)
+	lr.readAhead()
+	small := func(i int) []byte { return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"result":{}}`+"\n", i) }
+	// next returns the next frame, and how many reads the source was
+	// asked for meanwhile or since the last call.
+	next := func() ([]byte, int) {
+		t.Helper()
+		line, err := lr.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return line, drainCount(src.asked)
+	}
+
+	for i := range 3 {
+		src.chunks <- small(i)
+		line, reads := next()
+		if want := small(i); !bytes.Equal(line, want[:len(want)-1]) {
+			t.Fatalf("quiet frame %d = %q", i, line)
+		}
+		if reads != 1 || lr.ahead.out != 0 {
+			t.Fatalf("quiet frame %d: %d reads, %d buffers read ahead; want 1 read of the caller's and none ahead", i, reads, lr.ahead.out)
+		}
+	}
+
+	stream := frames(streamingRead)
+	src.chunks <- stream
+	line, err := lr.Next()
+	if err != nil || !bytes.Equal(line, stream[:bytes.IndexByte(stream, '\n')]) {
+		t.Fatalf("the stream's first frame = %.60q, %v", line, err)
+	}
+	// The caller read the stream; it is not reading now, so only the
+	// goroutine can ask for a second read.
+	for range 2 {
+		select {
+		case <-src.asked:
+		case <-time.After(time.Minute):
+			t.Fatal("a streaming source was not read ahead")
+		}
+	}
+	for range bytes.Count(stream, []byte("{\"jsonrpc\"")) - 1 {
+		next()
+	}
+
+	for i := range 4 {
+		src.chunks <- small(i)
+		next()
+	}
+	if lr.ahead.out != 0 {
+		t.Fatalf("after quiet reads again, %d buffers are read ahead; want none", lr.ahead.out)
+	}
+	src.chunks <- small(9)
+	if _, reads := next(); reads != 1 || lr.ahead.out != 0 {
+		t.Fatalf("quiet again: %d reads, %d buffers read ahead; want the caller's one", reads, lr.ahead.out)
+	}
+	close(src.chunks)
+	if _, err := lr.Next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("at the end: %v, want EOF", err)
+	}
+}
+
+// handedReader gives each chunk the test hands it as one read, and says
+// on asked each time it is read; it gives io.EOF once chunks is closed.
+type handedReader struct {
+	chunks chan []byte
+	asked  chan struct{}
+}
+
+func (r *handedReader) Read(p []byte) (int, error) {
+	r.asked <- struct{}{}
+	c, ok := <-r.chunks
+	if !ok {
+		return 0, io.EOF
+	}
+	if len(c) > len(p) {
+		panic(fmt.Sprintf("a chunk of %d bytes for a read of %d", len(c), len(p)))
+	}
+	return copy(p, c), nil
+}
+
+// drainCount takes what is in c and says how much it was.
+func drainCount(c chan struct{}) int {
+	n := 0
+	for {
+		select {
+		case <-c:
+			n++
+		default:
+			return n
+		}
+	}
 }
