@@ -417,3 +417,16 @@ func drainCount(c chan struct{}) int {
 		}
 	}
 }
+
+// frames is lines of JSON, n bytes in all.
+func frames(n int) []byte {
+	var b bytes.Buffer
+	for b.Len() < n {
+		line := `{"jsonrpc":"2.0","method":"m","params":{"text":"` + strings.Repeat("x", min(200, max(0, n-b.Len()-60))) + `"}}` + "\n"
+		if b.Len()+len(line) > n {
+			line = strings.Repeat(" ", n-b.Len()-1) + "\n" // a blank line, skipped
+		}
+		b.WriteString(line)
+	}
+	return b.Bytes()
+}

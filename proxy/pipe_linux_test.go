@@ -1,11 +1,9 @@
 package proxy
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"os"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -47,19 +45,6 @@ func grownSize(t *testing.T) int {
 		t.Fatalf("a grown pipe holds %d bytes, want %d", got, AgentPipeSize)
 	}
 	return AgentPipeSize
-}
-
-// frames is lines of JSON, n bytes in all.
-func frames(n int) []byte {
-	var b bytes.Buffer
-	for b.Len() < n {
-		line := `{"jsonrpc":"2.0","method":"m","params":{"text":"` + strings.Repeat("x", min(200, max(0, n-b.Len()-60))) + `"}}` + "\n"
-		if b.Len()+len(line) > n {
-			line = strings.Repeat(" ", n-b.Len()-1) + "\n" // a blank line, skipped
-		}
-		b.WriteString(line)
-	}
-	return b.Bytes()
 }
 
 // readAll reads every frame of r ahead, as the relay reads an agent.
