@@ -38,8 +38,15 @@ func TestMain(m *testing.M) {
 // long anything takes; this only turns a hang into a failure.
 const waitBound = 30 * time.Second
 
+// lifeBound bounds the life of a process a test starts. A process lives
+// through the test's every wait, a lease's expiry and another host's start
+// among them: on a loaded 2-core runner their sum passed waitBound, and
+// the process was killed mid-test.
+const lifeBound = 5 * time.Minute
+
+// boundedCtx is the context a test's process runs under.
 func boundedCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), waitBound)
+	ctx, cancel := context.WithTimeout(t.Context(), lifeBound)
 	t.Cleanup(cancel)
 	return ctx
 }
