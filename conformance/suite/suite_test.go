@@ -218,6 +218,11 @@ func judge(t *testing.T, rep *Report, want map[string]expect) {
 		if !ok {
 			w = expect{verdict: Pass}
 		}
+		for _, alt := range agentTimed[rep.Agent.Name+" "+rep.Agent.Version][c.ID] {
+			if c.Verdict == alt.verdict && strings.Contains(c.Detail, alt.detail) {
+				w = alt
+			}
+		}
 		if gap, ok := knownGaps[c.ID]; ok && w.verdict == Pass && c.Verdict == Fail && strings.Contains(c.Detail, gap) {
 			t.Logf("%s: known gap, still open: %s", c.ID, c.Detail)
 			continue
@@ -647,10 +652,22 @@ func codexSetup(url, template string) []string {
 // claudeExpect are claude-agent-acp 0.23.1's verdicts that are not pass.
 var claudeExpect = map[string]expect{
 	// It replays only the user's side when the load follows the turn at
-	// once: reported, never failing.
-	"load-replay": {Warn, "replayed no agent message"},
+	// once, both ways: reported, never failing (see agentTimed).
+	"load-replay": {Warn, "the agent fails it directly and through the sidecar"},
 	// It does not fork at a message (the sidecar's table starts at 0.101.0).
 	"rewind-native": {Skip, "fork"},
+}
+
+// agentTimed are the other verdicts a real agent gets where what it does
+// depends on its own timing, by its name and version. claude-agent-acp
+// 0.23.1 replays its reply on a load only once the claude CLI's timer has
+// written the transcript: a load at once found it, on a slow run, through
+// the sidecar (absorbed) and even both ways (pass). Never accepted: the
+// agent passing directly and failing through the sidecar.
+var agentTimed = map[string]map[string][]expect{
+	"@zed-industries/claude-agent-acp 0.23.1": {
+		"load-replay": {{Absorbed, "the agent fails it directly (session/load replayed no agent message"}, {Pass, "replayed the agent's reply too"}},
+	},
 }
 
 // claudeCheckTimeout bounds each check against claude-agent-acp, whose
