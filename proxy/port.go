@@ -34,6 +34,9 @@ type PortConfig struct {
 	Out io.Writer // to the editor (our stdout): nothing but ACP is ever written here
 	// MaxFrame limits one line; 0 means DefaultMaxFrame.
 	MaxFrame int
+	// LongFrames, as the relay's (Config.LongFrames), is told each change
+	// in the bytes the port may keep live for the client's long frames.
+	LongFrames func(delta int64)
 	// Trace, if set, records every frame the client sends, malformed ones
 	// included, and the port's own answers. The relays record the rest.
 	Trace *Trace
@@ -64,6 +67,8 @@ type Route func(ctx context.Context, f *Frame)
 // place, for the peer that waits for it.
 func (p *ClientPort) Run(ctx context.Context, route Route) error {
 	lr := NewLineReader(p.cfg.In, p.cfg.MaxFrame)
+	lr.kept = p.cfg.LongFrames
+	defer lr.releaseLong()
 	f := new(Frame) // reused, as the relay's pump does
 	var scan streamScanner
 	for {

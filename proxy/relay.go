@@ -172,6 +172,12 @@ type Config struct {
 
 	// MaxFrame limits one line; 0 means DefaultMaxFrame.
 	MaxFrame int
+	// LongFrames, when set, is told each change in the bytes the relay may
+	// keep live for frames longer than a read buffer: it grows with the
+	// longest such frame of each direction, and falls when an agent's or
+	// the client's reader ends. A process with a soft memory limit raises
+	// the limit by it. Both of the relay's goroutines call it, at any time.
+	LongFrames func(delta int64)
 	// Hook sees every valid frame; nil passes everything.
 	Hook Hook
 	// Trace, if set, records every frame, including malformed ones and the
@@ -623,6 +629,8 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 	f := new(Frame)
 	var scan streamScanner
 	lr.lend = r.out[dir].settle
+	lr.kept = r.cfg.LongFrames
+	defer lr.releaseLong()
 	if dir == AgentToClient {
 		// Agents stream; the editor's requests come one at a time.
 		lr.readAhead()

@@ -440,3 +440,58 @@ func TestNoWriteToAGoneAgent(t *testing.T) {
 	}
 	close(proceed)
 }
+
+// longCount adds up what a relay's LongFrames is told.
+type longCount struct {
+	mu       sync.Mutex
+	held     int64
+	negative bool
+}
+
+func (c *longCount) add(delta int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held += delta
+	c.negative = c.negative || c.held < 0
+}
+
+func (c *longCount) now() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.held
+}
+
+// A process's soft memory limit is raised by what the relay keeps for long
+// frames (Config.LongFrames): three buffers of each direction's longest, at
+// most keepLong's, and nothing once the readers are done.
+func TestLongFramesAreAccounted(t *testing.T) {
+	var count longCount
+	h := newHarness(t, Config{LongFrames: count.add})
+	frame := func(method string, size int) string {
+		return `{"jsonrpc":"2.0","method":"` + method + `","params":{"data":"` + strings.Repeat("A", size) + `"}}`
+	}
+	if got := count.now(); got != 0 {
+		t.Fatalf("before any long frame: %d bytes held, want 0", got)
+	}
+	go sendAsync(h.agentW, frame("session/update", 2<<20))
+	recv(t, h.toClient)
+	afterAgent := count.now()
+	if min := int64(keptLong * 2 << 20); afterAgent < min {
+		t.Errorf("after the agent's 2 MiB frame: %d bytes held, want at least %d", afterAgent, min)
+	}
+	go sendAsync(h.clientW, frame("_note", 1<<20))
+	recv(t, h.toAgent)
+	afterClient := count.now()
+	if min := afterAgent + keptLong*1<<20; afterClient < min {
+		t.Errorf("after the client's 1 MiB frame too: %d bytes held, want at least %d", afterClient, min)
+	}
+	go sendAsync(h.agentW, frame("session/update", keepLong+(4<<20)))
+	recv(t, h.toClient)
+	if got, max := count.now(), afterClient+keptLong*(keepLong+ReadBufSize); got > max || got <= afterClient {
+		t.Errorf("after a frame past keepLong: %d bytes held, want more than %d and at most %d", got, afterClient, max)
+	}
+	h.stop(t)
+	if got := count.now(); got != 0 || count.negative {
+		t.Errorf("after the relay ended: %d bytes held (below 0 on the way: %v), want 0", got, count.negative)
+	}
+}

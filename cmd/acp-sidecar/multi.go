@@ -45,7 +45,7 @@ func runMulti(ctx context.Context, o runOptions, s stdio) error {
 		refs = append(refs, switchboard.AgentRef{Name: d.Name, Command: d.Argv})
 	}
 	in := pollable(s.in)
-	port := proxy.NewClientPort(proxy.PortConfig{In: in, Out: s.out, MaxFrame: o.maxFrame, Trace: env.trace, Log: log})
+	port := proxy.NewClientPort(proxy.PortConfig{In: in, Out: s.out, MaxFrame: o.maxFrame, LongFrames: s.longFrames, Trace: env.trace, Log: log})
 	stacks := &stackSet{}
 	start := func(ctx context.Context, name string, out proxy.Egress) (*switchboard.Backend, error) {
 		d := defs[name]

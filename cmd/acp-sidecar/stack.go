@@ -77,7 +77,7 @@ func startStack(ctx context.Context, o runOptions, env *runEnv, s stdio, sp stac
 	cfg := proxy.Config{
 		ClientIn: sp.clientIn, ClientOut: sp.clientOut, Client: sp.port, Egress: sp.egress,
 		AgentIn: agent.Stdin, AgentOut: agent.Stdout,
-		MaxFrame: o.maxFrame, Hook: buildChain(ctx, log, core, sp.record, o.strict), Trace: env.trace, Log: log, Strict: o.strict,
+		MaxFrame: o.maxFrame, LongFrames: s.longFrames, Hook: buildChain(ctx, log, core, sp.record, o.strict), Trace: env.trace, Log: log, Strict: o.strict,
 		OnClientEOF: func() { eofOnce.Do(func() { close(st.eof) }) },
 	}
 	if sup.restart {
