@@ -120,6 +120,19 @@ func FuzzIDMapper(f *testing.F) {
 		led.Update(func(f *ledger.Flight) { f.Remap("fz-other", "fz-other-native", 0) })
 		m := idMapper{led: led, gate: &ChunkGate{led: led}}
 		f := &proxy.Frame{Dir: dir, Raw: frame, Env: env}
+		if env.Kind == proxy.KindResponse {
+			// A frame with an id and no method is a response, whose
+			// params name no session: it passes as it is, and of an
+			// agent's results only a session/list's is rewritten, by the
+			// sessions it lists (scenario_list_rebuilt.txtar).
+			if !m.Claims(dir, &f.Env) {
+				return
+			}
+			if v, err := m.Intercept(context.Background(), f); err != nil || v.Do != proxy.Pass {
+				t.Fatalf("response: verdict %v (err %v), want it passed as it is", v.Do, err)
+			}
+			return
+		}
 		if !m.Claims(dir, &f.Env) {
 			t.Fatalf("idMapper does not claim a mapped frame")
 		}
