@@ -30,6 +30,17 @@ func startSidecar(t *testing.T, argv, env []string, dir string, flags ...string)
 	return startSidecarState(t, argv, env, dir, t.TempDir(), flags...)
 }
 
+// sidecarBounds are the bounds of the sidecar's own calls and of a request
+// waiting for a rebuild, for a test's sidecar. The defaults (30 s, 60 s)
+// are for a user's machine. On CI, with the other suites and a second job
+// beside, claude-agent-acp 0.23.1 took more than 30 s for the session/new
+// of a switch, and the switch failed as it should at the default bound (a
+// clear error, the session left where it was). With two fuzz workers
+// beside, the same session/new took 6-12 s. The tests assert what the
+// sidecar does, not how fast a loaded agent is; a hang still fails, at
+// stepTimeout. A test's own flags come after these and win.
+var sidecarBounds = []string{"--call-timeout", "2m", "--hold-timeout", "3m"}
+
 // startSidecarState is startSidecar with the state directory chosen by the
 // caller, so the test can read the record afterwards (`show --json`).
 func startSidecarState(t *testing.T, argv, env []string, dir, state string, flags ...string) *agent {
@@ -44,8 +55,8 @@ func startSidecarState(t *testing.T, argv, env []string, dir, state string, flag
 			t.Logf("sidecar log (%v):\n%s", err, data)
 		}
 	})
-	args := append([]string{bin, "--state-dir", state, "--log-file", logFile}, flags...)
-	args = append(append(args, "--"), argv...)
+	args := append([]string{bin, "--state-dir", state, "--log-file", logFile}, sidecarBounds...)
+	args = append(append(append(args, flags...), "--"), argv...)
 	a := startAgent(t, args, env, dir)
 	// Registered after startAgent's own cleanup, so it runs first, on
 	// everything the client got while the test ran (schema_test.go).
