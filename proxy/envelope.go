@@ -402,13 +402,27 @@ func (s *scanner) run(b []byte, resume bool) {
 	st := &s.st
 	depth := 0
 	i := 0
+	emptyArray := false // a resumed array ends where its first value was
 	if resume {
 		depth, i = st.depth, st.i
 		stack = append(stack, st.stack[:depth]...)
+		// The snapshot was before a string value; this frame may hold
+		// white space there first, and, where that value was an array's
+		// first, the array's end.
+		first := stack[depth-1] == '[' && lastNonWS(b[:i]) == '['
+		i = skipWS(b, i)
+		emptyArray = first && i < len(b) && b[i] == ']'
 	} else {
 		i = skipWS(b, 0)
 	}
 	for {
+		if emptyArray {
+			emptyArray = false
+			i++
+			depth--
+			stack = stack[:depth]
+			goto after
+		}
 		// A value starts at b[i].
 		if i >= len(b) {
 			s.fail(i, "unexpected end of frame")
@@ -553,6 +567,16 @@ func (s *scanner) run(b []byte, resume bool) {
 		}
 		i = skipWS(b, i)
 	}
+}
+
+// lastNonWS is the last byte of b that is not white space, or 0.
+func lastNonWS(b []byte) byte {
+	for k := len(b) - 1; k >= 0; k-- {
+		if !wsTable[b[k]] {
+			return b[k]
+		}
+	}
+	return 0
 }
 
 // key reads a member name at b[i] in the object at depth, and the ':' after
