@@ -517,8 +517,17 @@ func openForReading(ctx context.Context, a readCmdArgs) (state.Store, error) {
 	if _, err := os.Stat(a.dir); errors.Is(err, fs.ErrNotExist) {
 		return state.NewMemory(), nil
 	}
-	return state.Open(ctx, a.dir, state.Options{})
+	return state.Open(ctx, a.dir, state.Options{ConnectTimeout: readConnectTimeout})
 }
+
+// readConnectTimeout is how long a read command waits for the store's
+// owner to take it in. A sidecar gives up on its owner after the store's
+// default 2 s and records in memory meanwhile, which loses nothing; a
+// read that gives up has nothing to show but "busy or unreachable", and on
+// a host busy enough (a CI run beside a real agent's conformance) the
+// owner took longer than 2 s to answer. Someone who typed the command
+// would rather wait the few seconds more.
+const readConnectTimeout = 15 * time.Second
 
 // storeError explains the store's failures that a user can act on.
 func storeError(a readCmdArgs, err error) error {
