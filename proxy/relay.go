@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -419,21 +420,43 @@ func (r *Relay) Run(parent context.Context) error {
 	if r.cfg.Client != nil {
 		r.endClient()
 	} else {
-		if c, ok := r.cfg.ClientIn.(io.Closer); ok {
-			c.Close()
-		}
-		select {
-		case clientErr = <-clientDone:
-		case <-ctx.Done():
-			// The client's input cannot be closed (a plain os.Stdin). Its
-			// reader is parked in a read that ends with the process;
-			// nothing else waits.
-		}
+		clientErr = r.stopClientReader(parent, clientDone)
 	}
 	if err := r.out[AgentToClient].flush(); err != nil && !errors.Is(err, ErrClosed) {
 		agentErr = errors.Join(agentErr, fmt.Errorf("flush to client: %w", err))
 	}
 	return errors.Join(agentErr, clientErr)
+}
+
+// stopClientReader closes the client's input, which ends its reader's
+// pending read (cmd makes stdin pollable; closing a pipe cancels its read),
+// and waits for the reader: its goroutine has an owner, and what its long
+// frames kept (Config.LongFrames) is given back before Run returns. Only
+// the caller's cancel stops the wait, for a read that no close ends; that
+// read then ends with the process.
+func (r *Relay) stopClientReader(parent context.Context, done <-chan error) error {
+	c, ok := r.cfg.ClientIn.(io.Closer)
+	if !ok {
+		// Only its own end of input can stop this reader: not waited for.
+		select {
+		case err := <-done:
+			return err
+		default:
+			return nil
+		}
+	}
+	if err := c.Close(); err != nil {
+		r.log.Debug("close the client's input", "err", err) // a second close, or an input gone already: the reader is waited for all the same
+	}
+	select {
+	case err := <-done:
+		if errors.Is(err, fs.ErrClosed) || errors.Is(err, io.ErrClosedPipe) {
+			return nil // the read our own close ended
+		}
+		return err
+	case <-parent.Done():
+		return nil
+	}
 }
 
 // answerOwed writes the StopHook's errors for the requests the agent never

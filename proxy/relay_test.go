@@ -495,3 +495,45 @@ func TestLongFramesAreAccounted(t *testing.T) {
 		t.Errorf("after the relay ended: %d bytes held (below 0 on the way: %v), want 0", got, count.negative)
 	}
 }
+
+// TestRunWaitsForTheClientReader: when the agent's output ends while the
+// client's input is still open, Run closes that input and returns only once
+// the client's reader has ended, with no error for the read its own close
+// ended. Before, Run could return with the reader still in its read.
+func TestRunWaitsForTheClientReader(t *testing.T) {
+	cIn, cW := io.Pipe()
+	defer cW.Close()
+	aOut, aW := io.Pipe()
+	toAgentR, toAgentW := io.Pipe()
+	go io.Copy(io.Discard, toAgentR)
+	in := &endWatch{r: cIn, ended: make(chan struct{})}
+	relay := NewRelay(Config{ClientIn: in, ClientOut: io.Discard, AgentIn: toAgentW, AgentOut: aOut, Strict: true})
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(context.Background()) }()
+	aW.Close()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v, want nil", err)
+	}
+	select {
+	case <-in.ended:
+	default:
+		t.Error("Run returned while the client's reader was still in its read")
+	}
+}
+
+// endWatch is a client input that says when a read of it has failed.
+type endWatch struct {
+	r     *io.PipeReader
+	once  sync.Once
+	ended chan struct{}
+}
+
+func (w *endWatch) Read(p []byte) (int, error) {
+	n, err := w.r.Read(p)
+	if err != nil {
+		w.once.Do(func() { close(w.ended) })
+	}
+	return n, err
+}
+
+func (w *endWatch) Close() error { return w.r.Close() }
