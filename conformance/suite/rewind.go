@@ -104,7 +104,6 @@ func checkRewindNative(ctx context.Context, r *checkRun, pr probeResult) error {
 		after   = "Say OK. (rewind-native-3 after " + tag + ")"
 		keptM   = "rewind-native-1 heron " + tag
 		goneM   = "rewind-native-2 pike " + tag
-		afterM  = "rewind-native-3 after " + tag
 		content = "rewind-native tool result " + tag + ": the heron nests in the reeds"
 	)
 	// The kept turn reads a file with the agent's own tool, where the mock
@@ -162,7 +161,7 @@ func checkRewindNative(ctx context.Context, r *checkRun, pr probeResult) error {
 			return errors.New("the prompt after the native rewind carried a handoff: the fork holds the kept turn itself")
 		}
 	}
-	how, err := forkHolds(r.cfg.llmLog, reply, afterM, keptM, goneM, content)
+	how, err := forkHolds(r.cfg.llmLog, reply, after, keptM, goneM, content)
 	if err != nil {
 		return err
 	}
@@ -171,11 +170,17 @@ func checkRewindNative(ctx context.Context, r *checkRun, pr probeResult) error {
 }
 
 // forkHolds checks what the agent's fork holds, from the LLM's request for
-// the prompt marked after (the mock's log at llmLog) or from the fake
-// agent's reply: it must hold the turn marked kept and not the one marked
-// gone, and, where the kept turn ran a tool that gave tool (the LLM was
-// sent it), that tool's result too. It says what it checked, and fails
-// when it can check neither way.
+// the prompt after (the mock's log at llmLog) or from the fake agent's
+// reply: it must hold the turn marked kept and not the one marked gone,
+// and, where the kept turn ran a tool that gave tool (the LLM was sent
+// it), that tool's result too. It says what it checked, and fails when it
+// can check neither way.
+//
+// The request for the prompt is the one whose last user text is the prompt
+// itself. A side request may quote it: codex-acp 2.6.0 asks for a title
+// from a fork's first prompt alone ("User's first message:\n" and the
+// prompt), at about the time of the turn's own request, and taken for the
+// turn it made a good fork look empty.
 func forkHolds(llmLog, reply, after, kept, gone, tool string) (string, error) {
 	if llmLog != "" {
 		reqs, err := readLLMLog(llmLog)
@@ -184,7 +189,7 @@ func forkHolds(llmLog, reply, after, kept, gone, tool string) (string, error) {
 		}
 		for i := len(reqs) - 1; i >= 0; i-- {
 			q := reqs[i]
-			if !strings.Contains(q.LastUserText(), after) {
+			if q.LastUserText() != after {
 				continue
 			}
 			all := strings.Join(q.Texts(), "\n")
