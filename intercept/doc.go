@@ -56,18 +56,20 @@
 // goroutine the relay owns (Verdict.Later); Defer decides it later without
 // keeping a place (a slash command's rebuild runs while the client's next
 // frames go on). Every client request gets exactly one answer, and every
-// answer meets one gate, the ledger's Respond (answers.go): the chain notes
-// each client request as it comes (Ledger.Take) and holds to it the agent's
-// answers, a stage's answer at once, and each Later's decision (what a
-// rebuild or the waiting room decides in it): a second answer is dropped,
-// and a request a Later neither forwarded nor answered gets an error. An
-// agent's death answers, once, what the ledger says the dead agent had, and
-// so does the relay's stop for what the agent still owes (the tracker's
-// part of proxy.StopHook); both take those requests out by the same
-// Respond, and both end the v2 turns the agent was running (Flight.EndTurns). The switchboard holds its own answers and its agents' to one
-// through a ledger of its own. Under proxy.Config.Strict, which every
-// test runs, a second or missing answer is a panic; the relay's own check
-// of each Later's decision (proxy answerOnce) stays under it, for any hook.
+// answer meets one gate, the ledger's Respond (Chain.WithAnswers): the
+// chain notes each client request as it comes (Ledger.Take) and holds to it
+// the agent's answers, a stage's answer at once, and each Later's decision
+// (what a rebuild or the waiting room decides in it): a second answer is
+// dropped, and a request a Later neither forwarded nor answered gets an
+// error. An agent's death answers, once, what the ledger says the dead
+// agent had, and so does the relay's stop for what the agent still owes
+// (the tracker's part of proxy.StopHook); both take those requests out by
+// the same Respond, and both end the v2 turns the agent was running
+// (Flight.EndTurns). The switchboard holds its own answers and its agents'
+// to one through a ledger of its own. Under proxy.Config.Strict, which
+// every test runs, a second or missing answer is a panic; the relay's own
+// check of each Later's decision (proxy answerOnce) stays under it, for any
+// hook.
 //
 // The agent's death reaches the ledger in one update (Agent.End, from
 // proxy.Config.OnAgentEnd), while the relay decides no client frame: a

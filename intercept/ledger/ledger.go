@@ -1,13 +1,10 @@
 package ledger
 
 import (
-	"bytes"
 	"encoding/json"
-	"sort"
 	"sync"
 	"sync/atomic"
 
-	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
@@ -81,523 +78,211 @@ func (l *Ledger) view(fn func(f *Flight)) {
 	fn(&l.f)
 }
 
-// State is where a client request stands.
-type State int
+// What the stages ask of the ledger as frames pass. The ones asked of every
+// frame (Mapped, Splicing, Hushing, Running, AnyWait) are single atomic
+// loads; the others take the lock for a map lookup, and most are asked
+// only once one of those says something is going on.
 
-const (
-	// Taken: a stage took it, and it has not reached the agent yet.
-	Taken State = iota
-	// Sent: written to the agent, which owes its answer.
-	Sent
-)
+// Mapped says whether some client id differs from its native id.
+func (l *Ledger) Mapped() bool { return l.mapped.Load() }
 
-// A Request is a client request in flight.
-type Request struct {
-	Method  string
-	Session string // its params.sessionId, "" for none
-	State   State
-	// Recorded: the record waits for its response to write what it did.
-	Recorded bool
-}
+// Splicing says whether any session id may need splicing now: some client
+// id is mapped, or the sidecar is creating a session.
+func (l *Ledger) Splicing() bool { return l.mapped.Load() || l.creating.Load() > 0 }
 
-// Hush is what of a native session's updates the client does not see while
-// one of the sidecar's own calls runs on it. What each kind keeps back is
-// the lifeline's to decide; the ledger only keeps which.
-type Hush int
+// Hushing says whether some native session's updates are kept back.
+func (l *Ledger) Hushing() bool { return l.hushN.Load() > 0 }
 
-const (
-	HushAll      Hush = iota + 1 // a load's replay: the client has the history
-	HushMessages                 // message and thought chunks: the agent's notes on a resume
-	HushConfig                   // config reports: a restore under a held response reports its end itself
-)
+// Running says whether some prompt the record waits for is in flight.
+func (l *Ledger) Running() bool { return l.running.Load() > 0 }
 
-// A Session is one client session's flight state.
-type Session struct {
-	Native  string         // the native session behind the client id ("" before any)
-	Busy    string         // what rebuild runs on it, "" for none
-	Stale   bool           // its native session died with the agent: rebuild before its next request
-	Blocked *state.Blocked // its restore failed: prompts are refused
-	// Owed is the config a failed or interrupted restore still owes: a
-	// retry aims at it, not at the partial config the agent reported.
-	Owed *state.Config
-	// Armed is the handoff the next prompt carries; Carried the one the
-	// prompt in flight carries, until the record has noted it.
-	Armed, Carried *replay.Handoff
-	// Unsent: a prompt of this session never reached the agent that died,
-	// so its turn is taken back, not interrupted.
-	Unsent bool
-	// Turn: an ACP v2 turn runs. v2 answers a prompt as soon as it is
-	// accepted, and the turn ends with a state_update (idle) later, so the
-	// prompt's request no longer spans the turn: this does.
-	Turn bool
-}
+// Waiting says whether some client request waits for its session.
+func (l *Ledger) Waiting() bool { return l.waiting.Load() > 0 }
 
-// Flight is everything in flight. It is reached only inside Update (to
-// change it) or a read of the Ledger's, and changed only through its
-// methods, which keep its counters true.
-type Flight struct {
-	requests map[string]*Request // client request id token -> request
-	// answered are the ids of the last requests answered, oldest first in
-	// answeredRing: an agent's answer to one of them is a second answer.
-	answered     map[string]bool
-	answeredRing []string
-	sessions     map[string]*Session // client id -> flight state
-	clients      map[string]string   // native id (current and past) -> client id
-	// agentAsks are the agent's requests the client owes an answer;
-	// staleAsks those of an agent that died, whose late answers nobody wants.
-	agentAsks, staleAsks map[string]bool
-	commands             map[string]bool // native ids the agent sent a command list for since they were opened
-	// agentCommands is the agent's own command list, as it last gave it,
-	// by native id, in v2 (AgentCommands).
-	agentCommands map[string][]json.RawMessage
-	hushes        map[string]Hush // native id -> what of its updates is kept back
-	closed        map[string]bool // client ids closed and not reopened since
-	waiters       []*Waiter       // held client requests, in arrival order
-	last          <-chan struct{} // the done of the newest waiter
-	created       chan struct{}   // closed when the creations in flight end
+// AnyStale says whether some session awaits a rebuild after the agent died.
+func (l *Ledger) AnyStale() bool { return l.anyStale.Load() }
 
-	life      uint64 // the agent's life the ledger last heard of (AgentGone)
-	mapped    bool
-	staleN    int
-	creatingN int
-	busyN     int
-	runningN  int
-	woke      bool
-}
+// AnyBusy says whether a rebuild runs on some session.
+func (l *Ledger) AnyBusy() bool { return l.busyN.Load() > 0 }
 
-// session is sid's flight state, made on first use.
-func (f *Flight) session(sid string) *Session {
-	s := f.sessions[sid]
-	if s == nil {
-		s = &Session{}
-		f.sessions[sid] = s
+// NativeOf returns the native id behind a client id (itself when unmapped).
+func (l *Ledger) NativeOf(client string) string {
+	if !l.mapped.Load() {
+		return client
 	}
-	return s
-}
-
-// Note takes a client request into the ledger, or returns the one already
-// there under id. Each stage that needs it sets what it owes on the result.
-func (f *Flight) Note(id, method, sid string) *Request {
-	q := f.requests[id]
-	if q == nil {
-		q = &Request{Method: method, Session: sid}
-		f.requests[id] = q
-		delete(f.answered, id) // the client uses the id again
-	}
-	if q.Session == "" {
-		q.Session = sid
-	}
-	return q
-}
-
-// Record marks a request as one whose response the record waits for.
-func (f *Flight) Record(id, method, sid string) {
-	q := f.Note(id, method, sid)
-	if !q.Recorded && method == promptMethod {
-		f.runningN++
-	}
-	q.Recorded = true
-}
-
-// promptMethod is the one method whose requests are counted while in
-// flight: chunks are read only while some prompt runs.
-const promptMethod = "session/prompt"
-
-// Respond is the one gate of every answer to a client request, whoever
-// gives it: the agent, a stage, a rebuild, the agent's death, the relay's
-// stop. The first answer to id takes the request out of the ledger and
-// returns it, with first true; an answer to an id answered already, and
-// not taken again since (Note), finds first false, and its sender must
-// drop it: a second answer is a bug of whoever sent it. An id the ledger
-// never noted is a first answer, and returns the zero Request.
-func (f *Flight) Respond(id string) (q Request, first bool) {
-	r := f.requests[id]
-	if r == nil {
-		if f.answered[id] {
-			return Request{}, false
+	n := client
+	l.view(func(f *Flight) {
+		if s := f.sessions[client]; s != nil && s.Native != "" {
+			n = s.Native
 		}
-		f.remember(id)
-		return Request{}, true
-	}
-	f.take(id, r)
-	f.remember(id)
-	return *r, true
+	})
+	return n
 }
 
-// take takes request r under id out of the ledger, keeping the counters
-// true.
-func (f *Flight) take(id string, r *Request) {
-	delete(f.requests, id)
-	if r.Recorded && r.Method == promptMethod {
-		f.runningN--
+// ClientOf returns the client id for a native id (itself when unmapped).
+func (l *Ledger) ClientOf(native string) string {
+	if !l.mapped.Load() {
+		return native
 	}
+	c := native
+	l.view(func(f *Flight) {
+		if id, ok := f.clients[native]; ok {
+			c = id
+		}
+	})
+	return c
 }
 
-// keepAnswered bounds how many answered ids the ledger remembers. A second
-// answer comes right after the first in every agent seen to send one, so
-// the last thousand ids are plenty.
-const keepAnswered = 1024
-
-// remember notes id as answered, forgetting the oldest past keepAnswered.
-func (f *Flight) remember(id string) {
-	if f.answered[id] {
-		return
-	}
-	if len(f.answeredRing) >= keepAnswered {
-		delete(f.answered, f.answeredRing[0])
-		f.answeredRing = f.answeredRing[1:]
-	}
-	f.answered[id] = true
-	f.answeredRing = append(f.answeredRing, id)
-}
-
-// Unsent takes back a request whose write to the agent failed: it is not in
-// flight, and waits for the next agent. A prompt's session notes it, so the
-// death does not record a turn that never began.
-func (f *Flight) Unsent(id, sid string, prompt bool) {
-	// Not answered: it waits, and its answer is still its first.
-	if r := f.requests[id]; r != nil {
-		f.take(id, r)
-	}
-	if prompt && sid != "" {
-		f.session(sid).Unsent = true
-	}
-}
-
-// TurnTakenBack clears the unsent mark once the record has taken back the
-// turn of the prompt that never reached the agent.
-func (f *Flight) TurnTakenBack(sid string) {
-	if s := f.sessions[sid]; s != nil {
-		s.Unsent = false
-	}
-}
-
-// AgentAsked notes a request of the agent's to the client. An agent that
-// came back reuses its predecessor's ids; this one's answer is wanted.
-func (f *Flight) AgentAsked(id string) {
-	f.agentAsks[id] = true
-	delete(f.staleAsks, id)
-}
-
-// ClientAnswered notes the client's answer to an agent's request, and says
-// whether nobody wants it any more: the agent that asked has died.
-func (f *Flight) ClientAnswered(id string) (stale bool) {
-	if f.staleAsks[id] {
-		delete(f.staleAsks, id)
-		return true
-	}
-	delete(f.agentAsks, id)
-	return false
-}
-
-// A Gone is what an agent's death left in flight, for the caller to answer.
-type Gone struct {
-	// Sent are the client requests the dead agent had received, by id in
-	// order; each gets an error, as it may have started work that must not
-	// run twice.
-	Sent []GoneRequest
-	// Turns are the client sessions whose v2 turn was running, sorted: the
-	// client waits for their end, which the dead agent will never send.
-	Turns []string
-}
-
-// TurnAccepted notes that the agent accepted a v2 prompt of client session
-// sid: its turn runs, and the record reads its chunks, until TurnIdle.
-func (f *Flight) TurnAccepted(sid string) {
-	if s := f.session(sid); !s.Turn {
-		s.Turn = true
-		f.runningN++
-	}
-}
-
-// TurnIdle ends the v2 turn of client session sid, and says whether one
-// ran: an idle state the agent reports at other times (after a resume, or
-// its own background work) ends nothing.
-func (f *Flight) TurnIdle(sid string) bool {
-	s := f.sessions[sid]
-	if s == nil || !s.Turn {
+// IsClosed says whether the client closed sid and has not reopened it. It
+// costs one atomic load while no session is closed.
+func (l *Ledger) IsClosed(sid string) bool {
+	if l.closedN.Load() == 0 {
 		return false
 	}
-	s.Turn = false
-	f.runningN--
-	return true
+	closed := false
+	l.view(func(f *Flight) { closed = f.closed[sid] })
+	return closed
 }
 
-// GoneRequest is one client request the dead agent had.
-type GoneRequest struct {
-	ID, Method string
-}
-
-// AgentGone is the agent's death, all at once: every request the dead agent
-// had is taken out (the caller answers them), the agent's own requests
-// become stale, and every session with a native session is marked to be
-// rebuilt. life is the agent's life that begins now; a native session
-// mapped later from an earlier life is stale from the start (Remap).
-func (f *Flight) AgentGone(life uint64) Gone {
-	f.life = life
-	g := Gone{Sent: f.Owed()} // the caller answers them
-	f.requests = map[string]*Request{}
-	g.Turns = f.EndTurns()
-	for id := range f.agentAsks {
-		f.staleAsks[id] = true
+// IsStale says whether sid awaits a rebuild after the agent died.
+func (l *Ledger) IsStale(sid string) bool {
+	if !l.anyStale.Load() {
+		return false
 	}
-	f.agentAsks = map[string]bool{}
-	for _, s := range f.sessions {
-		if s.Native != "" {
-			f.markStale(s)
+	stale := false
+	l.view(func(f *Flight) {
+		if s := f.sessions[sid]; s != nil {
+			stale = s.Stale
 		}
-	}
-	f.woke = true
-	return g
+	})
+	return stale
 }
 
-// EndTurns ends every running v2 turn and returns their client sessions,
-// sorted, for the caller to end on the wire: the client waits for an idle
-// state_update that the agent will never send.
-func (f *Flight) EndTurns() []string {
-	var ended []string
-	for sid, s := range f.sessions {
-		if s.Turn {
-			s.Turn = false
-			ended = append(ended, sid)
+// IsBusy says whether a rebuild runs on sid.
+func (l *Ledger) IsBusy(sid string) bool {
+	if l.busyN.Load() == 0 {
+		return false
+	}
+	return l.BusyWith(sid) != ""
+}
+
+// BusyWith says what rebuild runs on sid, "" for none.
+func (l *Ledger) BusyWith(sid string) string {
+	what := ""
+	l.view(func(f *Flight) {
+		if s := f.sessions[sid]; s != nil {
+			what = s.Busy
 		}
-	}
-	f.runningN = 0
-	sort.Strings(ended)
-	return ended
+	})
+	return what
 }
 
-// Owed takes out the client requests the agent was sent and has not
-// answered, by id, for the caller to answer: the relay is stopping.
-func (f *Flight) Owed() []GoneRequest {
-	var owed []GoneRequest
-	for id, q := range f.requests {
-		if q.State == Sent {
-			owed = append(owed, GoneRequest{ID: id, Method: q.Method})
-			f.Respond(id) // the caller answers it
+// BlockedOf is sid's block, nil when prompts go through.
+func (l *Ledger) BlockedOf(sid string) *state.Blocked {
+	var b *state.Blocked
+	l.view(func(f *Flight) {
+		if s := f.sessions[sid]; s != nil {
+			b = s.Blocked
 		}
-	}
-	sort.Slice(owed, func(i, j int) bool { return owed[i].ID < owed[j].ID })
-	return owed
+	})
+	return b
 }
 
-func (f *Flight) markStale(s *Session) {
-	if !s.Stale {
-		s.Stale = true
-		f.staleN++
-	}
-}
-
-// Life is the agent's life the ledger last heard of.
-func (f *Flight) Life() uint64 { return f.life }
-
-// MarkStale marks a session to be rebuilt before its next request: one the
-// record brought back from the store, whose native session is not live here.
-func (f *Flight) MarkStale(sid string) { f.markStale(f.session(sid)) }
-
-// Settled clears a session's stale mark after a rebuild in the agent's life
-// life landed, unless the agent died since: the native session it made
-// died with that agent.
-func (f *Flight) Settled(sid string, life uint64) {
-	s := f.sessions[sid]
-	if s == nil || life != f.life {
-		f.woke = true
-		return
-	}
-	if s.Stale {
-		s.Stale = false
-		f.staleN--
-	}
-	f.woke = true
-}
-
-// Remap puts a new native session behind a client id, made in the agent's
-// life life. The old native id keeps pointing at the client, so its late
-// frames are still attributed. A native session of an agent that has died
-// since is stale at once.
-func (f *Flight) Remap(client, native string, life uint64) {
-	s := f.session(client)
-	if s.Native != native {
-		delete(f.agentCommands, s.Native) // the list of a native session nobody goes back to
-	}
-	s.Native = native
-	f.clients[native] = client
-	if client != native {
-		f.mapped = true
-	}
-	if life < f.life {
-		f.markStale(s)
-	}
-}
-
-// Begin marks a client session busy with a rebuild; when one runs already
-// it returns what that is, and false.
-func (f *Flight) Begin(sid, what string) (string, bool) {
-	s := f.session(sid)
-	if s.Busy != "" {
-		return s.Busy, false
-	}
-	s.Busy = what
-	f.busyN++
-	return "", true
-}
-
-// End ends the rebuild Begin marked, and wakes what waits for it.
-func (f *Flight) End(sid string) {
-	if s := f.sessions[sid]; s != nil && s.Busy != "" {
-		s.Busy = ""
-		f.busyN--
-		if *s == (Session{}) {
-			// A rebuild of a session nobody knows (a client's /reset of a
-			// made-up id) left nothing: the ledger does not keep it, so
-			// such requests cannot grow it.
-			delete(f.sessions, sid)
+// TargetOr is what a rebuild of sid restores: the config a failed restore
+// still owes, else live.
+func (l *Ledger) TargetOr(sid string, live *state.Config) *state.Config {
+	t := live
+	l.view(func(f *Flight) {
+		if s := f.sessions[sid]; s != nil && s.Owed != nil {
+			t = s.Owed
 		}
-	}
-	f.woke = true
+	})
+	return t
 }
 
-// SetBlocked marks a session whose restore failed (nil lifts the mark).
-func (f *Flight) SetBlocked(sid string, b *state.Blocked) { f.session(sid).Blocked = b }
-
-// Owe keeps the target of a restore that failed or was cut short, so a
-// retry aims at it again; nil clears it (the restore landed, or the user
-// accepted the agent's config).
-func (f *Flight) Owe(sid string, target *state.Config) { f.session(sid).Owed = target }
-
-// Arm readies a handoff for a session's next prompt; an empty one disarms.
-func (f *Flight) Arm(sid string, h replay.Handoff) {
-	s := f.session(sid)
-	if h.Text == "" {
-		s.Armed = nil
-		return
-	}
-	s.Armed = &h
+// Request is the client request in flight under id.
+func (l *Ledger) Request(id string) (Request, bool) {
+	var q Request
+	ok := false
+	l.view(func(f *Flight) {
+		if r := f.requests[id]; r != nil {
+			q, ok = *r, true
+		}
+	})
+	return q, ok
 }
 
-// TakeHandoff hands out the armed handoff once, and remembers that the
-// prompt now in flight carries it, for the record.
-func (f *Flight) TakeHandoff(sid string) (replay.Handoff, bool) {
-	s := f.sessions[sid]
-	if s == nil || s.Armed == nil {
-		return replay.Handoff{}, false
-	}
-	h := *s.Armed
-	s.Armed, s.Carried = nil, &h
-	return h, true
+// AgentCommandsOf is the agent's own command list for a native session, as
+// it last gave it in v2 (Flight.AgentCommands); nil for none.
+func (l *Ledger) AgentCommandsOf(native string) []json.RawMessage {
+	var list []json.RawMessage
+	l.view(func(f *Flight) { list = f.agentCommands[native] })
+	return list
 }
 
-// CarriedBy reports, once, the handoff the prompt just taken carries.
-func (f *Flight) CarriedBy(sid string) (replay.Handoff, bool) {
-	s := f.sessions[sid]
-	if s == nil || s.Carried == nil {
-		return replay.Handoff{}, false
-	}
-	h := *s.Carried
-	s.Carried = nil
-	return h, true
+// CommandsSent says whether the agent sent a command list for a native
+// session since it was opened; if not, the sidecar sends its own after the
+// open, since each list replaces the one before.
+func (l *Ledger) CommandsSent(native string) bool {
+	sent := false
+	l.view(func(f *Flight) { sent = f.commands[native] })
+	return sent
 }
 
-// Forget drops what the ledger knows of a session that left: deleted, or
-// moved to another agent (Close forgets a closed one, and remembers it is
-// closed). The native ids it had keep pointing at it, so their late frames
-// keep the client's id.
-func (f *Flight) Forget(sid string) {
-	delete(f.closed, sid)
-	s := f.sessions[sid]
-	if s == nil {
-		return
-	}
-	if s.Stale {
-		f.staleN--
-	}
-	if s.Busy != "" {
-		// A rebuild still runs on it (a switch forgets the session it
-		// moves): its End finds the mark and ends it.
-		f.sessions[sid] = &Session{Busy: s.Busy}
-		return
-	}
-	delete(f.sessions, sid)
+// HushOf is what of native's updates is kept back now, 0 for nothing.
+func (l *Ledger) HushOf(native string) Hush {
+	var h Hush
+	l.view(func(f *Flight) { h = f.hushes[native] })
+	return h
 }
 
-// Close forgets a session the client closed, and remembers that it is
-// closed: its requests are refused until the client's own load or resume
-// reopens it (Reopen), whether the agent closed it or the sidecar did for
-// an agent without close.
-func (f *Flight) Close(sid string) {
-	f.Forget(sid)
-	f.closed[sid] = true
+// Early says whether an agent frame for native must wait: no session is
+// known by that id while the sidecar creates one. It returns what closes
+// when the last creation in flight ends, or nil.
+func (l *Ledger) Early(native string) <-chan struct{} {
+	var ch <-chan struct{}
+	l.view(func(f *Flight) {
+		if f.creatingN == 0 {
+			return
+		}
+		if _, known := f.clients[native]; known {
+			return
+		}
+		ch = f.created
+	})
+	return ch
 }
 
-// Reopen notes that the client reopens a closed session.
-func (f *Flight) Reopen(sid string) { delete(f.closed, sid) }
-
-// SawCommands notes that the agent sent a command list for a native session.
-func (f *Flight) SawCommands(native string) { f.commands[native] = true }
-
-// AgentCommands keeps the agent's own command list for a native session.
-// A v2 agent gives it in a session's result, and each list that follows
-// (the result's, an update's) replaces the one before, so every list the
-// sidecar sends of its own carries the agent's commands with its own
-// (intercept's ownCommands): else it would take them from the editor.
-func (f *Flight) AgentCommands(native string, list []json.RawMessage) {
-	f.agentCommands[native] = list
+// UnsentPrompt says whether a prompt of sid never reached the agent that
+// died: its turn is taken back, not recorded as interrupted.
+func (l *Ledger) UnsentPrompt(sid string) bool {
+	unsent := false
+	l.view(func(f *Flight) {
+		if s := f.sessions[sid]; s != nil {
+			unsent = s.Unsent
+		}
+	})
+	return unsent
 }
 
-// Opening forgets that the agent sent a command list for a native session
-// it is asked to load or resume again: the sidecar's own list follows the
-// open unless the agent sends one anew.
-func (f *Flight) Opening(native string) { delete(f.commands, native) }
-
-// Hush keeps h of native's updates from the client, until Unhush.
-func (f *Flight) Hush(native string, h Hush) { f.hushes[native] = h }
-
-// Unhush lets native's updates through again.
-func (f *Flight) Unhush(native string) { delete(f.hushes, native) }
-
-// BeginCreating notes one of the sidecar's own session/new calls: agent
-// frames for a session nobody knows are held until it ends (Early).
-func (f *Flight) BeginCreating() {
-	if f.creatingN == 0 {
-		f.created = make(chan struct{})
-	}
-	f.creatingN++
+// Hush keeps h of native's updates from the client until done is called.
+func (l *Ledger) Hush(native string, h Hush) (done func()) {
+	l.Update(func(f *Flight) { f.Hush(native, h) })
+	return func() { l.Update(func(f *Flight) { f.Unhush(native) }) }
 }
 
-// EndCreating ends one, and when none is left lets every held frame go. It
-// runs whatever the call's outcome, under the lock Early takes, so no frame
-// can be held after the last release.
-func (f *Flight) EndCreating() {
-	f.creatingN--
-	if f.creatingN == 0 {
-		close(f.created)
-		f.created = nil
-	}
+// Respond is Flight.Respond in an update of its own: the one gate of an
+// answer to a client request (the chain's, for the agent's answers and the
+// stages'). first false: the answer is a second one, to drop.
+func (l *Ledger) Respond(id string) (q Request, first bool) {
+	l.Update(func(f *Flight) { q, first = f.Respond(id) })
+	return q, first
 }
 
-// Key is the ledger's name for a JSON-RPC id as a frame carries it: its
-// bytes, unless the id could be spelt another way (a string with an escape,
-// a number with a fraction or an exponent). Those are decoded and written
-// again, so an agent that echoes an id in its own spelling still finds its
-// request: a response the ledger cannot match is taken for a second answer.
-func Key(id []byte) string {
-	if len(id) == 0 {
-		return ""
-	}
-	plain := !bytes.Contains(id, []byte{'\\'})
-	if id[0] != '"' {
-		plain = !bytes.ContainsAny(id, ".eE")
-	}
-	if plain {
-		return string(id)
-	}
-	var v any
-	if json.Unmarshal(id, &v) != nil {
-		return string(id)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return string(id) // decoded JSON always encodes; keep the bytes if not
-	}
-	return string(b)
+// Take notes a client request the chain took, before any stage decides
+// it: every request is in the ledger from then until it is answered, so
+// a stage's answer to it is checked like the agent's, and a client that
+// uses an id again is told apart from a second answer.
+func (l *Ledger) Take(id, method, sid string) {
+	l.Update(func(f *Flight) { f.Note(id, method, sid) })
 }

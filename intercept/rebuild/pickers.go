@@ -18,23 +18,6 @@ import (
 // added that the agent never offered for the session, and no current value
 // it did not report.
 
-// WithPickers completes an open's result for the client: completePickers,
-// then the dialect bridge.
-func (b *Rebuilder) WithPickers(result json.RawMessage, recorded, now *state.Config) json.RawMessage {
-	return b.Bridge(completePickers(b.version(), result, recorded, now))
-}
-
-// Bridge adds the pickers the client's dialect lacks to a session result
-// (wire.Bridge), unless --pickers=off or the connection speaks v2. Only
-// the client sees them: the record keeps the agent's own words.
-func (b *Rebuilder) Bridge(result json.RawMessage) json.RawMessage {
-	if b.cfg.NoPickers || b.version() >= wire.V2 {
-		return result // v2 has config options only: no other dialect to bridge to
-	}
-	init, _ := b.life.Params()
-	return wire.Bridge(result, wire.ReadsOptions(init))
-}
-
 // completePickers completes an open's result: the legacy modes and models, and
 // configOptions, each where the result lacks it and the session had it.
 // recorded is the session's config before the open, now the config after
@@ -121,43 +104,4 @@ func currentOf(now *state.Config, category string, legacy *state.Legacy) string 
 		return legacy.Current
 	}
 	return ""
-}
-
-// ReopenResult is the result of a load or resume the sidecar answered on
-// the native session a's plan ended on: the agent's newest full option
-// list, and the pickers with the values it accepted in the restore.
-func (b *Rebuilder) ReopenResult(a *Attempt) json.RawMessage {
-	out, catalog := a.Out, a.Catalog
-	result := map[string]any{}
-	if out.OptionsRaw != nil {
-		result["configOptions"] = out.OptionsRaw
-	} else if catalog != nil && len(catalog.Raw) > 0 {
-		var p wire.ConfigPayload
-		if json.Unmarshal(catalog.Raw, &p) == nil && p.ConfigOptions != nil {
-			result["configOptions"] = p.ConfigOptions
-		}
-	}
-	return b.WithPickers(wire.Encode(result), a.Snap.Live, out.Catalog)
-}
-
-// notifications are the restore's own report of where the config settled
-// (Outcome.notifications), and, for a client shown modes the agent offers
-// only as an option (Bridge), the legacy report of the mode: the agent's
-// own reports of the restore's calls name interim values, and the last
-// word must be the settled one, in the words the client reads.
-func (b *Rebuilder) notifications(out Outcome, sid string) [][]byte {
-	v2 := b.version() >= wire.V2 // config options are all v2 has
-	lines := out.notifications(sid, !v2)
-	if v2 || b.cfg.NoPickers || out.Catalog == nil || out.Catalog.Mode != nil || !b.life.WithoutLegacyModes() {
-		return lines
-	}
-	if init, _ := b.life.Params(); wire.ReadsOptions(init) {
-		return lines
-	}
-	if o := out.Catalog.ByCategory("mode"); o != nil {
-		if cur := wire.Unquote(o.Current); cur != "" {
-			lines = append(lines, wire.SessionUpdate(sid, map[string]any{"sessionUpdate": "current_mode_update", "currentModeId": cur}))
-		}
-	}
-	return lines
 }

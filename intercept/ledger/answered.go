@@ -2,22 +2,6 @@ package ledger
 
 import "context"
 
-// Respond is Flight.Respond in an update of its own: the one gate of an
-// answer to a client request (the chain's, for the agent's answers and the
-// stages'). first false: the answer is a second one, to drop.
-func (l *Ledger) Respond(id string) (q Request, first bool) {
-	l.Update(func(f *Flight) { q, first = f.Respond(id) })
-	return q, first
-}
-
-// Take notes a client request the chain took, before any stage decides
-// it: every request is in the ledger from then until it is answered, so
-// a stage's answer to it is checked like the agent's, and a client that
-// uses an id again is told apart from a second answer.
-func (l *Ledger) Take(id, method, sid string) {
-	l.Update(func(f *Flight) { f.Note(id, method, sid) })
-}
-
 // answeredKey carries, in a context, what the agent's answer being
 // decided answers (WithAnswered).
 type answeredKey struct{}
