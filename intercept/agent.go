@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
@@ -28,39 +27,32 @@ type Agent struct {
 	sc          Sidecar                                       // bound with the Recorder (Bind)
 	log         *slog.Logger
 	callTimeout time.Duration
-
-	mu    sync.Mutex
-	ended bool        // End ran for this death, and Gone has not
-	gone  ledger.Gone // what End took out of the ledger, for Gone to answer
 }
 
 // End is called the moment the agent's output ends while the client is
 // still there (proxy.Config.OnAgentEnd), while no client frame is being
 // decided: from here on a request waits for the next agent instead of
-// going to the dead one. The ledger's side of the death is one update:
-// what the dead agent had is taken out, and every session is marked for a
-// rebuild. It answers nothing yet; Gone does, once the exit status is
-// known.
+// going to the dead one. The death is one update of the ledger: what the
+// dead agent had is taken out, and every session is marked for a rebuild.
+// It answers nothing yet; Gone does, once the exit status is known.
 func (a *Agent) End() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.ended {
-		return
-	}
-	a.ended = true
-	gen := a.life.Gone("its output ended")
-	a.led.Update(func(f *ledger.Flight) { a.gone = f.AgentGone(gen) })
+	a.led.Update(func(f *ledger.Flight) { f.AgentEnded(a.died) })
 }
 
+// died ends the agent's life: the life that begins is the next agent's.
+// The ledger calls it once per death (Flight.AgentEnded).
+func (a *Agent) died() uint64 { return a.life.Gone("its output ended") }
+
 // Gone is called when the agent has exited while the client is still
-// there. It ends the agent's life if End did not, answers the requests the
-// dead agent had, and ends the running turns interrupted.
+// there. In one update of the ledger it ends the agent's life if End did
+// not, and takes what the death left to answer; then it answers the
+// requests the dead agent had, and ends the running turns interrupted.
 func (a *Agent) Gone(ctx context.Context, reason string) {
-	a.End()
-	a.mu.Lock()
-	gone := a.gone
-	a.gone, a.ended = ledger.Gone{}, false
-	a.mu.Unlock()
+	var gone ledger.Gone
+	a.led.Update(func(f *ledger.Flight) {
+		f.AgentEnded(a.died)
+		gone = f.TakeGone()
+	})
 	for _, q := range gone.Sent {
 		msg := fmt.Sprintf("acp-sidecar: the agent exited (%s) while this %s was pending. The session was kept; send it again.", reason, q.Method)
 		if err := a.sc.Send(proxy.AgentToClient, proxy.ErrorResponse([]byte(q.ID), proxy.CodeAgentGone, msg)); err != nil {

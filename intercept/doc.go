@@ -75,7 +75,9 @@
 // proxy.Config.OnAgentEnd), while the relay decides no client frame: a
 // request decided before it either reached the dead agent (the death
 // answers it) or came back unsent (it waits); one decided after it waits
-// for the next agent. Agent.Gone answers, once the exit status is known.
+// for the next agent. Agent.Gone, once the exit status is known, is one
+// update too: it takes what the death left (Flight.TakeGone), which the
+// ledger kept, and answers it.
 //
 // # Who owns what
 //

@@ -84,7 +84,11 @@ type Flight struct {
 	last          <-chan struct{} // the done of the newest waiter
 	created       chan struct{}   // closed when the creations in flight end
 
-	life      uint64 // the agent's life the ledger last heard of (AgentGone)
+	life uint64 // the agent's life the ledger last heard of (AgentGone)
+	// dead is what the agent's death took out and nobody has answered yet:
+	// set when its output ends (AgentEnded), taken when its exit is known
+	// (TakeGone).
+	dead      *Gone
 	mapped    bool
 	staleN    int
 	creatingN int
@@ -276,6 +280,30 @@ func (f *Flight) AgentGone(life uint64) Gone {
 		}
 	}
 	f.woke = true
+	return g
+}
+
+// AgentEnded is the agent's death as the supervisor tells it, first when
+// its output ends and again when it has exited: the first call of a death
+// is AgentGone, on the life next begins; a second before TakeGone does
+// nothing. What it took out waits here for TakeGone, so the death's state
+// has no other owner.
+func (f *Flight) AgentEnded(next func() uint64) {
+	if f.dead != nil {
+		return
+	}
+	g := f.AgentGone(next())
+	f.dead = &g
+}
+
+// TakeGone hands out, once, what the agent's death left to answer, and
+// readies the flight for the next death.
+func (f *Flight) TakeGone() Gone {
+	if f.dead == nil {
+		return Gone{}
+	}
+	g := *f.dead
+	f.dead = nil
 	return g
 }
 

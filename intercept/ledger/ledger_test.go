@@ -50,6 +50,42 @@ func TestAgentGoneIsOneUpdate(t *testing.T) {
 	}
 }
 
+// TestAgentEndedOncePerDeath: the supervisor tells a death twice, when
+// the agent's output ends and when it has exited. The first ends the life
+// once and takes out what the dead agent had; the second changes nothing;
+// TakeGone hands that out once, and the next death is a death again.
+func TestAgentEndedOncePerDeath(t *testing.T) {
+	l := New(nil)
+	lives := uint64(0)
+	next := func() uint64 { lives++; return lives }
+	l.Update(func(f *Flight) {
+		f.Note("7", "session/prompt", "c1").State = Sent
+		f.AgentEnded(next)
+	})
+	l.Update(func(f *Flight) {
+		f.Note("8", "session/set_mode", "c1").State = Sent // after the output ended: not the dead agent's
+		f.AgentEnded(next)
+	})
+	var g, again Gone
+	l.Update(func(f *Flight) { g, again = f.TakeGone(), f.TakeGone() })
+	if lives != 1 {
+		t.Errorf("one death ended %d lives", lives)
+	}
+	if want := []GoneRequest{{ID: "7", Method: "session/prompt"}}; !reflect.DeepEqual(g.Sent, want) {
+		t.Errorf("the death answers %v, want %v", g.Sent, want)
+	}
+	if len(again.Sent) != 0 {
+		t.Errorf("a second TakeGone answers %v again", again.Sent)
+	}
+	l.Update(func(f *Flight) {
+		f.AgentEnded(next)
+		g = f.TakeGone()
+	})
+	if want := []GoneRequest{{ID: "8", Method: "session/set_mode"}}; lives != 2 || !reflect.DeepEqual(g.Sent, want) {
+		t.Errorf("the next death: %d lives, answers %v; want 2 and %v", lives, g.Sent, want)
+	}
+}
+
 // TestStaleFollowsTheLife: a native session mapped from an agent's life
 // that has ended is stale at once, and a rebuild of an ended life never
 // clears the mark a later death set.
