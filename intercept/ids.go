@@ -98,9 +98,9 @@ func respliceID(raw []byte, sp proxy.Span, id string) []byte {
 }
 
 // holdEarly keeps an agent frame's place until the session it names may be
-// mapped, then sends it under its client id when it now has one, else
-// unchanged. Every creation ends, whatever its call's outcome
-// (endCreating), so no frame is held for ever.
+// mapped, then sends it on through the stages after this one, under its
+// client id when it now has one, else unchanged. Every creation ends,
+// whatever its call's outcome (endCreating), so no frame is held for ever.
 func (m *idMapper) holdEarly(f *proxy.Frame, native string, created <-chan struct{}) proxy.Verdict {
 	raw := append([]byte(nil), f.Raw...)
 	sp := f.Env.SessionID
@@ -113,7 +113,7 @@ func (m *idMapper) holdEarly(f *proxy.Frame, native string, created <-chan struc
 		if c := m.led.ClientOf(native); c != native {
 			raw = respliceID(raw, sp, c)
 		}
-		return proxy.Decision{Forward: [][]byte{raw}}
+		return m.rest(ctx, proxy.AgentToClient, raw)
 	}}
 }
 

@@ -2,6 +2,7 @@ package intercept
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
@@ -11,10 +12,13 @@ import (
 // TestEarlyFramesAlwaysReleased: frames for a session being created are
 // held, and every one is released when the last creation ends, whether it
 // succeeded (under the client's id) or failed (unchanged). A frame held and
-// never released would stall every later frame to the client.
+// never released would stall every later frame to the client. A released
+// frame meets the stages after the ids stage, as it would have unheld.
 func TestEarlyFramesAlwaysReleased(t *testing.T) {
 	led := ledger.New(nil)
-	m := idMapper{led: led, gate: &ChunkGate{led: led}}
+	m := &idMapper{led: led, gate: &ChunkGate{led: led}}
+	var after []string
+	NewChain(nil, m, sawAfter{&after}).WithAnswers(led, true)
 	frame := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"new-1","update":{}}}`
 	other := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"stray","update":{}}}`
 	intercept := func(raw string) proxy.Verdict {
@@ -55,6 +59,9 @@ func TestEarlyFramesAlwaysReleased(t *testing.T) {
 			t.Errorf("released %q, want %s", d.Forward, want[i])
 		}
 	}
+	if !slices.Equal(after, want) {
+		t.Errorf("the stage after the ids stage saw %q, want %q", after, want)
+	}
 	// After the last creation, nothing is held any more.
 	if v := intercept(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"late","update":{}}}`); v.Do == proxy.Hold {
 		t.Error("a frame was held with no creation in flight")
@@ -80,4 +87,14 @@ func TestSettledKeepsALaterDeath(t *testing.T) {
 	if !r.led.IsStale("s1") {
 		t.Error("a rebuild from before the agent's death cleared the mark the death set")
 	}
+}
+
+// sawAfter is a stage that notes every frame it is offered.
+type sawAfter struct{ saw *[]string }
+
+func (s sawAfter) Claims(proxy.Direction, *proxy.Envelope) bool { return true }
+
+func (s sawAfter) Intercept(_ context.Context, f *proxy.Frame) (proxy.Verdict, error) {
+	*s.saw = append(*s.saw, string(f.Raw))
+	return proxy.Verdict{}, nil
 }

@@ -3,6 +3,7 @@ package intercept
 import (
 	"context"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
@@ -24,23 +25,33 @@ func (st *recordStage) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 	return st.rec.Claims(dir, env)
 }
 
-// Intercept hands the frame to the record. A notification the record holds
-// until it is written (a v2 turn's end) then meets the stages after this
-// one, as it would have unheld: the ids stage gives it the client's session
-// id.
+// Intercept hands the frame to the record. A frame the record holds
+// until it is written (a response that completes a config change or a
+// turn, a v2 turn's end) then meets the stages after this one, as it
+// would have unheld: the ids stage gives it the client's session id, the
+// tracker sees it. What the sidecar adds after it (its command list, the
+// pickers' reports) is its own, made in the client's ids and dialect, and
+// meets no stage.
 func (st *recordStage) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict, error) {
 	v, err := st.rec.Intercept(ctx, f)
-	if v.Do != proxy.Hold || f.Env.Kind != proxy.KindNotification || st.rest == nil {
+	if v.Do != proxy.Hold || st.rest == nil {
 		return v, err
 	}
+	// The request an agent's answer answers was taken out of the ledger
+	// when the answer came (ledger.WithAnswered); the stages after this
+	// one read it when the answer goes on.
+	q, answered := ledger.AnsweredOf(ctx)
 	dir, later := f.Dir, v.Later
 	v.Later = func(ctx context.Context) proxy.Decision {
-		var out proxy.Decision
-		for _, l := range later(ctx).Forward {
-			d := st.rest(ctx, dir, l)
-			out.Forward = append(out.Forward, d.Forward...)
-			out.Answer = append(out.Answer, d.Answer...)
+		lines := later(ctx).Forward
+		if len(lines) == 0 {
+			return proxy.Decision{}
 		}
+		if answered {
+			ctx = ledger.WithAnswered(ctx, q)
+		}
+		out := st.rest(ctx, dir, lines[0])
+		out.Forward = append(out.Forward, lines[1:]...)
 		return out
 	}
 	return v, err
