@@ -40,7 +40,7 @@ type relayFunc func(clientIn io.ReadCloser, clientOut io.Writer, agentIn io.Writ
 // sidecar is the relay under test, with no hook: what it costs to frame,
 // scan and write.
 func sidecar(clientIn io.ReadCloser, clientOut io.Writer, agentIn io.WriteCloser, agentOut io.Reader) error {
-	return NewRelay(Config{ClientIn: clientIn, ClientOut: clientOut, AgentIn: agentIn, AgentOut: agentOut}).Run(context.Background())
+	return NewRelay(Config{ClientIn: clientIn, ClientOut: clientOut, AgentIn: agentIn, AgentOut: agentOut, Strict: true}).Run(context.Background())
 }
 
 // byteCopy is the baseline: io.Copy both ways with the relay's buffer size,
