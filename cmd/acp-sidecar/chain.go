@@ -41,7 +41,7 @@ func buildChain(ctx context.Context, log *slog.Logger, core *intercept.Core, rec
 	}
 	if log.Enabled(ctx, slog.LevelDebug) {
 		// Only at debug: at other levels it would cost every frame a call.
-		stages = append(stages, intercept.MethodLog{Log: log})
+		stages = append(stages, intercept.NewMethodLog(log))
 	}
 	chain := intercept.NewChain(log, stages...)
 	if record {
