@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/acp-sidecar/acp-sidecar/conformance/testbin"
 )
 
 // arrows is DESIGN.md's "The house" as data: for each top directory of the
@@ -32,7 +34,7 @@ var arrows = map[string][]string{
 func TestImportArrows(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go command to list the packages with:", err)
+		testbin.Missing(t, "no go command on PATH to list the packages with: "+err.Error())
 	}
 	root := moduleRoot(t)
 	run := func(args ...string) string {
