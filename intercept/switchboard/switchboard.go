@@ -381,6 +381,8 @@ func (sw *Switchboard) names() []string {
 	return out
 }
 
+// The agents' side: what each agent's relay writes to the client.
+
 // agentFrame decides what the client sees of one agent frame; nil is
 // nothing.
 func (sw *Switchboard) agentFrame(ctx context.Context, sl *slot, f *proxy.Frame) []byte {
@@ -516,6 +518,8 @@ func (sw *Switchboard) withSelector(line []byte, current string, path ...string)
 	}
 	return out
 }
+
+// The client's side: where each client frame goes.
 
 // clientFrame decides where one client frame goes; it is the port's route.
 // The frame was scanned once, by the port, and goes on to its agent's relay
@@ -714,6 +718,8 @@ func (sw *Switchboard) toAgent(ctx context.Context, name string, f *proxy.Frame,
 func (sw *Switchboard) atAgent(id []byte, req *pendingReq, st ledger.State) {
 	sw.answers.Update(func(f *ledger.Flight) { f.Note(ledger.Key(id), req.method, req.sid).State = st })
 }
+
+// Moves: a session from one agent to another (/agent, the selector).
 
 // startMove runs a move on a goroutine of its own, so the client's other
 // sessions go on meanwhile; the moving session's frames wait for it.
@@ -994,6 +1000,8 @@ func (sw *Switchboard) mcpFits(ctx context.Context, sid, agent string) error {
 	}
 	return nil
 }
+
+// Idle agents: stopped once no session has used them for a while.
 
 // idleLoop stops agents that no session uses, once they have been unused
 // for the idle time; they start again when something needs them.
