@@ -58,7 +58,7 @@ func TestIsChunk(t *testing.T) {
 func TestChunkScopes(t *testing.T) {
 	r := New(Config{Store: state.NewMemory(), Queue: 64})
 	ctx := context.Background()
-	c := NewChain(nil, StageList(r)...)
+	c := NewChain(nil, StageList(r)...).WithAnswers(r.Ledger(), true)
 	// Put every part in a busy state: a prompt and an initialize in
 	// flight, a replay suppressed, a session being created.
 	for _, raw := range []string{
@@ -165,7 +165,7 @@ func TestChainOffersChunksOnlyToThoseThatMayClaim(t *testing.T) {
 			&recordingInterceptor{name: "plain", asked: &asked, claim: true, rewrite: plan},
 			scopedInterceptor{&recordingInterceptor{name: "never2", asked: &asked, scope: &no}},
 			scopedInterceptor{&recordingInterceptor{name: "may", asked: &asked, scope: &yes}},
-		)
+		).WithAnswers(ledger.New(nil), true)
 		v := c.Frame(context.Background(), scanFrame(t, proxy.AgentToClient, chunk))
 		if got, want := strings.Join(asked, " "), "plain:agent_message_chunk never2:plan may:plan"; got != want {
 			t.Errorf("asked %s, want %s", got, want)
@@ -193,7 +193,7 @@ func TestChainOffersChunksOnlyToThoseThatMayClaim(t *testing.T) {
 				&recordingInterceptor{name: "plain", asked: &asked, claim: tt.rewrite != "", rewrite: tt.rewrite},
 				scopedInterceptor{&recordingInterceptor{name: "never", asked: &asked, scope: &no}},
 				scopedInterceptor{&recordingInterceptor{name: "may", asked: &asked, scope: &yes}},
-			)
+			).WithAnswers(ledger.New(nil), true)
 			c.Frame(context.Background(), scanFrame(t, proxy.AgentToClient, tt.frame))
 			if got := strings.Join(asked, " "); got != tt.want {
 				t.Errorf("asked %s, want %s", got, tt.want)
@@ -259,7 +259,7 @@ func TestChainPassesOverShutGates(t *testing.T) {
 	c := NewChain(nil,
 		gatedInterceptor{&recordingInterceptor{name: "gated", asked: &asked}, r.gate},
 		&recordingInterceptor{name: "plain", asked: &asked},
-	)
+	).WithAnswers(r.Ledger(), true)
 	for _, tt := range []struct {
 		name  string
 		open  bool
