@@ -2,7 +2,6 @@ package intercept_test
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -47,74 +46,6 @@ func reply(t *testing.T, r *rig, sid acp.SessionId, text string) fakeagent.Reply
 		t.Fatalf("no fake-agent reply in %q", out)
 	}
 	return rep
-}
-
-// callsAfter lists the agent's calls after the last session/prompt before
-// the reset, which is where a rebuild's calls start.
-func callsFrom(calls []string, first string) []string {
-	for i := len(calls) - 1; i >= 0; i-- {
-		if calls[i] == first {
-			return calls[i:]
-		}
-	}
-	return nil
-}
-
-func TestResetKeepsConfig(t *testing.T) {
-	for _, via := range []string{"slash", "extension"} {
-		t.Run(via, func(t *testing.T) {
-			r := newRig(t, intercept.Config{})
-			ctx := t.Context()
-			sid := configure(t, r)
-			before := reply(t, r, sid, "one")
-			switch via {
-			case "slash":
-				_, text, err := r.client.Prompt(ctx, sid, "/reset")
-				if err != nil || !strings.Contains(text, "reset done") {
-					t.Fatalf("/reset answered %q, %v", text, err)
-				}
-			case "extension":
-				res, err := r.client.CallRaw(ctx, wire.ExtReset, map[string]any{"sessionId": sid})
-				if err != nil {
-					t.Fatal(err)
-				}
-				var rep struct {
-					SessionID string   `json:"sessionId"`
-					Restored  []string `json:"restored"`
-					Blocked   bool     `json:"blocked"`
-				}
-				json.Unmarshal(res, &rep)
-				if rep.SessionID != string(sid) || rep.Blocked || len(rep.Restored) != 3 {
-					t.Errorf("reset result %s", res)
-				}
-			}
-			after := reply(t, r, sid, "two")
-			if after.Session == before.Session {
-				t.Errorf("native session %q did not change", after.Session)
-			}
-			if after.Model != "deep-3" || after.Effort != "max" || after.Mode != "plan" || after.Turns != 1 {
-				t.Errorf("after reset the agent has %+v; want deep-3, max, plan and a fresh history", after)
-			}
-			want := []string{"session/new", "session/set_config_option model=deep-3", "session/set_config_option mode=plan",
-				"session/set_config_option effort=max", "session/prompt"}
-			if diff := cmp.Diff(want, callsFrom(r.calls(t), "session/new")); diff != "" {
-				t.Errorf("agent calls after the reset (-want +got):\n%s", diff)
-			}
-			// The slash command never reached the agent as a prompt.
-			for _, c := range r.calls(t) {
-				if strings.Contains(c, "/reset") {
-					t.Errorf("the agent saw %q", c)
-				}
-			}
-			rec, err := r.store.Session(ctx, string(sid))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rec.ClientID != string(sid) || rec.NativeID != after.Session || len(rec.NativeHistory) != 2 {
-				t.Errorf("record ids: client %q native %q history %v", rec.ClientID, rec.NativeID, rec.NativeHistory)
-			}
-		})
-	}
 }
 
 // TestResetFailsClosed: the agent accepted an effort it does not offer

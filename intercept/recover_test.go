@@ -2,82 +2,14 @@ package intercept_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
-	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
 	"github.com/acp-sidecar/acp-sidecar/intercept"
 	"github.com/acp-sidecar/acp-sidecar/state"
-	acp "github.com/coder/acp-go-sdk"
 	"github.com/google/go-cmp/cmp"
 )
-
-// promptAfterRestart sends a prompt, sending it again while the sidecar
-// answers that the agent is being restarted (code -32012); any other
-// outcome is returned. The wait is bounded by ctx.
-func promptAfterRestart(ctx context.Context, c *acpclient.Client, sid acp.SessionId, text string) (string, error) {
-	for {
-		_, out, err := c.Prompt(ctx, sid, text)
-		if err == nil || acpclient.Code(err) != -32012 || !strings.Contains(err.Error(), "being restarted") {
-			return out, err
-		}
-		select {
-		case <-ctx.Done():
-			return "", errors.Join(err, ctx.Err())
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-}
-
-// TestCrashMidTurnRecovers: the agent dies in the middle of a turn. The
-// pending prompt gets a clear error and is recorded as interrupted; the
-// next prompt runs in the same client session on a fresh native session,
-// with the config restored in planner order and the kept turns handed over.
-func TestCrashMidTurnRecovers(t *testing.T) {
-	r := newRigWith(t, rigOptions{restart: true}, intercept.Config{})
-	ctx := t.Context()
-	sid := configure(t, r)
-	reply(t, r, sid, "My favourite colour is teal")
-	_, _, err := r.client.Prompt(ctx, sid, "crash now")
-	if err == nil || !strings.Contains(err.Error(), "agent exited") || !strings.Contains(err.Error(), "send it again") {
-		t.Fatalf("the prompt the agent died on got %v; want a clear error", err)
-	}
-	out, err := promptAfterRestart(ctx, r.client, sid, "echo: What is my favourite colour?")
-	if err != nil {
-		t.Fatalf("prompt after the crash: %v", err)
-	}
-	got, ok := fakeagent.ParseReply(out)
-	if !ok {
-		t.Fatalf("no reply in %q", out)
-	}
-	if got.Model != "deep-3" || got.Effort != "max" || got.Mode != "plan" || got.Turns != 1 {
-		t.Errorf("after the crash the agent has %+v; want deep-3, max, plan in a fresh session", got)
-	}
-	seen := strings.Join(got.Echo, "\n")
-	if !strings.Contains(seen, "teal") || !strings.Contains(seen, "interrupted") {
-		t.Errorf("the handoff %q lacks the kept turn or the interrupted one", seen)
-	}
-	want := []string{"initialize", "session/load", "session/new", "session/set_config_option model=deep-3",
-		"session/set_config_option mode=plan", "session/set_config_option effort=max", "session/prompt"}
-	// The restarted agent's calls start with the sidecar's initialize.
-	if diff := cmp.Diff(want, callsFrom(r.calls(t), "initialize")); diff != "" {
-		t.Errorf("agent calls after the crash (-want +got):\n%s", diff)
-	}
-	turns, err := r.store.Turns(ctx, string(sid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var statuses []string
-	for _, tr := range turns {
-		statuses = append(statuses, string(tr.Status))
-	}
-	if strings.Join(statuses, " ") != "completed interrupted completed" {
-		t.Errorf("turns %v; want the crashed one interrupted", statuses)
-	}
-}
 
 // TestLoadEmulatedForAnAgentWithout: a session recorded by an earlier
 // sidecar is loaded by a client through a sidecar whose agent cannot load:
@@ -125,7 +57,9 @@ func BenchmarkRecover(b *testing.B) {
 	for b.Loop() {
 		r.client.Prompt(ctx, sid, "crash now")
 		start := <-r.exited
-		if _, err := promptAfterRestart(ctx, r.client, sid, "hello"); err != nil {
+		// The prompt waits while the agent restarts and the session is
+		// rebuilt (DESIGN.md: the client waits, it never resends).
+		if _, _, err := r.client.Prompt(ctx, sid, "hello"); err != nil {
 			b.Fatal(err)
 		}
 		via += time.Since(start)

@@ -12,50 +12,6 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 )
 
-// TestRewindHandsOverKeptTurns is the scenario real hosts get wrong: after
-// a rewind the agent still knows what the user kept, forgets what the user
-// took back, and gets that once.
-func TestRewindHandsOverKeptTurns(t *testing.T) {
-	r := newRig(t, intercept.Config{})
-	ctx := t.Context()
-	sid := configure(t, r)
-	first := reply(t, r, sid, "My favourite colour is teal")
-	reply(t, r, sid, "My favourite animal is an otter")
-	_, text, err := r.client.Prompt(ctx, sid, "/rewind")
-	if err != nil || !strings.Contains(text, "otter") || !strings.Contains(text, "1 turn(s) kept") {
-		t.Fatalf("/rewind answered %q, %v; want the otter turn named as taken back", text, err)
-	}
-	third := reply(t, r, sid, "echo: What did I say first?")
-	seen := strings.Join(third.Echo, "\n")
-	if !strings.Contains(seen, "teal") || strings.Contains(seen, "otter") {
-		t.Errorf("turn 3 carried %q; want teal and no otter", seen)
-	}
-	if third.Session == first.Session || third.Turns != 1 {
-		t.Errorf("turn 3 ran in %s with %d turns; want a fresh native session", third.Session, third.Turns)
-	}
-	if third.Model != "deep-3" || third.Effort != "max" || third.Mode != "plan" {
-		t.Errorf("config after the rewind: %+v", third)
-	}
-	fourth := reply(t, r, sid, "echo: and now?")
-	if len(fourth.Echo) != 1 || strings.Contains(strings.Join(fourth.Echo, ""), "earlier conversation") {
-		t.Errorf("turn 4 carried %q; want no second handoff", fourth.Echo)
-	}
-	turns, err := r.store.Turns(ctx, string(sid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, tr := range turns {
-		got = append(got, string(tr.Status))
-		if tr.Index == 3 && (!tr.HandoffDelivered || strings.Contains(tr.PromptText, "earlier conversation")) {
-			t.Errorf("turn 3 recorded as %+v; want the user's prompt alone, with the handoff noted", tr)
-		}
-	}
-	if strings.Join(got, " ") != "completed rolled_back completed completed" {
-		t.Errorf("turn statuses %v", got)
-	}
-}
-
 func TestRollbackRefusals(t *testing.T) {
 	r := newRig(t, intercept.Config{})
 	ctx := t.Context()
