@@ -32,11 +32,12 @@
 //   - The record (record/, in the chain as recordStage) copies what it
 //     claims onto a bounded queue; one goroutine decodes it and writes the
 //     store. A response that completes a config change or a turn is held
-//     until its write lands. Message chunks skip the queue
-//     (record/chunks.go).
+//     until its write lands, then meets the stages after the record.
+//     Message chunks skip the queue (record/chunks.go).
 //   - IDs (ids.go) keeps the client's session id stable while the native
 //     session behind it is replaced, and holds an agent frame for a session
-//     the sidecar is still creating.
+//     the sidecar is still creating, until it can go on to the stages after
+//     it under the client's id.
 //   - Pickers (pickers.go) follows an agent's own mode change, which it
 //     reports only as a config option, with current_mode_update for a
 //     client that reads only the legacy pickers.
