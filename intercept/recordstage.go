@@ -28,10 +28,10 @@ func (st *recordStage) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 // Intercept hands the frame to the record. A frame the record holds
 // until it is written (a response that completes a config change or a
 // turn, a v2 turn's end) then meets the stages after this one, as it
-// would have unheld: the ids stage gives it the client's session id, the
-// tracker sees it. What the sidecar adds after it (its command list, the
-// pickers' reports) is its own, made in the client's ids and dialect, and
-// meets no stage.
+// would have unheld: the ids stage gives a turn's end the client's session
+// id, and names a listed session by it. What the sidecar adds after it
+// (its command list, the pickers' reports) is its own, made in the
+// client's ids and dialect, and meets no stage.
 func (st *recordStage) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict, error) {
 	v, err := st.rec.Intercept(ctx, f)
 	if v.Do != proxy.Hold || st.rest == nil {
