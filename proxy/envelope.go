@@ -13,8 +13,9 @@ import (
 type Kind uint8
 
 const (
-	// KindOther is valid JSON that is not a JSON-RPC object: an array (a v2
-	// batch), a bare value, or an object with neither method nor id.
+	// KindOther is valid JSON that is not a JSON-RPC object: an array (a
+	// batch, which the relay refuses: IsBatch), a bare value, or an object
+	// with neither method nor id.
 	KindOther Kind = iota
 	// KindRequest has a method and an id (a null id counts: ACP allows it).
 	KindRequest
@@ -382,6 +383,18 @@ func (s *scanner) fail(i int, msg string) {
 
 // wsTable marks JSON white space.
 var wsTable = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
+
+// IsBatch says whether a valid frame is a JSON array: a JSON-RPC batch.
+// ACP has none (the TypeScript SDK 2.4.0 answers one with a single -32600,
+// and rust-sdk 5.0 removed them), so the relay passes none on
+// (BatchMessage).
+func IsBatch(frame []byte) bool {
+	i := skipWS(frame, 0)
+	return i < len(frame) && frame[i] == '['
+}
+
+// BatchMessage is the error message a JSON array gets, id null.
+const BatchMessage = "Invalid request: ACP has no JSON-RPC batches; send each message on a line of its own"
 
 // skipWS returns the index of the first byte at or after i that is not
 // white space. Agents write compact JSON, so the first test almost always

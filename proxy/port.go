@@ -90,6 +90,12 @@ func (p *ClientPort) Run(ctx context.Context, route Route) error {
 			continue
 		}
 		p.trace.record(ClientToAgent, false, line, nil)
+		if f.Env.Kind == KindOther && IsBatch(line) {
+			// No agent behind the port gets it (Relay.batch).
+			p.log.Warn("a JSON-RPC batch was refused: ACP has none", "dir", ClientToAgent.String())
+			p.reply(nil, CodeInvalidRequest, BatchMessage)
+			continue
+		}
 		f.Dir, f.Raw = ClientToAgent, line
 		route(ctx, f)
 		if lr.Buffered() == 0 && p.trace != nil {

@@ -186,8 +186,8 @@ func TestPortHoldKeepsOnlyItsRelayWaiting(t *testing.T) {
 	}
 }
 
-// TestPortAnswersWhatNoRelayMayGet: a malformed line and an oversized
-// request are answered by the port, and no relay sees either.
+// TestPortAnswersWhatNoRelayMayGet: a malformed line, an oversized
+// request and a batch are answered by the port, and no relay sees any.
 func TestPortAnswersWhatNoRelayMayGet(t *testing.T) {
 	seen := make(chan string, 4)
 	hook := HookFunc(func(_ context.Context, f *Frame) Verdict {
@@ -218,6 +218,10 @@ func TestPortAnswersWhatNoRelayMayGet(t *testing.T) {
 	send(t, cW, `{"jsonrpc":"2.0","id":8,"method":"m","params":{"x":"`+strings.Repeat("y", 300)+`"}}`)
 	if got := recv(t, toClient); !strings.Contains(got, `"id":8`) || !strings.Contains(got, `-32600`) {
 		t.Errorf("oversized request answered %q, want an invalid request under its id", got)
+	}
+	send(t, cW, `[{"jsonrpc":"2.0","id":10,"method":"m"}]`)
+	if got := recv(t, toClient); got != `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"`+BatchMessage+`"}}` {
+		t.Errorf("batch answered %q, want one invalid request with id null", got)
 	}
 	send(t, cW, `{"jsonrpc":"2.0","id":9,"method":"m"}`)
 	if got := recv(t, toAgent); got != `{"jsonrpc":"2.0","id":9,"method":"m"}` {

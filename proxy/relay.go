@@ -679,6 +679,10 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 			continue
 		}
 		r.trace.record(dir, false, line, nil)
+		if f.Env.Kind == KindOther && IsBatch(line) {
+			r.batch(dir)
+			continue
+		}
 		if env := &f.Env; env.Kind != KindOther && env.ID != nil && isOwnID(env.ID) {
 			if r.ownID(dir, line, env) {
 				continue
@@ -869,6 +873,14 @@ func (r *Relay) malformed(dir Direction, line []byte, err error) {
 	default:
 		r.log.Warn("agent wrote a malformed frame; dropped", "err", err)
 	}
+}
+
+// batch answers a JSON array, which never reaches the other side: ACP has
+// no batches (DESIGN.md "Data flow" 7). Its sender gets one -32600, id
+// null, whatever the array holds, and nothing in it is processed.
+func (r *Relay) batch(dir Direction) {
+	r.log.Warn("a JSON-RPC batch was refused: ACP has none", "dir", dir.String())
+	r.reply(dir, nil, CodeInvalidRequest, BatchMessage)
 }
 
 // envelope is what can be read of a frame over the limit, from its head

@@ -105,7 +105,6 @@ func TestRelayPassesValidFramesByteForByte(t *testing.T) {
 		`{ "jsonrpc" : "2.0", "id" : "str", "method" : "_vendor/thing", "params" : { "z":1, "a":2 } }`,
 		`{"jsonrpc":"2.0","id":null,"method":"m"}`,
 		`{"jsonrpc":"2.0","method":"_x","params":{"_meta":{"n":12345678901234567890,"h":"<>&\u00e9"}}}` + "\r",
-		`[{"jsonrpc":"2.0","id":1,"method":"batch"}]`,
 		`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`,
 		`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":3}}`,
 	}
@@ -170,6 +169,36 @@ func TestMalformedFramesNeverCross(t *testing.T) {
 	send(t, h.agentW, `{"id":1,"result":{}}`)
 	if got := recv(t, h.toClient); got != `{"id":1,"result":{}}` {
 		t.Errorf("client got %q, want the first valid frame", got)
+	}
+}
+
+// A JSON array is a JSON-RPC batch, which ACP does not have: neither side
+// ever gets one, its sender gets one -32600 with id null, and the relay
+// goes on.
+func TestBatchesNeverCross(t *testing.T) {
+	h := newHarness(t, Config{})
+	want := `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"` + BatchMessage + `"}}`
+	for _, batch := range []string{
+		`[{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{}}]`,
+		` [ {"jsonrpc":"2.0","method":"session/cancel"}, {"jsonrpc":"2.0","id":2,"result":{}} ]`,
+		`[]`,
+	} {
+		send(t, h.clientW, batch)
+		if got := recv(t, h.toClient); got != want {
+			t.Errorf("client got %q for its batch %q; want %q", got, batch, want)
+		}
+		send(t, h.agentW, batch)
+		if got := recv(t, h.toAgent); got != want {
+			t.Errorf("agent got %q for its batch %q; want %q", got, batch, want)
+		}
+	}
+	send(t, h.clientW, `{"id":1,"method":"ok"}`)
+	if got := recv(t, h.toAgent); got != `{"id":1,"method":"ok"}` {
+		t.Errorf("agent got %q, want the first frame after the batches", got)
+	}
+	send(t, h.agentW, `{"id":1,"result":{}}`)
+	if got := recv(t, h.toClient); got != `{"id":1,"result":{}}` {
+		t.Errorf("client got %q, want the first frame after the batches", got)
 	}
 }
 
