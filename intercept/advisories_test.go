@@ -162,8 +162,9 @@ func TestWarningsInText(t *testing.T) {
 }
 
 // TestTitleIsRecorded: the agent's title is the record's, the latest wins,
-// one the agent made of a handoff is not taken, and the session/list the
-// sidecar answers (the fake agent has none) shows it.
+// one the agent made of a handoff or of a rebuilt native session's own
+// first prompt is not taken, a rename is, and the session/list the sidecar
+// answers (the fake agent has none) shows it.
 func TestTitleIsRecorded(t *testing.T) {
 	r := newRig(t, intercept.Config{}, "-info-updates")
 	ctx := t.Context()
@@ -204,16 +205,28 @@ func TestTitleIsRecorded(t *testing.T) {
 		t.Errorf("after a rewind title %q, want it kept from the handoff's", got)
 	}
 	// A reset: the fresh native session is titled from its own first
-	// prompt, which is not the session's first prompt line.
+	// prompt, which is not the session's: the session keeps its title,
+	// turn after turn.
 	if _, _, err := r.client.Prompt(ctx, sid, "/reset"); err != nil {
 		t.Fatal(err)
 	}
 	reply(t, r, sid, "Write the docs")
-	if got := title(); got != "Write the docs" {
-		t.Errorf("after a reset title %q, want the latest, %q", got, "Write the docs")
+	reply(t, r, sid, "and the tests")
+	if got := title(); got != "Plan the relay" {
+		t.Errorf("after a reset title %q, want the session's own, %q", got, "Plan the relay")
 	}
-	if got := listed(); got != "Write the docs" {
-		t.Errorf("session/list title %q, want the agent's %q", got, "Write the docs")
+	if got := listed(); got != "Plan the relay" {
+		t.Errorf("session/list title %q, want the session's own %q", got, "Plan the relay")
+	}
+	// The agent renames the session on a turn the client sent: that is
+	// the session's title from then on.
+	reply(t, r, sid, "rename Relay plan, docs")
+	reply(t, r, sid, "more")
+	if got := title(); got != "Relay plan, docs" {
+		t.Errorf("after a rename title %q, want the agent's %q", got, "Relay plan, docs")
+	}
+	if got := listed(); got != "Relay plan, docs" {
+		t.Errorf("session/list title %q, want the agent's %q", got, "Relay plan, docs")
 	}
 }
 

@@ -153,7 +153,7 @@ func (c *commands) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		}
 		return proxy.Verdict{}, nil
 	case string(f.Env.Update) == "session_info_update":
-		return handoffTitle(f.Raw), nil
+		return c.title(wire.SessionIDOf(f), f.Raw), nil
 	case string(f.Env.Update) == updUserMessage || string(f.Env.Update) == updUserChunk:
 		return handoffEcho(f.Raw), nil
 	default:
@@ -198,24 +198,46 @@ func handoffEcho(raw []byte) proxy.Verdict {
 	return proxy.Verdict{Do: proxy.Rewrite, Line: line}
 }
 
-// handoffTitle takes out of a session_info_update a title the agent made
-// from the handoff that led a fresh native session's first prompt
-// (claude-agent-acp 0.101.0 and codex-acp 2.6.0 both do): the editor keeps
-// the title the session had, not "[acp-sidecar] What follows is the
-// earlier …". The rest of the update goes on; an update's omitted field
-// leaves the client's value as it was.
-func handoffTitle(raw []byte) proxy.Verdict {
+// title takes out of a session_info_update of native session native a
+// title that is not the session's, so the editor keeps the title the
+// session had; the record, which sees the update after this stage, keeps
+// it too. Two are not the session's:
+//   - a title the agent made from the handoff that led a fresh native
+//     session's first prompt (claude-agent-acp 0.101.0 and codex-acp 2.6.0
+//     both do), not "[acp-sidecar] What follows is the earlier …";
+//   - the title the agent gives a native session a rebuild made for a
+//     session that has a title of its own (ledger Flight.AgentTitled):
+//     after /reset it is the next prompt's, after a native rewind the
+//     agent's "… (fork)".
+//
+// The rest of the update goes on; an update's omitted field leaves the
+// client's value as it was.
+func (c *commands) title(native string, raw []byte) proxy.Verdict {
 	var n struct {
 		Params struct {
 			Update struct {
-				Title *string `json:"title"`
+				Title json.RawMessage `json:"title"`
 			} `json:"update"`
 		} `json:"params"`
 	}
 	if json.Unmarshal(raw, &n) != nil || n.Params.Update.Title == nil {
 		return proxy.Verdict{} // no title to judge: it passes as it is
 	}
-	if !strings.HasPrefix(strings.TrimSpace(*n.Params.Update.Title), strings.TrimSpace(replay.HandoffTag)) {
+	var title *string
+	if !wire.IsNull(n.Params.Update.Title) {
+		var t string
+		if json.Unmarshal(n.Params.Update.Title, &t) != nil {
+			return proxy.Verdict{} // not a string: the client judges it
+		}
+		title = &t
+	}
+	handoff := title != nil && strings.HasPrefix(strings.TrimSpace(*title), strings.TrimSpace(replay.HandoffTag))
+	sessions := true
+	if !handoff {
+		sid := c.led.ClientOf(native)
+		c.led.Update(func(f *ledger.Flight) { sessions = f.AgentTitled(sid, title) })
+	}
+	if sessions && !handoff {
 		return proxy.Verdict{}
 	}
 	line, err := wire.Delete(raw, "params", "update", "title")

@@ -8,6 +8,7 @@ import (
 	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
+	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
 // idMapper keeps the client's session id stable while the native session
@@ -33,9 +34,11 @@ type idMapper struct {
 }
 
 // A NativeIndex knows which client session a native one stands or stood
-// behind, across the sidecar's processes (state.Store.ClientID).
+// behind, across the sidecar's processes (state.Store.ClientID), and that
+// session's record, for the title it lists it with.
 type NativeIndex interface {
 	ClientID(ctx context.Context, nativeID string) (string, error)
+	Session(ctx context.Context, id string) (*state.Session, error)
 }
 
 // NewIDs maps session ids through the ledger's client-to-native table, and
@@ -153,11 +156,12 @@ func (m *idMapper) listed(ctx context.Context, raw []byte) []byte {
 			continue
 		}
 		id := e.SessionID
-		// A session the record does not know, or cannot say now (the
-		// store is out of reach), is listed as the agent named it.
-		if client, err := m.natives.ClientID(ctx, id); err == nil && client != "" && client != id {
+		if client := m.clientOf(ctx, id); client != id {
 			if named, err := wire.SetPath(entry, wire.String(client), "sessionId"); err == nil {
 				entry, id, changed = named, client, true
+			}
+			if titled, ok := m.ownTitle(ctx, client, entry); ok {
+				entry, changed = titled, true
 			}
 		}
 		k, dup := seen[id]
@@ -182,6 +186,38 @@ func (m *idMapper) listed(ctx context.Context, raw []byte) []byte {
 		return raw // it decoded above; a result that will not take the list back goes as it came
 	}
 	return out
+}
+
+// clientOf is the client session a listed native session stands or stood
+// behind: this process's mapping first, then the record's, which knows
+// the natives of earlier processes. A native session neither knows, or
+// the record cannot say now (the store is out of reach), is its own.
+func (m *idMapper) clientOf(ctx context.Context, native string) string {
+	if c := m.led.ClientOf(native); c != native {
+		return c
+	}
+	if c, err := m.natives.ClientID(ctx, native); err == nil && c != "" {
+		return c
+	}
+	return native
+}
+
+// ownTitle is a listed entry of client session sid with the session's own
+// title, where the record has one: the agent lists the native session
+// behind it, which a reset, a rewind or a rebuild made, under the title
+// it gave that native session (its first prompt, or "… (fork)"), and the
+// session keeps its title through those (DESIGN.md "A session's whole
+// life"). ok false leaves the entry as it is.
+func (m *idMapper) ownTitle(ctx context.Context, sid string, entry json.RawMessage) (json.RawMessage, bool) {
+	rec, err := m.natives.Session(ctx, sid)
+	if err != nil || rec.Title == "" {
+		return nil, false
+	}
+	if string(wire.Member(entry, "title")) == string(wire.String(rec.Title)) {
+		return nil, false
+	}
+	titled, err := wire.SetPath(entry, wire.String(rec.Title), "title")
+	return titled, err == nil
 }
 
 // later says whether updatedAt a is after b; either may be absent ("").

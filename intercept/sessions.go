@@ -223,7 +223,9 @@ func (o *Sessions) Fork(ctx context.Context, parent string, at int) (rebuild.Rep
 			return
 		}
 		whole = at == n
-		snap = rebuild.Snapshot{Native: p.Rec.NativeID, Live: record.CloneConfig(o.led.TargetOr(parent, p.Rec.Live)), Cwd: p.Rec.Cwd, Mcp: p.Rec.McpServers, Dirs: p.Rec.AdditionalDirectories}
+		snap = rebuild.SnapshotOfRecord(&p.Rec)
+		snap.Client, snap.Orig = "", nil // the fork's are its own
+		snap.Live = record.CloneConfig(o.led.TargetOr(parent, p.Rec.Live))
 	})
 	if err != nil {
 		return rebuild.Report{}, fmt.Errorf("fork %s: %w", parent, err)

@@ -63,6 +63,10 @@ type ownCalls struct {
 	once   sync.Once
 	seq    atomic.Uint64
 	conn   *jsonrpc2.Conn
+	// params are the params of the calls on their way out, as call
+	// encoded them, by id: jsonrpc2 encodes them again with json.Marshal,
+	// which escapes <, > and &, and WriteObject puts these in its place.
+	params sync.Map // string -> []byte
 }
 
 // newOwnCalls starts the jsonrpc2 connection of requests whose ids start
@@ -104,13 +108,52 @@ func (r *Relay) sendAsk(b []byte) error {
 	return nil
 }
 
-// WriteObject implements jsonrpc2.ObjectStream.
+// WriteObject implements jsonrpc2.ObjectStream. A request of call's goes
+// out with its params as call encoded them, not as jsonrpc2 did: the
+// sidecar's own requests carry the client's raw values (a session's
+// _meta), which reach the agent as the client sent them, and json.Marshal
+// would escape their <, > and &.
 func (o *ownCalls) WriteObject(obj any) error {
 	b, err := json.Marshal(obj)
 	if err != nil {
 		return fmt.Errorf("encode own request: %w", err)
 	}
+	// jsonrpc2 hands its request in a type of its own: its id and method
+	// are read back from the bytes.
+	if env, err := Scan(b); err == nil && env.Kind == KindRequest {
+		var id string
+		if json.Unmarshal(env.ID, &id) == nil {
+			if params, ok := o.params.LoadAndDelete(id); ok {
+				b = requestLine(id, string(env.Method), params.([]byte))
+			}
+		}
+	}
 	return o.send(b)
+}
+
+// requestLine is a JSON-RPC request with a string id and params as given.
+func requestLine(id, method string, params []byte) []byte {
+	b := []byte(`{"jsonrpc":"2.0","id":`)
+	q, _ := json.Marshal(id) // a string always marshals
+	b = append(b, q...)
+	b = append(b, `,"method":`...)
+	m, _ := json.Marshal(method) // a string always marshals
+	b = append(b, m...)
+	b = append(b, `,"params":`...)
+	b = append(b, params...)
+	return append(b, '}')
+}
+
+// encodeParams encodes a call's params as JSON that keeps <, > and & as
+// they are.
+func encodeParams(params any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(params); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // ReadObject implements jsonrpc2.ObjectStream.
@@ -158,6 +201,14 @@ func (r *Relay) Call(ctx context.Context, method string, params, result any) err
 
 func (o *ownCalls) call(ctx context.Context, method string, params, result any) error {
 	id := jsonrpc2.ID{Str: o.prefix + strconv.FormatUint(o.seq.Add(1), 10), IsString: true}
+	if params != nil {
+		raw, err := encodeParams(params)
+		if err != nil {
+			return fmt.Errorf("call %s: encode params: %w", method, err)
+		}
+		o.params.Store(id.Str, raw)
+		defer o.params.Delete(id.Str) // a call that failed before its write
+	}
 	if err := o.conn.Call(ctx, method, params, result, jsonrpc2.PickID(id)); err != nil {
 		if errors.Is(err, jsonrpc2.ErrClosed) {
 			return fmt.Errorf("call %s: %w", method, ErrAgentGone)

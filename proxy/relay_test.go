@@ -354,6 +354,31 @@ func TestClientCannotUseOwnIDs(t *testing.T) {
 	}
 }
 
+// TestCallKeepsRawParams: the sidecar's own request carries raw values as
+// they were given, <, > and & included (a client's _meta goes to the agent
+// as the client sent it), and is answered as usual.
+func TestCallKeepsRawParams(t *testing.T) {
+	h := newHarness(t, Config{})
+	got := make(chan string, 1)
+	go func() {
+		line := recv(t, h.toAgent)
+		got <- line
+		env, _ := Scan([]byte(line))
+		fmt.Fprintf(h.agentW, `{"jsonrpc":"2.0","id":%s,"result":{"ok":"<&>"}}`+"\n", env.ID)
+	}()
+	meta := json.RawMessage(`{"systemPrompt":{"append":"<b>bold</b> & \u003c"},"n":12345678901234567890}`)
+	var res struct {
+		OK string `json:"ok"`
+	}
+	if err := h.relay.Call(t.Context(), "session/new", map[string]any{"cwd": "/w", "_meta": meta}, &res); err != nil || res.OK != "<&>" {
+		t.Fatalf("Call = %+v, %v; want the agent's result", res, err)
+	}
+	line := <-got
+	if !strings.Contains(line, `"_meta":`+string(meta)) || !strings.HasPrefix(line, `{"jsonrpc":"2.0","id":"acp-sidecar:`) || !strings.Contains(line, `"method":"session/new"`) {
+		t.Errorf("the agent got %s; want the _meta byte for byte in a request of the sidecar's", line)
+	}
+}
+
 func TestCallErrorComesBackTyped(t *testing.T) {
 	h := newHarness(t, Config{})
 	go func() {

@@ -81,6 +81,7 @@ func sampleSession(id string) *Session {
 		Agent: []string{"fake", "--flag"}, AgentName: "claude", Cwd: "/tmp/" + id,
 		McpServers:            json.RawMessage(`[{"name":"fs","command":"mcp-fs","args":[],"env":[]}]`),
 		AdditionalDirectories: []string{"/extra"},
+		Meta:                  json.RawMessage(`{"claudeCode":{"options":{"maxTurns":3}},"systemPrompt":{"append":"Answer in <b>bold</b> & short."},"n":12345678901234567890}`),
 		Created:               t0, Updated: t0.Add(time.Minute),
 		Baseline: sampleConfig("sonnet"), Original: sampleConfig("opus"), Live: sampleConfig("opus"),
 		Overrides:  []Override{{OptionID: "model", Category: "model", Value: json.RawMessage(`"opus"`), At: t0}},

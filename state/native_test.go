@@ -33,3 +33,26 @@ func TestBehind(t *testing.T) {
 		t.Errorf("events %q, want %q", events, want)
 	}
 }
+
+// MadeByRebuild tells a native session a rebuild had the agent make fresh
+// from one the client made or opened, or one a rebuild brought back.
+func TestMadeByRebuild(t *testing.T) {
+	var s Session
+	for _, n := range []Native{
+		{ID: "n1", Event: MadeNew, Path: "new"},
+		{ID: "n1", Event: MadeCrash, Path: "resume"}, // brought back: still the client's
+		{ID: "n2", Event: MadeReset, Path: "new"},
+		{ID: "n2", Event: MadeCrash, Path: "load"}, // brought back: still the reset's
+		{ID: "n3", Event: MadeRewind, Path: "fork"},
+		{ID: "n4", Event: MadeReopen, Path: "resume"},
+		{ID: "n5", Event: MadeOpen, Path: "load"},
+		{ID: "n6", Event: MadeCrash, Path: "new"},
+	} {
+		s.Behind(n)
+	}
+	for id, want := range map[string]bool{"n1": false, "n2": true, "n3": true, "n4": false, "n5": false, "n6": true, "n9": false} {
+		if got := s.MadeByRebuild(id); got != want {
+			t.Errorf("MadeByRebuild(%s) = %v, want %v", id, got, want)
+		}
+	}
+}

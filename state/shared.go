@@ -629,6 +629,27 @@ func (s *Shared) waitBackend(ctx context.Context) (Store, error) {
 	}
 }
 
+// readOn runs read on the backend b, and when b's connection breaks under
+// it (its owner went away: another sidecar of the host is exiting), once
+// more on the next backend, within ConnectTimeout: a read during an
+// owner's hand-over waits for the next owner, where it would otherwise
+// find none and read what this process has queued alone (a session list
+// that named a rebuilt session by its native id). It returns the backend
+// the read ran on last (nil when none came), and the read's error, a
+// broken connection turned into ErrUnavailable.
+func (s *Shared) readOn(ctx context.Context, b Store, read func(b Store) error) (Store, error) {
+	err := read(b)
+	if !errors.Is(err, errConn) {
+		return b, err
+	}
+	s.drop(b, err)
+	next, werr := s.waitBackend(ctx)
+	if werr != nil || next == nil {
+		return nil, ErrUnavailable
+	}
+	return next, s.readErr(next, read(next))
+}
+
 // readErr turns a backend's connection failure into "no backend".
 func (s *Shared) readErr(b Store, err error) error {
 	if errors.Is(err, errConn) {
@@ -652,8 +673,10 @@ func (s *Shared) mergedSession(ctx context.Context, b Store, id string, ops []*o
 	var got *Session
 	err := ErrUnavailable
 	if b != nil {
-		got, err = b.Session(ctx, id)
-		err = s.readErr(b, err)
+		_, err = s.readOn(ctx, b, func(b Store) (err error) {
+			got, err = b.Session(ctx, id)
+			return err
+		})
 	}
 	for _, o := range ops {
 		switch {
@@ -696,8 +719,11 @@ func (s *Shared) mergedTurns(ctx context.Context, b Store, id string, ops []*op)
 	var got []Turn
 	err := ErrUnavailable
 	if b != nil {
-		got, err = b.Turns(ctx, id)
-		if err = s.readErr(b, err); err != nil && !errors.Is(err, ErrUnavailable) {
+		_, err = s.readOn(ctx, b, func(b Store) (err error) {
+			got, err = b.Turns(ctx, id)
+			return err
+		})
+		if err != nil && !errors.Is(err, ErrUnavailable) {
 			return nil, err
 		}
 	}
@@ -752,8 +778,11 @@ func (s *Shared) Sessions(ctx context.Context) ([]Summary, error) {
 	var got []Summary
 	err = ErrUnavailable
 	if b != nil {
-		got, err = b.Sessions(ctx)
-		if err = s.readErr(b, err); err != nil && !errors.Is(err, ErrUnavailable) {
+		b, err = s.readOn(ctx, b, func(b Store) (err error) {
+			got, err = b.Sessions(ctx)
+			return err
+		})
+		if err != nil && !errors.Is(err, ErrUnavailable) {
 			return nil, err
 		}
 		if err != nil {
@@ -836,11 +865,15 @@ func (s *Shared) ClientID(ctx context.Context, nativeID string) (string, error) 
 	if b == nil {
 		return "", fmt.Errorf("client id for native session %s: %w", nativeID, ErrUnavailable)
 	}
-	id, err := b.ClientID(ctx, nativeID)
+	var id string
+	_, err = s.readOn(ctx, b, func(b Store) (err error) {
+		id, err = b.ClientID(ctx, nativeID)
+		return err
+	})
 	if err == nil && deletedBy(pend[id]) {
 		return "", fmt.Errorf("client id for native session %s: %w", nativeID, ErrNotFound)
 	}
-	return id, s.readErr(b, err)
+	return id, err
 }
 
 // Agent reads a queued PutAgent of name first, without asking the backend: a
@@ -862,8 +895,12 @@ func (s *Shared) Agent(ctx context.Context, name string) (*AgentInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get agent %s: %w", name, err)
 	}
-	a, err := b.Agent(ctx, name)
-	if err = s.readErr(b, err); errors.Is(err, ErrUnavailable) {
+	var a *AgentInfo
+	_, err = s.readOn(ctx, b, func(b Store) (err error) {
+		a, err = b.Agent(ctx, name)
+		return err
+	})
+	if errors.Is(err, ErrUnavailable) {
 		return nil, fmt.Errorf("get agent %s: %w", name, err)
 	}
 	return a, err

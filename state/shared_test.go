@@ -143,6 +143,45 @@ func TestTakeoverInProcess(t *testing.T) {
 	checkSamples(t, client, "c", 0, 10)
 }
 
+// A read that the owner's exit breaks under it waits for the next owner
+// and reads there: a native id still finds its client session, and the
+// session is still listed by its client id, never as missing.
+func TestReadsWaitThroughAHandOver(t *testing.T) {
+	dir := t.TempDir()
+	owner, err := Open(t.Context(), dir, Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := openShared(t, dir)
+	if client.Owner() {
+		t.Fatal("second Open is owner")
+	}
+	mustPut(t, owner, sampleSession("a"))
+	if err := owner.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	closeOK(t, owner)
+	// The client has written nothing: its next read is what finds the
+	// owner gone.
+	if id, err := client.ClientID(t.Context(), "n-a-1"); err != nil || id != "a" {
+		t.Errorf("ClientID(n-a-1) across the hand-over = %q, %v; want a", id, err)
+	}
+	closeOK(t, client)
+	owner, err = Open(t.Context(), dir, Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client = openShared(t, dir)
+	closeOK(t, owner)
+	list, err := client.Sessions(t.Context())
+	if err != nil || len(list) != 1 || list[0].ID != "a" {
+		t.Errorf("Sessions() across the hand-over = %v, %v; want a alone", list, err)
+	}
+	if got, err := client.Session(t.Context(), "a"); err != nil || got.ClientID != "a" {
+		t.Errorf("Session(a) after the hand-over = %v, %v", got, err)
+	}
+}
+
 func writeAll(t *testing.T, s *Shared, prefix string, from, to int) {
 	t.Helper()
 	for i := from; i < to; i++ {

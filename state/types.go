@@ -42,8 +42,17 @@ type Session struct {
 	// pass the same servers, and the sidecar has no reason to understand them.
 	McpServers            json.RawMessage `json:"mcpServers,omitempty"`
 	AdditionalDirectories []string        `json:"additionalDirectories,omitempty"`
-	Created               time.Time       `json:"created"`
-	Updated               time.Time       `json:"updated"`
+	// Meta is the _meta of the client's request that made the session
+	// (session/new, or session/fork without the fork point), or of the
+	// load or resume that last opened it with one, as the client sent it:
+	// clients pass creation options there (claude-agent-acp's systemPrompt,
+	// allowed tools, which settings to read), and every native session the
+	// sidecar makes or climbs to for the session must get them again.
+	// Nothing the sidecar itself adds to a request is in it. nil when the
+	// client sent none.
+	Meta    json.RawMessage `json:"meta,omitempty"`
+	Created time.Time       `json:"created"`
+	Updated time.Time       `json:"updated"`
 
 	// Baseline is the config the agent reported when the native session was
 	// created. Display and comparison only; never restored.
@@ -152,6 +161,26 @@ func (s *Session) LastNative() *Native {
 		return nil
 	}
 	return &s.Natives[len(s.Natives)-1]
+}
+
+// MadeByRebuild says whether the sidecar made native session id for s in a
+// rebuild (a reset, a rewind, a crash, a reopen, an answer to a failed
+// load, a move between agents) as a fresh one the agent had to make or
+// fork: the title the agent gives it comes from what that native session
+// saw first (a prompt after a reset, "… (fork)"), not from the session.
+func (s *Session) MadeByRebuild(id string) bool {
+	for _, n := range s.Natives {
+		if n.ID != id {
+			continue
+		}
+		// The entry that brought id in first says how it was made.
+		switch n.Event {
+		case MadeNew, MadeFork, MadeOpen:
+			return false
+		}
+		return n.Path == "new" || n.Path == "fork"
+	}
+	return false
 }
 
 // ProtocolVersion is the ACP version the session was last recorded in,

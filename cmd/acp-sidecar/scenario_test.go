@@ -581,6 +581,9 @@ func describeCall(c fakeagent.Call) string {
 		if at := wire.ForkAtOf(c.Params); at != "" {
 			parts = append(parts, "at the message of turn "+turnOfMessage(c.SessionID, at))
 		}
+		parts = append(parts, metaOf(c.Params)...)
+	case "session/new", "session/load", "session/resume":
+		parts = append(parts, metaOf(c.Params)...)
 	case "session/prompt":
 		if len(p.Prompt) > 1 {
 			parts = append(parts, fmt.Sprintf("(%d blocks)", len(p.Prompt)))
@@ -590,6 +593,22 @@ func describeCall(c fakeagent.Call) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// metaOf is a session call's _meta as `_meta=BYTES`, exactly as the agent
+// received it; nothing when it has none.
+func metaOf(params json.RawMessage) []string {
+	var p struct {
+		Meta json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(params, &p) != nil || len(p.Meta) == 0 {
+		return nil
+	}
+	// The bytes as received: the member's span in the params.
+	if start, end, ok := wire.Find(params, "_meta"); ok {
+		return []string{"_meta=" + string(params[start:end])}
+	}
+	return []string{"_meta=" + string(p.Meta)}
 }
 
 // turnOfMessage is the turn of session sid whose answer the fake agent sent

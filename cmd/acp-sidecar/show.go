@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -99,6 +100,11 @@ type showJSON struct {
 	// AdditionalDirectories are the client's extra workspace roots, if any.
 	// (mcpServers are left out: their env often holds credentials.)
 	AdditionalDirectories []string `json:"additionalDirectories"`
+	// MetaKeys are the top-level keys of the _meta the client made the
+	// session with (state.Session.Meta), which every native session made
+	// for it gets again; its values are left out, as they may hold
+	// credentials.
+	MetaKeys []string `json:"metaKeys"`
 	// Created and Updated are the record's times.
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
@@ -633,6 +639,7 @@ func buildShow(sess *state.Session, turns []state.Turn) showJSON {
 		Cwd:                   sess.Cwd,
 		Title:                 sess.Title,
 		AdditionalDirectories: nonNil(sess.AdditionalDirectories),
+		MetaKeys:              metaKeys(sess.Meta),
 		Created:               sess.Created,
 		Updated:               sess.Updated,
 		Baseline:              layer(sess.Baseline),
@@ -731,6 +738,9 @@ func writeShow(w io.Writer, sess *state.Session, turns []state.Turn) error {
 	row("cwd", orNone(cell(sess.Cwd, 0)))
 	if len(sess.AdditionalDirectories) > 0 {
 		row("dirs", cell(strings.Join(sess.AdditionalDirectories, ", "), 0))
+	}
+	if keys := metaKeys(sess.Meta); len(keys) > 0 {
+		row("_meta", cell(strings.Join(keys, ", "), 0))
 	}
 	row("created", showTime(sess.Created))
 	row("updated", showTime(sess.Updated))
@@ -989,4 +999,14 @@ func nonNil[T any](l []T) []T {
 		return []T{}
 	}
 	return l
+}
+
+// metaKeys are the top-level keys of a session's creation _meta, sorted;
+// empty for none.
+func metaKeys(meta json.RawMessage) []string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(meta, &m) != nil {
+		return []string{}
+	}
+	return slices.Sorted(maps.Keys(m))
 }

@@ -73,6 +73,8 @@
 //	ask permission [PATH]  tool_call, session/request_permission, then
 //	                 fs/read_text_file of PATH (default CWD/fake.txt) if allowed;
 //	                 outcomes in the reply's permission= and read= fields
+//	rename TITLE     the session's title is TITLE from this turn on (-info-updates,
+//	                 session/list); it is the first prompt's before any rename
 //	hang             sends "fake-agent waiting for session/cancel", waits for
 //	                 session/cancel (or stdin EOF), then stopReason cancelled
 //	subagent         with -subagents: opens child session fake-sub-N (see

@@ -87,10 +87,16 @@ func ResumeNote(model string) string {
 // prompt's first text block, trimmed, or nil before the first prompt. Real
 // agents title a session from the prompt as sent, so a handoff that leads
 // a fresh session's first prompt becomes its title (claude-agent-acp
-// 0.101.0, codex-acp 2.6.0).
+// 0.101.0, codex-acp 2.6.0). A prompt "rename TITLE" renames the session
+// from its turn on, as an agent asked to rename it does.
 func sessionTitle(history []turn) *string {
 	if len(history) == 0 {
 		return nil
+	}
+	for i := len(history) - 1; i >= 0; i-- {
+		if name, ok := strings.CutPrefix(strings.TrimSpace(lastText(history[i].user)), "rename "); ok {
+			return &name
+		}
 	}
 	var first string
 	if texts := allTexts(history[0].user); len(texts) > 0 {

@@ -58,6 +58,13 @@ type Session struct {
 	// accepted, and the turn ends with a state_update (idle) later, so the
 	// prompt's request no longer spans the turn: this does.
 	Turn bool
+	// KeepTitle: the session has a title of its own, and TitleNative, the
+	// native session behind it, is one a rebuild had the agent make
+	// (state.Session.MadeByRebuild): the title the agent gives it is that
+	// native session's, not the session's (AgentTitled). AutoTitle is that
+	// title, once the agent gave it.
+	KeepTitle              bool
+	TitleNative, AutoTitle string
 }
 
 // Flight is everything in flight. It is reached only inside Update (to
@@ -252,6 +259,43 @@ func (f *Flight) TurnIdle(sid string) bool {
 	}
 	s.Turn = false
 	f.runningN--
+	return true
+}
+
+// TitleFrom says whose titles the agent's title reports for native
+// session native, behind client session sid, are: with keep, the title
+// the session has is its own and native's are native's (AgentTitled). A
+// report for the native session already noted changes nothing, so a
+// rebuild that brings the same native session back keeps what was seen
+// of its title.
+func (f *Flight) TitleFrom(sid, native string, keep bool) {
+	s := f.session(sid)
+	if s.TitleNative == native && s.KeepTitle == keep {
+		return
+	}
+	s.KeepTitle, s.TitleNative, s.AutoTitle = keep, native, ""
+}
+
+// AgentTitled judges a title the agent gave client session sid's native
+// session, and says whether it is the session's: it is, unless the
+// session keeps its own (TitleFrom) and this is the title the agent made
+// for the native session, the first it gave or the same again. A
+// different one later is the agent renaming the session, which from then
+// on has the agent's titles. A cleared title (null) is never the
+// session's while it keeps its own.
+func (f *Flight) AgentTitled(sid string, title *string) (sessions bool) {
+	s := f.sessions[sid]
+	if s == nil || !s.KeepTitle {
+		return true
+	}
+	switch {
+	case title == nil:
+		return false
+	case s.AutoTitle == "" || s.AutoTitle == *title:
+		s.AutoTitle = *title
+		return false
+	}
+	s.KeepTitle, s.AutoTitle = false, ""
 	return true
 }
 

@@ -54,17 +54,31 @@ func (e *engine) forkNative(ctx context.Context, sid, parent string, snap Snapsh
 func (e *engine) forkNativeAt(ctx context.Context, sid, parent string, snap Snapshot, messageID string) (string, *state.Config, error) {
 	params := sessionParams(snap)
 	params["sessionId"] = parent
-	params["_meta"] = wire.ForkAtMeta(messageID)
+	params["_meta"] = wire.WithForkAt(snap.Meta, messageID)
 	return e.create(ctx, sid, wire.SessionFork, params)
 }
 
-// sessionParams are what a native session is created with: the session's
-// cwd, MCP servers and additional directories, as the client gave them.
+// sessionParams are what a native session is made or brought back with:
+// the session's cwd, MCP servers, additional directories and _meta, as
+// the client gave them (DESIGN.md "Rebuilding a native session" 2). The
+// _meta carries creation options (claude-agent-acp's system prompt, for
+// one) that a native session made without them would run without.
 func sessionParams(snap Snapshot) map[string]any {
 	params := map[string]any{"cwd": snap.Cwd, "mcpServers": mcpOrEmpty(snap.Mcp)}
 	if len(snap.Dirs) > 0 {
 		params["additionalDirectories"] = snap.Dirs
 	}
+	if len(snap.Meta) > 0 && !wire.IsNull(snap.Meta) {
+		params["_meta"] = snap.Meta
+	}
+	return params
+}
+
+// openParams are what a rung asks the agent to bring snap's native session
+// back with: sessionParams, and the native session's id.
+func openParams(snap Snapshot) map[string]any {
+	params := sessionParams(snap)
+	params["sessionId"] = snap.Native
 	return params
 }
 
@@ -113,7 +127,8 @@ func (e *engine) climb(ctx context.Context, sid string, snap Snapshot, quiet, re
 	caps := e.life.Caps()
 	if replay && wire.Version(caps.Protocol) >= wire.V2 && caps.Resume && snap.Native != "" {
 		// Nothing is hushed: the replay is what the client asked for.
-		params := map[string]any{"sessionId": snap.Native, "cwd": snap.Cwd, "mcpServers": mcpOrEmpty(snap.Mcp), "replayFrom": map[string]string{"type": "start"}}
+		params := openParams(snap)
+		params["replayFrom"] = map[string]string{"type": "start"}
 		cfg, ok, err := e.rung(ctx, sid, snap, wire.SessionResume, params, 0)
 		if err != nil {
 			return climbed{}, err
@@ -159,7 +174,7 @@ func (e *engine) rung(ctx context.Context, sid string, snap Snapshot, method str
 // new, and which rung held.
 func (e *engine) ladder(ctx context.Context, sid string, snap Snapshot, quiet bool) (string, *state.Config, string, error) {
 	caps := e.life.Caps()
-	params := map[string]any{"sessionId": snap.Native, "cwd": snap.Cwd, "mcpServers": mcpOrEmpty(snap.Mcp)}
+	params := openParams(snap)
 	if caps.Resume && snap.Native != "" {
 		// What the agent says while it resumes is about a resume the
 		// client did not ask for ("recorded with model X but is resuming

@@ -315,7 +315,7 @@ func ForkPlan(b *Rebuilder, parent, child string, at int, whole bool, snap Snaps
 				s := &record.Session{Started: true}
 				s.Rec = state.Session{
 					ClientID: child, NativeID: a.native, NativeHistory: []string{a.native}, Agent: b.cfg.Agent, AgentName: b.cfg.Name,
-					Cwd: snap.Cwd, McpServers: snap.Mcp, AdditionalDirectories: snap.Dirs, Created: now,
+					Cwd: snap.Cwd, McpServers: snap.Mcp, AdditionalDirectories: snap.Dirs, Meta: snap.Meta, Created: now,
 					Baseline: record.CloneConfig(a.Catalog), Live: a.Catalog, Original: record.CloneConfig(snap.Live),
 					Lineage: &state.Lineage{ParentID: parent, ForkTurn: at},
 				}
@@ -371,8 +371,11 @@ func AdoptPlan(b *Rebuilder, sid string, rep *SwitchReport) Plan {
 			if err != nil {
 				return Snapshot{}, fmt.Errorf("adopt %s: %w", sid, err)
 			}
-			return Snapshot{
-				Client: sid, Cwd: old.Cwd, Mcp: old.McpServers, Dirs: old.AdditionalDirectories}, nil
+			// What another agent made of the session (its native session,
+			// its config) stays with it; the client's inputs come along.
+			snap := SnapshotOfRecord(old)
+			snap.Native, snap.Live, snap.Orig = "", nil, nil
+			return snap, nil
 		},
 		native: b.fresh("adopt"),
 		target: func(a *Attempt) *state.Config {

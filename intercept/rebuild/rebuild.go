@@ -105,6 +105,7 @@ type Snapshot struct {
 	Cwd     string
 	Mcp     json.RawMessage
 	Dirs    []string
+	Meta    json.RawMessage // the client's creation _meta (state.Session.Meta)
 	Running bool
 	Born    time.Time // record.Session.Born
 }
@@ -112,9 +113,18 @@ type Snapshot struct {
 // snapshotOf copies what a rebuild needs of s; it runs on the recorder's
 // goroutine.
 func snapshotOf(s *record.Session) Snapshot {
+	snap := SnapshotOfRecord(&s.Rec)
+	snap.Running, snap.Born = s.Turn != nil, s.Born
+	return snap
+}
+
+// SnapshotOfRecord is what a rebuild needs of a session's record: its ids,
+// its config, and the inputs the client made it with, which every native
+// session made for it gets again.
+func SnapshotOfRecord(rec *state.Session) Snapshot {
 	return Snapshot{
-		Client: s.Rec.ClientID, Native: s.Rec.NativeID, Live: record.CloneConfig(s.Rec.Live), Orig: record.CloneConfig(s.Rec.Original),
-		Cwd: s.Rec.Cwd, Mcp: s.Rec.McpServers, Dirs: s.Rec.AdditionalDirectories, Running: s.Turn != nil, Born: s.Born,
+		Client: rec.ClientID, Native: rec.NativeID, Live: record.CloneConfig(rec.Live), Orig: record.CloneConfig(rec.Original),
+		Cwd: rec.Cwd, Mcp: rec.McpServers, Dirs: rec.AdditionalDirectories, Meta: rec.Meta,
 	}
 }
 
@@ -473,6 +483,8 @@ func (b *Rebuilder) settle(ctx context.Context, sid string, made state.Native, o
 		if made.Path != "" { // "": the plan kept the native session it had
 			s.Rec.Behind(made)
 		}
+		keep := s.Rec.Title != "" && s.Rec.MadeByRebuild(native)
+		b.led.Update(func(f *ledger.Flight) { f.TitleFrom(sid, native, keep) })
 		s.Rec.Live = out.Catalog
 		s.Rec.Blocked = blocked
 		if also != nil {

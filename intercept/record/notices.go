@@ -176,7 +176,7 @@ const updSessionInfo = "session_info_update"
 // clears it, and an update without one leaves it. An empty string leaves it
 // too: the latest title that says something wins. A title the agent made
 // from the handoff that led a fresh native session's first prompt is the
-// handoff's, not the session's (intercept's handoffTitle keeps it from the
+// handoff's, not the session's (intercept's commands.title keeps it from the
 // client too). It says whether the title changed.
 func sessionInfo(log *slog.Logger, s *Session, raw []byte) (changed bool) {
 	var n struct {

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -719,6 +720,7 @@ func (r *Recorder) sessionResult(ctx context.Context, req *Request, result json.
 		Cwd                   string          `json:"cwd"`
 		McpServers            json.RawMessage `json:"mcpServers"`
 		AdditionalDirectories []string        `json:"additionalDirectories"`
+		Meta                  json.RawMessage `json:"_meta"`
 	}
 	decoded(r.log, req.Method+" params", req.Params, &p) // what decoded is kept; a bad field stays empty
 	cfg := wire.ConfigFromResult(result)
@@ -762,6 +764,11 @@ func (r *Recorder) sessionResult(ctx context.Context, req *Request, result json.
 	}
 	s.Rec.Agent, s.Rec.AgentName, s.Rec.Cwd = r.cfg.Agent, r.cfg.Name, p.Cwd
 	s.Rec.McpServers, s.Rec.AdditionalDirectories = wire.CompactJSON(p.McpServers), p.AdditionalDirectories
+	var parentMeta json.RawMessage // a fork's parent's
+	if parent := r.sessions[req.SID]; parent != nil && req.Method == wire.SessionFork {
+		parentMeta = parent.Rec.Meta
+	}
+	s.Rec.Meta = creationMeta(req.Method, p.Meta, s.Rec.Meta, parentMeta)
 	if s.Rec.Created.IsZero() {
 		s.Rec.Created = now
 	}
@@ -774,12 +781,44 @@ func (r *Recorder) sessionResult(ctx context.Context, req *Request, result json.
 		cfg = CarryLegacy(cfg, s.Rec.Live)
 	}
 	s.Rec.Live = cfg
-	r.led.Update(func(f *ledger.Flight) { f.Remap(sid, native, life) })
+	keep := s.Rec.Title != "" && s.Rec.MadeByRebuild(native)
+	r.led.Update(func(f *ledger.Flight) {
+		f.Remap(sid, native, life)
+		f.TitleFrom(sid, native, keep)
+	})
 	if req.Method == wire.SessionFork && req.SID != "" {
 		s.Rec.Lineage = &state.Lineage{ParentID: req.SID, ForkTurn: len(keptTurns(r.sessions[req.SID])) + 1}
 	}
 	r.PutSession(ctx, s)
 	return s
+}
+
+// creationMeta is the _meta a session keeps after the client's request
+// method with _meta sent (state.Session.Meta): a session/new's as it came;
+// a fork's without the fork point, which asks for this one fork only
+// (wire.ForkAtMeta), or the parent's when the fork sent nothing else, as
+// the agent's fork goes on with the parent's options; a load's or resume's
+// when it sent one, else the one the session had.
+func creationMeta(method string, sent, had, parent json.RawMessage) json.RawMessage {
+	present := len(sent) > 0 && !wire.IsNull(sent)
+	switch method {
+	case wire.SessionNew:
+		if !present {
+			return nil
+		}
+	case wire.SessionFork:
+		if present {
+			sent = wire.WithoutForkAt(sent)
+		}
+		if len(sent) == 0 || wire.IsNull(sent) {
+			return parent
+		}
+	default:
+		if !present {
+			return had
+		}
+	}
+	return bytes.Clone(sent)
 }
 
 // madeBy is the event a client's request that made a native session
