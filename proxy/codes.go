@@ -1,5 +1,11 @@
 package proxy
 
+import (
+	"errors"
+
+	"github.com/sourcegraph/jsonrpc2"
+)
+
 // The JSON-RPC error codes the sidecar answers with, in one place: the
 // relay's own, and those of the stages that answer for it. JSON-RPC leaves
 // -32000 to -32099 to implementations; ACP uses -32000 (auth required) and
@@ -11,6 +17,11 @@ const (
 	CodeMethodNotFound = -32601
 	CodeInvalidParams  = -32602
 	CodeInternalError  = -32603
+	// CodeResourceNotFound is ACP's answer for a session the agent does
+	// not know (session/load, session/resume, a prompt on it); the sidecar
+	// reads it, and a rebuild that gets it asks no other way for the same
+	// session.
+	CodeResourceNotFound = -32002
 	// CodeRequestCancelled answers a request cancelled before it ran, as
 	// ACP v2 has it (the code LSP reserves for it).
 	CodeRequestCancelled = -32800
@@ -30,3 +41,14 @@ const (
 	// its own session/load or session/resume reopens it.
 	CodeSessionClosed = -32014
 )
+
+// CodeOfCall is the JSON-RPC error code the agent answered one of the
+// sidecar's own calls (Relay.Call) with, and false when err is not the
+// agent's error response (the agent died, the call timed out).
+func CodeOfCall(err error) (int, bool) {
+	var e *jsonrpc2.Error
+	if errors.As(err, &e) {
+		return int(e.Code), true
+	}
+	return 0, false
+}

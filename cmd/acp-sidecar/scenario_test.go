@@ -581,7 +581,12 @@ func describeCall(c fakeagent.Call) string {
 		if at := wire.ForkAtOf(c.Params); at != "" {
 			parts = append(parts, "at the message of turn "+turnOfMessage(c.SessionID, at))
 		}
-		parts = append(parts, metaOf(c.Params)...)
+		if m := metaOf(c.Params); m != nil {
+			// The fork point is said above; the rest is the session's.
+			if rest := wire.WithoutForkAt(json.RawMessage(strings.TrimPrefix(m[0], "_meta="))); rest != nil {
+				parts = append(parts, "_meta="+string(rest))
+			}
+		}
 	case "session/new", "session/load", "session/resume":
 		parts = append(parts, metaOf(c.Params)...)
 	case "session/prompt":

@@ -12,6 +12,7 @@ import (
 	"github.com/acp-sidecar/acp-sidecar/intercept/life"
 	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
+	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
@@ -121,33 +122,52 @@ type climbed struct {
 // the history). With replay, the client asked for the conversation (its
 // own load, or v2's resume with replayFrom): in v2 the first rung is a
 // resume that replays it, so the client gets the agent's own messages
-// under their own messageIds, and a plain resume comes after it. mcpServers go with every rung: v2 agents do
-// not keep them.
+// under their own messageIds, and a plain resume comes after it.
+// mcpServers go with every rung: v2 agents do not keep them.
 func (e *engine) climb(ctx context.Context, sid string, snap Snapshot, quiet, replay bool) (climbed, error) {
 	caps := e.life.Caps()
-	if replay && wire.Version(caps.Protocol) >= wire.V2 && caps.Resume && snap.Native != "" {
+	known := snap.Native != ""
+	if replay && wire.Version(caps.Protocol) >= wire.V2 && caps.Resume && known {
 		// Nothing is hushed: the replay is what the client asked for.
 		params := openParams(snap)
 		params["replayFrom"] = map[string]string{"type": "start"}
-		cfg, ok, err := e.rung(ctx, sid, snap, wire.SessionResume, params, 0)
+		cfg, got, err := e.rung(ctx, sid, snap, wire.SessionResume, params, 0)
 		if err != nil {
 			return climbed{}, err
 		}
-		if ok {
+		switch got {
+		case rungHeld:
 			return climbed{native: snap.Native, cfg: cfg, path: "resume", replayed: true}, nil
+		case rungUnknown:
+			known = false
 		}
 	}
-	native, cfg, path, err := e.ladder(ctx, sid, snap, quiet)
+	native, cfg, path, err := e.ladder(ctx, sid, snap, quiet, known)
 	return climbed{native: native, cfg: cfg, path: path, replayed: path == "load"}, err
 }
 
+// rungResult is how a rung of the ladder ended.
+type rungResult int
+
+const (
+	// rungFailed: the agent did not bring the session back this way; the
+	// next rung may.
+	rungFailed rungResult = iota
+	// rungHeld: the agent brought the session back.
+	rungHeld
+	// rungUnknown: the agent does not know the session (-32002), so no
+	// rung that asks it for the session will bring it back: the climb
+	// goes to a new session at once, where a load after a refused resume
+	// cost claude-agent-acp 0.7 to 1.5 s for nothing.
+	rungUnknown
+)
+
 // rung asks the agent to bring snap.Native back by method with params,
-// keeping hush of what it says from the client (0: nothing), and says
-// whether it did. An agent that died ends the climb with an error, as the
-// next rung would reach the agent that follows, inside an attempt that
-// belongs to the one that died; any other failure is false, and the next
-// rung is tried.
-func (e *engine) rung(ctx context.Context, sid string, snap Snapshot, method string, params map[string]any, hush ledger.Hush) (*state.Config, bool, error) {
+// keeping hush of what it says from the client (0: nothing), and says how
+// that went. An agent that died ends the climb with an error, as the next
+// rung would reach the agent that follows, inside an attempt that belongs
+// to the one that died.
+func (e *engine) rung(ctx context.Context, sid string, snap Snapshot, method string, params map[string]any, hush ledger.Hush) (*state.Config, rungResult, error) {
 	gen := e.life.Gen()
 	e.led.Update(func(f *ledger.Flight) { f.Opening(snap.Native) })
 	done := func() {}
@@ -162,44 +182,53 @@ func (e *engine) rung(ctx context.Context, sid string, snap Snapshot, method str
 		// mapped to that one, which died with the agent.
 		e.led.Update(func(f *ledger.Flight) { f.Remap(sid, snap.Native, gen) })
 		e.agentCommands(snap.Native, res)
-		return record.CarryLegacy(wire.ConfigFromResult(res), snap.Live), true, nil
+		return record.CarryLegacy(wire.ConfigFromResult(res), snap.Live), rungHeld, nil
 	case agentLost(err):
-		return nil, false, fmt.Errorf("rebuild %s: %w", sid, err)
+		return nil, rungFailed, fmt.Errorf("rebuild %s: %w", sid, err)
+	}
+	if code, ok := proxy.CodeOfCall(err); ok && code == proxy.CodeResourceNotFound {
+		e.log.Info(method+": the agent does not know the session; making a new one", "session", sid, "native", snap.Native)
+		return nil, rungUnknown, nil
 	}
 	e.log.Info(method+" failed; trying the next rung", "session", sid, "err", err)
-	return nil, false, nil
+	return nil, rungFailed, nil
 }
 
 // ladder is the climb's v1 ladder, which v2 ends on too: resume, load,
-// new, and which rung held.
-func (e *engine) ladder(ctx context.Context, sid string, snap Snapshot, quiet bool) (string, *state.Config, string, error) {
+// new, and which rung held. With known false the agent said it does not
+// know the session, and the ladder goes straight to new.
+func (e *engine) ladder(ctx context.Context, sid string, snap Snapshot, quiet, known bool) (string, *state.Config, string, error) {
 	caps := e.life.Caps()
 	params := openParams(snap)
-	if caps.Resume && snap.Native != "" {
+	known = known && snap.Native != ""
+	if caps.Resume && known {
 		// What the agent says while it resumes is about a resume the
 		// client did not ask for ("recorded with model X but is resuming
 		// with Y", codex-acp 2.6.0), and the restore that follows makes it
 		// untrue: its messages are kept from the client.
-		cfg, ok, err := e.rung(ctx, sid, snap, wire.SessionResume, params, ledger.HushMessages)
+		cfg, got, err := e.rung(ctx, sid, snap, wire.SessionResume, params, ledger.HushMessages)
 		if err != nil {
 			return "", nil, "", err
 		}
-		if ok {
+		switch got {
+		case rungHeld:
 			return snap.Native, cfg, "resume", nil
+		case rungUnknown:
+			known = false
 		}
 	}
-	if caps.Load && snap.Native != "" && e.freshLoadFails(caps, snap) {
+	if caps.Load && known && e.freshLoadFails(caps, snap) {
 		e.log.Info("not asking the agent to load a session it made less than a minute ago: it loses those; creating a new session", "session", sid, "agent", caps.Agent)
-	} else if caps.Load && snap.Native != "" {
+	} else if caps.Load && known {
 		var hush ledger.Hush
 		if quiet {
 			hush = ledger.HushAll // the client has the history
 		}
-		cfg, ok, err := e.rung(ctx, sid, snap, wire.SessionLoad, params, hush)
+		cfg, got, err := e.rung(ctx, sid, snap, wire.SessionLoad, params, hush)
 		if err != nil {
 			return "", nil, "", err
 		}
-		if ok {
+		if got == rungHeld {
 			return snap.Native, cfg, "load", nil
 		}
 	}
