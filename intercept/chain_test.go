@@ -273,7 +273,7 @@ func TestChainPassesOverShutGates(t *testing.T) {
 		asked = nil
 		// A native session whose updates are kept back opens the gate.
 		r.led.Update(func(f *ledger.Flight) {
-			if f.Unhush("n1"); tt.open {
+			if f.Unhush("n1", ledger.HushAll); tt.open {
 				f.Hush("n1", ledger.HushAll)
 			}
 		})

@@ -113,6 +113,14 @@ func (m *idMapper) holdEarly(f *proxy.Frame, native string, created <-chan struc
 		case <-ctx.Done():
 			// The relay is stopping; the frame goes as it came.
 		}
+		// A frame of a native session the sidecar made for itself meets
+		// the hush the lifeline, before this stage, could not apply: the
+		// session was not known yet (engine.create).
+		if h := m.led.HushOf(native); h != 0 {
+			if env, err := proxy.Scan(raw); err == nil && hushes(h, &proxy.Frame{Dir: proxy.AgentToClient, Raw: raw, Env: env}) {
+				return proxy.Decision{}
+			}
+		}
 		if c := m.led.ClientOf(native); c != native {
 			raw = respliceID(raw, sp, c)
 		}

@@ -75,16 +75,42 @@ func NewLifeline(lf *life.Life, led *ledger.Ledger, watch *rebuild.Watch, gate *
 
 func (ll *lifeline) goOnWith(rest restOfChain) { ll.rest = rest }
 
-// hushes says whether h keeps the agent's update f from the client.
+// hushes says whether h, the kinds of hush held on its native session,
+// keeps the agent's update f from the client.
 func hushes(h ledger.Hush, f *proxy.Frame) bool {
-	switch h {
-	case ledger.HushAll:
+	u := string(f.Env.Update)
+	switch {
+	case h&ledger.HushAll != 0 && !news(u):
 		return true
-	case ledger.HushMessages:
-		return wire.IsChunk(f.Dir, &f.Env)
-	case ledger.HushConfig:
-		u := string(f.Env.Update)
-		return u == "config_option_update" || u == "current_mode_update"
+	case h&ledger.HushRebuild != 0 && ofTurn(u):
+		return true
+	case h&ledger.HushConfig != 0 && (u == "config_option_update" || u == "current_mode_update"):
+		return true
+	}
+	return false
+}
+
+// news says whether an update kind tells the client what it lacks after
+// the sidecar opened a native session for it (DESIGN.md "The sidecar's
+// voice"): the command list, which replaces the one the client has, and
+// the title.
+func news(update string) bool {
+	return update == "available_commands_update" || update == "session_info_update"
+}
+
+// ofTurn says whether an update kind belongs to a turn: what the agent
+// says, thinks and does in one (a replay included), the turn's state
+// (v2's state_update), its plan, usage, notices and compactions. In answer
+// to the sidecar's own open, none of them is news of the client's turn.
+// Kinds the sidecar does not know pass.
+func ofTurn(update string) bool {
+	switch update {
+	case "user_message_chunk", "agent_message_chunk", "agent_thought_chunk",
+		"user_message", "agent_message", "agent_thought",
+		"tool_call", "tool_call_update", "plan", "plan_update",
+		"state_update", "usage_update", "notice",
+		"compaction_update", "compaction_summary_chunk":
+		return true
 	}
 	return false
 }

@@ -3,6 +3,7 @@ package ledger
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"sort"
 
 	"github.com/acp-sidecar/acp-sidecar/replay"
@@ -30,13 +31,22 @@ type Request struct {
 
 // Hush is what of a native session's updates the client does not see while
 // one of the sidecar's own calls runs on it. What each kind keeps back is
-// the lifeline's to decide; the ledger only keeps which.
+// the lifeline's to decide; the ledger only keeps which. Kinds combine:
+// a restore's HushConfig may run inside a rebuild's HushRebuild, and what
+// a native session's updates meet is every kind held on it (HushOf).
 type Hush int
 
 const (
-	HushAll      Hush = iota + 1 // a load's replay: the client has the history
-	HushMessages                 // message and thought chunks: the agent's notes on a resume
-	HushConfig                   // config reports: a restore under a held response reports its end itself
+	// HushAll: a load's replay, which the client has; only what the
+	// client lacks (the command list, the title) goes on.
+	HushAll Hush = 1 << iota
+	// HushRebuild: what the agent says in answer to the sidecar's own
+	// resume, load or new (a replay, a turn's state, its notes on the
+	// resume): none of it is news of the client's turn.
+	HushRebuild
+	// HushConfig: config reports, while a restore under a held response
+	// reports its end itself.
+	HushConfig
 )
 
 // A Session is one client session's flight state.
@@ -85,11 +95,11 @@ type Flight struct {
 	// agentCommands is the agent's own command list, as it last gave it,
 	// by native id, in v2 (AgentCommands).
 	agentCommands map[string][]json.RawMessage
-	hushes        map[string]Hush // native id -> what of its updates is kept back
-	closed        map[string]bool // client ids closed and not reopened since
-	waiters       []*Waiter       // held client requests, in arrival order
-	last          <-chan struct{} // the done of the newest waiter
-	created       chan struct{}   // closed when the creations in flight end
+	hushes        map[string][]Hush // native id -> the kinds of its updates kept back, one per holder
+	closed        map[string]bool   // client ids closed and not reopened since
+	waiters       []*Waiter         // held client requests, in arrival order
+	last          <-chan struct{}   // the done of the newest waiter
+	created       chan struct{}     // closed when the creations in flight end
 
 	life uint64 // the agent's life the ledger last heard of (AgentGone)
 	// dead is what the agent's death took out and nobody has answered yet:
@@ -549,11 +559,22 @@ func (f *Flight) AgentCommands(native string, list []json.RawMessage) {
 // open unless the agent sends one anew.
 func (f *Flight) Opening(native string) { delete(f.commands, native) }
 
-// Hush keeps h of native's updates from the client, until Unhush.
-func (f *Flight) Hush(native string, h Hush) { f.hushes[native] = h }
+// Hush keeps h of native's updates from the client, until Unhush of the
+// same h.
+func (f *Flight) Hush(native string, h Hush) { f.hushes[native] = append(f.hushes[native], h) }
 
-// Unhush lets native's updates through again.
-func (f *Flight) Unhush(native string) { delete(f.hushes, native) }
+// Unhush ends one Hush of h on native; the other holders' stay.
+func (f *Flight) Unhush(native string, h Hush) {
+	held := f.hushes[native]
+	if i := slices.Index(held, h); i >= 0 {
+		held = slices.Delete(held, i, i+1)
+	}
+	if len(held) == 0 {
+		delete(f.hushes, native)
+		return
+	}
+	f.hushes[native] = held
+}
 
 // BeginCreating notes one of the sidecar's own session/new calls: agent
 // frames for a session nobody knows are held until it ends (Early).

@@ -37,7 +37,7 @@ func New(wake func()) *Ledger {
 	}
 	return &Ledger{wake: wake, f: Flight{
 		requests: map[string]*Request{}, answered: map[string]bool{}, sessions: map[string]*Session{}, clients: map[string]string{},
-		agentAsks: map[string]bool{}, staleAsks: map[string]bool{}, commands: map[string]bool{}, agentCommands: map[string][]json.RawMessage{}, hushes: map[string]Hush{},
+		agentAsks: map[string]bool{}, staleAsks: map[string]bool{}, commands: map[string]bool{}, agentCommands: map[string][]json.RawMessage{}, hushes: map[string][]Hush{},
 		closed: map[string]bool{},
 	}}
 }
@@ -229,10 +229,15 @@ func (l *Ledger) CommandsSent(native string) bool {
 	return sent
 }
 
-// HushOf is what of native's updates is kept back now, 0 for nothing.
+// HushOf is what of native's updates is kept back now, every kind held
+// combined; 0 for nothing.
 func (l *Ledger) HushOf(native string) Hush {
 	var h Hush
-	l.view(func(f *Flight) { h = f.hushes[native] })
+	l.view(func(f *Flight) {
+		for _, k := range f.hushes[native] {
+			h |= k
+		}
+	})
 	return h
 }
 
@@ -268,7 +273,7 @@ func (l *Ledger) UnsentPrompt(sid string) bool {
 // Hush keeps h of native's updates from the client until done is called.
 func (l *Ledger) Hush(native string, h Hush) (done func()) {
 	l.Update(func(f *Flight) { f.Hush(native, h) })
-	return func() { l.Update(func(f *Flight) { f.Unhush(native) }) }
+	return func() { l.Update(func(f *Flight) { f.Unhush(native, h) }) }
 }
 
 // Respond is Flight.Respond in an update of its own: the one gate of an

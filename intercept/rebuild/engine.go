@@ -86,6 +86,9 @@ func openParams(snap Snapshot) map[string]any {
 // create makes a native session for the client session sid with method
 // (session/new or session/fork) and maps sid to it. Agent frames for the
 // new session that come before the answer are held meanwhile (ids.go).
+// The native session's turn-like updates are kept from the client from
+// the answer on (ledger.HushRebuild), until the caller lets them go
+// (unhushNew).
 func (e *engine) create(ctx context.Context, sid, method string, params map[string]any) (string, *state.Config, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.callTimeout)
 	defer cancel()
@@ -102,7 +105,13 @@ func (e *engine) create(ctx context.Context, sid, method string, params map[stri
 	if json.Unmarshal(res, &ids) != nil || ids.SessionID == "" {
 		return "", nil, errors.New(method + " answered without a sessionId")
 	}
-	e.led.Update(func(f *ledger.Flight) { f.Remap(sid, ids.SessionID, gen) }) // the held early frames go out under sid (endCreating)
+	e.led.Update(func(f *ledger.Flight) {
+		f.Remap(sid, ids.SessionID, gen) // the held early frames go out under sid (endCreating)
+		// What the agent says of the fresh session before and after its
+		// answer (a state_update, usage) is not news of the client's turn;
+		// the attempt lets it through again once settled (Rebuilder.attempt).
+		f.Hush(ids.SessionID, ledger.HushRebuild)
+	})
 	e.agentCommands(ids.SessionID, res)
 	return ids.SessionID, wire.ConfigFromResult(res), nil
 }
@@ -206,7 +215,7 @@ func (e *engine) ladder(ctx context.Context, sid string, snap Snapshot, quiet, k
 		// client did not ask for ("recorded with model X but is resuming
 		// with Y", codex-acp 2.6.0), and the restore that follows makes it
 		// untrue: its messages are kept from the client.
-		cfg, got, err := e.rung(ctx, sid, snap, wire.SessionResume, params, ledger.HushMessages)
+		cfg, got, err := e.rung(ctx, sid, snap, wire.SessionResume, params, ledger.HushRebuild)
 		if err != nil {
 			return "", nil, "", err
 		}
@@ -220,7 +229,7 @@ func (e *engine) ladder(ctx context.Context, sid string, snap Snapshot, quiet, k
 	if caps.Load && known && e.freshLoadFails(caps, snap) {
 		e.log.Info("not asking the agent to load a session it made less than a minute ago: it loses those; creating a new session", "session", sid, "agent", caps.Agent)
 	} else if caps.Load && known {
-		var hush ledger.Hush
+		var hush ledger.Hush // the client asked for the history: its replay goes to it
 		if quiet {
 			hush = ledger.HushAll // the client has the history
 		}
@@ -366,4 +375,9 @@ func (e *engine) runStep(ctx context.Context, nativeID string, step replay.Step,
 		return fmt.Errorf("unknown step %s", step.Method)
 	}
 	return nil
+}
+
+// unhushNew ends the hush create put on a native session it made.
+func (e *engine) unhushNew(native string) {
+	e.led.Update(func(f *ledger.Flight) { f.Unhush(native, ledger.HushRebuild) })
 }

@@ -397,46 +397,61 @@ func (b *Rebuilder) attempts(ctx context.Context, p Plan) (Report, error) {
 			}
 			continue
 		}
-		if err := p.native(ctx, a); err != nil {
-			if !agentLost(err) || p.once {
-				return Report{}, err
-			}
-			if err := b.lost(ctx, p, a); err != nil {
-				return Report{}, err
-			}
+		rep, again, err := b.attempt(ctx, p, a)
+		if again {
 			continue
 		}
-		a.target = p.target(a)
-		done := func() {}
-		if p.hushConfig {
-			done = b.led.Hush(a.native, ledger.HushConfig)
-		}
-		a.Out = b.eng.restore(ctx, a.native, a.target, a.Catalog)
-		done()
-		if (a.Out.lost || b.life.Gen() != a.gen) && !p.once {
-			if err := b.lost(ctx, p, a); err != nil {
-				return Report{}, err
-			}
-			continue
-		}
-		var rep Report
-		if p.settle != nil {
-			rep = p.settle(ctx, a)
-		} else {
-			rep = b.settle(ctx, p.sid, b.made(p.made, a), a.Out, func(s *record.Session) {
-				if p.after != nil {
-					p.after(s, a)
-				}
-			})
-		}
-		// The session is no longer stale, unless the agent died meanwhile:
-		// the native session this attempt made died with that agent.
-		b.led.Update(func(f *ledger.Flight) { f.Settled(p.sid, a.gen) })
-		if p.done != nil {
-			p.done(ctx, a)
-		}
-		return rep, nil
+		return rep, err
 	}
+}
+
+// attempt is one try of plan p: a native session, the restore, the
+// settle. again says the agent died under it and the plan runs again.
+// What the agent says of a native session the attempt made (engine.create)
+// is kept from the client until the attempt is over.
+func (b *Rebuilder) attempt(ctx context.Context, p Plan, a *Attempt) (rep Report, again bool, err error) {
+	err = p.native(ctx, a)
+	if a.native != "" && (a.path == "new" || a.path == "fork") {
+		defer b.eng.unhushNew(a.native)
+	}
+	if err != nil {
+		if !agentLost(err) || p.once {
+			return Report{}, false, err
+		}
+		if err := b.lost(ctx, p, a); err != nil {
+			return Report{}, false, err
+		}
+		return Report{}, true, nil
+	}
+	a.target = p.target(a)
+	done := func() {}
+	if p.hushConfig {
+		done = b.led.Hush(a.native, ledger.HushConfig)
+	}
+	a.Out = b.eng.restore(ctx, a.native, a.target, a.Catalog)
+	done()
+	if (a.Out.lost || b.life.Gen() != a.gen) && !p.once {
+		if err := b.lost(ctx, p, a); err != nil {
+			return Report{}, false, err
+		}
+		return Report{}, true, nil
+	}
+	if p.settle != nil {
+		rep = p.settle(ctx, a)
+	} else {
+		rep = b.settle(ctx, p.sid, b.made(p.made, a), a.Out, func(s *record.Session) {
+			if p.after != nil {
+				p.after(s, a)
+			}
+		})
+	}
+	// The session is no longer stale, unless the agent died meanwhile:
+	// the native session this attempt made died with that agent.
+	b.led.Update(func(f *ledger.Flight) { f.Settled(p.sid, a.gen) })
+	if p.done != nil {
+		p.done(ctx, a)
+	}
+	return rep, false, nil
 }
 
 // lost ends an attempt the agent died under: the target is owed, and the
