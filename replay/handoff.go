@@ -58,7 +58,8 @@ func Kept(turns []state.Turn) []state.Turn {
 }
 
 type item struct {
-	turn, order int // turn number (1-based) and position in the text
+	turn, order int  // turn number (1-based) and position in the text
+	user        bool // the user's message, not the agent's
 	text        string
 	// summary is a compaction's summary, the raw text: cut to fit where
 	// a turn's message would be left out.
@@ -87,13 +88,19 @@ func BuildHandoff(kept []state.Turn, budget int) Handoff {
 			continue
 		}
 		n++
-		items = append(items, item{turn: n, order: len(items), text: render(n, "user", t.PromptText, nil, "")})
+		if t.Origin != state.OriginAgent {
+			items = append(items, item{turn: n, order: len(items), user: true, text: render(n, "user", t.PromptText, nil, nil, "")})
+		}
 		role := "assistant"
 		if t.Agent != "" {
 			// A session can move between agents; each answer says whose it was.
 			role += " from agent " + t.Agent
 		}
-		items = append(items, item{turn: n, order: len(items), text: render(n, role, t.Answer, t.ToolCalls, t.Status)})
+		if t.Origin == state.OriginAgent {
+			// No user message led it: the agent began it itself.
+			role += ", begun by the agent itself"
+		}
+		items = append(items, item{turn: n, order: len(items), text: render(n, role, t.Answer, t.ToolCalls, t.Asked, t.Status)})
 	}
 	if len(items) == 0 {
 		return Handoff{}
@@ -133,7 +140,13 @@ func BuildHandoff(kept []state.Turn, budget int) Handoff {
 // summary that leads), then newest to oldest. A summary with no turn after
 // it is the only item.
 func pickOrder(items []item) []int {
-	lastUser, lastAssistant := len(items)-2, len(items)-1
+	lastUser, lastAssistant := -1, len(items)-1
+	for i := len(items) - 1; i >= 0; i-- {
+		if items[i].user {
+			lastUser = i
+			break
+		}
+	}
 	first := []int{lastUser, lastAssistant, 0}
 	seen := map[int]bool{}
 	var out []int
@@ -154,8 +167,8 @@ func pickOrder(items []item) []int {
 }
 
 // render is one tagged item. Tool calls are one line each, title and
-// status, never their output.
-func render(turn int, role, text string, tools []state.ToolCall, status state.TurnStatus) string {
+// status, never their output; so is what the agent asked the user.
+func render(turn int, role, text string, tools []state.ToolCall, asked []string, status state.TurnStatus) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "<turn %d %s>\n", turn, role)
 	if text = strings.TrimSpace(text); text != "" {
@@ -165,13 +178,16 @@ func render(turn int, role, text string, tools []state.ToolCall, status state.Tu
 	for _, tc := range tools {
 		fmt.Fprintf(&b, "[tool call] %s (%s)\n", oneLine(tc.Title), tc.Status)
 	}
+	for _, a := range asked {
+		fmt.Fprintf(&b, "[asked the user] %s\n", oneLine(a))
+	}
 	switch status {
 	case state.TurnInterrupted:
 		b.WriteString("[this turn was interrupted before it finished]\n")
 	case state.TurnFailed:
 		b.WriteString("[this turn ended in an error]\n")
 	}
-	role, _, _ = strings.Cut(role, " ")
+	role = strings.FieldsFunc(role, func(r rune) bool { return r == ' ' || r == ',' })[0]
 	fmt.Fprintf(&b, "</turn %d %s>\n", turn, role)
 	return b.String()
 }

@@ -106,3 +106,38 @@ func FuzzHandoff(f *testing.F) {
 		}
 	})
 }
+
+// A turn the agent began itself (ACP v2) is handed over as the agent's
+// alone, with what it asked the user: no user message leads it, and the
+// user's latest request is still the latest user item kept first.
+func TestAgentTurnsAreTheAgents(t *testing.T) {
+	turns := []state.Turn{
+		turn(1, state.TurnCompleted, "watch the build", "I will."),
+		{Index: 2, Status: state.TurnCompleted, Origin: state.OriginAgent, Answer: "The build finished: 3 tests fail.", Asked: []string{"Run go test ./..."}},
+		turn(3, state.TurnCompleted, "fix them", "Fixed."),
+		{Index: 4, Status: state.TurnCompleted, Origin: state.OriginAgent, Answer: "The nightly job is green."},
+	}
+	h := BuildHandoff(Kept(turns), 0)
+	for _, want := range []string{
+		"<turn 2 assistant, begun by the agent itself>\nThe build finished: 3 tests fail.\n[asked the user] Run go test ./...\n</turn 2 assistant>\n",
+		"<turn 4 assistant, begun by the agent itself>\nThe nightly job is green.\n</turn 4 assistant>\n",
+		"<turn 3 user>\nfix them\n</turn 3 user>",
+	} {
+		if !strings.Contains(h.Text, want) {
+			t.Errorf("handoff lacks %q:\n%s", want, h.Text)
+		}
+	}
+	for _, not := range []string{"<turn 2 user>", "<turn 4 user>"} {
+		if strings.Contains(h.Text, not) {
+			t.Errorf("handoff has %q, a user message the agent's own turn never had:\n%s", not, h.Text)
+		}
+	}
+	// With room for three items only, the three kept first are the
+	// latest user message, the latest answer and the first user message.
+	small := BuildHandoff(Kept(turns), len(h.Text)-len("<turn 2 assistant, begun by the agent itself>\nThe build finished: 3 tests fail.\n[asked the user] Run go test ./...\n</turn 2 assistant>\n")-len("<turn 3 assistant>\nFixed.\n</turn 3 assistant>\n")+len(fmt.Sprintf(omittedNote, len(turns)*2)))
+	for _, want := range []string{"fix them", "nightly job", "watch the build"} {
+		if !strings.Contains(small.Text, want) {
+			t.Errorf("a small handoff lacks %q:\n%s", want, small.Text)
+		}
+	}
+}

@@ -107,6 +107,7 @@ func sampleTurn(i int, status TurnStatus) *Turn {
 		Index: i, Prompt: json.RawMessage(fmt.Sprintf(`[{"type":"text","text":"q%d <&>"}]`, i)), PromptText: fmt.Sprintf("q%d <&>", i),
 		Answer: fmt.Sprintf("a%d", i), ToolCalls: []ToolCall{{ID: "t1", Title: "read", Status: "completed"}},
 		Notices:    []string{"**Warning:** hook <blocked> & stopped", fmt.Sprintf("notice %d", i)},
+		Asked:      []string{"Run <make> & test"},
 		StopReason: "end_turn", NativeID: "n1", Status: status, Agent: "claude",
 		Started: t0.Add(time.Duration(i) * time.Hour), Ended: t0.Add(time.Duration(i)*time.Hour + time.Second),
 	}

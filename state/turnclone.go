@@ -33,6 +33,7 @@ func cloneTurn(t *Turn) *Turn {
 		Index:            t.Index,
 		PromptText:       jsonString(t.PromptText),
 		Answer:           jsonString(t.Answer),
+		Origin:           jsonString(t.Origin),
 		MessageID:        jsonString(t.MessageID),
 		UserMessageID:    jsonString(t.UserMessageID),
 		StopReason:       jsonString(t.StopReason),
@@ -59,6 +60,12 @@ func cloneTurn(t *Turn) *Turn {
 		out.Notices = make([]string, len(t.Notices))
 		for i, s := range t.Notices {
 			out.Notices[i] = jsonString(s)
+		}
+	}
+	if len(t.Asked) > 0 {
+		out.Asked = make([]string, len(t.Asked))
+		for i, s := range t.Asked {
+			out.Asked[i] = jsonString(s)
 		}
 	}
 	var ok bool

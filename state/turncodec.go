@@ -34,6 +34,10 @@ func turnJSON(t *Turn) ([]byte, error) {
 	for _, s := range t.Notices {
 		n += 4 + len(s)
 	}
+	for _, s := range t.Asked {
+		n += 4 + len(s)
+	}
+	n += len(t.Origin)
 	b := make([]byte, 0, n)
 	b = append(b, `{"index":`...)
 	b = strconv.AppendInt(b, int64(t.Index), 10)
@@ -63,6 +67,17 @@ func turnJSON(t *Turn) ([]byte, error) {
 	if len(t.Notices) > 0 {
 		b = append(b, `,"notices":[`...)
 		for i, s := range t.Notices {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, s)
+		}
+		b = append(b, ']')
+	}
+	b = appendMember(b, "origin", t.Origin, true)
+	if len(t.Asked) > 0 {
+		b = append(b, `,"asked":[`...)
+		for i, s := range t.Asked {
 			if i > 0 {
 				b = append(b, ',')
 			}

@@ -26,6 +26,8 @@ func turnCases() []*Turn {
 		Answer:           strings.Repeat("The relay reads one line. ", 700),
 		ToolCalls:        []ToolCall{{ID: "call_1", Title: "Read file", Status: "completed"}, {ID: ""}, {ID: "c\xff", Status: "in\u2028progress"}},
 		Notices:          []string{"**Warning:** a hook <blocked> it", "", "bad \xff and \"quotes\"\n"},
+		Origin:           OriginAgent,
+		Asked:            []string{"Write <main.go> & run", "bad \xff"},
 		MessageID:        "msg_01 <&>",
 		UserMessageID:    "3f1c2a9e-<&>",
 		StopReason:       "end_turn",
@@ -42,8 +44,8 @@ func turnCases() []*Turn {
 	return []*Turn{
 		{Index: 1},
 		full,
-		{Index: 2, PromptText: odd, Answer: odd + odd, MessageID: odd, UserMessageID: odd, StopReason: odd, NativeID: odd, Handoff: odd, Agent: odd, Status: TurnStatus(odd), Started: now.UTC()},
-		{Index: 3, Prompt: []byte(`null`), ToolCalls: []ToolCall{}, Notices: []string{}, Started: now.In(east), Ended: now.In(time.UTC)},
+		{Index: 2, PromptText: odd, Answer: odd + odd, Origin: odd, Asked: []string{odd}, MessageID: odd, UserMessageID: odd, StopReason: odd, NativeID: odd, Handoff: odd, Agent: odd, Status: TurnStatus(odd), Started: now.UTC()},
+		{Index: 3, Prompt: []byte(`null`), ToolCalls: []ToolCall{}, Notices: []string{}, Asked: []string{}, Started: now.In(east), Ended: now.In(time.UTC)},
 		{Index: 4, Prompt: []byte{}, Started: time.Date(2026, 1, 2, 3, 4, 5, 6, east)},
 		{Index: 5, Answer: strings.Repeat("x", 7) + "\n" + strings.Repeat("y", 9), Started: time.Unix(0, 0)},
 	}
@@ -67,12 +69,18 @@ func randomTurn(rng *rand.Rand) *Turn {
 	for range rng.IntN(3) {
 		t.Notices = append(t.Notices, text())
 	}
+	for range rng.IntN(3) {
+		t.Asked = append(t.Asked, text())
+	}
+	if rng.IntN(2) == 0 {
+		t.Origin = text()
+	}
 	return t
 }
 
 // The fields cloneTurn and turnJSON know. A new field of Turn or ToolCall
 // must be added to both (and to turnCases), or they would drop it.
-const turnFields, toolCallFields = 16, 3
+const turnFields, toolCallFields = 18, 3
 
 func TestTurnHasTheKnownFields(t *testing.T) {
 	if n := reflect.TypeFor[Turn]().NumField(); n != turnFields {

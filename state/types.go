@@ -314,6 +314,15 @@ type Turn struct {
 	// not what the agent said in the conversation, so no handoff carries
 	// them.
 	Notices []string `json:"notices,omitempty"`
+	// Origin says who began the turn: "" the client's prompt, or
+	// OriginAgent for a turn the agent began itself (ACP v2: foreground
+	// work reported running, or requires_action, with no prompt in
+	// flight), which has no prompt.
+	Origin string `json:"origin,omitempty"`
+	// Asked is what the agent asked the user during the turn, in order:
+	// the tool call a permission request was about, an elicitation's
+	// message. A handoff carries them as the agent's.
+	Asked []string `json:"asked,omitempty"`
 	// MessageID is the ACP messageId of the agent's last message in the
 	// turn, where the agent gives one and forks at a message, or speaks
 	// ACP v2: a native rewind forks at it, and a replay from the record
@@ -345,6 +354,9 @@ type Turn struct {
 	Started time.Time `json:"started"`
 	Ended   time.Time `json:"ended,omitzero"`
 }
+
+// OriginAgent is the Origin of a turn the agent began itself.
+const OriginAgent = "agent"
 
 // ToolCall is what a turn keeps of one tool call.
 type ToolCall struct {

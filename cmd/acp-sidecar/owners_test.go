@@ -15,11 +15,12 @@ import (
 // nothing else, or it grows back into the one object that did every job.
 const recorderMethods = 30
 
-// TestEachTypeInOneFile holds intercept/ to one owner per kind of state,
-// as far as the files show it: every method lives in the file that
-// declares its type, so a type's whole behaviour is read in one place,
-// and the record stays within recorderMethods.
-func TestEachTypeInOneFile(t *testing.T) {
+// TestRecorderStaysSmall holds the record to its one job, as far as its
+// methods show it: it stays within recorderMethods. A type's methods may
+// span its package's files, which group code by concern (DESIGN.md "The
+// house"): the rule that put every method in its type's file merged
+// files and turned methods into free functions, and is withdrawn.
+func TestRecorderStaysSmall(t *testing.T) {
 	root := filepath.Join(moduleRoot(t), "intercept")
 	fset := token.NewFileSet()
 	declared := map[string]string{} // package dir + "." + type -> file
@@ -62,14 +63,13 @@ func TestEachTypeInOneFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel := func(path string) string { r, _ := filepath.Rel(filepath.Dir(root), path); return r }
 	recorder := 0
 	for _, m := range methods {
+		if _, ok := declared[m.dir+"."+m.recv]; !ok {
+			t.Errorf("%s: method %s.%s of a type its package does not declare", m.file, m.recv, m.name)
+		}
 		if m.recv == "Recorder" && filepath.Base(m.dir) == "record" {
 			recorder++
-		}
-		if at := declared[m.dir+"."+m.recv]; at != m.file {
-			t.Errorf("%s: method %s.%s lives apart from its type, declared in %s", rel(m.file), m.recv, m.name, rel(at))
 		}
 	}
 	if len(methods) == 0 {

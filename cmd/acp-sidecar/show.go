@@ -265,6 +265,12 @@ type turnJSON struct {
 	// Notices are the advisories the agent showed during the turn, not
 	// part of Answer and never handed over.
 	Notices []string `json:"notices"`
+	// Origin is "agent" for a turn the agent began itself (ACP v2), which
+	// has no prompt; left out for a turn of the client's prompt.
+	Origin string `json:"origin,omitempty"`
+	// Asked is what the agent asked the user during the turn: the tool
+	// call a permission was for, an elicitation's message.
+	Asked []string `json:"asked"`
 	// NativeSessionID is the native session that ran the turn.
 	NativeSessionID string `json:"nativeSessionId"`
 	// Handoff is the exact handoff text the turn's prompt carried ahead
@@ -675,7 +681,7 @@ func buildShow(sess *state.Session, turns []state.Turn) showJSON {
 	for _, t := range turns {
 		tj := turnJSON{
 			Index: t.Index, Status: string(t.Status), StopReason: t.StopReason,
-			Prompt: t.PromptText, Answer: t.Answer, ToolCalls: []toolCallJSON{}, Notices: nonNil(t.Notices),
+			Prompt: t.PromptText, Answer: t.Answer, ToolCalls: []toolCallJSON{}, Notices: nonNil(t.Notices), Origin: t.Origin, Asked: nonNil(t.Asked),
 			NativeSessionID: t.NativeID, Handoff: t.Handoff, UserMessageID: t.UserMessageID, AgentName: t.Agent, Started: t.Started, Ended: t.Ended,
 		}
 		for _, tc := range t.ToolCalls {
@@ -838,7 +844,11 @@ func writeShow(w io.Writer, sess *state.Session, turns []state.Turn) error {
 		if named {
 			fmt.Fprintf(tw, "%s\t", orDash(cell(t.Agent, 20)))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Status, orDash(cell(t.StopReason, 20)), cell(firstLine(t.PromptText), 40), cell(firstLine(t.Answer), 40))
+		prompt := cell(firstLine(t.PromptText), 40)
+		if t.Origin == state.OriginAgent {
+			prompt = "(the agent's own)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Status, orDash(cell(t.StopReason, 20)), prompt, cell(firstLine(t.Answer), 40))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -51,6 +51,9 @@ type session struct {
 	// made is when this process created the session (zero for one read
 	// from -state): -fresh-load-fails refuses to load it for a minute.
 	made time.Time
+	// after runs, each on a goroutine of its own, once the answer to the
+	// session's prompt in flight is written (background.go).
+	after []func()
 }
 
 // pendingReq is a request the client sent and the agent has not answered.
@@ -113,6 +116,7 @@ func newAgent(cfg config, w *lineWriter, calls callLog, stderr io.Writer) *agent
 		inResult = v2CommandList(stderr)
 	}
 	a.v2 = newV2Adapter(cfg.V2, inResult, a, stderr)
+	a.v2.lateAccept = cfg.LateAccept
 	w.frame = a.frame
 	return a
 }
@@ -188,8 +192,12 @@ func (a *agent) frameLine(line []byte) (out []byte, follow [][]byte, done func(e
 		sid = sessionIDOf(env.Result)
 	}
 	var post []acp.SessionUpdate
+	var after []func()
 	if s := a.sessions[sid]; s != nil {
 		post, s.post = s.post, nil
+		if req.method == acp.AgentMethodSessionPrompt {
+			after, s.after = s.after, nil
+		}
 	}
 	a.mu.Unlock()
 
@@ -236,6 +244,9 @@ func (a *agent) frameLine(line []byte) (out []byte, follow [][]byte, done func(e
 		}
 		if prompt {
 			a.promptEnded(req.sessionID)
+		}
+		for _, fn := range after {
+			go fn()
 		}
 	}
 }

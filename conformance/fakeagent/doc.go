@@ -73,6 +73,9 @@
 //	ask permission [PATH]  tool_call, session/request_permission, then
 //	                 fs/read_text_file of PATH (default CWD/fake.txt) if allowed;
 //	                 outcomes in the reply's permission= and read= fields
+//	background       work after the answer: a chunk, a tool call and its
+//	                 permission request; in v2 then a turn the agent begins
+//	                 itself, with requires_action (background.go)
 //	rename TITLE     the session's title is TITLE from this turn on (-info-updates,
 //	                 session/list); it is the first prompt's before any rename
 //	hang             sends "fake-agent waiting for session/cancel", waits for

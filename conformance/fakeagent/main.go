@@ -109,6 +109,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.IgnoreEOF, "ignore-eof", c.IgnoreEOF, "keep running after stdin EOF until killed")
 	fs.BoolVar(&c.QueuePrompts, "queue-prompts", c.QueuePrompts, "a session/prompt that comes while a turn of its session runs waits, and runs once that turn has ended; session/cancel ends the waiting ones too (answered cancelled, -32800 in v2), like claude-agent-acp 0.101.0, which advertises _meta.claudeCode.promptQueueing")
 	fs.BoolVar(&c.CommandsInResult, "commands-in-result", c.CommandsInResult, "with -v2 and -commands, in v2: list the commands in every session result (availableCommands) and send no available_commands_update, like codex-acp 2.6.0")
+	fs.BoolVar(&c.LateAccept, "late-accept", c.LateAccept, "with -v2, in v2: answer a prompt ({messageId}) only after its turn's idle state_update, as an agent that runs the whole turn before it answers")
 	fs.BoolVar(&c.V2, "v2", c.V2, "speak ACP v2 to a client whose initialize asks for protocolVersion >= 2 (the answer says 2): prompts answered {messageId} with state_update running/idle, session/resume with replayFrom, configId options, no session/load, set_mode or set_model; a client that asks for 1 gets v1, unchanged")
 	fs.BoolVar(&c.AcceptUnknown, "accept-unknown", c.AcceptUnknown, "accept unknown model/mode/option values silently, like real agents")
 	fs.BoolVar(&c.LoadFails, "load-fails", c.LoadFails, "answer every session/load with an error")

@@ -35,6 +35,7 @@ type Features struct {
 	V2                bool // a client whose initialize asks protocolVersion >= 2 gets ACP v2 (v2.go); one that asks 1 gets v1, unchanged
 	QueuePrompts      bool // a prompt that comes while a turn of its session runs waits and runs after it; session/cancel ends the waiting ones too (like claude-agent-acp 0.101.0, which advertises _meta.claudeCode.promptQueueing)
 	CommandsInResult  bool // with V2 and Commands, in v2: the command list goes in every session result and no available_commands_update is sent (like codex-acp 2.6.0)
+	LateAccept        bool // with V2, in v2: a prompt's answer ({messageId}) comes after its turn's idle state_update, not at its insertion
 	// Name and Version are the initialize result's agentInfo ("" for
 	// fake-agent 1): the sidecar knows some agents by it.
 	Name, Version string

@@ -158,6 +158,11 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		}
 		perm, read := a.askPermission(ctx, p.SessionId, idx+1, path, fs.ReadTextFile)
 		r.Extra = map[string]string{"permission": perm, "read": read}
+	case last == "background":
+		a.mu.Lock()
+		s.afterAnswer(func() { a.runBackground(p.SessionId, idx+1) })
+		a.mu.Unlock()
+		r.Extra = map[string]string{"background": "started"}
 	case last == "subagent" && a.cfg.Subagents:
 		// The draft: the Agent MUST NOT send subagent_update unless the
 		// Client advertised subagents.

@@ -72,9 +72,12 @@ type v2adapter struct {
 	// session result instead of an available_commands_update, as codex-acp
 	// 2.6.0 gives it in v2; nil for an update after the result.
 	inResult json.RawMessage
-	host     v2host
-	stderr   io.Writer
-	on       atomic.Bool // the client's initialize asked for v2
+	// lateAccept (-late-accept): a prompt's answer comes after its turn's
+	// idle, not at its insertion (v2turn.go).
+	lateAccept bool
+	host       v2host
+	stderr     io.Writer
+	on         atomic.Bool // the client's initialize asked for v2
 
 	mu sync.Mutex
 	// reqs are the client's requests in flight whose answer the adapter

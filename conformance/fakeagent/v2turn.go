@@ -50,6 +50,9 @@ type v2turn struct {
 	user   string          // the user message's id
 	agent  string          // the agent message's id, for chunks the v1 agent wrote without one
 	ended  bool            // the idle state_update is out
+	// accept is the answer to the client's prompt while it waits for the
+	// turn's idle (-late-accept); nil once it is out.
+	accept []byte
 }
 
 // prompt inserts the v2 prompt env and returns the v1 prompt for the SDK,
@@ -90,8 +93,13 @@ func (v *v2adapter) prompt(line []byte, env envelope) ([]byte, envelope) {
 	v.live[sid] = t
 	v.mu.Unlock()
 
+	accept := resultLine(env.ID, json.RawMessage(`{"messageId":`+jsonString(t.user)+`}`))
 	insert := messageUpdateLine(sid, "user_message", t.user, p.Prompt)
-	insert = append(insert, resultLine(env.ID, json.RawMessage(`{"messageId":`+jsonString(t.user)+`}`))...)
+	if v.lateAccept {
+		t.accept = accept // after the idle (endTurnLocked)
+	} else {
+		insert = append(insert, accept...)
+	}
 	insert = append(insert, stateLine(sid, "running", "", nil)...)
 	v.host.writeRaw(insert) // one write: nothing comes in between
 	return messageLine(id, env.Method, env.Params), envelope{ID: id, Method: env.Method, Params: env.Params}
@@ -112,8 +120,10 @@ func (v *v2adapter) endTurnLocked(t *v2turn, f v2frame) []byte {
 	if v.live[t.sid] == t {
 		delete(v.live, t.sid)
 	}
+	accept := t.accept
+	t.accept = nil
 	if f.Error != nil {
-		return stateLine(t.sid, "idle", "error", f.Error)
+		return append(stateLine(t.sid, "idle", "error", f.Error), accept...)
 	}
 	var r struct {
 		StopReason string `json:"stopReason"`
@@ -121,7 +131,7 @@ func (v *v2adapter) endTurnLocked(t *v2turn, f v2frame) []byte {
 	if err := json.Unmarshal(f.Result, &r); err != nil {
 		fmt.Fprintf(v.stderr, "fakeagent: v2 end of turn on %s: %v; idle without a stopReason\n", t.sid, err)
 	}
-	return stateLine(t.sid, "idle", r.StopReason, nil)
+	return append(stateLine(t.sid, "idle", r.StopReason, nil), accept...)
 }
 
 // bigPrompt answers in v2 a prompt too long for the SDK (handleBig, whose

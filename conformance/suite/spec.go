@@ -447,9 +447,52 @@ func specLoadReplay(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (s
 	}
 	how := ru.c.withHistory()
 	if strings.TrimSpace(agentText(replay, sid)) == "" {
+		if ru.trace != "" && !agentReplayedText(ru.trace, how.method) {
+			// What the agent wrote says whose the failure is: a sidecar
+			// that dropped the agent's reply would show it there.
+			return "", fmt.Errorf("%s replayed no agent message: the agent's side of the conversation is missing, and the agent sent none (its own frames in the sidecar's trace)", how.name)
+		}
 		return "", fmt.Errorf("%s replayed no agent message: the agent's side of the conversation is missing", how.name)
 	}
 	return by(how, "replayed the agent's reply too"), nil
+}
+
+// agentReplayedText says whether the agent's own frames in a sidecar's
+// trace replay any text of the agent's, after the client's last request
+// of method and before the agent's answer to it.
+func agentReplayedText(trace, method string) bool {
+	entries, err := readTrace(trace)
+	if err != nil {
+		return true // nothing to tell by: the failure is not put on the agent
+	}
+	from := -1
+	var id json.RawMessage
+	for i, e := range entries {
+		var f traceFrame
+		if e.Dir == "client->agent" && e.From == "peer" && json.Unmarshal(e.Frame, &f) == nil && f.Method == method {
+			from, id = i, f.ID
+		}
+	}
+	if from < 0 {
+		return true
+	}
+	for _, e := range entries[from+1:] {
+		if e.Dir != "agent->client" || e.From != "peer" {
+			continue
+		}
+		var f traceFrame
+		if json.Unmarshal(e.Frame, &f) != nil {
+			continue
+		}
+		if f.Method == "" && string(f.ID) == string(id) {
+			return false // its answer: the replay is over
+		}
+		var u update
+		if f.Method == "session/update" && json.Unmarshal(f.Params, &u) == nil && strings.TrimSpace(agentText([]envelope{{Method: f.Method, Params: f.Params}}, u.SessionID)) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func specSessionResume(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (string, error) {

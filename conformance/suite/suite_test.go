@@ -662,11 +662,17 @@ var claudeExpect = map[string]expect{
 // depends on its own timing, by its name and version. claude-agent-acp
 // 0.23.1 replays its reply on a load only once the claude CLI's timer has
 // written the transcript: a load at once found it, on a slow run, through
-// the sidecar (absorbed) and even both ways (pass). Never accepted: the
-// agent passing directly and failing through the sidecar.
+// the sidecar (absorbed), both ways (pass), and on a run loaded by other
+// work directly and not through the sidecar. That last one is accepted
+// only where the sidecar's trace shows the agent itself sent no reply: a
+// sidecar that dropped it fails.
 var agentTimed = map[string]map[string][]expect{
 	"@zed-industries/claude-agent-acp 0.23.1": {
-		"load-replay": {{Absorbed, "the agent fails it directly (session/load replayed no agent message"}, {Pass, "replayed the agent's reply too"}},
+		"load-replay": {
+			{Absorbed, "the agent fails it directly (session/load replayed no agent message"},
+			{Pass, "replayed the agent's reply too"},
+			{Warn, "passes directly, but through the sidecar it is fail: session/load replayed no agent message: the agent's side of the conversation is missing, and the agent sent none (its own frames in the sidecar's trace)"},
+		},
 	},
 }
 

@@ -27,6 +27,9 @@ type Request struct {
 	State   State
 	// Recorded: the record waits for its response to write what it did.
 	Recorded bool
+	// Began: a v2 prompt whose turn the agent reported running before it
+	// accepted the prompt (its answer then starts no turn: TurnAccepted).
+	Began bool
 }
 
 // Hush is what of a native session's updates the client does not see while
@@ -250,14 +253,78 @@ type Gone struct {
 	Turns []string
 }
 
-// TurnAccepted notes that the agent accepted a v2 prompt of client session
-// sid: its turn runs, and the record reads its chunks, until TurnIdle.
-func (f *Flight) TurnAccepted(sid string) {
+// TurnAccepted notes that the agent accepted v2 prompt q of client session
+// sid: its turn runs, and the record reads its chunks, until TurnIdle. A
+// prompt whose turn was reported running before (Began) starts nothing:
+// that turn may have ended already, its idle ahead of the acceptance.
+func (f *Flight) TurnAccepted(sid string, q Request) {
+	if q.Began {
+		return
+	}
 	if s := f.session(sid); !s.Turn {
 		s.Turn = true
 		f.runningN++
 	}
 }
+
+// How a v2 turn began (TurnBegan).
+type Began int
+
+const (
+	// BeganBefore: a turn already ran; the report changes nothing.
+	BeganBefore Began = iota
+	// BeganPrompt: the turn of a prompt the agent has not accepted yet.
+	BeganPrompt
+	// BeganAgent: a turn the agent began itself, with no prompt in flight.
+	BeganAgent
+)
+
+// TurnBegan notes the agent's report that foreground work runs on client
+// session sid (state_update running, or requires_action), and says how
+// that turn began. Most reports follow the prompt's acceptance and change
+// nothing; one that comes before it begins the turn of the prompt in
+// flight, whose acceptance then starts nothing (Request.Began); one with
+// no prompt in flight begins a turn of the agent's own (ACP v2: "It can
+// start with a prompt or be agent-initiated").
+func (f *Flight) TurnBegan(sid string) Began {
+	s := f.session(sid)
+	if s.Turn {
+		return BeganBefore
+	}
+	s.Turn = true
+	f.runningN++
+	if q := f.promptOf(sid); q != nil {
+		q.Began = true
+		return BeganPrompt
+	}
+	return BeganAgent
+}
+
+// promptOf is a prompt of client session sid that the record waits for
+// and whose turn has not begun, nil for none.
+func (f *Flight) promptOf(sid string) *Request {
+	for _, q := range f.requests {
+		if q.Method == promptMethod && q.Recorded && q.Session == sid && !q.Began {
+			return q
+		}
+	}
+	return nil
+}
+
+// A TurnState is where a client session stands between its turns, as a
+// chunk of its agent finds it (Ledger.TurnStateOf).
+type TurnState int
+
+const (
+	// Between: no turn runs and nothing opens the session: the agent's
+	// output is the background work of the turn before.
+	Between TurnState = iota
+	// Running: a turn runs (a v1 prompt in flight, a v2 turn).
+	Running
+	// Opening: a load or resume of the session is in flight, whose
+	// replay is the history, not a turn's.
+	Opening
+)
 
 // TurnIdle ends the v2 turn of client session sid, and says whether one
 // ran: an idle state the agent reports at other times (after a resume, or

@@ -200,6 +200,42 @@ func (l *Ledger) TargetOr(sid string, live *state.Config) *state.Config {
 	return t
 }
 
+// TurnStateOf says where the client session behind native stands: a turn
+// of it runs, it is being opened, or it is between turns. The record asks
+// it once a turn, at its first chunk, and for each chunk the agent sends
+// between turns. A v1 turn runs while its prompt is in flight; in v2 (v2
+// true) the prompt is answered as it is accepted, and a turn runs from
+// then, or from the agent's report that it runs, to its idle: a prompt in
+// flight that the agent has not accepted is not running yet.
+func (l *Ledger) TurnStateOf(native string, v2 bool) TurnState {
+	st := Between
+	l.view(func(f *Flight) {
+		sid := native
+		if c, ok := f.clients[native]; ok {
+			sid = c
+		}
+		if s := f.sessions[sid]; s != nil && s.Turn {
+			st = Running
+			return
+		}
+		for _, q := range f.requests {
+			if q.Session != sid {
+				continue
+			}
+			switch q.Method {
+			case promptMethod:
+				if q.Recorded && !v2 {
+					st = Running
+					return
+				}
+			case "session/load", "session/resume":
+				st = Opening
+			}
+		}
+	})
+	return st
+}
+
 // Request is the client request in flight under id.
 func (l *Ledger) Request(id string) (Request, bool) {
 	var q Request

@@ -240,7 +240,7 @@ func TestV2TurnSpansItsAcceptedPrompt(t *testing.T) {
 		f.Remap("c1", "n1", 0)
 		f.Record("5", "session/prompt", "c1")
 		_, first = f.Respond("5") // {messageId}: accepted
-		f.TurnAccepted("c1")
+		f.TurnAccepted("c1", Request{})
 	})
 	if !first || !l.Running() {
 		t.Fatalf("after the acceptance: first %v running %v, want true true", first, l.Running())
@@ -252,8 +252,8 @@ func TestV2TurnSpansItsAcceptedPrompt(t *testing.T) {
 	}
 	var g Gone
 	l.Update(func(f *Flight) {
-		f.TurnAccepted("c1")
-		f.TurnAccepted("c1") // the record hears of one turn once; a repeat counts once
+		f.TurnAccepted("c1", Request{})
+		f.TurnAccepted("c1", Request{}) // the record hears of one turn once; a repeat counts once
 		g = f.AgentGone(1)
 	})
 	if !reflect.DeepEqual(g.Turns, []string{"c1"}) || l.Running() {
@@ -262,5 +262,65 @@ func TestV2TurnSpansItsAcceptedPrompt(t *testing.T) {
 	l.Update(func(f *Flight) { ended = f.TurnIdle("c1") })
 	if ended {
 		t.Error("the dead agent's late idle ended a turn the death ended already")
+	}
+}
+
+// TestV2TurnBeganBeforeItsAcceptance: a running report before the prompt's
+// acceptance begins that prompt's turn, whose idle may come before the
+// acceptance, which then starts nothing; a running report with no prompt
+// in flight begins a turn of the agent's own.
+func TestV2TurnBeganBeforeItsAcceptance(t *testing.T) {
+	l := New(func() {})
+	var began Began
+	var q Request
+	l.Update(func(f *Flight) {
+		f.Remap("c1", "n1", 0)
+		f.Record("5", "session/prompt", "c1")
+		began = f.TurnBegan("c1")
+	})
+	if began != BeganPrompt || !l.Running() || l.TurnStateOf("n1", true) != Running {
+		t.Fatalf("running before the acceptance: began %v running %v, want the prompt's turn", began, l.Running())
+	}
+	var ended bool
+	l.Update(func(f *Flight) {
+		ended = f.TurnIdle("c1")
+		q, _ = f.Respond("5")
+		f.TurnAccepted("c1", q) // the {messageId}, after the idle
+	})
+	if !ended || l.Running() || l.TurnStateOf("n1", true) != Between {
+		t.Fatalf("idle ended %v, running after the late acceptance %v; want the turn over", ended, l.Running())
+	}
+	l.Update(func(f *Flight) { began = f.TurnBegan("c1") })
+	if began != BeganAgent || !l.Running() {
+		t.Fatalf("running with no prompt in flight: began %v, want a turn of the agent's", began)
+	}
+	l.Update(func(f *Flight) { began = f.TurnBegan("c1") })
+	if began != BeganBefore {
+		t.Fatalf("a second running report began %v, want nothing new", began)
+	}
+	l.Update(func(f *Flight) { ended = f.TurnIdle("c1") })
+	if !ended || l.Running() {
+		t.Fatal("the agent's turn did not end at its idle")
+	}
+}
+
+// TestTurnStateOf: between turns, a v1 prompt in flight runs a turn, a v2
+// one only once accepted, and a load or resume in flight is an opening.
+func TestTurnStateOf(t *testing.T) {
+	l := New(func() {})
+	l.Update(func(f *Flight) { f.Remap("c1", "n1", 0) })
+	if st := l.TurnStateOf("n1", false); st != Between {
+		t.Fatalf("no request: %v, want Between", st)
+	}
+	l.Update(func(f *Flight) { f.Record("5", "session/prompt", "c1") })
+	if v1, v2 := l.TurnStateOf("n1", false), l.TurnStateOf("n1", true); v1 != Running || v2 != Between {
+		t.Fatalf("a prompt in flight: v1 %v v2 %v, want Running and Between", v1, v2)
+	}
+	l.Update(func(f *Flight) {
+		f.Respond("5")
+		f.Note("6", "session/load", "c1")
+	})
+	if st := l.TurnStateOf("n1", false); st != Opening {
+		t.Fatalf("a load in flight: %v, want Opening", st)
 	}
 }

@@ -33,7 +33,9 @@ func HistoryUpdates(v wire.Version, sid string, turns []state.Turn) [][]byte {
 		if t.Status == state.TurnCancelled && t.Answer == "" {
 			continue
 		}
-		out = append(out, message("user_message", "user_message_chunk", t.UserMessageID, t.PromptText))
+		if t.Origin != state.OriginAgent { // a turn the agent began has no user message
+			out = append(out, message("user_message", "user_message_chunk", t.UserMessageID, t.PromptText))
+		}
 		for _, tc := range t.ToolCalls {
 			out = append(out, wire.SessionUpdate(sid, map[string]any{"sessionUpdate": toolCall, "toolCallId": tc.ID, "title": tc.Title, "status": tc.Status}))
 		}

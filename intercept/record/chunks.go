@@ -29,8 +29,9 @@ type Text struct {
 	// budget is how much of one answer the record keeps
 	// (answerBudget).
 	budget int
-	// notice hands a notice's chunk to the record's goroutine.
-	notice func(f *proxy.Frame)
+	// notice hands a notice's chunk to the record's goroutine, and
+	// background a chunk the agent sent between a session's turns.
+	notice, background func(f *proxy.Frame)
 
 	mu      sync.Mutex
 	answers answers    // native session id -> the running turn's text so far
@@ -40,8 +41,8 @@ type Text struct {
 }
 
 // newText is a Text for the record's turns.
-func newText(led *ledger.Ledger, lf *life.Life, budget int, notice func(f *proxy.Frame)) *Text {
-	t := &Text{led: led, life: lf, budget: budget, notice: notice, answers: answers{}, kids: children{}, discard: &answerBuf{}}
+func newText(led *ledger.Ledger, lf *life.Life, budget int, notice, background func(f *proxy.Frame)) *Text {
+	t := &Text{led: led, life: lf, budget: budget, notice: notice, background: background, answers: answers{}, kids: children{}, discard: &answerBuf{}}
 	t.discard.full.Store(true)
 	return t
 }
@@ -108,10 +109,11 @@ func (t *Text) Message(f *proxy.Frame) {
 }
 
 // TakeChunk is Claims and then Intercept for a chunk, in one call (the
-// chain's ChunkPolicy.Take): a message chunk of a running turn is
-// collected, and nothing else is claimed.
+// chain's ChunkPolicy.Take): a message chunk is collected for the running
+// turn, or handed on as the background work of the turn before (collect),
+// and nothing else is claimed.
 func (t *Text) TakeChunk(f *proxy.Frame) {
-	if t.led.Running() && wire.IsMessageChunk(f.Env.Update) {
+	if wire.IsMessageChunk(f.Env.Update) {
 		t.collect(f)
 	}
 }
@@ -257,14 +259,28 @@ func (t *Text) collect(f *proxy.Frame) {
 		sid := wire.SessionIDOf(f)
 		t.mu.Lock()
 		buf := t.answers[sid]
+		kid := t.kids[sid] != ""
+		t.mu.Unlock()
 		switch {
-		case t.kids[sid] != "":
+		case kid:
 			buf = t.discard // a subagent's message is not the parent's answer
 		case buf == nil:
-			buf = &answerBuf{}
-			t.answers[sid] = buf
+			// The session's first chunk since its last turn's text was
+			// taken: a turn's, or what it sends between turns.
+			switch t.led.TurnStateOf(sid, speaksV2(t.life)) {
+			case ledger.Opening:
+				return // a load's replay: the history, not a turn's
+			case ledger.Between:
+				t.background(f) // the turn before's background work (turns.go)
+				return
+			}
+			t.mu.Lock()
+			if buf = t.answers[sid]; buf == nil {
+				buf = &answerBuf{}
+				t.answers[sid] = buf
+			}
+			t.mu.Unlock()
 		}
-		t.mu.Unlock()
 		c.sid, c.buf = append(c.sid[:0], tok...), buf
 	}
 	buf := c.buf

@@ -178,6 +178,9 @@ type Session struct {
 	// compacting are the agent's compactions of the session that have not
 	// completed, by compactionId (compaction.go).
 	compacting map[string]*compacting
+	// whole is the last turn that ended, as it was written, for its
+	// background work to rewrite (turns.go); nil until one ends here.
+	whole *state.Turn
 }
 
 // New builds a record that shares the ledger and the agent's life with
@@ -207,7 +210,10 @@ func New(cfg Config, led *ledger.Ledger, lf *life.Life, then Then) *Recorder {
 		then:     then,
 		ctx:      context.Background(),
 	}
-	r.text = newText(led, lf, answerBudget(cfg.HandoffBudget), func(f *proxy.Frame) { r.enqueue(noticeEvent(f)) })
+	r.text = newText(led, lf, answerBudget(cfg.HandoffBudget), func(f *proxy.Frame) { r.enqueue(noticeEvent(f)) },
+		func(f *proxy.Frame) {
+			r.enqueue(Event{Dir: f.Dir, Method: wire.Update, Update: updBackground, Raw: bytes.Clone(f.Raw)})
+		})
 	return r
 }
 
@@ -273,9 +279,13 @@ func (r *Recorder) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 		switch string(env.Update) {
 		case "config_option_update", "current_mode_update", updSubagent, updSessionInfo, updCompaction, updCompactionChunk, updState:
 			return true
-		case "agent_message_chunk", "tool_call", "tool_call_update", updNotice, updAgentMessage:
+		case "agent_message_chunk", "tool_call", "tool_call_update":
+			return true // a running turn's, or the background work of the turn before (turns.go)
+		case updNotice, updAgentMessage:
 			return r.led.Running()
 		}
+	case dir == proxy.AgentToClient && asks(env):
+		return true
 	}
 	return false
 }
@@ -295,6 +305,10 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		if child, parent, ok := childOf(f, r.log); ok {
 			r.text.adopt(child, parent)
 		}
+		return proxy.Verdict{}, nil
+	}
+	if f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindRequest {
+		r.enqueue(Event{Dir: f.Dir, Method: string(f.Env.Method), Update: updAsked, Raw: bytes.Clone(f.Raw)})
 		return proxy.Verdict{}, nil
 	}
 	var answered ledger.Request
@@ -334,7 +348,7 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		if ev.Req.Method == wire.Prompt && !f.Env.Error && speaksV2(r.life) {
 			// A v2 prompt is answered as it is accepted: the turn runs on,
 			// and its chunks are read, until its idle state_update.
-			r.led.Update(func(f *ledger.Flight) { f.TurnAccepted(answered.Session) })
+			r.led.Update(func(f *ledger.Flight) { f.TurnAccepted(answered.Session, answered) })
 			r.enqueue(ev)
 			return proxy.Verdict{}, nil
 		}
@@ -346,11 +360,23 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		}
 	}
 	if ev.Update == updState {
-		if !turnIdle(r.led, f) {
-			return proxy.Verdict{}, nil
+		switch stateOf(f.Raw) {
+		case "idle":
+			if !turnIdle(r.led, f) {
+				return proxy.Verdict{}, nil
+			}
+			ev.Text = r.text.TakeTurnText(wire.SessionIDOf(f))
+			return r.holdFor(ev), nil // it completes a turn, as a v1 prompt's response does
+		case "running", "requires_action":
+			client := r.led.ClientOf(wire.SessionIDOf(f))
+			var began ledger.Began
+			r.led.Update(func(f *ledger.Flight) { began = f.TurnBegan(client) })
+			if began == ledger.BeganAgent {
+				ev.Update = updAgentTurn
+				r.enqueue(ev)
+			}
 		}
-		ev.Text = r.text.TakeTurnText(wire.SessionIDOf(f))
-		return r.holdFor(ev), nil // it completes a turn, as a v1 prompt's response does
+		return proxy.Verdict{}, nil
 	}
 	r.enqueue(ev)
 	return proxy.Verdict{}, nil
@@ -952,8 +978,9 @@ func (r *Recorder) turnEnded(ctx context.Context, sid, req, stopReason string, f
 		t.MessageID = text.MessageID
 	}
 	r.PutTurn(ctx, s, t)
-	Lighten(t)
 	t.Answer = strings.Clone(t.Answer) // not the collecting buffer's spare room
+	s.keepWhole(t)
+	Lighten(t)
 	ThinOut(s)
 }
 
@@ -1139,7 +1166,9 @@ func (r *Recorder) FullTurns(ctx context.Context, s *Session) []state.Turn {
 }
 
 // update applies a session/update: config reports to live, the title and
-// a compaction to the record, the rest to the running turn.
+// a compaction to the record, the rest to the running turn, or, between
+// turns, to the turn before as its background work (turns.go); and what a
+// request of the agent's asks the user to the turn it comes in.
 func (r *Recorder) update(ctx context.Context, ev Event) {
 	switch ev.Update {
 	case updNotice, updNoticeChunk, updSessionInfo, updCompaction, updCompactionChunk:
@@ -1147,6 +1176,46 @@ func (r *Recorder) update(ctx context.Context, ev Event) {
 		return
 	case updState:
 		r.stateIdle(ctx, ev)
+		return
+	case updAgentTurn, updAsked, updBackground:
+		var sid, text string
+		switch ev.Update {
+		case updAsked:
+			sid, text = askedOf(r.log, ev.Raw)
+		case updBackground:
+			sid, text = backgroundText(r.log, ev.Raw)
+		default:
+			sid = wire.Unquote(wire.Member(ev.Raw, "params", "sessionId"))
+		}
+		s := r.sessions[r.led.ClientOf(sid)]
+		if s == nil {
+			return // a subagent's, or a session the record does not know
+		}
+		if ev.Update == updAgentTurn {
+			r.PutTurn(ctx, s, s.agentTurn(state.Turn{Agent: r.cfg.Name, Started: r.cfg.Now()}))
+			return
+		}
+		t, background := s.workTurn()
+		if t == nil {
+			return
+		}
+		var changed bool
+		if ev.Update == updAsked {
+			changed = ask(t, text)
+		} else if t.Answer += text; text != "" {
+			changed = true
+		}
+		if !changed || !background {
+			return // a running turn is written whole at its end
+		}
+		if w := s.wholeOf(ctx, r.cfg.Store, r.log, t); w != nil {
+			if ev.Update == updAsked {
+				ask(w, text)
+			} else {
+				w.Answer += text
+			}
+			r.PutTurn(ctx, s, w)
+		}
 		return
 	}
 	var n struct {
@@ -1192,15 +1261,26 @@ func (r *Recorder) update(ctx context.Context, ev Event) {
 			s.Turn.Answer += u.Content.Text
 		}
 	case "tool_call", "tool_call_update":
-		if s.Turn == nil {
+		t, background := s.workTurn()
+		if t == nil {
 			return
 		}
-		tc := findToolCall(s.Turn, u.ToolCallID)
-		if u.Title != nil {
-			tc.Title = *u.Title
+		apply := func(t *state.Turn) {
+			tc := findToolCall(t, u.ToolCallID)
+			if u.Title != nil {
+				tc.Title = *u.Title
+			}
+			if u.Status != nil {
+				tc.Status = *u.Status
+			}
 		}
-		if u.Status != nil {
-			tc.Status = *u.Status
+		apply(t)
+		if background {
+			// A tool call of the turn's background work, after its answer.
+			if w := s.wholeOf(ctx, r.cfg.Store, r.log, t); w != nil {
+				apply(w)
+				r.PutTurn(ctx, s, w)
+			}
 		}
 	}
 }
