@@ -189,6 +189,31 @@ func (c *Chain) Unsent(ctx context.Context, f *proxy.Frame) proxy.Verdict {
 	return proxy.Verdict{Do: proxy.Drop}
 }
 
+var _ proxy.AgainHook = (*Chain)(nil)
+
+// againTaker is an interceptor that decides again a client request whose
+// error answer it dropped (proxy.AgainHook).
+type againTaker interface {
+	Again(ctx context.Context, f *proxy.Frame) proxy.Verdict
+}
+
+// Again implements proxy.AgainHook: the first interceptor that takes the
+// request decides it, held to one answer as the chain's every decision.
+func (c *Chain) Again(ctx context.Context, f *proxy.Frame) proxy.Verdict {
+	for _, ic := range c.list {
+		if a, ok := ic.(againTaker); ok {
+			if v := a.Again(ctx, f); v.Do != proxy.Pass {
+				if c.answers != nil && ledger.Key(f.Env.ID) != "null" {
+					c.answers.Take(ledger.Key(f.Env.ID), string(f.Env.Method), wire.SessionIDOf(f))
+					v = c.answering(f, v)
+				}
+				return v
+			}
+		}
+	}
+	return proxy.Verdict{}
+}
+
 var _ proxy.StopHook = (*Chain)(nil)
 
 // stopAnswerer is an interceptor that answers, when the relay stops, the

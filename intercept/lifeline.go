@@ -1,6 +1,7 @@
 package intercept
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -55,6 +56,9 @@ type LifelineOps interface {
 	forkHere(ctx context.Context, parent string) (child string, result []byte, err error)
 	// takeBack takes back the turn of a prompt the agent never received.
 	takeBack(sid string)
+	// again decides a client request again, whose error answer the
+	// lifeline dropped (proxy.Relay.Again).
+	again(ctx context.Context, line []byte) error
 	// lost is the error for request f on a session another sidecar of a
 	// fleet took over (nil while this one serves it).
 	lost(f *proxy.Frame) error
@@ -129,6 +133,8 @@ func (ll *lifeline) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 		return ll.led.Hushing() && env.SessionID.Present()
 	case dir == proxy.ClientToAgent && env.Kind == proxy.KindNotification:
 		return env.MethodIs(wire.Cancel) && ll.led.Waiting()
+	case dir == proxy.AgentToClient && env.Kind == proxy.KindResponse:
+		return env.Error // the first prompt after a resume the agent cannot serve (unproven)
 	}
 	return false
 }
@@ -153,6 +159,11 @@ func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdic
 			return proxy.Verdict{Do: proxy.Drop}, nil
 		}
 		return proxy.Verdict{}, nil
+	case f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindResponse:
+		if q, ok := ledger.AnsweredOf(ctx); ok && q.Probe != nil && resumeUnserved(f.Raw) {
+			return ll.unserved(ctx, q, f), nil
+		}
+		return proxy.Verdict{}, nil
 	case f.Dir == proxy.AgentToClient:
 		if f.Env.MethodIs(wire.Update) && hushes(ll.led.HushOf(wire.SessionIDOf(f)), f) {
 			return proxy.Verdict{Do: proxy.Drop}, nil // the client has this history, or it is about a resume it did not ask for
@@ -164,6 +175,9 @@ func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdic
 		return answer(proxy.ErrorResponse(f.Env.ID, proxy.CodeAgentGone, ll.watch.DeadError().Error())), nil
 	}
 	method := string(f.Env.Method)
+	if method == wire.Prompt && ll.led.Proving() && f.Env.SessionID.Present() {
+		ll.proving(ledger.Key(f.Env.ID), wire.SessionIDOf(f), f.Raw)
+	}
 	if f.Env.SessionID.Present() && method != wire.SessionLoad && method != wire.SessionResume {
 		// A load or resume may take the lease back (reopen); anything else
 		// on a session whose lease is lost would fork the record.
@@ -210,6 +224,72 @@ func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdic
 	// rebuilt or died with the agent: the request waits for it, then goes
 	// on in its place in the stream.
 	return ll.hold(f, sid, nil), nil
+}
+
+// An agent may accept a resume of a session it cannot serve: codex-acp
+// 2.6.0, its thread gone with CODEX_HOME/sessions, answers session/resume
+// with success and the next prompt with -32603 "thread not found". The
+// first prompt after a resume proves it (ledger Flight.Resumed): when the
+// agent fails that prompt so, the resume is taken for a failed one, the
+// session is rebuilt by the next rung of the ladder, which resumes that
+// native session no more, and the prompt goes to the rebuilt session, once,
+// with its handoff. The client sees one answer, the rebuilt session's.
+
+// proving marks prompt f, the first since its session's native session
+// was resumed, as the one that proves the resume: it keeps the prompt as
+// the client sent it, to send it again.
+func (ll *lifeline) proving(id, sid string, raw []byte) {
+	raw = bytes.Clone(raw)
+	ll.led.Update(func(fl *ledger.Flight) {
+		if fl.Proving(sid) {
+			fl.Note(id, wire.Prompt, sid).Probe = raw
+		}
+	})
+}
+
+// resumeUnserved says whether an error response to the first prompt after
+// a resume says the agent has no such session after all: -32002, or an
+// internal error that says so ("thread not found", codex-acp 2.6.0).
+func resumeUnserved(raw []byte) bool {
+	e := wire.Member(raw, "error")
+	switch wire.ErrorCodeOf(e) {
+	case proxy.CodeResourceNotFound:
+		return true
+	case proxy.CodeInternalError:
+		return bytes.Contains(bytes.ToLower(e), []byte("not found"))
+	}
+	return false
+}
+
+// unserved drops the agent's error to q, the first prompt after a resume
+// the agent could not serve, and sends q again, to the session rebuilt
+// without that resume: the client gets the rebuilt session's answer, and
+// the agent's error never.
+func (ll *lifeline) unserved(ctx context.Context, q ledger.Request, f *proxy.Frame) proxy.Verdict {
+	sid := q.Session
+	native := ll.led.NativeOf(sid)
+	ll.log.Warn("the agent accepted the session's resume and cannot serve it; rebuilding the session and sending the prompt again", "session", sid, "native", native, "error", string(wire.Member(f.Raw, "error")))
+	ll.led.Update(func(fl *ledger.Flight) { fl.ResumeLied(sid, native) })
+	// Sent again as a request the agent never took, its turn is taken
+	// back (Unsent) and recorded when it goes.
+	if err := ll.rec.again(ctx, q.Probe); err != nil {
+		ll.log.Error("the prompt could not be sent again; the agent's error goes to the client", "session", sid, "err", err)
+		return proxy.Verdict{}
+	}
+	return proxy.Verdict{Do: proxy.Drop}
+}
+
+// Again takes a client request again whose error answer unserved
+// dropped: the agent never ran it on the session it named. Its turn is
+// taken back, and it waits, as a request that comes while its session is
+// rebuilt waits, for the agent that is up now.
+func (ll *lifeline) Again(_ context.Context, f *proxy.Frame) proxy.Verdict {
+	sid := wire.SessionIDOf(f)
+	if f.Env.MethodIs(wire.Prompt) && sid != "" {
+		ll.led.Update(func(fl *ledger.Flight) { fl.Unsent(ledger.Key(f.Env.ID), sid, true) })
+		ll.rec.takeBack(sid)
+	}
+	return ll.holdAfter(f, sid, nil, ll.life.Gen())
 }
 
 // Unsent keeps a client request whose write to the agent failed: the agent
@@ -390,6 +470,10 @@ func (ll *lifeline) holdAfter(f *proxy.Frame, sid string, decide decider, minGen
 		if method == wire.Prompt {
 			if err := ll.rec.confirm(ctx, sid); err != nil {
 				return answerWith(proxy.ErrorResponse(id, wire.CodeOf(err), err.Error()))
+			}
+			if ll.led.Proving() {
+				// The wait may have been a rebuild that resumed the session.
+				ll.proving(ledger.Key(id), sid, raw)
 			}
 		}
 		return ll.rest(ctx, proxy.ClientToAgent, raw)

@@ -584,6 +584,9 @@ func (o *Sessions) takeBack(sid string) {
 	o.rec.Queue(func(ctx context.Context) { o.unbegin(ctx, sid) })
 }
 
+// again implements LifelineOps.
+func (o *Sessions) again(ctx context.Context, line []byte) error { return o.rb.Again(ctx, line) }
+
 // unbegin takes back the turn of a prompt the agent never received: it
 // will be recorded when the prompt is sent again. A handoff it carried is
 // owed again.

@@ -109,6 +109,17 @@ type UnsentHook interface {
 	Unsent(ctx context.Context, f *Frame) Verdict
 }
 
+// An AgainHook is a Hook that also decides again a client request the
+// agent answered with an error that says it never ran it, after the hook
+// dropped that answer (Relay.Again). Again is called on the goroutine of
+// the caller of Relay.Again with the request as the client sent it; f is
+// valid only during the call. Its verdict is Hold or Defer; anything else
+// leaves the request unanswered, which the caller must then answer.
+type AgainHook interface {
+	Hook
+	Again(ctx context.Context, f *Frame) Verdict
+}
+
 // A StopHook is a Hook that also answers, when the relay stops, the client
 // requests it let through and the agent never answered: the agent is gone
 // for good, or the sidecar is shutting down, and the client must not wait
@@ -804,6 +815,31 @@ func (r *Relay) writeRequest(ctx context.Context, o *output, line []byte, orig *
 		}
 	}
 	r.logWrite(ClientToAgent, err)
+}
+
+// Again hands a client request back to the hook to be decided again
+// (AgainHook): the agent answered it with an error that says it never ran
+// it on the session the request named, the hook dropped that answer, and
+// rebuilds that session first. line is the request as the client sent it.
+// Again may be called from a Hook, on the agent's goroutine; the request
+// takes its place among the client's frames going to the agent from then
+// on, and its decision is held to one answer as any other's.
+func (r *Relay) Again(ctx context.Context, line []byte) error {
+	env, err := Scan(line)
+	if err != nil || env.Kind != KindRequest {
+		return fmt.Errorf("decide a request again: not a request (%v)", err)
+	}
+	h, ok := r.hook.(AgainHook)
+	if !ok {
+		return errors.New("decide a request again: the hook decides none again")
+	}
+	f := &Frame{Dir: ClientToAgent, Raw: line, Env: env}
+	v := h.Again(ctx, f)
+	if v.Do != Hold && v.Do != Defer {
+		return errors.New("decide a request again: the hook did not keep it")
+	}
+	r.later(ctx, f, v)
+	return nil
 }
 
 // writerBox lets an atomic.Value hold writers of different types.

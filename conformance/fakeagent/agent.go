@@ -54,6 +54,27 @@ type session struct {
 	// after runs, each on a goroutine of its own, once the answer to the
 	// session's prompt in flight is written (background.go).
 	after []func()
+	// phantom: a session the agent knew nothing of and resumed all the
+	// same (-resume-lies); its config can be set, and a prompt on it fails.
+	phantom bool
+}
+
+// phantomLocked is a session the agent resumes without knowing it
+// (-resume-lies), as codex-acp 2.6.0 resumes a thread it lost: under the
+// id it was asked for, on the fresh config. a.mu must be held.
+func (a *agent) phantomLocked(id, cwd string) *session {
+	s := &session{id: id, cwd: cwd, st: a.cat.fresh(), phantom: true}
+	a.sessions[id] = s
+	if n, err := strconv.Atoi(strings.TrimPrefix(id, a.cfg.IDPrefix)); err == nil && n > a.nextID {
+		a.nextID = n // a session made later gets an id of its own
+	}
+	return s
+}
+
+// ThreadNotFound is the error a prompt on a session the agent resumed
+// without knowing it gets (-resume-lies), as codex-acp 2.6.0 answers it.
+func ThreadNotFound(sid string) *acp.RequestError {
+	return &acp.RequestError{Code: -32603, Message: "Internal error", Data: map[string]any{"details": "thread not found: " + sid}}
 }
 
 // pendingReq is a request the client sent and the agent has not answered.
@@ -368,6 +389,9 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 	}
 	a.mu.Lock()
 	s, err := a.session(p.SessionId)
+	if err == nil && s.phantom {
+		err = ThreadNotFound(string(p.SessionId)) // nothing to load: it was never there
+	}
 	if err != nil {
 		a.mu.Unlock()
 		return acp.LoadSessionResponse{}, err
@@ -421,6 +445,11 @@ func (a *agent) ResumeSession(ctx context.Context, p acp.ResumeSessionRequest) (
 	}
 	a.mu.Lock()
 	s, err := a.session(p.SessionId)
+	if err != nil && a.cfg.ResumeLies {
+		// codex-acp 2.6.0 with its thread gone: the resume is accepted,
+		// and the session cannot run a prompt (prompt.go).
+		s, err = a.phantomLocked(string(p.SessionId), p.Cwd), nil
+	}
 	if err != nil {
 		a.mu.Unlock()
 		return acp.ResumeSessionResponse{}, err

@@ -196,6 +196,11 @@
 //
 // # Bugs
 //
+//	-resume-lies     session/resume of a session the agent does not know
+//	                 succeeds, on the fresh config, and every prompt on it
+//	                 fails -32603 {details: "thread not found: ID"}
+//	                 (ThreadNotFound), as codex-acp 2.6.0 does with its
+//	                 thread gone
 //	-answer-twice M  every request of method M (repeatable, or comma
 //	                 separated) is answered twice: the agent's answer, then
 //	                 at once SecondAnswerLine, an error with the same id

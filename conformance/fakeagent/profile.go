@@ -36,6 +36,7 @@ type Features struct {
 	QueuePrompts      bool // a prompt that comes while a turn of its session runs waits and runs after it; session/cancel ends the waiting ones too (like claude-agent-acp 0.101.0, which advertises _meta.claudeCode.promptQueueing)
 	CommandsInResult  bool // with V2 and Commands, in v2: the command list goes in every session result and no available_commands_update is sent (like codex-acp 2.6.0)
 	LateAccept        bool // with V2, in v2: a prompt's answer ({messageId}) comes after its turn's idle state_update, not at its insertion
+	ResumeLies        bool // session/resume of a session the agent does not know succeeds, and a prompt on it fails -32603 "thread not found" (like codex-acp 2.6.0 with its thread gone)
 	// Name and Version are the initialize result's agentInfo ("" for
 	// fake-agent 1): the sidecar knows some agents by it.
 	Name, Version string

@@ -72,6 +72,10 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		a.mu.Unlock()
 		return acp.PromptResponse{}, err
 	}
+	if s.phantom {
+		a.mu.Unlock()
+		return acp.PromptResponse{}, ThreadNotFound(string(p.SessionId))
+	}
 	s.history = append(s.history, turn{user: p.Prompt})
 	idx := len(s.history) - 1
 	s.history[idx].msgID = MessageID(string(p.SessionId), idx+1)

@@ -30,6 +30,11 @@ type Request struct {
 	// Began: a v2 prompt whose turn the agent reported running before it
 	// accepted the prompt (its answer then starts no turn: TurnAccepted).
 	Began bool
+	// Probe is the prompt as the client sent it, when it is the first on
+	// a native session the agent resumed (Flight.Resumed): an agent that
+	// accepted the resume and cannot serve it fails this prompt, which is
+	// then sent again to the rebuilt session (the lifeline's).
+	Probe []byte
 }
 
 // Hush is what of a native session's updates the client does not see while
@@ -78,6 +83,12 @@ type Session struct {
 	// title, once the agent gave it.
 	KeepTitle              bool
 	TitleNative, AutoTitle string
+	// Unproven is a native session the agent resumed and no prompt has
+	// reached since: codex-acp 2.6.0 accepts a resume of a thread it
+	// cannot run, and fails the first prompt. Lied is a native session
+	// whose resume the agent accepted and then could not serve: no rebuild
+	// resumes it again.
+	Unproven, Lied string
 }
 
 // Flight is everything in flight. It is reached only inside Update (to
@@ -114,6 +125,7 @@ type Flight struct {
 	creatingN int
 	busyN     int
 	runningN  int
+	unprovenN int // sessions with an Unproven native
 	woke      bool
 }
 
@@ -376,6 +388,40 @@ func (f *Flight) AgentTitled(sid string, title *string) (sessions bool) {
 	return true
 }
 
+// Resumed notes that the agent resumed native session native for client
+// session sid: the first prompt to it proves it (Proving).
+func (f *Flight) Resumed(sid, native string) {
+	s := f.session(sid)
+	if s.Unproven == "" {
+		f.unprovenN++
+	}
+	s.Unproven = native
+	if s.Lied == native {
+		s.Lied = "" // resumed anew: it may serve now
+	}
+}
+
+// Proving takes the mark Resumed left on sid, and says whether the prompt
+// now on its way is the first to its resumed native session.
+func (f *Flight) Proving(sid string) bool {
+	s := f.sessions[sid]
+	if s == nil || s.Unproven == "" {
+		return false
+	}
+	s.Unproven = ""
+	f.unprovenN--
+	return true
+}
+
+// ResumeLied notes that the agent accepted the resume of native session
+// native for client session sid and could not serve it: sid is rebuilt
+// before its next request, and no rebuild resumes native again.
+func (f *Flight) ResumeLied(sid, native string) {
+	s := f.session(sid)
+	s.Lied = native
+	f.markStale(s)
+}
+
 // GoneRequest is one client request the dead agent had.
 type GoneRequest struct {
 	ID, Method string
@@ -587,6 +633,9 @@ func (f *Flight) Forget(sid string) {
 	}
 	if s.Stale {
 		f.staleN--
+	}
+	if s.Unproven != "" {
+		f.unprovenN--
 	}
 	if s.Busy != "" {
 		// A rebuild still runs on it (a switch forgets the session it

@@ -20,6 +20,7 @@ type Ledger struct {
 	running  atomic.Int32 // prompts the record waits to see answered
 	waiting  atomic.Int32 // client requests waiting for their session
 	closedN  atomic.Int32 // sessions the client closed and has not reopened
+	proving  atomic.Bool  // some session's resumed native session awaits its first prompt
 
 	// wake tells whoever waits for a session (a held request, a rebuild)
 	// that something they wait for may have changed.
@@ -66,6 +67,7 @@ func (l *Ledger) settle() bool {
 	l.running.Store(int32(f.runningN))
 	l.waiting.Store(int32(len(f.waiters)))
 	l.closedN.Store(int32(len(f.closed)))
+	l.proving.Store(f.unprovenN > 0)
 	woke := f.woke
 	f.woke = false
 	return woke
@@ -234,6 +236,22 @@ func (l *Ledger) TurnStateOf(native string, v2 bool) TurnState {
 		}
 	})
 	return st
+}
+
+// Proving says whether some session's resumed native session awaits its
+// first prompt (Flight.Resumed).
+func (l *Ledger) Proving() bool { return l.proving.Load() }
+
+// LiedOf is the native session of sid whose resume the agent accepted and
+// could not serve, "" for none: no rebuild resumes it again.
+func (l *Ledger) LiedOf(sid string) string {
+	var n string
+	l.view(func(f *Flight) {
+		if s := f.sessions[sid]; s != nil {
+			n = s.Lied
+		}
+	})
+	return n
 }
 
 // Request is the client request in flight under id.

@@ -210,7 +210,11 @@ func (e *engine) ladder(ctx context.Context, sid string, snap Snapshot, quiet, k
 	caps := e.life.Caps()
 	params := openParams(snap)
 	known = known && snap.Native != ""
-	if caps.Resume && known {
+	if lied := e.led.LiedOf(sid); lied != "" && lied == snap.Native {
+		// The agent accepted this resume before and could not serve it
+		// (codex-acp 2.6.0 with its thread gone): the next rung.
+		e.log.Info("not resuming a session whose resume the agent could not serve", "session", sid, "native", snap.Native)
+	} else if caps.Resume && known {
 		// What the agent says while it resumes is about a resume the
 		// client did not ask for ("recorded with model X but is resuming
 		// with Y", codex-acp 2.6.0), and the restore that follows makes it

@@ -278,6 +278,11 @@ func (a *fakeAgent) Send(dir proxy.Direction, line []byte) error {
 	return nil
 }
 
+// Again is the relay's: the rebuilds never decide a client request.
+func (a *fakeAgent) Again(context.Context, []byte) error {
+	return errors.New("the rebuilds' fake relay decides no client request")
+}
+
 // script sets the hooks under the lock, so that a test may change them
 // while a plan runs on another goroutine.
 func (a *fakeAgent) script(before func(call) error, after func(call)) {

@@ -140,6 +140,9 @@ func SnapshotIn(ctx context.Context, rec *record.Recorder, sid string) (Snapshot
 type Sidecar interface {
 	Call(ctx context.Context, method string, params, result any) error
 	Send(dir proxy.Direction, line []byte) error
+	// Again decides a client request again, whose error answer the
+	// sidecar dropped (proxy.Relay.Again).
+	Again(ctx context.Context, line []byte) error
 }
 
 var _ Sidecar = (*proxy.Relay)(nil)
@@ -200,6 +203,10 @@ func New(cfg Config, rec *record.Recorder, led *ledger.Ledger, lf *life.Life, wa
 	eng := &engine{led: led, life: lf, watch: watch, log: cfg.Log, callTimeout: cfg.CallTimeout, now: cfg.Now}
 	return &Rebuilder{ctx: context.Background(), rec: rec, eng: eng, led: led, life: lf, watch: watch, log: cfg.Log, cfg: cfg}
 }
+
+// Again decides a client request again, through the relay, whose error
+// answer the sidecar dropped (Sidecar.Again).
+func (b *Rebuilder) Again(ctx context.Context, line []byte) error { return b.sc.Again(ctx, line) }
 
 // Bind gives the rebuilds the relay they act through. Call it before
 // frames flow.
@@ -499,7 +506,12 @@ func (b *Rebuilder) settle(ctx context.Context, sid string, made state.Native, o
 			s.Rec.Behind(made)
 		}
 		keep := s.Rec.Title != "" && s.Rec.MadeByRebuild(native)
-		b.led.Update(func(f *ledger.Flight) { f.TitleFrom(sid, native, keep) })
+		b.led.Update(func(f *ledger.Flight) {
+			f.TitleFrom(sid, native, keep)
+			if made.Path == "resume" {
+				f.Resumed(sid, native) // the first prompt proves it (lifeline)
+			}
+		})
 		s.Rec.Live = out.Catalog
 		s.Rec.Blocked = blocked
 		if also != nil {

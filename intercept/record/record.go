@@ -811,6 +811,9 @@ func (r *Recorder) sessionResult(ctx context.Context, req *Request, result json.
 	r.led.Update(func(f *ledger.Flight) {
 		f.Remap(sid, native, life)
 		f.TitleFrom(sid, native, keep)
+		if req.Method == wire.SessionResume {
+			f.Resumed(sid, native) // the first prompt proves it (lifeline)
+		}
 	})
 	if req.Method == wire.SessionFork && req.SID != "" {
 		s.Rec.Lineage = &state.Lineage{ParentID: req.SID, ForkTurn: len(keptTurns(r.sessions[req.SID])) + 1}
