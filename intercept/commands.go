@@ -436,7 +436,9 @@ func (c *commands) prompt(ctx context.Context, id []byte, sid string, raw []byte
 		// frame overwrites meanwhile; the command's turn echoes the
 		// prompt (v2), so it takes a copy.
 		prompt := bytes.Clone(wire.Member(raw, "params", "prompt"))
+		done := c.announce(sid, name != "sidecar-status")
 		return proxy.Verdict{Do: proxy.Defer, Later: func(ctx context.Context) proxy.Decision {
+			defer done()
 			return answerWith(c.slash(ctx, id, sid, name, args, prompt)...)
 		}}, nil
 	}
@@ -457,6 +459,22 @@ func (c *commands) prompt(ctx context.Context, id []byte, sid string, raw []byte
 		return proxy.Verdict{Do: proxy.Rewrite, Line: line}, nil
 	}
 	return proxy.Verdict{}, nil
+}
+
+// announce marks session sid busy from now, when changes, until done: the
+// operation just taken (a slash command, a `_sidecar/*` method) runs on a
+// goroutine of its own, and its rebuild marks the session busy only once
+// it begins. A prompt the client sends after it would pass the lifeline
+// before that, and meet the mark here, to be sent back (-32011) for a
+// rebuild that began after it; announced, it waits for the operation
+// instead, as DESIGN.md "While the agent's side is being rebuilt, the
+// client waits" has it.
+func (c *commands) announce(sid string, changes bool) (done func()) {
+	if !changes || sid == "" {
+		return func() {}
+	}
+	c.led.Update(func(f *ledger.Flight) { f.Announce(sid) })
+	return func() { c.led.Update(func(f *ledger.Flight) { f.Announced(sid) }) }
 }
 
 func blockedError(id []byte, fields []string, reason string) []byte {
@@ -553,7 +571,10 @@ func (c *commands) extension(ctx context.Context, id []byte, method string, raw 
 	}
 	sid := msg.Params.SessionID
 	run := func(fn func(ctx context.Context) (any, error)) (proxy.Verdict, error) {
+		// Status and fork leave the session as it is; the others change it.
+		done := c.announce(sid, method != wire.ExtStatus && method != wire.ExtFork)
 		return proxy.Verdict{Do: proxy.Defer, Later: func(ctx context.Context) proxy.Decision {
+			defer done()
 			res, err := fn(ctx)
 			if err != nil {
 				return answerWith(proxy.ErrorResponse(id, wire.CodeOf(err), err.Error()))

@@ -33,7 +33,8 @@ import (
 //	                       every frame it wrote, stderr its log
 //	client term            the same after SIGTERM, with its stdin still open, as
 //	                       an editor that closes shuts its agent down
-//	send FRAME|FILE        write one frame (inline JSON, or a file of the script, compacted)
+//	send FRAME|FILE        write one frame (inline JSON, or a file of the script, compacted);
+//	                       a FILE.jsonl holds several, one a line, written in one write
 //	expect [-re] PATTERN   wait for the next frame that matches and consume every
 //	                       frame up to it
 //	saw [-re] PATTERN      a frame the last expect consumed matches (negatable)
@@ -208,6 +209,21 @@ func cmdSend(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: send FRAME|FILE")
 	}
 	c := scenarioOf(ts).running(ts)
+	if strings.HasSuffix(args[0], ".jsonl") {
+		// Several frames in one write, as a client that sends them back
+		// to back: the sidecar reads them at once.
+		var frames []string
+		for _, line := range strings.Split(strings.TrimSpace(ts.ReadFile(args[0])), "\n") {
+			var out bytes.Buffer
+			if err := json.Compact(&out, []byte(line)); err != nil {
+				ts.Fatalf("%s: not JSON: %v: %s", args[0], err, line)
+			}
+			ts.Logf("> %s", out.Bytes())
+			frames = append(frames, out.String())
+		}
+		ts.Check(c.WriteLine(strings.Join(frames, "\n")))
+		return
+	}
 	frame := jsonArg(ts, args[0])
 	if !strings.HasPrefix(args[0], "{") && !strings.HasPrefix(args[0], "[") {
 		ts.Logf("> %s", frame)

@@ -59,10 +59,16 @@ const (
 
 // A Session is one client session's flight state.
 type Session struct {
-	Native  string         // the native session behind the client id ("" before any)
-	Busy    string         // what rebuild runs on it, "" for none
-	Stale   bool           // its native session died with the agent: rebuild before its next request
-	Blocked *state.Blocked // its restore failed: prompts are refused
+	Native string // the native session behind the client id ("" before any)
+	Busy   string // what rebuild runs on it, "" for none
+	// Announced counts the operations taken for the session that may
+	// rebuild it and have not ended (a slash command deferred, say): the
+	// session counts as busy from when the operation is taken, not only
+	// from when its rebuild begins, so no request taken after it goes on
+	// before it (Flight.Announce).
+	Announced int
+	Stale     bool           // its native session died with the agent: rebuild before its next request
+	Blocked   *state.Blocked // its restore failed: prompts are refused
 	// Owed is the config a failed or interrupted restore still owes: a
 	// retry aims at it, not at the partial config the agent reported.
 	Owed *state.Config
@@ -560,8 +566,10 @@ func (f *Flight) Begin(sid, what string) (string, bool) {
 	if s.Busy != "" {
 		return s.Busy, false
 	}
+	if s.Announced == 0 {
+		f.busyN++
+	}
 	s.Busy = what
-	f.busyN++
 	return "", true
 }
 
@@ -569,11 +577,42 @@ func (f *Flight) Begin(sid, what string) (string, bool) {
 func (f *Flight) End(sid string) {
 	if s := f.sessions[sid]; s != nil && s.Busy != "" {
 		s.Busy = ""
-		f.busyN--
+		if s.Announced == 0 {
+			f.busyN--
+		}
 		if *s == (Session{}) {
 			// A rebuild of a session nobody knows (a client's /reset of a
 			// made-up id) left nothing: the ledger does not keep it, so
 			// such requests cannot grow it.
+			delete(f.sessions, sid)
+		}
+	}
+	f.woke = true
+}
+
+// Announce notes an operation taken for sid that may rebuild it (a slash
+// command, a `_sidecar/*` method), before it runs on a goroutine of its
+// own: the session is busy from now, so a request taken after it waits for
+// it (a prompt that went on first would meet the rebuild's busy mark and
+// be sent back). Every Announce is followed by one Announced.
+func (f *Flight) Announce(sid string) {
+	s := f.session(sid)
+	if s.Busy == "" && s.Announced == 0 {
+		f.busyN++
+	}
+	s.Announced++
+}
+
+// Announced ends an operation Announce noted, and wakes what waits for it.
+func (f *Flight) Announced(sid string) {
+	s := f.sessions[sid]
+	if s == nil || s.Announced == 0 {
+		return
+	}
+	s.Announced--
+	if s.Busy == "" && s.Announced == 0 {
+		f.busyN--
+		if *s == (Session{}) {
 			delete(f.sessions, sid)
 		}
 	}
@@ -637,10 +676,10 @@ func (f *Flight) Forget(sid string) {
 	if s.Unproven != "" {
 		f.unprovenN--
 	}
-	if s.Busy != "" {
+	if s.Busy != "" || s.Announced > 0 {
 		// A rebuild still runs on it (a switch forgets the session it
-		// moves): its End finds the mark and ends it.
-		f.sessions[sid] = &Session{Busy: s.Busy}
+		// moves): its End, or its Announced, finds the mark and ends it.
+		f.sessions[sid] = &Session{Busy: s.Busy, Announced: s.Announced}
 		return
 	}
 	delete(f.sessions, sid)

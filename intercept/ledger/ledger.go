@@ -160,12 +160,19 @@ func (l *Ledger) IsStale(sid string) bool {
 	return stale
 }
 
-// IsBusy says whether a rebuild runs on sid.
+// IsBusy says whether a rebuild runs on sid, or an operation that may
+// rebuild it was taken and has not ended (Flight.Announce).
 func (l *Ledger) IsBusy(sid string) bool {
 	if l.busyN.Load() == 0 {
 		return false
 	}
-	return l.BusyWith(sid) != ""
+	busy := false
+	l.view(func(f *Flight) {
+		if s := f.sessions[sid]; s != nil {
+			busy = s.Busy != "" || s.Announced > 0
+		}
+	})
+	return busy
 }
 
 // BusyWith says what rebuild runs on sid, "" for none.

@@ -324,3 +324,35 @@ func TestTurnStateOf(t *testing.T) {
 		t.Fatalf("a load in flight: %v, want Opening", st)
 	}
 }
+
+// TestAnnouncedIsBusy: an operation announced makes its session busy from
+// the moment it is taken, through the rebuild it begins and ends, until it
+// is over; the counters come back to nothing.
+func TestAnnouncedIsBusy(t *testing.T) {
+	l := New(func() {})
+	l.Update(func(f *Flight) { f.Announce("c1") })
+	if !l.IsBusy("c1") || !l.AnyBusy() || l.BusyWith("c1") != "" {
+		t.Fatal("an announced operation does not make its session busy")
+	}
+	var ok bool
+	l.Update(func(f *Flight) { _, ok = f.Begin("c1", "reset") })
+	if !ok || l.BusyWith("c1") != "reset" {
+		t.Fatal("the announced operation's rebuild could not begin")
+	}
+	l.Update(func(f *Flight) { f.End("c1") })
+	if !l.IsBusy("c1") {
+		t.Fatal("the session is not busy between its rebuild's end and its operation's")
+	}
+	l.Update(func(f *Flight) { f.Announced("c1"); f.Announced("c1") })
+	if l.IsBusy("c1") || l.AnyBusy() {
+		t.Fatal("the session is busy after its operation ended")
+	}
+	l.Update(func(f *Flight) {
+		f.Announce("c2")
+		f.Forget("c2") // deleted while its operation runs
+		f.Announced("c2")
+	})
+	if l.AnyBusy() {
+		t.Fatal("a session forgotten while announced leaves the ledger busy")
+	}
+}
