@@ -28,7 +28,10 @@ type probeResult struct {
 // and what a fresh session offers.
 func probe(ctx context.Context, r *checkRun, w *world) (probeResult, error) {
 	var pr probeResult
-	ru, err := r.start(ctx, r.runName("direct"), r.cfg.agent, "", w)
+	// The agent outlives the probe's bound, which ends only its waits: a
+	// probe that got no answer in time asks it for its goroutines
+	// (hangReport), and closeAll ends it after.
+	ru, err := r.start(context.WithoutCancel(ctx), r.runName("direct"), r.cfg.agent, "", w)
 	if err != nil {
 		return pr, err
 	}

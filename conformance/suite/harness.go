@@ -84,7 +84,9 @@ func (r *checkRun) start(ctx context.Context, name string, argv []string, trace 
 			return nil, err
 		}
 	}
-	errs := &acpclient.Buffer{Max: 16 << 10}
+	// The end of a peer's stderr says why it failed; 64 KiB holds a Go
+	// peer's goroutine dump whole (hangReport).
+	errs := &acpclient.Buffer{Max: 64 << 10}
 	rc, err := acpclient.StartRaw(ctx, argv, acpclient.Options{
 		Stderr: errs, Env: w.env, Dir: w.cwd, CloseTimeout: closeTimeout,
 	})

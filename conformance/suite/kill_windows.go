@@ -19,3 +19,6 @@ func kill(pid int) error {
 	}
 	return nil
 }
+
+// quit has no goroutine dump to ask for on Windows, which has no SIGQUIT.
+func quit(int) error { return errors.New("no SIGQUIT on Windows") }

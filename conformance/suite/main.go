@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -295,17 +296,62 @@ func warmProbe(ctx context.Context, cfg *config, root string) (probeResult, erro
 	pctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	pr, err := probe(pctx, r, w)
 	cancel()
+	var hung string
+	if err != nil && errors.Is(err, context.DeadlineExceeded) {
+		hung = r.hangReport()
+	}
 	r.closeAll()
 	cfg.schema.take(r)
 	transcript := filepath.Join(cfg.transcripts, "probe.jsonl")
 	_ = r.writeTranscript(transcript) // the probe's failure below names the file; a missing one is its own answer
 	if err != nil {
-		return pr, fmt.Errorf("probe (initialize and session/new, directly): %w (transcript %s)", err, transcript)
+		return pr, fmt.Errorf("probe (initialize and session/new, directly): %w (transcript %s)%s", err, transcript, hung)
 	}
 	if cfg.warm {
 		cfg.template = w
 	}
 	return pr, nil
+}
+
+// hangReport is what a probe that got no answer in time leaves to read,
+// since the run's files go with its temporary directory: each peer's
+// transcript, each peer's goroutines (a Go peer, as the fake agent and
+// the sidecar are, dumps them on SIGQUIT, then exits), and the suite's
+// own, whose reader of the peer may be the one that waits.
+func (r *checkRun) hangReport() string {
+	var b strings.Builder
+	for _, ru := range r.runs {
+		fmt.Fprintf(&b, "\n--- %s: transcript\n", ru.name)
+		for _, ev := range ru.c.transcript() {
+			fmt.Fprintf(&b, "%s %s %s\n", ev.T.UTC().Format(time.RFC3339Nano), ev.Dir, tail(string(ev.Frame), 2<<10))
+		}
+		if err := quit(ru.c.rc.Pid()); err != nil {
+			fmt.Fprintf(&b, "--- %s: no goroutine dump: %v\n", ru.name, err)
+			continue
+		}
+		wctx, cancel := context.WithTimeout(context.Background(), hangDumpBound)
+		_, _ = ru.c.rc.Wait(wctx) // its exit: what it wrote to stderr is all in; no exit in time leaves what came
+		cancel()
+		if ru.errs != nil {
+			fmt.Fprintf(&b, "--- %s: stderr, with its goroutines\n%s\n", ru.name, tail(ru.errs.String(), 64<<10))
+		}
+	}
+	stacks := make([]byte, 1<<20)
+	stacks = stacks[:runtime.Stack(stacks, true)]
+	fmt.Fprintf(&b, "--- the suite's goroutines\n%s\n", tail(string(stacks), 64<<10))
+	return b.String()
+}
+
+// hangDumpBound bounds the wait for a hung peer to write its goroutines
+// after SIGQUIT: a peer that is no Go program never exits of it.
+const hangDumpBound = 10 * time.Second
+
+// tail is the last n bytes of s, marked as cut when it is.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…[cut] " + s[len(s)-n:]
 }
 
 // checkEvent is a worker's word on check i (of runChecks' sel): it
