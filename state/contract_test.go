@@ -82,6 +82,7 @@ func sampleSession(id string) *Session {
 		McpServers:            json.RawMessage(`[{"name":"fs","command":"mcp-fs","args":[],"env":[]}]`),
 		AdditionalDirectories: []string{"/extra"},
 		Meta:                  json.RawMessage(`{"claudeCode":{"options":{"maxTurns":3}},"systemPrompt":{"append":"Answer in <b>bold</b> & short."},"n":12345678901234567890}`),
+		NewParams:             json.RawMessage(`{"systemPrompt":{"mode":"append","content":[{"type":"text","text":"Be <terse> & kind."}]}}`),
 		Created:               t0, Updated: t0.Add(time.Minute),
 		Baseline: sampleConfig("sonnet"), Original: sampleConfig("opus"), Live: sampleConfig("opus"),
 		Overrides:  []Override{{OptionID: "model", Category: "model", Value: json.RawMessage(`"opus"`), At: t0}},

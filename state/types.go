@@ -50,9 +50,15 @@ type Session struct {
 	// sidecar makes or climbs to for the session must get them again.
 	// Nothing the sidecar itself adds to a request is in it. nil when the
 	// client sent none.
-	Meta    json.RawMessage `json:"meta,omitempty"`
-	Created time.Time       `json:"created"`
-	Updated time.Time       `json:"updated"`
+	Meta json.RawMessage `json:"meta,omitempty"`
+	// NewParams are the other members of the client's session/new params,
+	// the ones the sidecar has no field for (ACP's systemPrompt, and what
+	// the protocol adds later), as an object of the members as the client
+	// sent them: every native session the sidecar makes for the session
+	// gets them again, as it gets Meta. nil when there were none.
+	NewParams json.RawMessage `json:"newParams,omitempty"`
+	Created   time.Time       `json:"created"`
+	Updated   time.Time       `json:"updated"`
 
 	// Baseline is the config the agent reported when the native session was
 	// created. Display and comparison only; never restored.

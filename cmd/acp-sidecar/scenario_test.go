@@ -597,11 +597,15 @@ func describeCall(c fakeagent.Call) string {
 		if at := wire.ForkAtOf(c.Params); at != "" {
 			parts = append(parts, "at the message of turn "+turnOfMessage(c.SessionID, at))
 		}
-		if m := metaOf(c.Params); m != nil {
-			// The fork point is said above; the rest is the session's.
-			if rest := wire.WithoutForkAt(json.RawMessage(strings.TrimPrefix(m[0], "_meta="))); rest != nil {
-				parts = append(parts, "_meta="+string(rest))
+		for _, m := range metaOf(c.Params) {
+			if meta, ok := strings.CutPrefix(m, "_meta="); ok {
+				// The fork point is said above; the rest is the session's.
+				if rest := wire.WithoutForkAt(json.RawMessage(meta)); rest != nil {
+					parts = append(parts, "_meta="+string(rest))
+				}
+				continue
 			}
+			parts = append(parts, m)
 		}
 	case "session/new", "session/load", "session/resume":
 		parts = append(parts, metaOf(c.Params)...)
@@ -616,20 +620,17 @@ func describeCall(c fakeagent.Call) string {
 	return strings.Join(parts, " ")
 }
 
-// metaOf is a session call's _meta as `_meta=BYTES`, exactly as the agent
-// received it; nothing when it has none.
+// metaOf is a session call's _meta as `_meta=BYTES`, then its systemPrompt
+// as `systemPrompt=BYTES`, exactly as the agent received them; nothing for
+// what it has not.
 func metaOf(params json.RawMessage) []string {
-	var p struct {
-		Meta json.RawMessage `json:"_meta"`
+	var out []string
+	for _, key := range []string{"_meta", "systemPrompt"} {
+		if start, end, ok := wire.Find(params, key); ok {
+			out = append(out, key+"="+string(params[start:end])) // the bytes as received
+		}
 	}
-	if json.Unmarshal(params, &p) != nil || len(p.Meta) == 0 {
-		return nil
-	}
-	// The bytes as received: the member's span in the params.
-	if start, end, ok := wire.Find(params, "_meta"); ok {
-		return []string{"_meta=" + string(params[start:end])}
-	}
-	return []string{"_meta=" + string(p.Meta)}
+	return out
 }
 
 // turnOfMessage is the turn of session sid whose answer the fake agent sent

@@ -60,12 +60,17 @@ func (e *engine) forkNativeAt(ctx context.Context, sid, parent string, snap Snap
 }
 
 // sessionParams are what a native session is made or brought back with:
-// the session's cwd, MCP servers, additional directories and _meta, as
-// the client gave them (DESIGN.md "Rebuilding a native session" 2). The
-// _meta carries creation options (claude-agent-acp's system prompt, for
-// one) that a native session made without them would run without.
+// the session's cwd, MCP servers, additional directories, _meta and other
+// creation params, as the client gave them (DESIGN.md "Rebuilding a native
+// session" 2). The _meta and ACP's systemPrompt carry creation options
+// (a system prompt to append, for one) that a native session made without
+// them would run without.
 func sessionParams(snap Snapshot) map[string]any {
-	params := map[string]any{"cwd": snap.Cwd, "mcpServers": mcpOrEmpty(snap.Mcp)}
+	params := map[string]any{}
+	// The other members the client made the session with (ACP's
+	// systemPrompt) go as they came; the ones the sidecar sets win.
+	wire.EachMember(snap.Params, func(key string, value json.RawMessage) { params[key] = value })
+	params["cwd"], params["mcpServers"] = snap.Cwd, mcpOrEmpty(snap.Mcp)
 	if len(snap.Dirs) > 0 {
 		params["additionalDirectories"] = snap.Dirs
 	}

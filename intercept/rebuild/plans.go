@@ -315,7 +315,7 @@ func ForkPlan(b *Rebuilder, parent, child string, at int, whole bool, snap Snaps
 				s := &record.Session{Started: true}
 				s.Rec = state.Session{
 					ClientID: child, NativeID: a.native, NativeHistory: []string{a.native}, Agent: b.cfg.Agent, AgentName: b.cfg.Name,
-					Cwd: snap.Cwd, McpServers: snap.Mcp, AdditionalDirectories: snap.Dirs, Meta: snap.Meta, Created: now,
+					Cwd: snap.Cwd, McpServers: snap.Mcp, AdditionalDirectories: snap.Dirs, Meta: snap.Meta, NewParams: snap.Params, Created: now,
 					Baseline: record.CloneConfig(a.Catalog), Live: a.Catalog, Original: record.CloneConfig(snap.Live),
 					Lineage: &state.Lineage{ParentID: parent, ForkTurn: at},
 				}

@@ -98,14 +98,17 @@ func ConfigMap(c *state.Config) map[string]string {
 
 // Snapshot is what a rebuild needs of a session, copied off the recorder.
 type Snapshot struct {
-	Client  string
-	Native  string
-	Live    *state.Config
-	Orig    *state.Config
-	Cwd     string
-	Mcp     json.RawMessage
-	Dirs    []string
-	Meta    json.RawMessage // the client's creation _meta (state.Session.Meta)
+	Client string
+	Native string
+	Live   *state.Config
+	Orig   *state.Config
+	Cwd    string
+	Mcp    json.RawMessage
+	Dirs   []string
+	Meta   json.RawMessage // the client's creation _meta (state.Session.Meta)
+	// Params are the other members the client made the session with
+	// (state.Session.NewParams).
+	Params  json.RawMessage
 	Running bool
 	Born    time.Time // record.Session.Born
 }
@@ -124,7 +127,7 @@ func snapshotOf(s *record.Session) Snapshot {
 func SnapshotOfRecord(rec *state.Session) Snapshot {
 	return Snapshot{
 		Client: rec.ClientID, Native: rec.NativeID, Live: record.CloneConfig(rec.Live), Orig: record.CloneConfig(rec.Original),
-		Cwd: rec.Cwd, Mcp: rec.McpServers, Dirs: rec.AdditionalDirectories, Meta: rec.Meta,
+		Cwd: rec.Cwd, Mcp: rec.McpServers, Dirs: rec.AdditionalDirectories, Meta: rec.Meta, Params: rec.NewParams,
 	}
 }
 

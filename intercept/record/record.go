@@ -790,11 +790,20 @@ func (r *Recorder) sessionResult(ctx context.Context, req *Request, result json.
 	}
 	s.Rec.Agent, s.Rec.AgentName, s.Rec.Cwd = r.cfg.Agent, r.cfg.Name, p.Cwd
 	s.Rec.McpServers, s.Rec.AdditionalDirectories = wire.CompactJSON(p.McpServers), p.AdditionalDirectories
-	var parentMeta json.RawMessage // a fork's parent's
+	var parentMeta, parentParams json.RawMessage // a fork's parent's
 	if parent := r.sessions[req.SID]; parent != nil && req.Method == wire.SessionFork {
-		parentMeta = parent.Rec.Meta
+		parentMeta, parentParams = parent.Rec.Meta, parent.Rec.NewParams
 	}
 	s.Rec.Meta = creationMeta(req.Method, p.Meta, s.Rec.Meta, parentMeta)
+	switch req.Method {
+	case wire.SessionNew, wire.SessionFork:
+		// What else the client made it with (ACP's systemPrompt); a load's
+		// or resume's other members (replayFrom) open, and make nothing.
+		s.Rec.NewParams = wire.OtherMembers(req.Params, "sessionId", "cwd", "mcpServers", "additionalDirectories", "_meta")
+		if s.Rec.NewParams == nil && req.Method == wire.SessionFork {
+			s.Rec.NewParams = parentParams
+		}
+	}
 	if s.Rec.Created.IsZero() {
 		s.Rec.Created = now
 	}

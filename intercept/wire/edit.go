@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // The rewrites the sidecar makes change only what they must and keep every
@@ -193,4 +194,44 @@ func Delete(raw []byte, path ...string) ([]byte, error) {
 		return Splice(raw, base+from, base+to, nil), nil
 	}
 	return raw, nil
+}
+
+// OtherMembers is the object raw holds without the members named in skip,
+// each other member's key and value as they were, in their order; nil when
+// none is left, or raw is no object.
+func OtherMembers(raw []byte, skip ...string) json.RawMessage {
+	_, _, ms, err := members(raw)
+	if err != nil {
+		return nil
+	}
+	var b []byte
+	for _, m := range ms {
+		if slices.Contains(skip, m.key) {
+			continue
+		}
+		if b == nil {
+			b = []byte{'{'}
+		} else {
+			b = append(b, ',')
+		}
+		b = append(b, String(m.key)...)
+		b = append(b, ':')
+		b = append(b, raw[m.start:m.end]...)
+	}
+	if b == nil {
+		return nil
+	}
+	return append(b, '}')
+}
+
+// EachMember calls fn with each member of the object raw holds, its key
+// and its value's bytes, in order; raw that is no object calls it never.
+func EachMember(raw []byte, fn func(key string, value json.RawMessage)) {
+	_, _, ms, err := members(raw)
+	if err != nil {
+		return
+	}
+	for _, m := range ms {
+		fn(m.key, json.RawMessage(raw[m.start:m.end]))
+	}
 }

@@ -55,3 +55,19 @@ func TestDelete(t *testing.T) {
 		t.Errorf("nested Delete = %s, %v; want %s", got, err, want)
 	}
 }
+
+// TestOtherMembers: the members not skipped, keys and values as they
+// were, in their order; nothing when none is left.
+func TestOtherMembers(t *testing.T) {
+	for _, tc := range []struct{ raw, want string }{
+		{`{"cwd":"/w","systemPrompt":{"mode":"append","content":[{"type":"text","text":"<b>&"}]},"mcpServers":[],"x":12345678901234567890}`,
+			`{"systemPrompt":{"mode":"append","content":[{"type":"text","text":"<b>&"}]},"x":12345678901234567890}`},
+		{`{"cwd":"/w","mcpServers":[]}`, ``},
+		{`{ "cwd" : "/w", "a\u00e9" : [ 1 , 2 ] }`, `{"aé":[ 1 , 2 ]}`},
+		{`[1]`, ``},
+	} {
+		if got := string(OtherMembers([]byte(tc.raw), "cwd", "mcpServers")); got != tc.want {
+			t.Errorf("OtherMembers(%s) = %s, want %s", tc.raw, got, tc.want)
+		}
+	}
+}
