@@ -191,32 +191,47 @@ func (a *agent) send(msg any) error {
 // call sends a request and waits for its response, the agent's exit, or ctx.
 // The response frame is returned too, so tests can record it verbatim.
 func (a *agent) call(ctx context.Context, method string, params any) (frame, error) {
+	wait, err := a.begin(method, params)
+	if err != nil {
+		return frame{}, err
+	}
+	return wait(ctx)
+}
+
+// begin sends a request, written before it returns, and returns the wait
+// for its response, as call does: a test that must know the request is on
+// its way before it goes on (say, a prompt sent while another turn runs)
+// waits later.
+func (a *agent) begin(method string, params any) (wait func(ctx context.Context) (frame, error), err error) {
 	a.mu.Lock()
 	a.nextID++
 	id := strconv.Itoa(a.nextID)
 	ch := make(chan frame, 1)
 	a.pending[id] = ch
 	a.mu.Unlock()
-	defer func() {
+	forget := func() {
 		a.mu.Lock()
 		delete(a.pending, id)
 		a.mu.Unlock()
-	}()
-
+	}
 	if err := a.send(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": method, "params": params}); err != nil {
-		return frame{}, fmt.Errorf("%s: %w", method, err)
+		forget()
+		return nil, fmt.Errorf("%s: %w", method, err)
 	}
-	select {
-	case f := <-ch:
-		if f.Error != nil {
-			return f, fmt.Errorf("%s: %w", method, f.Error)
+	return func(ctx context.Context) (frame, error) {
+		defer forget()
+		select {
+		case f := <-ch:
+			if f.Error != nil {
+				return f, fmt.Errorf("%s: %w", method, f.Error)
+			}
+			return f, nil
+		case <-a.readDone:
+			return frame{}, fmt.Errorf("%s: agent closed stdout before answering", method)
+		case <-ctx.Done():
+			return frame{}, fmt.Errorf("%s: no answer: %w", method, context.Cause(ctx))
 		}
-		return f, nil
-	case <-a.readDone:
-		return frame{}, fmt.Errorf("%s: agent closed stdout before answering", method)
-	case <-ctx.Done():
-		return frame{}, fmt.Errorf("%s: no answer: %w", method, context.Cause(ctx))
-	}
+	}, nil
 }
 
 // framesSince returns a copy of the frames received after the first n.

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -180,11 +181,13 @@ func runLifecycle(t *testing.T, la liveAgent) {
 
 	killed := killTree(t, stepTimeout, s.agentPid())
 	t.Logf("killed the agent's tree: %v", killed)
+	sent := s.a.frameCount()
 	res, err := s.promptCall(p5) // sent at once, and once: the sidecar hides the crash
 	if err != nil {
 		t.Fatalf("the prompt sent right after the kill: %v\nstderr:\n%s", err, s.a.stderr.String())
 	}
 	checkEndTurn(t, p5, res)
+	s.checkOnlyItsTurn("the prompt sent right after the kill", s.a.framesSince(sent), p5)
 	// Back natively (the agent's resume brings the handed-over turn with
 	// it) or handed over again: either way the handoff is there once.
 	s.checkTurn(la, "after the kill", p5, []string{p2, p4, p5}, []string{p1, p3}, handoffs)
@@ -209,6 +212,49 @@ func runLifecycle(t *testing.T, la liveAgent) {
 		if u := req.UserTexts(); slices.Contains(u, "/reset") || slices.Contains(u, "/rewind") {
 			t.Errorf("a slash command reached the LLM: %.300q", u)
 		}
+	}
+}
+
+// checkOnlyItsTurn asserts that what the client got from a prompt's send
+// to its turn's end (frames) is that turn and nothing of the rebuild the
+// prompt waited through: the agent's answers to the sidecar's own resume,
+// load or new stay the sidecar's (DESIGN.md "The sidecar's voice"). In v2
+// the turn's states are exactly running, idle, and no idle comes before
+// the prompt's acceptance (claude-agent-acp 0.101.0 and codex-acp 2.6.0
+// end their resume with an idle). codex-acp 2.6.0 reports running, and
+// echoes the prompt as a user_message_chunk, before it answers the prompt:
+// that is its turn. No message but the prompt's own echo is the user's: in
+// v1, no replay of the sidecar's own load reaches the client.
+func (s *sidecarSession) checkOnlyItsTurn(step string, frames []frame, text string) {
+	s.t.Helper()
+	var states []string
+	accepted := false
+	for _, f := range frames {
+		if f.Method == "" && f.Result != nil && bytes.Contains(f.Result, []byte(`"messageId"`)) {
+			accepted = true
+			continue
+		}
+		if f.Method != "session/update" || sessionOf(f) != s.sid {
+			continue
+		}
+		var p struct {
+			Update json.RawMessage `json:"update"`
+		}
+		_ = json.Unmarshal(f.Params, &p) // not an update: no kind
+		switch kind := updateKind(p.Update); kind {
+		case "state_update":
+			if st := stateOf(f); st == "idle" && !accepted {
+				s.t.Errorf("%s: the client got an idle state before the prompt's acceptance: %s", step, f.Raw)
+			}
+			states = append(states, stateOf(f))
+		case "user_message_chunk", "user_message":
+			if !bytes.Contains(f.Params, []byte(text)) {
+				s.t.Errorf("%s: the client got a user message that is not its prompt's (a replay of the rebuild's): %s", step, f.Raw)
+			}
+		}
+	}
+	if s.proto >= 2 && !slices.Equal(states, []string{"running", "idle"}) {
+		s.t.Errorf("%s: the turn's states were %q, want exactly running, idle", step, states)
 	}
 }
 

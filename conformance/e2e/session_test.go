@@ -349,6 +349,8 @@ type showRecord struct {
 		Prompt          string   `json:"prompt"`
 		Answer          string   `json:"answer"`
 		Notices         []string `json:"notices"`
+		Origin          string   `json:"origin"`
+		Asked           []string `json:"asked"`
 		NativeSessionID string   `json:"nativeSessionId"`
 	} `json:"turns"`
 }

@@ -81,19 +81,31 @@ func (m message) stream(w http.ResponseWriter) error {
 // streamRead writes, as the API's server-sent events, a reply that calls
 // the agent's Read tool on path (ReadMarker) and ends the turn for it.
 func (m message) streamRead(w http.ResponseWriter, id, path string) error {
+	return m.streamTool(w, id, "Read", map[string]any{"file_path": path})
+}
+
+// streamBackground writes a reply that runs command with the agent's Bash
+// tool in the background (BackgroundMarker) and ends the turn for it.
+func (m message) streamBackground(w http.ResponseWriter, id, command string) error {
+	return m.streamTool(w, id, "Bash", map[string]any{"command": command, "description": "mock-llm background command", "run_in_background": true})
+}
+
+// streamTool writes, as the API's server-sent events, a reply that calls
+// the agent's tool name with input and ends the turn for it.
+func (m message) streamTool(w http.ResponseWriter, id, name string, in map[string]any) error {
 	start := m.full()
 	start["content"] = []any{}
 	start["stop_reason"] = nil
 	start["usage"] = m.usage(1)
-	input, err := json.Marshal(map[string]string{"file_path": path})
+	input, err := json.Marshal(in)
 	if err != nil {
-		return fmt.Errorf("encode the read of %s: %w", path, err)
+		return fmt.Errorf("encode the %s call: %w", name, err)
 	}
 	events := []sseEvent{
 		{"message_start", map[string]any{"type": "message_start", "message": start}},
 		{"content_block_start", map[string]any{
 			"type": "content_block_start", "index": 0,
-			"content_block": map[string]any{"type": "tool_use", "id": id, "name": "Read", "input": map[string]any{}},
+			"content_block": map[string]any{"type": "tool_use", "id": id, "name": name, "input": map[string]any{}},
 		}},
 		{"content_block_delta", map[string]any{
 			"type": "content_block_delta", "index": 0,

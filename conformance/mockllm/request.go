@@ -263,21 +263,34 @@ func (r Request) ToolResults() []string {
 }
 
 // readRequest is the file a turn request asks the mock to read with the
-// agent's Read tool, "" for none: the request offers a tool named Read,
-// and its last user or assistant message is the user's, with ReadMarker in
-// its last text and no tool result (claude-agent-acp puts a system-role
-// message after the user's; its title request offers no tools).
+// agent's Read tool, "" for none (toolAsk with ReadMarker): the first word
+// after the marker.
 func (r Request) readRequest() string {
+	path, _, _ := strings.Cut(r.toolAsk("Read", ReadMarker), " ")
+	return path
+}
+
+// backgroundRequest is the shell command a turn request asks the mock to
+// run in the background with the agent's Bash tool, "" for none (toolAsk
+// with BackgroundMarker): the rest of the text after the marker.
+func (r Request) backgroundRequest() string { return r.toolAsk("Bash", BackgroundMarker) }
+
+// toolAsk is what follows marker in a turn request that asks the mock to
+// call the agent's tool, trimmed, "" for none: the request offers the
+// tool, and its last user or assistant message is the user's, with marker
+// in its last text and no tool result (claude-agent-acp puts a system-role
+// message after the user's; its title request offers no tools).
+func (r Request) toolAsk(tool, marker string) string {
 	var b struct {
 		Tools []struct {
 			Name string `json:"name"`
 		} `json:"tools"`
 	}
-	_ = json.Unmarshal(r.Body, &b) // a body without tools asks for no read
+	_ = json.Unmarshal(r.Body, &b) // a body without tools asks for no tool
 	if !slices.ContainsFunc(b.Tools, func(t struct {
 		Name string `json:"name"`
 	}) bool {
-		return t.Name == "Read"
+		return t.Name == tool
 	}) {
 		return ""
 	}
@@ -292,10 +305,9 @@ func (r Request) readRequest() string {
 	if len(t) == 0 {
 		return ""
 	}
-	_, path, ok := strings.Cut(t[len(t)-1], ReadMarker)
+	_, rest, ok := strings.Cut(t[len(t)-1], marker)
 	if !ok {
 		return ""
 	}
-	path, _, _ = strings.Cut(strings.TrimSpace(path), " ")
-	return path
+	return strings.TrimSpace(rest)
 }

@@ -51,6 +51,10 @@ type Server struct {
 	// recorded, made by a waiter, is closed when the next request is
 	// recorded (see WaitRequest).
 	recorded chan struct{}
+	// released is closed by Release (isReleased), made by the first
+	// request HoldMarker holds, or by Release.
+	released   chan struct{}
+	isReleased bool
 
 	// closeFn is set by Start before the server is shared; it stops the
 	// listener and waits for serving to end. Nil for a Server that is only a
@@ -228,12 +232,45 @@ func knownPath(p string) bool {
 // in the middle of it.
 const StallMarker = "mock-llm: stall"
 
+// HoldMarker in the last user text makes the mock record the request and
+// answer it only once the test calls Release: a turn that stays in flight
+// until the test has done what it must meanwhile (send the next prompt),
+// and then ends as any other. An agent's side requests that quote the
+// prompt (claude's title request) are held with it.
+const HoldMarker = "mock-llm: hold"
+
+// Release lets every request HoldMarker holds be answered, from now on.
+func (s *Server) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.isReleased {
+		close(s.holdGate())
+		s.isReleased = true
+	}
+}
+
+// holdGate is what a held request waits on: closed by Release. s.mu must
+// be held.
+func (s *Server) holdGate() chan struct{} {
+	if s.released == nil {
+		s.released = make(chan struct{})
+	}
+	return s.released
+}
+
 // ReadMarker, followed by an absolute path, in the last user text makes the
 // mock answer a Messages request with a call of the agent's Read tool on
 // that path instead of text (claude-agent-acp has one); the agent's next
 // request carries the tool's result, and gets the reply text. A turn whose
 // history must hold a tool's result is made so.
 const ReadMarker = "mock-llm: read "
+
+// BackgroundMarker, followed by a shell command, in the last user text
+// makes the mock answer a Messages request with a call of the agent's
+// Bash tool that runs the command in the background (claude-agent-acp has
+// one): the turn goes on, and may end, while the command runs, and the
+// agent hears of the command's end later, as background work.
+const BackgroundMarker = "mock-llm: background "
 
 // An api is the wire shape of a turn request and its answer.
 type api int
@@ -255,10 +292,23 @@ func (s *Server) turn(ctx context.Context, w http.ResponseWriter, rec Request, a
 		return
 	}
 	rec.Model, rec.Effort, rec.Stream, rec.Status = b.Model, b.effort(), b.Stream, http.StatusOK
+	gate := (<-chan struct{})(nil)
+	if strings.Contains(rec.LastUserText(), HoldMarker) {
+		s.mu.Lock()
+		gate = s.holdGate()
+		s.mu.Unlock()
+	}
 	n := s.record(rec)
 	if strings.Contains(rec.LastUserText(), StallMarker) {
 		<-ctx.Done() // the agent died or the mock closed; nobody reads an answer
 		return
+	}
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return // the agent died or the mock closed; nobody reads an answer
+		}
 	}
 
 	text := DefaultReply(rec)
@@ -286,6 +336,8 @@ func (s *Server) turn(ctx context.Context, w http.ResponseWriter, rec Request, a
 		return
 	case rec.readRequest() != "":
 		err = m.streamRead(w, fmt.Sprintf("toolu_mock_%04d", n), rec.readRequest())
+	case rec.backgroundRequest() != "":
+		err = m.streamBackground(w, fmt.Sprintf("toolu_mock_%04d", n), rec.backgroundRequest())
 	default:
 		err = m.stream(w)
 	}

@@ -559,3 +559,37 @@ func TestReadMarker(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldMarker: a request whose last user text holds HoldMarker is
+// recorded at once and answered only after Release; a request without it
+// is not held meanwhile.
+func TestHoldMarker(t *testing.T) {
+	s := New(Options{Logf: t.Logf})
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	answered := make(chan int, 1)
+	go func() {
+		resp, err := http.Post(ts.URL+"/v1/messages", "application/json", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"wait `+HoldMarker+`"}]}`))
+		if err != nil {
+			answered <- -1
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	if _, err := s.WaitRequest(t.Context(), func(r Request) bool { return strings.Contains(r.LastUserText(), HoldMarker) }); err != nil {
+		t.Fatal(err)
+	}
+	if resp := post(t, ts.URL+"/v1/messages", `{"model":"m","messages":[{"role":"user","content":"not held"}]}`); resp.StatusCode != http.StatusOK {
+		t.Errorf("a request without the marker got %d while one was held", resp.StatusCode)
+	}
+	select {
+	case code := <-answered:
+		t.Fatalf("the held request was answered (%d) before Release", code)
+	default:
+	}
+	s.Release()
+	if code := <-answered; code != http.StatusOK {
+		t.Errorf("the held request got %d after Release, want 200", code)
+	}
+}
