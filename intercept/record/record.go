@@ -318,6 +318,12 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 			return proxy.Verdict{}, nil // not a response the record waits for
 		}
 	}
+	if u := string(f.Env.Update); (u == "tool_call" || u == "tool_call_update") &&
+		r.led.TurnStateOf(wire.SessionIDOf(f), speaksV2(r.life)) == ledger.Opening {
+		// The replay of a load or resume, history the record has: not
+		// the background work of the turn before (turns.go).
+		return proxy.Verdict{}, nil
+	}
 	ev := Event{Dir: f.Dir, Method: string(f.Env.Method), Update: string(f.Env.Update), Raw: append([]byte(nil), f.Raw...)}
 	if f.Dir == proxy.ClientToAgent && f.Env.Kind == proxy.KindRequest {
 		// The params are decoded on the recorder's goroutine, off the
