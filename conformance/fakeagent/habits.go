@@ -9,8 +9,6 @@ import (
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
-
-	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 )
 
 // The wire habits of claude-agent-acp 0.101.0 and codex-acp 2.6.0 that
@@ -140,16 +138,30 @@ func AuthStatusLine() []byte {
 	return []byte(`{"jsonrpc":"2.0","method":"_auth/status_update","params":{"status":"authenticated"}}` + "\n")
 }
 
-// forkPoint reads the message a session/fork is asked to fork at
-// (wire.ForkAtOf) from its _meta, as the SDK decoded it
-// (-fork-at-message). The fork keeps the parent's turns up to the one
-// whose answer carried that messageId.
+// forkPoint reads the message a session/fork is asked to fork at from its
+// _meta, as the SDK decoded it (-fork-at-message), the way claude-agent-acp
+// 0.101.0 (dist/fork-session.js) and codex-acp 2.6.0 read it:
+// `_meta.jetbrains.air.fork` {version 1, messageId}. The fork keeps the
+// parent's turns up to the one whose answer carried that messageId.
 func forkPoint(meta map[string]any) (string, bool) {
-	raw, err := json.Marshal(map[string]any{"_meta": meta})
+	raw, err := json.Marshal(meta)
 	if err != nil {
 		return "", false
 	}
-	id := strings.TrimSpace(wire.ForkAtOf(raw))
+	var m struct {
+		JetBrains struct {
+			Air struct {
+				Fork *struct {
+					Version   int    `json:"version"`
+					MessageID string `json:"messageId"`
+				} `json:"fork"`
+			} `json:"air"`
+		} `json:"jetbrains"`
+	}
+	if json.Unmarshal(raw, &m) != nil || m.JetBrains.Air.Fork == nil || m.JetBrains.Air.Fork.Version != 1 {
+		return "", false
+	}
+	id := strings.TrimSpace(m.JetBrains.Air.Fork.MessageID)
 	return id, id != ""
 }
 

@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 
 	acp "github.com/coder/acp-go-sdk"
-
-	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 )
 
 // The fake agent speaks ACP v2 (-v2) through an adapter at its stdio edges
@@ -290,7 +288,7 @@ func editObject(raw json.RawMessage, edit func(map[string]json.RawMessage) error
 	if err := edit(m); err != nil {
 		return nil, err
 	}
-	return wire.Marshal(m)
+	return marshal(m)
 }
 
 // resultLine is the response line carrying result, with its newline.

@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	acp "github.com/coder/acp-go-sdk"
-
-	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 )
 
 // v2ProtocolVersion is the highest ACP version the fake agent speaks: the
@@ -135,7 +133,7 @@ func v2InitializeResult(result json.RawMessage) (json.RawMessage, error) {
 		Session sessionCaps     `json:"session"`
 		Meta    json.RawMessage `json:"_meta,omitempty"`
 	}
-	return wire.Marshal(struct {
+	return marshal(struct {
 		ProtocolVersion int             `json:"protocolVersion"`
 		Info            json.RawMessage `json:"info"`
 		Capabilities    capabilities    `json:"capabilities"`

@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	acp "github.com/coder/acp-go-sdk"
-
-	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 )
 
 // The session methods in v2 (v2.go). session/list, session/close,
@@ -25,7 +23,7 @@ func (v *v2adapter) removed(env envelope) {
 // request is the SDK's line for the client's request env, as method with
 // params.
 func (v *v2adapter) request(env envelope, method string, params any) ([]byte, envelope) {
-	b, err := wire.Marshal(params)
+	b, err := marshal(params)
 	if err != nil { // params are maps of raw JSON the client sent
 		fmt.Fprintf(v.stderr, "fakeagent: v2 %s params: %v\n", env.Method, err)
 		v.host.answerRaw(env.ID, nil, &acp.RequestError{Code: codeInternalError, Message: "Internal error: " + err.Error()})
@@ -166,7 +164,7 @@ func v2OptionsIn(m map[string]json.RawMessage) error {
 			delete(o, "id")
 		}
 	}
-	b, err := wire.Marshal(opts)
+	b, err := marshal(opts)
 	if err != nil {
 		return fmt.Errorf("configOptions: %w", err)
 	}

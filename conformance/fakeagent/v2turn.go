@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-
-	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 )
 
 // A v2 prompt (v2.go) is answered as soon as it is inserted, and its end is
@@ -144,7 +142,7 @@ func (v *v2adapter) bigPrompt(id json.RawMessage, sid string, res map[string]any
 	mid := v.ownIDLocked(sid, "big prompt")
 	v.mu.Unlock()
 	res["messageId"] = mid
-	body, err := wire.Marshal(res)
+	body, err := marshal(res)
 	if err != nil {
 		fmt.Fprintf(v.stderr, "fakeagent: v2 big prompt result: %v\n", err)
 		return

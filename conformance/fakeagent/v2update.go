@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-
-	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 )
 
 // The v1 agent's session updates and permission requests in v2 (v2.go).
@@ -87,7 +85,7 @@ func (v *v2adapter) editUpdate(line []byte, params json.RawMessage, edit func(ma
 // availableCommands list, for -commands-in-result; nil if it cannot be
 // built, which stderr says.
 func v2CommandList(stderr io.Writer) json.RawMessage {
-	list, err := wire.Marshal(commandsUpdate().AvailableCommandsUpdate.AvailableCommands)
+	list, err := marshal(commandsUpdate().AvailableCommandsUpdate.AvailableCommands)
 	if err == nil {
 		u := map[string]json.RawMessage{"availableCommands": list}
 		if err = v2Commands(u); err == nil {
@@ -125,7 +123,7 @@ func v2Commands(u map[string]json.RawMessage) error {
 		}
 		c["input"] = typed
 	}
-	b, err := wire.Marshal(cmds)
+	b, err := marshal(cmds)
 	u["availableCommands"] = b
 	return err
 }
@@ -215,7 +213,7 @@ func (v *v2adapter) permission(line []byte, f v2frame) []byte {
 		if call.Title == "" {
 			call.Title = "Permission"
 		}
-		subject, err := wire.Marshal(map[string]json.RawMessage{"type": json.RawMessage(`"tool_call"`), "toolCall": tc})
+		subject, err := marshal(map[string]json.RawMessage{"type": json.RawMessage(`"tool_call"`), "toolCall": tc})
 		if err != nil {
 			return err
 		}

@@ -353,3 +353,15 @@ func UnknownUpdateLine(sessionID string) []byte {
 	return []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":` + jsonString(sessionID) +
 		`,"update":{"sessionUpdate":"brand_new_update","brandNew":{"answer":42,"nested":[1,"two",null,{"x":1.50}]},"note":"unknown to every SDK"}}}` + "\n")
 }
+
+// marshal encodes v as JSON without HTML escaping: the bytes a client
+// compares with what it sent keep their <, > and &.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}

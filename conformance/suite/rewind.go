@@ -11,13 +11,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/fakeagent"
 	"github.com/acp-sidecar/acp-sidecar/conformance/mockllm"
-	"github.com/acp-sidecar/acp-sidecar/intercept/life"
-	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 )
 
 // A rewind on an agent the sidecar knows to fork at a message
@@ -41,7 +40,7 @@ func nativeFork(entries []traceEntry) string {
 			Params json.RawMessage `json:"params"`
 		}
 		if json.Unmarshal(e.Frame, &f) == nil && f.Method == "session/fork" {
-			if at := wire.ForkAtOf(f.Params); at != "" {
+			if at := forkAtOf(f.Params); at != "" {
 				id = at
 			}
 		}
@@ -71,16 +70,90 @@ func lastMessageID(lines []envelope, sid string) string {
 	return id
 }
 
-// knownToFork says whether the sidecar's table knows the agent to fork at
-// a message, as the initialize result names it; why not, when it does not.
+// knownToFork says whether the agent, as the initialize result names it,
+// is one known to fork at a message, so that the sidecar rewinds it by
+// its own fork (docs/agents.md, "Agents the sidecar knows"); why not, when
+// it is not.
 func knownToFork(pr probeResult) (bool, string) {
 	if !pr.can.session("fork") {
 		return false, "the agent does not advertise " + sessionCapName(pr.can.proto, "fork")
 	}
-	if !life.HabitsOf(pr.info.Name, pr.info.Version).ForksAtMessage {
+	if !forksAtMessage(pr.info.Name, pr.info.Version) {
 		return false, fmt.Sprintf("the sidecar does not know %s %s to fork at a message (docs/agents.md)", pr.info.Name, pr.info.Version)
 	}
 	return true, ""
+}
+
+// The suite is the sidecar's oracle, so what it knows of the agents it
+// knows on its own: which fork at a message, and how a fork is asked to.
+// It reads no table of the sidecar's.
+
+// forksAtMessage says whether the agent named name (its last path element)
+// at version honours `_meta.jetbrains.air.fork` on session/fork, as
+// claude-agent-acp 0.101.0 (dist/fork-session.js) and codex-acp 2.6.0
+// (src/SessionFork.ts) do, and later releases.
+func forksAtMessage(name, version string) bool {
+	since := map[string]string{"claude-agent-acp": "0.101.0", "codex-acp": "2.6.0"}[name[strings.LastIndexByte(name, '/')+1:]]
+	return since != "" && releaseAtLeast(version, since)
+}
+
+// releaseAtLeast compares dotted release numbers, ignoring a pre-release
+// or build suffix; one it cannot read is at least nothing.
+func releaseAtLeast(v, min string) bool {
+	parse := func(v string) ([]int, bool) {
+		v = strings.TrimPrefix(v, "v")
+		if i := strings.IndexAny(v, "-+"); i >= 0 {
+			v = v[:i]
+		}
+		var out []int
+		for _, p := range strings.Split(v, ".") {
+			n, err := strconv.Atoi(p)
+			if err != nil {
+				return nil, false
+			}
+			out = append(out, n)
+		}
+		return out, len(out) > 0
+	}
+	a, ok := parse(v)
+	b, okMin := parse(min)
+	if !ok || !okMin {
+		return false
+	}
+	for i := range max(len(a), len(b)) {
+		var x, y int
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y {
+			return x > y
+		}
+	}
+	return true
+}
+
+// forkAtOf is the messageId a session/fork's params ask to fork at, ""
+// for none: `_meta.jetbrains.air.fork` of version 1.
+func forkAtOf(params json.RawMessage) string {
+	var p struct {
+		Meta struct {
+			JetBrains struct {
+				Air struct {
+					Fork *struct {
+						Version   int    `json:"version"`
+						MessageID string `json:"messageId"`
+					} `json:"fork"`
+				} `json:"air"`
+			} `json:"jetbrains"`
+		} `json:"_meta"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.Meta.JetBrains.Air.Fork == nil || p.Meta.JetBrains.Air.Fork.Version != 1 {
+		return ""
+	}
+	return p.Meta.JetBrains.Air.Fork.MessageID
 }
 
 func needForkAtMessage(pr probeResult) string {
