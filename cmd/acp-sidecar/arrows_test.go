@@ -117,6 +117,43 @@ func TestImportArrows(t *testing.T) {
 	}
 }
 
+// testOnly are the packages of the module that are test code, though not
+// in test files: the binary the user builds carries none of them
+// (docs/flags.md, "What the binary holds").
+var testOnly = []string{"state/pgtest", "conformance/testbin"}
+
+// TestBinaryHoldsNoTestCode holds the release build to the product:
+// `go list -deps ./cmd/acp-sidecar` names none of testOnly.
+func TestBinaryHoldsNoTestCode(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		testbin.Missing(t, "no go command on PATH to list the packages with: "+err.Error())
+	}
+	root := moduleRoot(t)
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(goTool, args...)
+		cmd.Dir = root
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.Bytes())
+		}
+		return string(out)
+	}
+	module := strings.TrimSpace(run("list", "-m"))
+	deps := strings.Fields(run("list", "-deps", "./cmd/acp-sidecar"))
+	if !slices.Contains(deps, module+"/cmd/acp-sidecar") {
+		t.Fatalf("go list -deps ./cmd/acp-sidecar does not list the binary: %v", deps)
+	}
+	for _, p := range testOnly {
+		if slices.Contains(deps, module+"/"+p) {
+			t.Errorf("the binary carries %s, test code", p)
+		}
+	}
+}
+
 // interceptArrows is, for each package of intercept/, the packages of
 // intercept/ it may import. The ledger and the agent's life own one kind
 // of state each and import nothing of intercept/; wire/ is what frames

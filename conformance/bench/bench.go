@@ -63,6 +63,7 @@ type options struct {
 	keep       bool
 	timeout    time.Duration
 	sidecar    stringList
+	postgres   string // the store workload's server (-postgres)
 }
 
 // quickOptions are what -quick changes, unless the flag is given too.
@@ -147,6 +148,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of a table")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory with the sidecar's log")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "limit for one run of one relay")
+	fs.StringVar(&o.postgres, "postgres", "", "for -only store: a postgres:// URL of a PostgreSQL server the store workload may create (and drops) databases in; scripts/bench-store starts one for the run")
 	fs.Var(&o.sidecar, "sidecar-flag", "pass a flag to the measured sidecar, such as -sidecar-flag=--log-level=debug (repeatable)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: acp-sidecar bench [flags]\n\n"+

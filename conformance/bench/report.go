@@ -297,7 +297,7 @@ func (r *results) writeTable(w io.Writer) error {
 		fmt.Fprintln(tw, "several_agents_*: SIDECAR runs two named agents, the default one streaming, BYTECOPY the same agent alone; both checked byte for byte")
 	}
 	if r.store != nil {
-		fmt.Fprintln(tw, "store_*: SIDECAR is the fleet's PostgreSQL (a local unix socket, fsync on), BYTECOPY the disk store (badger); store_recording_*: --store on PostgreSQL, against --record=false")
+		fmt.Fprintln(tw, "store_*: SIDECAR is the fleet's store on the -postgres server, BYTECOPY the disk store (badger); store_recording_*: --store on PostgreSQL, against --record=false")
 	}
 	if r.o.only.has(wRecovery) {
 		fmt.Fprintln(tw, "recovery: SIDECAR is the agent's SIGKILL to the answer of a prompt sent at once, BYTECOPY the agent alone: start, initialize, session/new, the prompt")

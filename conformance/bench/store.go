@@ -5,18 +5,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/acp-sidecar/acp-sidecar/state"
-	"github.com/acp-sidecar/acp-sidecar/state/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 
 // The store workload (-only store; docs/fleet.md "Measured"): the fleet's
-// store on a PostgreSQL started for the run, on a local unix socket with
-// fsync on, against the disk store (badger) of one host, in one run.
+// store on the PostgreSQL that -postgres names (scripts/bench-store starts
+// one for the run, on a local unix socket with fsync on), against the disk
+// store (badger) of one host, in one run.
 //   - turn-end acknowledgement: a turn written and flushed, as the record
 //     does before it forwards the response that ends the turn, one after
 //     another; p50 and p99, and what PostgreSQL adds to the p99, <= 5 ms;
@@ -27,8 +29,9 @@ import (
 //   - the recording workload with --store on PostgreSQL, against the same
 //     sidecar with --record=false, >= 0.9x.
 //
-// It needs PostgreSQL's binaries (scripts/pg-setup.sh installs them), so it
-// runs only when -only names it.
+// It needs a PostgreSQL, so it runs only when -only names it. The binary
+// starts none itself: the throwaway server the tests start (state/pgtest)
+// is test code, and stays out of the release build.
 
 const (
 	targetStoreAckP99 = 5.0 // ms PostgreSQL adds to badger's p99 turn-end acknowledgement, at most
@@ -55,11 +58,11 @@ const (
 )
 
 func (r *runner) storeWorkload(ctx context.Context, o options, progress io.Writer) (*storeResult, error) {
-	srv, err := pgtest.Start(ctx, pgtest.Options{Fsync: true})
+	srv, err := newPGServer(o.postgres)
 	if err != nil {
 		return nil, err
 	}
-	defer srv.Stop() // the measurement is done; a failure to remove a temp dir changes nothing in it
+	defer srv.dropAll(ctx) // the measurement is done; what is left of a database is logged
 	var res storeResult
 	opens := [2]func(name string) (state.Store, error){
 		sidecarRelay: func(name string) (state.Store, error) {
@@ -102,11 +105,12 @@ func (r *runner) storeWorkload(ctx context.Context, o options, progress io.Write
 	fmt.Fprintf(progress, "bench: store: turn-end acknowledgement p99 %s on PostgreSQL, %s on badger; %.0f and %.0f appends/s\n",
 		res.ackP99[sidecarRelay].Round(10*time.Microsecond), res.ackP99[byteCopyRelay].Round(10*time.Microsecond), res.appends[sidecarRelay], res.appends[byteCopyRelay])
 
-	if _, err := srv.CreateDB(ctx, "recording"); err != nil {
+	recURL, err := srv.CreateDB(ctx, "recording")
+	if err != nil {
 		return nil, err
 	}
 	rec := *r
-	rec.extra = append(append([]string(nil), r.extra...), "--store", srv.URL("recording"))
+	rec.extra = append(append([]string(nil), r.extra...), "--store", recURL)
 	if res.rec, err = rec.recordingRound(ctx, []relayKind{byteCopyRelay, sidecarRelay}, o.recordRuns, o.recordN, o.smallSize); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
@@ -189,7 +193,7 @@ func appends(ctx context.Context, st state.Store, writers, each int) (float64, e
 // bigListing fills a database with storeSessions sessions of storeTurns
 // turns each, with SQL, and times `sessions` (Store.Sessions) on it: the
 // median of three.
-func bigListing(ctx context.Context, srv *pgtest.Server) (time.Duration, int, int, error) {
+func bigListing(ctx context.Context, srv *pgServer) (time.Duration, int, int, error) {
 	dsn, err := srv.CreateDB(ctx, "listing")
 	if err != nil {
 		return 0, 0, 0, err
@@ -264,4 +268,69 @@ func storeMetrics(s *storeResult) []Metric {
 	rec.Target = fmt.Sprintf(">= %.2fx --record=false", targetRecording)
 	rec.Pass = verdict(rec.Ratio >= targetRecording)
 	return []Metric{p50, p99, app, list, rec}
+}
+
+// pgServer is the PostgreSQL the store workload measures on (-postgres):
+// it makes a database of its own for each measurement, and drops them all
+// at the end.
+type pgServer struct {
+	base    *url.URL // the server, as -postgres gave it
+	prefix  string   // what the run's databases are named with
+	made    []string
+	dropErr io.Writer
+}
+
+// newPGServer reads -postgres, a postgres:// URL of a server the user may
+// create databases in.
+func newPGServer(dsn string) (*pgServer, error) {
+	if dsn == "" {
+		return nil, fmt.Errorf("the store workload needs -postgres URL, a PostgreSQL server it may create databases in (scripts/bench-store starts one for the run)")
+	}
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		// Not echoed: a key=value string may hold a password.
+		return nil, fmt.Errorf("-postgres: want a postgres:// URL")
+	}
+	return &pgServer{base: u, prefix: fmt.Sprintf("acp_sidecar_bench_%d_", os.Getpid()), dropErr: os.Stderr}, nil
+}
+
+// url is the server's URL with database db, the form --store takes.
+func (s *pgServer) url(db string) string {
+	u := *s.base
+	u.Path = "/" + db
+	return u.String()
+}
+
+// CreateDB makes an empty database for one measurement and returns its URL.
+func (s *pgServer) CreateDB(ctx context.Context, name string) (string, error) {
+	name = s.prefix + name
+	conn, err := pgx.Connect(ctx, s.base.String())
+	if err != nil {
+		return "", fmt.Errorf("store: connect to -postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("store: create database %s: %w", name, err)
+	}
+	s.made = append(s.made, name)
+	return s.url(name), nil
+}
+
+// dropAll drops the databases CreateDB made, and says on stderr which it
+// could not.
+func (s *pgServer) dropAll(ctx context.Context) {
+	if len(s.made) == 0 {
+		return
+	}
+	conn, err := pgx.Connect(ctx, s.base.String())
+	if err != nil {
+		fmt.Fprintf(s.dropErr, "bench: the store workload's databases %v are left: %v\n", s.made, err)
+		return
+	}
+	defer conn.Close(ctx)
+	for _, name := range s.made {
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			fmt.Fprintf(s.dropErr, "bench: the store workload's database %s is left: %v\n", name, err)
+		}
+	}
 }
