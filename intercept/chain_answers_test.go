@@ -98,7 +98,7 @@ func TestOneAnswerThroughTheLedger(t *testing.T) {
 	// late answer is a second one.
 	verdicts["5"] = proxy.Verdict{}
 	c.Frame(ctx, req("5"))
-	led.Update(func(f *ledger.Flight) { f.Note("5", "session/prompt", "s1").State = ledger.Sent })
+	led.Update(func(f *ledger.Flight) { f.Requests.Note("5", "session/prompt", "s1").State = ledger.Sent })
 	var gone ledger.Gone
 	led.Update(func(f *ledger.Flight) { gone = f.AgentGone(1) })
 	if len(gone.Sent) != 1 || gone.Sent[0].ID != "5" {

@@ -68,8 +68,8 @@ func TestChunkScopes(t *testing.T) {
 		c.Frame(ctx, scanFrame(t, proxy.ClientToAgent, raw))
 	}
 	r.led.Update(func(f *ledger.Flight) {
-		f.Hush("n1", ledger.HushAll)
-		f.BeginCreating()
+		f.Natives.Hush("n1", ledger.HushAll)
+		f.Natives.BeginCreating()
 	})
 	var scoped, asked []string
 	for _, ic := range StageList(r) {
@@ -211,13 +211,13 @@ func TestChunkGate(t *testing.T) {
 		suppress, mapped, creating := bits&1 != 0, bits&2 != 0, bits&4 != 0
 		r.led.Update(func(f *ledger.Flight) {
 			if suppress {
-				f.Hush("n1", ledger.HushAll)
+				f.Natives.Hush("n1", ledger.HushAll)
 			}
 			if mapped {
 				f.Remap("c1", "n1", 0)
 			}
 			if creating {
-				f.BeginCreating()
+				f.Natives.BeginCreating()
 			}
 		})
 		if got, want := r.gate.open(), suppress || mapped || creating; got != want {
@@ -273,8 +273,8 @@ func TestChainPassesOverShutGates(t *testing.T) {
 		asked = nil
 		// A native session whose updates are kept back opens the gate.
 		r.led.Update(func(f *ledger.Flight) {
-			if f.Unhush("n1", ledger.HushAll); tt.open {
-				f.Hush("n1", ledger.HushAll)
+			if f.Natives.Unhush("n1", ledger.HushAll); tt.open {
+				f.Natives.Hush("n1", ledger.HushAll)
 			}
 		})
 		c.Frame(context.Background(), scanFrame(t, proxy.AgentToClient, tt.frame))

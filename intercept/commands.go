@@ -235,7 +235,7 @@ func (c *commands) title(native string, raw []byte) proxy.Verdict {
 	sessions := true
 	if !handoff {
 		sid := c.led.ClientOf(native)
-		c.led.Update(func(f *ledger.Flight) { sessions = f.AgentTitled(sid, title) })
+		c.led.Update(func(f *ledger.Flight) { sessions = f.Sessions.AgentTitled(sid, title) })
 	}
 	if sessions && !handoff {
 		return proxy.Verdict{}
@@ -348,9 +348,9 @@ func (c *commands) mergeCommands(sid string, raw []byte) (proxy.Verdict, error) 
 		agents = wire.CommandList(wire.Member(raw, "params", "update", "availableCommands"))
 	}
 	c.led.Update(func(f *ledger.Flight) {
-		f.SawCommands(sid)
+		f.Natives.SawCommands(sid)
 		if v >= wire.V2 {
-			f.AgentCommands(sid, agents)
+			f.Natives.AgentCommands(sid, agents)
 		}
 	})
 	line, err := wire.InsertArray(raw, false, commandsJSON(v), "params", "update", "availableCommands")
@@ -385,8 +385,8 @@ func (c *commands) resultCommands(q ledger.Request, raw []byte) (proxy.Verdict, 
 	}
 	agents := wire.CommandList(list)
 	c.led.Update(func(f *ledger.Flight) {
-		f.SawCommands(native)
-		f.AgentCommands(native, agents)
+		f.Natives.SawCommands(native)
+		f.Natives.AgentCommands(native, agents)
 	})
 	line, err := wire.InsertArray(raw, false, commandsJSON(wire.V2), "result", "availableCommands")
 	if err != nil {
@@ -450,7 +450,7 @@ func (c *commands) prompt(ctx context.Context, id []byte, sid string, raw []byte
 	}
 	var h replay.Handoff
 	var ok bool
-	if c.led.Update(func(f *ledger.Flight) { h, ok = f.TakeHandoff(sid) }); ok {
+	if c.led.Update(func(f *ledger.Flight) { h, ok = f.Sessions.TakeHandoff(sid) }); ok {
 		block := wire.Encode(map[string]string{"type": "text", "text": h.Text})
 		line, err := wire.InsertArray(raw, true, [][]byte{block}, "params", "prompt")
 		if err != nil {
@@ -473,8 +473,8 @@ func (c *commands) announce(sid string, changes bool) (done func()) {
 	if !changes || sid == "" {
 		return func() {}
 	}
-	c.led.Update(func(f *ledger.Flight) { f.Announce(sid) })
-	return func() { c.led.Update(func(f *ledger.Flight) { f.Announced(sid) }) }
+	c.led.Update(func(f *ledger.Flight) { f.Sessions.Announce(sid) })
+	return func() { c.led.Update(func(f *ledger.Flight) { f.Sessions.Announced(sid) }) }
 }
 
 func blockedError(id []byte, fields []string, reason string) []byte {

@@ -19,5 +19,5 @@ func StageList(r *Core) []Interceptor {
 // promptInFlight puts a prompt the record waits for in r's ledger, as a
 // client's prompt on its way does: the record reads chunks while one is.
 func promptInFlight(r *Core) {
-	r.led.Update(func(f *ledger.Flight) { f.Record("test-prompt", "session/prompt", "s1") })
+	r.led.Update(func(f *ledger.Flight) { f.Requests.Record("test-prompt", "session/prompt", "s1") })
 }

@@ -34,7 +34,7 @@ func TestEarlyFramesAlwaysReleased(t *testing.T) {
 		return v
 	}
 
-	led.Update(func(f *ledger.Flight) { f.BeginCreating() })
+	led.Update(func(f *ledger.Flight) { f.Natives.BeginCreating() })
 	var held []proxy.Verdict
 	for _, raw := range []string{frame, other} {
 		v := intercept(raw)
@@ -45,7 +45,7 @@ func TestEarlyFramesAlwaysReleased(t *testing.T) {
 	}
 	led.Update(func(f *ledger.Flight) {
 		f.Remap("client-1", "new-1", 0)
-		f.EndCreating()
+		f.Natives.EndCreating()
 	})
 	// Each Later returns at once now: the creation has ended. One that
 	// waited would hang here until the test's deadline.
@@ -76,7 +76,7 @@ func TestEarlyFramesAlwaysReleased(t *testing.T) {
 func TestSettledKeepsALaterDeath(t *testing.T) {
 	r := New(Config{Store: nil})
 	gen := r.life.Gen()
-	r.led.Update(func(f *ledger.Flight) { f.MarkStale("s1") })
+	r.led.Update(func(f *ledger.Flight) { f.Sessions.MarkStale("s1") })
 	r.led.Update(func(f *ledger.Flight) { f.Settled("s1", gen) })
 	if r.led.IsStale("s1") {
 		t.Fatal("a rebuild on a living agent left the session stale")

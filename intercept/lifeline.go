@@ -144,7 +144,7 @@ func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdic
 	switch {
 	case f.Dir == proxy.ClientToAgent && f.Env.Kind == proxy.KindResponse:
 		id, stale := ledger.Key(f.Env.ID), false
-		ll.led.Update(func(f *ledger.Flight) { stale = f.ClientAnswered(id) })
+		ll.led.Update(func(f *ledger.Flight) { stale = f.Requests.ClientAnswered(id) })
 		if stale {
 			return proxy.Verdict{Do: proxy.Drop}, nil // its asker died; nobody waits
 		}
@@ -154,7 +154,7 @@ func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdic
 		// prompt is answered cancelled, and the agent, which never had
 		// it, is not told.
 		sid, cancelled := wire.SessionIDOf(f), false
-		ll.led.Update(func(f *ledger.Flight) { cancelled = f.CancelPrompts(sid) })
+		ll.led.Update(func(f *ledger.Flight) { cancelled = f.Waiters.CancelPrompts(sid) })
 		if cancelled {
 			return proxy.Verdict{Do: proxy.Drop}, nil
 		}
@@ -241,8 +241,8 @@ func (ll *lifeline) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdic
 func (ll *lifeline) proving(id, sid string, raw []byte) {
 	raw = bytes.Clone(raw)
 	ll.led.Update(func(fl *ledger.Flight) {
-		if fl.Proving(sid) {
-			fl.Note(id, wire.Prompt, sid).Probe = raw
+		if fl.Sessions.Proving(sid) {
+			fl.Requests.Note(id, wire.Prompt, sid).Probe = raw
 		}
 	})
 }
@@ -269,7 +269,7 @@ func (ll *lifeline) unserved(ctx context.Context, q ledger.Request, f *proxy.Fra
 	sid := q.Session
 	native := ll.led.NativeOf(sid)
 	ll.log.Warn("the agent accepted the session's resume and cannot serve it; rebuilding the session and sending the prompt again", "session", sid, "native", native, "error", string(wire.Member(f.Raw, "error")))
-	ll.led.Update(func(fl *ledger.Flight) { fl.ResumeLied(sid, native) })
+	ll.led.Update(func(fl *ledger.Flight) { fl.Sessions.ResumeLied(sid, native) })
 	// Sent again as a request the agent never took, its turn is taken
 	// back (Unsent) and recorded when it goes.
 	if err := ll.rec.again(ctx, q.Probe); err != nil {
@@ -440,7 +440,7 @@ func (ll *lifeline) holdAfter(f *proxy.Frame, sid string, decide decider, minGen
 	// A held load, resume or list is decided by the sidecar, which
 	// rebuilds a stale session its own way (reopen).
 	w := &ledger.Waiter{ID: id, Session: sid, Prompt: f.Env.MethodIs(wire.Prompt), Rebuild: decide == nil, MinLife: minGen}
-	ll.led.Update(func(f *ledger.Flight) { f.Enter(w) })
+	ll.led.Update(func(f *ledger.Flight) { f.Waiters.Enter(w) })
 	return proxy.Verdict{Do: proxy.Hold, Later: func(ctx context.Context) proxy.Decision {
 		defer close(w.Done)
 		gen, err := ll.awaitReady(ctx, w)
@@ -454,7 +454,7 @@ func (ll *lifeline) holdAfter(f *proxy.Frame, sid string, decide decider, minGen
 			w.MinLife = gen + 1
 			gen, err = ll.awaitReady(ctx, w)
 		}
-		ll.led.Update(func(f *ledger.Flight) { f.Leave(w) })
+		ll.led.Update(func(f *ledger.Flight) { f.Waiters.Leave(w) })
 		switch {
 		case errors.Is(err, errCancelled) && wire.Version(ll.life.Caps().Protocol) >= wire.V2:
 			// Never inserted, so there is no messageId to accept it with:

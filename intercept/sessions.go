@@ -60,7 +60,7 @@ func (o *Sessions) lease(ctx context.Context, sid string) error {
 	case wasLost:
 		return o.rec.Do(ctx, func(ctx context.Context) {
 			o.rec.SetSession(sid, nil)
-			o.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
+			o.led.Update(func(f *ledger.Flight) { f.Sessions.Forget(sid) })
 		})
 	}
 	return nil
@@ -114,8 +114,8 @@ func (o *Sessions) AcceptConfig(ctx context.Context, sid string) error {
 	if _, err := rebuild.SnapshotIn(ctx, o.rec, sid); err != nil {
 		return err
 	}
-	o.led.Update(func(f *ledger.Flight) { f.SetBlocked(sid, nil) })
-	o.led.Update(func(f *ledger.Flight) { f.Owe(sid, nil) })
+	o.led.Update(func(f *ledger.Flight) { f.Sessions.SetBlocked(sid, nil) })
+	o.led.Update(func(f *ledger.Flight) { f.Sessions.Owe(sid, nil) })
 	return o.rec.Do(ctx, func(ctx context.Context) {
 		if s := o.rec.Session(sid); s != nil {
 			s.Rec.Blocked = nil
@@ -271,7 +271,7 @@ func (o *Sessions) reopen(ctx context.Context, sid, method string, raw []byte) (
 	if err := o.lease(ctx, sid); err != nil {
 		return nil, err
 	}
-	o.led.Update(func(f *ledger.Flight) { f.Reopen(sid) })
+	o.led.Update(func(f *ledger.Flight) { f.Sessions.Reopen(sid) })
 	live := false
 	var gone error
 	err := o.rec.Do(ctx, func(ctx context.Context) {
@@ -317,7 +317,7 @@ func (o *Sessions) reopenLive(ctx context.Context, sid string, v wire.Version, h
 	if err != nil {
 		return nil, err
 	}
-	o.led.Update(func(f *ledger.Flight) { f.Opening(snap.Native) }) // an open, though the agent hears of none: the sidecar's commands follow it
+	o.led.Update(func(f *ledger.Flight) { f.Natives.Opening(snap.Native) }) // an open, though the agent hears of none: the sidecar's commands follow it
 	var turns []state.Turn
 	if history {
 		if err := o.rec.OnSession(ctx, sid, func(ctx context.Context, s *record.Session) {
@@ -429,7 +429,7 @@ func (o *Sessions) markClosed(ctx context.Context, sid string) {
 	o.rec.PutSession(ctx, s)
 	o.rec.Flush(ctx)
 	o.rec.SetSession(sid, nil)
-	o.led.Update(func(f *ledger.Flight) { f.Close(sid) })
+	o.led.Update(func(f *ledger.Flight) { f.Sessions.Close(sid) })
 	o.log.Info("session closed", "session", sid)
 }
 
@@ -469,7 +469,7 @@ func (o *Sessions) forget(ctx context.Context, sid string) error {
 		o.rec.Text().TakeAnswer(s.Rec.NativeID) // a running turn's text goes with it
 	}
 	o.rec.SetSession(sid, nil)
-	o.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
+	o.led.Update(func(f *ledger.Flight) { f.Sessions.Forget(sid) })
 	o.log.Info("session deleted", "session", sid)
 	return nil
 }
@@ -591,7 +591,7 @@ func (o *Sessions) again(ctx context.Context, line []byte) error { return o.rb.A
 // will be recorded when the prompt is sent again. A handoff it carried is
 // owed again.
 func (o *Sessions) unbegin(ctx context.Context, sid string) {
-	o.led.Update(func(f *ledger.Flight) { f.TurnTakenBack(sid) })
+	o.led.Update(func(f *ledger.Flight) { f.Sessions.TurnTakenBack(sid) })
 	s := o.rec.Session(sid)
 	if s == nil {
 		return
@@ -630,7 +630,7 @@ func (o *Sessions) Adopt(ctx context.Context, sid string) (rebuild.SwitchReport,
 	var rep rebuild.SwitchReport
 	if _, err := o.rb.Run(ctx, rebuild.AdoptPlan(o.rb, sid, &rep)); err != nil {
 		o.rec.Do(context.WithoutCancel(ctx), func(context.Context) { o.rec.SetSession(sid, nil) })
-		o.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
+		o.led.Update(func(f *ledger.Flight) { f.Sessions.Forget(sid) })
 		return rebuild.SwitchReport{}, err
 	}
 	return rep, nil
@@ -682,7 +682,7 @@ func (o *Sessions) revive(ctx context.Context, sid string) (held bool, err error
 	}
 	o.led.Update(func(f *ledger.Flight) {
 		f.Remap(sid, old.NativeID, f.Life())
-		f.MarkStale(sid)
+		f.Sessions.MarkStale(sid)
 	})
 	return false, nil
 }

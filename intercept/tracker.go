@@ -36,9 +36,9 @@ func (t tracker) Intercept(_ context.Context, f *proxy.Frame) (proxy.Verdict, er
 	switch {
 	case f.Dir == proxy.ClientToAgent:
 		method := string(f.Env.Method)
-		t.led.Update(func(fl *ledger.Flight) { fl.Note(id, method, "").State = ledger.Sent })
+		t.led.Update(func(fl *ledger.Flight) { fl.Requests.Note(id, method, "").State = ledger.Sent })
 	default:
-		t.led.Update(func(fl *ledger.Flight) { fl.AgentAsked(id) })
+		t.led.Update(func(fl *ledger.Flight) { fl.Requests.AgentAsked(id) })
 	}
 	return proxy.Verdict{}, nil
 }
@@ -50,7 +50,7 @@ func (t tracker) Intercept(_ context.Context, f *proxy.Frame) (proxy.Verdict, er
 func (t tracker) Stopped(why string) [][]byte {
 	var owed []ledger.GoneRequest
 	var turns []string
-	t.led.Update(func(fl *ledger.Flight) { owed, turns = fl.Owed(), fl.EndTurns() })
+	t.led.Update(func(fl *ledger.Flight) { owed, turns = fl.Requests.Owed(), fl.Sessions.EndTurns() })
 	lines := make([][]byte, 0, len(owed)+len(turns))
 	for _, q := range owed {
 		msg := fmt.Sprintf("acp-sidecar: %s; this %s got no answer from the agent.", why, q.Method)

@@ -8,12 +8,18 @@
 //
 // Every change goes through Ledger.Update, which runs a function on the
 // Flight under the one lock, the way golang.org/x/tools' jsonrpc2_v2 keeps
-// its in-flight state behind one update function. The Flight's methods are
-// the only words for a change, and each keeps the counters that the relay's
-// goroutines read without the lock (Mapped, Splicing, AnyWait, Running) true
-// to the maps. So a death of the agent is one Update: what it had in flight
-// is taken out and answered, and every session is marked to be rebuilt, all
-// at once, with nothing left half-cleared for another goroutine to see.
+// its in-flight state behind one update function. The Flight keeps its
+// state by concern, each part the owner of its maps and its counters:
+// Requests (the client's requests and the one answer rule, the agent's
+// asks), Sessions (each session's flight state and turns), Natives (per
+// native session: command lists, hushes, creations) and Waiters. Their
+// methods are the only words for a change; after each Update the ledger
+// copies the parts' counters into the atomics that the relay's goroutines
+// read without the lock (Mapped, Splicing, Waiting, Running). What spans
+// parts is the Flight's own: a death of the agent is one Update, in which
+// what it had in flight is taken out and answered and every session is
+// marked to be rebuilt, all at once, with nothing left half-cleared for
+// another goroutine to see.
 //
 // Reads that must not wait for the lock on every frame are the atomic
 // counters; other reads take the lock for as long as a map lookup.

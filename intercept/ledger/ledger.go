@@ -36,11 +36,7 @@ func New(wake func()) *Ledger {
 	if wake == nil {
 		wake = func() {}
 	}
-	return &Ledger{wake: wake, f: Flight{
-		requests: map[string]*Request{}, answered: map[string]bool{}, sessions: map[string]*Session{}, clients: map[string]string{},
-		agentAsks: map[string]bool{}, staleAsks: map[string]bool{}, commands: map[string]bool{}, agentCommands: map[string][]json.RawMessage{}, hushes: map[string][]Hush{},
-		closed: map[string]bool{},
-	}}
+	return &Ledger{wake: wake, f: newFlight()}
 }
 
 // Update runs fn on the flight under the ledger's lock: the one way to
@@ -59,17 +55,18 @@ func (l *Ledger) Update(fn func(f *Flight)) {
 // the change must wake the waiters. It runs under the lock.
 func (l *Ledger) settle() bool {
 	f := &l.f
-	l.mapped.Store(f.mapped)
-	l.anyStale.Store(f.staleN > 0)
-	l.creating.Store(int32(f.creatingN))
-	l.busyN.Store(int32(f.busyN))
-	l.hushN.Store(int32(len(f.hushes)))
-	l.running.Store(int32(f.runningN))
-	l.waiting.Store(int32(len(f.waiters)))
-	l.closedN.Store(int32(len(f.closed)))
-	l.proving.Store(f.unprovenN > 0)
-	woke := f.woke
-	f.woke = false
+	ss := &f.Sessions
+	l.mapped.Store(ss.mapped)
+	l.anyStale.Store(ss.staleN > 0)
+	l.creating.Store(int32(f.Natives.creating))
+	l.busyN.Store(int32(ss.busyN))
+	l.hushN.Store(int32(len(f.Natives.hushes)))
+	l.running.Store(int32(f.Requests.prompts + ss.turnsN))
+	l.waiting.Store(int32(len(f.Waiters.queue)))
+	l.closedN.Store(int32(len(ss.closed)))
+	l.proving.Store(ss.unprovenN > 0)
+	woke := ss.woke
+	ss.woke = false
 	return woke
 }
 
@@ -114,7 +111,7 @@ func (l *Ledger) NativeOf(client string) string {
 	}
 	n := client
 	l.view(func(f *Flight) {
-		if s := f.sessions[client]; s != nil && s.Native != "" {
+		if s := f.Sessions.all[client]; s != nil && s.Native != "" {
 			n = s.Native
 		}
 	})
@@ -128,7 +125,7 @@ func (l *Ledger) ClientOf(native string) string {
 	}
 	c := native
 	l.view(func(f *Flight) {
-		if id, ok := f.clients[native]; ok {
+		if id, ok := f.Sessions.clients[native]; ok {
 			c = id
 		}
 	})
@@ -142,7 +139,7 @@ func (l *Ledger) IsClosed(sid string) bool {
 		return false
 	}
 	closed := false
-	l.view(func(f *Flight) { closed = f.closed[sid] })
+	l.view(func(f *Flight) { closed = f.Sessions.closed[sid] })
 	return closed
 }
 
@@ -153,7 +150,7 @@ func (l *Ledger) IsStale(sid string) bool {
 	}
 	stale := false
 	l.view(func(f *Flight) {
-		if s := f.sessions[sid]; s != nil {
+		if s := f.Sessions.all[sid]; s != nil {
 			stale = s.Stale
 		}
 	})
@@ -168,7 +165,7 @@ func (l *Ledger) IsBusy(sid string) bool {
 	}
 	busy := false
 	l.view(func(f *Flight) {
-		if s := f.sessions[sid]; s != nil {
+		if s := f.Sessions.all[sid]; s != nil {
 			busy = s.Busy != "" || s.Announced > 0
 		}
 	})
@@ -179,7 +176,7 @@ func (l *Ledger) IsBusy(sid string) bool {
 func (l *Ledger) BusyWith(sid string) string {
 	what := ""
 	l.view(func(f *Flight) {
-		if s := f.sessions[sid]; s != nil {
+		if s := f.Sessions.all[sid]; s != nil {
 			what = s.Busy
 		}
 	})
@@ -190,7 +187,7 @@ func (l *Ledger) BusyWith(sid string) string {
 func (l *Ledger) BlockedOf(sid string) *state.Blocked {
 	var b *state.Blocked
 	l.view(func(f *Flight) {
-		if s := f.sessions[sid]; s != nil {
+		if s := f.Sessions.all[sid]; s != nil {
 			b = s.Blocked
 		}
 	})
@@ -202,7 +199,7 @@ func (l *Ledger) BlockedOf(sid string) *state.Blocked {
 func (l *Ledger) TargetOr(sid string, live *state.Config) *state.Config {
 	t := live
 	l.view(func(f *Flight) {
-		if s := f.sessions[sid]; s != nil && s.Owed != nil {
+		if s := f.Sessions.all[sid]; s != nil && s.Owed != nil {
 			t = s.Owed
 		}
 	})
@@ -220,14 +217,14 @@ func (l *Ledger) TurnStateOf(native string, v2 bool) TurnState {
 	st := Between
 	l.view(func(f *Flight) {
 		sid := native
-		if c, ok := f.clients[native]; ok {
+		if c, ok := f.Sessions.clients[native]; ok {
 			sid = c
 		}
-		if s := f.sessions[sid]; s != nil && s.Turn {
+		if s := f.Sessions.all[sid]; s != nil && s.Turn {
 			st = Running
 			return
 		}
-		for _, q := range f.requests {
+		for _, q := range f.Requests.requests {
 			if q.Session != sid {
 				continue
 			}
@@ -254,7 +251,7 @@ func (l *Ledger) Proving() bool { return l.proving.Load() }
 func (l *Ledger) LiedOf(sid string) string {
 	var n string
 	l.view(func(f *Flight) {
-		if s := f.sessions[sid]; s != nil {
+		if s := f.Sessions.all[sid]; s != nil {
 			n = s.Lied
 		}
 	})
@@ -266,7 +263,7 @@ func (l *Ledger) Request(id string) (Request, bool) {
 	var q Request
 	ok := false
 	l.view(func(f *Flight) {
-		if r := f.requests[id]; r != nil {
+		if r := f.Requests.requests[id]; r != nil {
 			q, ok = *r, true
 		}
 	})
@@ -277,7 +274,7 @@ func (l *Ledger) Request(id string) (Request, bool) {
 // it last gave it in v2 (Flight.AgentCommands); nil for none.
 func (l *Ledger) AgentCommandsOf(native string) []json.RawMessage {
 	var list []json.RawMessage
-	l.view(func(f *Flight) { list = f.agentCommands[native] })
+	l.view(func(f *Flight) { list = f.Natives.agentCommands[native] })
 	return list
 }
 
@@ -286,7 +283,7 @@ func (l *Ledger) AgentCommandsOf(native string) []json.RawMessage {
 // open, since each list replaces the one before.
 func (l *Ledger) CommandsSent(native string) bool {
 	sent := false
-	l.view(func(f *Flight) { sent = f.commands[native] })
+	l.view(func(f *Flight) { sent = f.Natives.commands[native] })
 	return sent
 }
 
@@ -295,7 +292,7 @@ func (l *Ledger) CommandsSent(native string) bool {
 func (l *Ledger) HushOf(native string) Hush {
 	var h Hush
 	l.view(func(f *Flight) {
-		for _, k := range f.hushes[native] {
+		for _, k := range f.Natives.hushes[native] {
 			h |= k
 		}
 	})
@@ -308,13 +305,13 @@ func (l *Ledger) HushOf(native string) Hush {
 func (l *Ledger) Early(native string) <-chan struct{} {
 	var ch <-chan struct{}
 	l.view(func(f *Flight) {
-		if f.creatingN == 0 {
+		if f.Natives.creating == 0 {
 			return
 		}
-		if _, known := f.clients[native]; known {
+		if _, known := f.Sessions.clients[native]; known {
 			return
 		}
-		ch = f.created
+		ch = f.Natives.created
 	})
 	return ch
 }
@@ -324,7 +321,7 @@ func (l *Ledger) Early(native string) <-chan struct{} {
 func (l *Ledger) UnsentPrompt(sid string) bool {
 	unsent := false
 	l.view(func(f *Flight) {
-		if s := f.sessions[sid]; s != nil {
+		if s := f.Sessions.all[sid]; s != nil {
 			unsent = s.Unsent
 		}
 	})
@@ -333,15 +330,15 @@ func (l *Ledger) UnsentPrompt(sid string) bool {
 
 // Hush keeps h of native's updates from the client until done is called.
 func (l *Ledger) Hush(native string, h Hush) (done func()) {
-	l.Update(func(f *Flight) { f.Hush(native, h) })
-	return func() { l.Update(func(f *Flight) { f.Unhush(native, h) }) }
+	l.Update(func(f *Flight) { f.Natives.Hush(native, h) })
+	return func() { l.Update(func(f *Flight) { f.Natives.Unhush(native, h) }) }
 }
 
 // Respond is Flight.Respond in an update of its own: the one gate of an
 // answer to a client request (the chain's, for the agent's answers and the
 // stages'). first false: the answer is a second one, to drop.
 func (l *Ledger) Respond(id string) (q Request, first bool) {
-	l.Update(func(f *Flight) { q, first = f.Respond(id) })
+	l.Update(func(f *Flight) { q, first = f.Requests.Respond(id) })
 	return q, first
 }
 
@@ -350,5 +347,5 @@ func (l *Ledger) Respond(id string) (q Request, first bool) {
 // a stage's answer to it is checked like the agent's, and a client that
 // uses an id again is told apart from a second answer.
 func (l *Ledger) Take(id, method, sid string) {
-	l.Update(func(f *Flight) { f.Note(id, method, sid) })
+	l.Update(func(f *Flight) { f.Requests.Note(id, method, sid) })
 }

@@ -15,12 +15,12 @@ func TestAgentGoneIsOneUpdate(t *testing.T) {
 	l.Update(func(f *Flight) {
 		f.Remap("c1", "n1", 0)
 		f.Remap("c2", "c2", 0)
-		f.Record("7", "session/prompt", "c1")
-		f.Note("7", "session/prompt", "").State = Sent
-		f.Note("3", "session/set_mode", "c2").State = Sent
-		f.Note("9", "session/new", "") // taken, never written to the agent
-		f.AgentAsked("a1")
-		f.Begin("c3", "reset") // no native session: nothing to rebuild
+		f.Requests.Record("7", "session/prompt", "c1")
+		f.Requests.Note("7", "session/prompt", "").State = Sent
+		f.Requests.Note("3", "session/set_mode", "c2").State = Sent
+		f.Requests.Note("9", "session/new", "") // taken, never written to the agent
+		f.Requests.AgentAsked("a1")
+		f.Sessions.Begin("c3", "reset") // no native session: nothing to rebuild
 	})
 	if !l.Running() || !l.Mapped() || l.AnyStale() {
 		t.Fatalf("before the death: running %v mapped %v stale %v", l.Running(), l.Mapped(), l.AnyStale())
@@ -41,7 +41,7 @@ func TestAgentGoneIsOneUpdate(t *testing.T) {
 		t.Error("a request of the dead agent's time is still in flight")
 	}
 	stale := false
-	l.Update(func(f *Flight) { stale = f.ClientAnswered("a1") })
+	l.Update(func(f *Flight) { stale = f.Requests.ClientAnswered("a1") })
 	if !stale {
 		t.Error("the client's answer to the dead agent's request was not known stale")
 	}
@@ -59,11 +59,11 @@ func TestAgentEndedOncePerDeath(t *testing.T) {
 	lives := uint64(0)
 	next := func() uint64 { lives++; return lives }
 	l.Update(func(f *Flight) {
-		f.Note("7", "session/prompt", "c1").State = Sent
+		f.Requests.Note("7", "session/prompt", "c1").State = Sent
 		f.AgentEnded(next)
 	})
 	l.Update(func(f *Flight) {
-		f.Note("8", "session/set_mode", "c1").State = Sent // after the output ended: not the dead agent's
+		f.Requests.Note("8", "session/set_mode", "c1").State = Sent // after the output ended: not the dead agent's
 		f.AgentEnded(next)
 	})
 	var g, again Gone
@@ -121,13 +121,13 @@ func TestForgetKeepsARunningRebuild(t *testing.T) {
 	l := New(nil)
 	l.Update(func(f *Flight) {
 		f.Remap("c1", "n1", 0)
-		f.Begin("c1", "switch")
-		f.Forget("c1")
+		f.Sessions.Begin("c1", "switch")
+		f.Sessions.Forget("c1")
 	})
 	if !l.IsBusy("c1") || l.NativeOf("c1") != "c1" {
 		t.Fatalf("after the forget: busy %v native %s", l.IsBusy("c1"), l.NativeOf("c1"))
 	}
-	l.Update(func(f *Flight) { f.End("c1") })
+	l.Update(func(f *Flight) { f.Sessions.End("c1") })
 	if l.IsBusy("c1") || l.AnyBusy() {
 		t.Error("the rebuild's end left the session busy")
 	}
@@ -141,11 +141,11 @@ func TestClosedUntilReopened(t *testing.T) {
 	if l.IsClosed("c1") {
 		t.Fatal("an open session reads closed")
 	}
-	l.Update(func(f *Flight) { f.Close("c1"); f.Close("c2") })
+	l.Update(func(f *Flight) { f.Sessions.Close("c1"); f.Sessions.Close("c2") })
 	if !l.IsClosed("c1") || !l.IsClosed("c2") || l.NativeOf("c1") != "c1" {
 		t.Fatalf("after the close: closed %v %v, native %s", l.IsClosed("c1"), l.IsClosed("c2"), l.NativeOf("c1"))
 	}
-	l.Update(func(f *Flight) { f.Reopen("c1"); f.Forget("c2") })
+	l.Update(func(f *Flight) { f.Sessions.Reopen("c1"); f.Sessions.Forget("c2") })
 	if l.IsClosed("c1") || l.IsClosed("c2") {
 		t.Errorf("after the reopen and the delete: closed %v %v", l.IsClosed("c1"), l.IsClosed("c2"))
 	}
@@ -176,7 +176,7 @@ func TestKeyFindsAnIDSpeltAnotherWay(t *testing.T) {
 // answered; the ring forgets the oldest past keepAnswered.
 func TestRespondOnce(t *testing.T) {
 	l := New(nil)
-	l.Update(func(f *Flight) { f.Note("1", "session/prompt", "s").State = Sent })
+	l.Update(func(f *Flight) { f.Requests.Note("1", "session/prompt", "s").State = Sent })
 	if q, first := l.Respond("1"); !first || q.Method != "session/prompt" || q.Session != "s" {
 		t.Fatalf("the first answer: %+v, first %v", q, first)
 	}
@@ -214,17 +214,17 @@ func TestRespondOnce(t *testing.T) {
 func TestEndForgetsAnEmptySession(t *testing.T) {
 	l := New(nil)
 	l.Update(func(f *Flight) {
-		if _, ok := f.Begin("made-up", "reset"); !ok {
+		if _, ok := f.Sessions.Begin("made-up", "reset"); !ok {
 			t.Fatal("a rebuild of an unknown session was refused")
 		}
-		f.End("made-up")
-		if _, kept := f.sessions["made-up"]; kept {
+		f.Sessions.End("made-up")
+		if _, kept := f.Sessions.all["made-up"]; kept {
 			t.Error("the ledger kept an empty entry for a session nobody knows")
 		}
 		f.Remap("s1", "n1", 0)
-		f.Begin("s1", "reset")
-		f.End("s1")
-		if s := f.sessions["s1"]; s == nil || s.Native != "n1" || s.Busy != "" {
+		f.Sessions.Begin("s1", "reset")
+		f.Sessions.End("s1")
+		if s := f.Sessions.all["s1"]; s == nil || s.Native != "n1" || s.Busy != "" {
 			t.Errorf("a known session after its rebuild: %+v", s)
 		}
 	})
@@ -238,28 +238,28 @@ func TestV2TurnSpansItsAcceptedPrompt(t *testing.T) {
 	var first bool
 	l.Update(func(f *Flight) {
 		f.Remap("c1", "n1", 0)
-		f.Record("5", "session/prompt", "c1")
-		_, first = f.Respond("5") // {messageId}: accepted
-		f.TurnAccepted("c1", Request{})
+		f.Requests.Record("5", "session/prompt", "c1")
+		_, first = f.Requests.Respond("5") // {messageId}: accepted
+		f.Sessions.TurnAccepted("c1", Request{})
 	})
 	if !first || !l.Running() {
 		t.Fatalf("after the acceptance: first %v running %v, want true true", first, l.Running())
 	}
 	var ended, again bool
-	l.Update(func(f *Flight) { ended, again = f.TurnIdle("c1"), f.TurnIdle("c1") })
+	l.Update(func(f *Flight) { ended, again = f.Sessions.TurnIdle("c1"), f.Sessions.TurnIdle("c1") })
 	if !ended || again || l.Running() {
 		t.Fatalf("idle ended %v, a second idle ended %v, running after %v; want true false false", ended, again, l.Running())
 	}
 	var g Gone
 	l.Update(func(f *Flight) {
-		f.TurnAccepted("c1", Request{})
-		f.TurnAccepted("c1", Request{}) // the record hears of one turn once; a repeat counts once
+		f.Sessions.TurnAccepted("c1", Request{})
+		f.Sessions.TurnAccepted("c1", Request{}) // the record hears of one turn once; a repeat counts once
 		g = f.AgentGone(1)
 	})
 	if !reflect.DeepEqual(g.Turns, []string{"c1"}) || l.Running() {
 		t.Fatalf("the death hands over turns %v, running after %v; want [c1] false", g.Turns, l.Running())
 	}
-	l.Update(func(f *Flight) { ended = f.TurnIdle("c1") })
+	l.Update(func(f *Flight) { ended = f.Sessions.TurnIdle("c1") })
 	if ended {
 		t.Error("the dead agent's late idle ended a turn the death ended already")
 	}
@@ -275,7 +275,7 @@ func TestV2TurnBeganBeforeItsAcceptance(t *testing.T) {
 	var q Request
 	l.Update(func(f *Flight) {
 		f.Remap("c1", "n1", 0)
-		f.Record("5", "session/prompt", "c1")
+		f.Requests.Record("5", "session/prompt", "c1")
 		began = f.TurnBegan("c1")
 	})
 	if began != BeganPrompt || !l.Running() || l.TurnStateOf("n1", true) != Running {
@@ -283,9 +283,9 @@ func TestV2TurnBeganBeforeItsAcceptance(t *testing.T) {
 	}
 	var ended bool
 	l.Update(func(f *Flight) {
-		ended = f.TurnIdle("c1")
-		q, _ = f.Respond("5")
-		f.TurnAccepted("c1", q) // the {messageId}, after the idle
+		ended = f.Sessions.TurnIdle("c1")
+		q, _ = f.Requests.Respond("5")
+		f.Sessions.TurnAccepted("c1", q) // the {messageId}, after the idle
 	})
 	if !ended || l.Running() || l.TurnStateOf("n1", true) != Between {
 		t.Fatalf("idle ended %v, running after the late acceptance %v; want the turn over", ended, l.Running())
@@ -298,7 +298,7 @@ func TestV2TurnBeganBeforeItsAcceptance(t *testing.T) {
 	if began != BeganBefore {
 		t.Fatalf("a second running report began %v, want nothing new", began)
 	}
-	l.Update(func(f *Flight) { ended = f.TurnIdle("c1") })
+	l.Update(func(f *Flight) { ended = f.Sessions.TurnIdle("c1") })
 	if !ended || l.Running() {
 		t.Fatal("the agent's turn did not end at its idle")
 	}
@@ -312,13 +312,13 @@ func TestTurnStateOf(t *testing.T) {
 	if st := l.TurnStateOf("n1", false); st != Between {
 		t.Fatalf("no request: %v, want Between", st)
 	}
-	l.Update(func(f *Flight) { f.Record("5", "session/prompt", "c1") })
+	l.Update(func(f *Flight) { f.Requests.Record("5", "session/prompt", "c1") })
 	if v1, v2 := l.TurnStateOf("n1", false), l.TurnStateOf("n1", true); v1 != Running || v2 != Between {
 		t.Fatalf("a prompt in flight: v1 %v v2 %v, want Running and Between", v1, v2)
 	}
 	l.Update(func(f *Flight) {
-		f.Respond("5")
-		f.Note("6", "session/load", "c1")
+		f.Requests.Respond("5")
+		f.Requests.Note("6", "session/load", "c1")
 	})
 	if st := l.TurnStateOf("n1", false); st != Opening {
 		t.Fatalf("a load in flight: %v, want Opening", st)
@@ -330,27 +330,27 @@ func TestTurnStateOf(t *testing.T) {
 // is over; the counters come back to nothing.
 func TestAnnouncedIsBusy(t *testing.T) {
 	l := New(func() {})
-	l.Update(func(f *Flight) { f.Announce("c1") })
+	l.Update(func(f *Flight) { f.Sessions.Announce("c1") })
 	if !l.IsBusy("c1") || !l.AnyBusy() || l.BusyWith("c1") != "" {
 		t.Fatal("an announced operation does not make its session busy")
 	}
 	var ok bool
-	l.Update(func(f *Flight) { _, ok = f.Begin("c1", "reset") })
+	l.Update(func(f *Flight) { _, ok = f.Sessions.Begin("c1", "reset") })
 	if !ok || l.BusyWith("c1") != "reset" {
 		t.Fatal("the announced operation's rebuild could not begin")
 	}
-	l.Update(func(f *Flight) { f.End("c1") })
+	l.Update(func(f *Flight) { f.Sessions.End("c1") })
 	if !l.IsBusy("c1") {
 		t.Fatal("the session is not busy between its rebuild's end and its operation's")
 	}
-	l.Update(func(f *Flight) { f.Announced("c1"); f.Announced("c1") })
+	l.Update(func(f *Flight) { f.Sessions.Announced("c1"); f.Sessions.Announced("c1") })
 	if l.IsBusy("c1") || l.AnyBusy() {
 		t.Fatal("the session is busy after its operation ended")
 	}
 	l.Update(func(f *Flight) {
-		f.Announce("c2")
-		f.Forget("c2") // deleted while its operation runs
-		f.Announced("c2")
+		f.Sessions.Announce("c2")
+		f.Sessions.Forget("c2") // deleted while its operation runs
+		f.Sessions.Announced("c2")
 	})
 	if l.AnyBusy() {
 		t.Fatal("a session forgotten while announced leaves the ledger busy")

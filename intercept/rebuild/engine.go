@@ -98,8 +98,8 @@ func (e *engine) create(ctx context.Context, sid, method string, params map[stri
 	ctx, cancel := context.WithTimeout(ctx, e.callTimeout)
 	defer cancel()
 	gen := e.life.Gen()
-	e.led.Update(func(f *ledger.Flight) { f.BeginCreating() })
-	defer e.led.Update(func(f *ledger.Flight) { f.EndCreating() })
+	e.led.Update(func(f *ledger.Flight) { f.Natives.BeginCreating() })
+	defer e.led.Update(func(f *ledger.Flight) { f.Natives.EndCreating() })
 	var res json.RawMessage
 	if err := e.sc.Call(ctx, method, params, &res); err != nil {
 		return "", nil, err
@@ -115,7 +115,7 @@ func (e *engine) create(ctx context.Context, sid, method string, params map[stri
 		// What the agent says of the fresh session before and after its
 		// answer (a state_update, usage) is not news of the client's turn;
 		// the attempt lets it through again once settled (Rebuilder.attempt).
-		f.Hush(ids.SessionID, ledger.HushRebuild)
+		f.Natives.Hush(ids.SessionID, ledger.HushRebuild)
 	})
 	e.agentCommands(ids.SessionID, res)
 	return ids.SessionID, wire.ConfigFromResult(res), nil
@@ -183,7 +183,7 @@ const (
 // to the one that died.
 func (e *engine) rung(ctx context.Context, sid string, snap Snapshot, method string, params map[string]any, hush ledger.Hush) (*state.Config, rungResult, error) {
 	gen := e.life.Gen()
-	e.led.Update(func(f *ledger.Flight) { f.Opening(snap.Native) })
+	e.led.Update(func(f *ledger.Flight) { f.Natives.Opening(snap.Native) })
 	done := func() {}
 	if hush != 0 {
 		done = e.led.Hush(snap.Native, hush)
@@ -266,7 +266,7 @@ func (e *engine) agentCommands(native string, result json.RawMessage) {
 		return
 	}
 	if list := wire.CommandList(wire.Member(result, "availableCommands")); list != nil {
-		e.led.Update(func(f *ledger.Flight) { f.AgentCommands(native, list) })
+		e.led.Update(func(f *ledger.Flight) { f.Natives.AgentCommands(native, list) })
 	}
 }
 
@@ -388,5 +388,5 @@ func (e *engine) runStep(ctx context.Context, nativeID string, step replay.Step,
 
 // unhushNew ends the hush create put on a native session it made.
 func (e *engine) unhushNew(native string) {
-	e.led.Update(func(f *ledger.Flight) { f.Unhush(native, ledger.HushRebuild) })
+	e.led.Update(func(f *ledger.Flight) { f.Natives.Unhush(native, ledger.HushRebuild) })
 }

@@ -520,7 +520,7 @@ func (h *harness) armed(sid string) (string, bool) {
 	var text string
 	var ok bool
 	h.led.Update(func(f *ledger.Flight) {
-		ho, got := f.TakeHandoff(sid)
+		ho, got := f.Sessions.TakeHandoff(sid)
 		text, ok = ho.Text, got
 	})
 	return text, ok

@@ -451,14 +451,14 @@ func openRestorePlan(b *Rebuilder, s *record.Session, ev record.Event, result js
 				case out.lost:
 					// The agent died under the restore: the rebuild that
 					// follows aims at the whole target, not at what landed.
-					b.led.Update(func(f *ledger.Flight) { f.Owe(client, before) })
+					b.led.Update(func(f *ledger.Flight) { f.Sessions.Owe(client, before) })
 				case len(out.failed) > 0:
 					blocked = blockedBy(out, b.cfg.Now())
-					b.led.Update(func(f *ledger.Flight) { f.Owe(client, before) })
+					b.led.Update(func(f *ledger.Flight) { f.Sessions.Owe(client, before) })
 				default:
-					b.led.Update(func(f *ledger.Flight) { f.Owe(client, nil) })
+					b.led.Update(func(f *ledger.Flight) { f.Sessions.Owe(client, nil) })
 				}
-				b.led.Update(func(f *ledger.Flight) { f.SetBlocked(client, blocked) })
+				b.led.Update(func(f *ledger.Flight) { f.Sessions.SetBlocked(client, blocked) })
 				s.Rec.Live, s.Rec.Blocked = out.Catalog, blocked
 				b.rec.PutSession(ctx, s)
 				b.rec.Flush(ctx)

@@ -23,11 +23,11 @@ import (
 // saying what runs. Run marks every plan with it, and the switch marks the
 // session it lends out (Sessions.Lend).
 func begin(led *ledger.Ledger, sid, what string) (end func(), cur string, ok bool) {
-	led.Update(func(f *ledger.Flight) { cur, ok = f.Begin(sid, what) })
+	led.Update(func(f *ledger.Flight) { cur, ok = f.Sessions.Begin(sid, what) })
 	if !ok {
 		return func() {}, cur, false
 	}
-	return func() { led.Update(func(f *ledger.Flight) { f.End(sid) }) }, "", true
+	return func() { led.Update(func(f *ledger.Flight) { f.Sessions.End(sid) }) }, "", true
 }
 
 // Report says what a rebuild or restore did, for the slash command's message
@@ -342,7 +342,7 @@ func (b *Rebuilder) owed(a *Attempt) *state.Config { return b.led.TargetOr(a.Sna
 func (b *Rebuilder) Arm(s *record.Session) {
 	h := replay.BuildHandoff(replay.Kept(b.conversation(s)), b.cfg.HandoffBudget)
 	s.Rec.HandoffPending = h.Text != ""
-	b.led.Update(func(f *ledger.Flight) { f.Arm(s.Rec.ClientID, h) })
+	b.led.Update(func(f *ledger.Flight) { f.Sessions.Arm(s.Rec.ClientID, h) })
 }
 
 // conversation is what a fresh native session must be told for s.
@@ -468,7 +468,7 @@ func (b *Rebuilder) attempt(ctx context.Context, p Plan, a *Attempt) (rep Report
 // next attempt waits for a restarted agent.
 func (b *Rebuilder) lost(ctx context.Context, p Plan, a *Attempt) error {
 	if p.owes && a.target != nil {
-		b.led.Update(func(f *ledger.Flight) { f.Owe(p.sid, a.target) })
+		b.led.Update(func(f *ledger.Flight) { f.Sessions.Owe(p.sid, a.target) })
 	}
 	b.log.Info("the agent exited during a rebuild; it runs again from its capture once the agent is back", "session", p.sid, "rebuild", p.what)
 	if err := b.watch.awaitAgent(ctx, a.gen); err != nil {
@@ -489,11 +489,11 @@ func (b *Rebuilder) settle(ctx context.Context, sid string, made state.Native, o
 	var blocked *state.Blocked
 	if len(out.failed) > 0 {
 		blocked = blockedBy(out, b.cfg.Now())
-		b.led.Update(func(f *ledger.Flight) { f.Owe(sid, out.target) })
+		b.led.Update(func(f *ledger.Flight) { f.Sessions.Owe(sid, out.target) })
 	} else {
-		b.led.Update(func(f *ledger.Flight) { f.Owe(sid, nil) })
+		b.led.Update(func(f *ledger.Flight) { f.Sessions.Owe(sid, nil) })
 	}
-	b.led.Update(func(f *ledger.Flight) { f.SetBlocked(sid, blocked) })
+	b.led.Update(func(f *ledger.Flight) { f.Sessions.SetBlocked(sid, blocked) })
 	err := b.rec.Do(ctx, func(ctx context.Context) {
 		s := b.rec.Session(sid)
 		if s == nil {
@@ -510,9 +510,9 @@ func (b *Rebuilder) settle(ctx context.Context, sid string, made state.Native, o
 		}
 		keep := s.Rec.Title != "" && s.Rec.MadeByRebuild(native)
 		b.led.Update(func(f *ledger.Flight) {
-			f.TitleFrom(sid, native, keep)
+			f.Sessions.TitleFrom(sid, native, keep)
 			if made.Path == "resume" {
-				f.Resumed(sid, native) // the first prompt proves it (lifeline)
+				f.Sessions.Resumed(sid, native) // the first prompt proves it (lifeline)
 			}
 		})
 		s.Rec.Live = out.Catalog

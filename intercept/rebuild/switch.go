@@ -168,7 +168,7 @@ func Lend(b *Rebuilder, ctx context.Context, sid string) (done func(moved bool),
 	return func(moved bool) {
 		if moved {
 			b.rec.Do(context.WithoutCancel(ctx), func(context.Context) { b.rec.SetSession(sid, nil) })
-			b.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
+			b.led.Update(func(f *ledger.Flight) { f.Sessions.Forget(sid) })
 		}
 		end()
 	}, nil

@@ -39,7 +39,7 @@ func TestCollectCutsAsClip(t *testing.T) {
 	} {
 		led := ledger.New(func() {})
 		r := New(Config{Store: state.NewMemory(), HandoffBudget: tt.budget}, led, life.New(life.NewSignal()), nil)
-		led.Update(func(f *ledger.Flight) { f.Record("test-prompt", "session/prompt", "s1") })
+		led.Update(func(f *ledger.Flight) { f.Requests.Record("test-prompt", "session/prompt", "s1") })
 		for _, text := range tt.chunks {
 			r.text.TakeChunk(chunkFrame(t, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`+text+`"}}}}`))
 		}
@@ -64,7 +64,7 @@ func TestCollectCutsAsClip(t *testing.T) {
 func TestWholeMessages(t *testing.T) {
 	led := ledger.New(func() {})
 	r := New(Config{Store: state.NewMemory()}, led, life.New(life.NewSignal()), nil)
-	led.Update(func(f *ledger.Flight) { f.Record("test-prompt", "session/prompt", "s1") })
+	led.Update(func(f *ledger.Flight) { f.Requests.Record("test-prompt", "session/prompt", "s1") })
 	msg := func(id, content string) {
 		r.text.Message(chunkFrame(t, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message","messageId":"`+id+`"`+content+`}}}`))
 	}

@@ -57,7 +57,7 @@ func TestNoticeChunkCheck(t *testing.T) {
 func TestNoticeChunkIsNotTheAnswer(t *testing.T) {
 	led := ledger.New(func() {})
 	r := New(Config{Store: state.NewMemory()}, led, life.New(life.NewSignal()), nil)
-	led.Update(func(f *ledger.Flight) { f.Record("test-prompt", "session/prompt", "fz-s") })
+	led.Update(func(f *ledger.Flight) { f.Requests.Record("test-prompt", "session/prompt", "fz-s") })
 	s := &Session{Rec: state.Session{ClientID: "fz-s", NativeID: "fz-s"}, Turns: []state.Turn{{Index: 1, Status: state.TurnRunning}}}
 	s.Turn = &s.Turns[0]
 	r.sessions["fz-s"] = s

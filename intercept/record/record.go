@@ -334,12 +334,12 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 			native = r.led.NativeOf(req.SID)
 		}
 		r.led.Update(func(f *ledger.Flight) {
-			f.Record(req.ID, req.Method, req.SID)
+			f.Requests.Record(req.ID, req.Method, req.SID)
 			switch ev.Method {
 			case wire.SessionLoad, wire.SessionResume:
-				f.Opening(native)
+				f.Natives.Opening(native)
 			case wire.Prompt:
-				if h, ok := f.CarriedBy(req.SID); ok {
+				if h, ok := f.Sessions.CarriedBy(req.SID); ok {
 					ev.Handoff = &h
 				}
 			}
@@ -354,7 +354,7 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		if ev.Req.Method == wire.Prompt && !f.Env.Error && speaksV2(r.life) {
 			// A v2 prompt is answered as it is accepted: the turn runs on,
 			// and its chunks are read, until its idle state_update.
-			r.led.Update(func(f *ledger.Flight) { f.TurnAccepted(answered.Session, answered) })
+			r.led.Update(func(f *ledger.Flight) { f.Sessions.TurnAccepted(answered.Session, answered) })
 			r.enqueue(ev)
 			return proxy.Verdict{}, nil
 		}
@@ -408,7 +408,7 @@ func turnIdle(led *ledger.Ledger, f *proxy.Frame) bool {
 	}
 	client := led.ClientOf(wire.SessionIDOf(f))
 	var ended bool
-	led.Update(func(fl *ledger.Flight) { ended = fl.TurnIdle(client) })
+	led.Update(func(fl *ledger.Flight) { ended = fl.Sessions.TurnIdle(client) })
 	return ended
 }
 
@@ -825,9 +825,9 @@ func (r *Recorder) sessionResult(ctx context.Context, req *Request, result json.
 	keep := s.Rec.Title != "" && s.Rec.MadeByRebuild(native)
 	r.led.Update(func(f *ledger.Flight) {
 		f.Remap(sid, native, life)
-		f.TitleFrom(sid, native, keep)
+		f.Sessions.TitleFrom(sid, native, keep)
 		if req.Method == wire.SessionResume {
-			f.Resumed(sid, native) // the first prompt proves it (lifeline)
+			f.Sessions.Resumed(sid, native) // the first prompt proves it (lifeline)
 		}
 	})
 	if req.Method == wire.SessionFork && req.SID != "" {
@@ -1376,7 +1376,7 @@ func (r *Recorder) PutSession(ctx context.Context, s *Session) {
 		// nothing here writes it back.
 		sid := s.Rec.ClientID
 		delete(r.sessions, sid)
-		r.led.Update(func(f *ledger.Flight) { f.Forget(sid) })
+		r.led.Update(func(f *ledger.Flight) { f.Sessions.Forget(sid) })
 		r.log.Info("session was deleted elsewhere; no longer recorded", "session", sid)
 	case err != nil && !errors.Is(err, state.ErrOriginalExists):
 		r.log.Warn("record session", "session", s.Rec.ClientID, "err", err)

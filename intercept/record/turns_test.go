@@ -44,12 +44,12 @@ func TestBetweenTurns(t *testing.T) {
 	}
 
 	// Opening: a load of the session is in flight; its replay is history.
-	led.Update(func(f *ledger.Flight) { f.Note("load-1", "session/load", "fz-s") })
+	led.Update(func(f *ledger.Flight) { f.Requests.Note("load-1", "session/load", "fz-s") })
 	feed()
 	if got, err := store.Turns(ctx, "fz-s"); err != nil || got[0].Answer != "done." || len(got[0].ToolCalls) != 0 {
 		t.Fatalf("the turn after a load's replay: %+v, %v; want it as it was", got, err)
 	}
-	led.Update(func(f *ledger.Flight) { f.Respond("load-1") })
+	led.Update(func(f *ledger.Flight) { f.Requests.Respond("load-1") })
 
 	// Between turns: the turn before's background work.
 	feed()

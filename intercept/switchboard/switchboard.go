@@ -716,7 +716,7 @@ func (sw *Switchboard) toAgent(ctx context.Context, name string, f *proxy.Frame,
 // atAgent notes in the answers whether the client request under id is an
 // agent's to answer (ledger.Sent) or the switchboard's (ledger.Taken).
 func (sw *Switchboard) atAgent(id []byte, req *pendingReq, st ledger.State) {
-	sw.answers.Update(func(f *ledger.Flight) { f.Note(ledger.Key(id), req.method, req.sid).State = st })
+	sw.answers.Update(func(f *ledger.Flight) { f.Requests.Note(ledger.Key(id), req.method, req.sid).State = st })
 }
 
 // Moves: a session from one agent to another (/agent, the selector).
