@@ -78,12 +78,43 @@ func newOwnCalls(prefix string, send func(line []byte) error) *ownCalls {
 	return o
 }
 
+// calls owns the sidecar's own requests and their pending answers: Call's
+// connection to the current agent, replaced with each agent, and
+// CallAsClient's, which travels the client's way. Their responses come in
+// where the relay finds them (deliverOwn from the agent's stream, and
+// deliverAsk from what is written to the client) and never reach the
+// client.
+type calls struct {
+	own     atomic.Pointer[ownCalls] // the current agent's; replaced when a new agent starts
+	toAgent *output                  // where own requests go, ahead of what waits
+	trace   *Trace
+	// feed hands one of CallAsClient's requests to the relay as a client
+	// frame (Relay.Feed, with Run's context).
+	feed func(f *Frame) error
+
+	// asks are the calls that travel as the client's; nil until the
+	// first. waiting says one may be waiting for its response.
+	asksMu     sync.Mutex
+	asks       *ownCalls
+	asksClosed bool
+	waiting    atomic.Bool
+}
+
+// newAgent gives the sidecar's calls a connection for a new agent and ends
+// the old one's: calls the dead agent will never answer fail now, with
+// ErrAgentGone, not at their timeouts.
+func (c *calls) newAgent() {
+	if old := c.own.Swap(newOwnCalls(OwnIDPrefix, c.sendOwn)); old != nil {
+		old.close()
+	}
+}
+
 // sendOwn writes one of the sidecar's own requests straight to the agent,
 // ahead of what waits for it (output.writeNow).
-func (r *Relay) sendOwn(b []byte) error {
-	r.trace.record(ClientToAgent, true, b, nil)
-	r.trace.Flush()
-	if err := r.out[ClientToAgent].writeNow(b); err != nil {
+func (c *calls) sendOwn(b []byte) error {
+	c.trace.record(ClientToAgent, true, b, nil)
+	c.trace.Flush()
+	if err := c.toAgent.writeNow(b); err != nil {
 		if errors.Is(err, ErrAgentGone) {
 			return fmt.Errorf("send own request: %w", err)
 		}
@@ -95,14 +126,14 @@ func (r *Relay) sendOwn(b []byte) error {
 
 // sendAsk hands one of CallAsClient's requests to the relay as a client
 // frame.
-func (r *Relay) sendAsk(b []byte) error {
+func (c *calls) sendAsk(b []byte) error {
 	env, err := Scan(b)
 	if err != nil {
 		return fmt.Errorf("send a request as the client's: %w", err)
 	}
-	r.trace.record(ClientToAgent, true, b, nil)
-	r.trace.Flush()
-	if err := r.Feed(r.ctx, &Frame{Dir: ClientToAgent, Raw: b, Env: env}); err != nil {
+	c.trace.record(ClientToAgent, true, b, nil)
+	c.trace.Flush()
+	if err := c.feed(&Frame{Dir: ClientToAgent, Raw: b, Env: env}); err != nil {
 		return fmt.Errorf("send a request as the client's: %w: %w", ErrAgentGone, err)
 	}
 	return nil
@@ -196,7 +227,12 @@ func refuse(ctx context.Context, c *jsonrpc2.Conn, req *jsonrpc2.Request) (any, 
 // ended or its input fails: the caller learns that the agent died under
 // the call, not which library noticed.
 func (r *Relay) Call(ctx context.Context, method string, params, result any) error {
-	return r.own.Load().call(ctx, method, params, result)
+	return r.calls.call(ctx, method, params, result)
+}
+
+// call makes one Call on the current agent's connection.
+func (c *calls) call(ctx context.Context, method string, params, result any) error {
+	return c.own.Load().call(ctx, method, params, result)
 }
 
 func (o *ownCalls) call(ctx context.Context, method string, params, result any) error {
@@ -225,40 +261,54 @@ func (o *ownCalls) call(ctx context.Context, method string, params, result any) 
 // way to the client is the response taken out. Its id starts with
 // AskIDPrefix. Calls fail with ErrAgentGone once the relay has stopped.
 func (r *Relay) CallAsClient(ctx context.Context, method string, params, result any) error {
-	select {
-	case <-r.started:
-	case <-ctx.Done():
-		return fmt.Errorf("call %s: %w", method, ctx.Err())
+	if err := r.run.wait(ctx); err != nil {
+		return fmt.Errorf("call %s: %w", method, err)
 	}
-	r.asksMu.Lock()
-	if r.asks == nil {
-		r.asks = newOwnCalls(AskIDPrefix, r.sendAsk)
-		if r.asksClosed {
-			r.asks.close()
+	return r.calls.asClient(ctx, method, params, result)
+}
+
+// asClient makes one CallAsClient, once Run has started: the asks'
+// connection starts with the first.
+func (c *calls) asClient(ctx context.Context, method string, params, result any) error {
+	c.asksMu.Lock()
+	if c.asks == nil {
+		c.asks = newOwnCalls(AskIDPrefix, c.sendAsk)
+		if c.asksClosed {
+			c.asks.close()
 		}
 	}
-	o := r.asks
-	r.asksMu.Unlock()
-	r.asking.Store(true)
+	o := c.asks
+	c.asksMu.Unlock()
+	c.waiting.Store(true)
 	return o.call(ctx, method, params, result)
 }
 
+// asking says whether a CallAsClient may be waiting for its response, so
+// that what goes to the client must be looked at for it. It takes no lock:
+// the agent's every frame asks.
+func (c *calls) asking() bool { return c.waiting.Load() }
+
+// deliverOwn hands a response from the agent to the Call waiting for it.
+func (c *calls) deliverOwn(line []byte) { c.own.Load().deliver(line) }
+
 // deliverAsk hands a response to the CallAsClient waiting for it.
-func (r *Relay) deliverAsk(line []byte) {
-	r.asksMu.Lock()
-	o := r.asks
-	r.asksMu.Unlock()
+func (c *calls) deliverAsk(line []byte) {
+	c.asksMu.Lock()
+	o := c.asks
+	c.asksMu.Unlock()
 	if o != nil {
 		o.deliver(line)
 	}
 }
 
-// closeAsks ends CallAsClient's connection, at Run's end.
-func (r *Relay) closeAsks() {
-	r.asksMu.Lock()
-	defer r.asksMu.Unlock()
-	r.asksClosed = true
-	if r.asks != nil {
-		r.asks.close()
+// close ends both connections, at Run's end: every call still waiting
+// fails, and a CallAsClient made after fails at once.
+func (c *calls) close() {
+	c.own.Load().close()
+	c.asksMu.Lock()
+	defer c.asksMu.Unlock()
+	c.asksClosed = true
+	if c.asks != nil {
+		c.asks.close()
 	}
 }

@@ -4,64 +4,98 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"sync"
 )
 
-// later runs the Later of a Hold or Defer verdict for f on a goroutine the
+// laters owns the goroutines that decide held and deferred frames
+// (Verdict.Later): it starts each, holds its decision to one answer
+// (answerOnce), writes what it decides, and lets Run wait for them all.
+type laters struct {
+	w    *writer
+	log  *slog.Logger
+	once answerOnce
+
+	wg sync.WaitGroup
+	// mu guards done: once Run has stopped waiting (stop), no new
+	// goroutine starts.
+	mu   sync.Mutex
+	done bool
+}
+
+// start runs the Later of a Hold or Defer verdict for f on a goroutine the
 // relay owns. A Hold reserves f's place first, so what f's peer sends after
 // it waits; a Defer reserves nothing. f is copied where it is needed: the
 // relay reuses it for the next frame.
-func (r *Relay) later(ctx context.Context, f *Frame, v Verdict) {
+func (l *laters) start(ctx context.Context, f *Frame, v Verdict) {
 	dir := f.Dir
 	if v.Later == nil {
-		r.log.Error("a hook held a frame without deciding it; dropped", "dir", dir.String(), "method", string(f.Env.Method))
+		l.log.Error("a hook held a frame without deciding it; dropped", "dir", dir.String(), "method", string(f.Env.Method))
 		v.Later = func(context.Context) Decision { return Decision{} }
 	}
 	release := func(lines ...[]byte) {
-		for _, l := range lines {
-			if err := r.Send(dir, l); err != nil {
-				r.log.Debug("forward a deferred frame", "dir", dir.String(), "err", err)
+		for _, line := range lines {
+			if err := l.w.send(dir, line); err != nil {
+				l.log.Debug("forward a deferred frame", "dir", dir.String(), "err", err)
 			}
 		}
 	}
 	if v.Do == Hold {
-		release = r.Hold(dir)
+		release = l.w.hold(dir)
 	}
 	var id []byte
 	if f.Env.Kind == KindRequest {
 		id = bytes.Clone(f.Env.ID)
 	}
 	method := string(f.Env.Method)
-	r.latersMu.Lock()
-	if r.latersDone {
+	l.mu.Lock()
+	if l.done {
 		// The relay is stopping: nobody reads an answer any more.
-		r.latersMu.Unlock()
+		l.mu.Unlock()
 		release()
 		return
 	}
-	r.laters.Add(1)
-	r.latersMu.Unlock()
+	l.wg.Add(1)
+	l.mu.Unlock()
 	go func() {
-		defer r.laters.Done()
+		defer l.wg.Done()
 		d := v.Later(ctx)
 		if id != nil {
-			d = r.answerOnce(dir, id, method, d)
+			d = l.once.check(dir, id, method, d)
 		}
 		release(d.Forward...)
 		if len(d.Answer) > 0 {
 			// The answer's lines go out as one run: a response and what
 			// follows it (a command list after an open) must not have the
 			// peer's next exchange between them.
-			r.Hold(dir.Reverse())(d.Answer...)
+			l.w.hold(dir.Reverse())(d.Answer...)
 		}
 	}()
 }
 
-// answerOnce holds a hook to the rule that a request it took gets exactly
-// one answer: forwarded once (its peer answers), or answered once by the
-// sidecar. A second answer is dropped, and a request neither forwarded nor
-// answered gets an error, so its sender never waits for ever. Either is a
-// bug in a hook, logged as one.
-func (r *Relay) answerOnce(dir Direction, id []byte, method string, d Decision) Decision {
+// stop waits for every goroutine started, after which none starts: a frame
+// held from then on is released empty. Run calls it once its context has
+// ended, which the Laters see.
+func (l *laters) stop() {
+	l.mu.Lock()
+	l.done = true
+	l.mu.Unlock()
+	l.wg.Wait()
+}
+
+// answerOnce is the rule that a request a hook took gets exactly one
+// answer: forwarded once (its peer answers), or answered once by the
+// sidecar. The relay holds every held or deferred request's decision to it;
+// a hook that breaks it has a bug, logged, or under Config.Strict a panic.
+type answerOnce struct {
+	log    *slog.Logger
+	strict bool
+}
+
+// check holds decision d of the request id to the rule. A second answer is
+// dropped, and a request neither forwarded nor answered gets an error, so
+// its sender never waits for ever.
+func (a answerOnce) check(dir Direction, id []byte, method string, d Decision) Decision {
 	forwarded := 0
 	for _, l := range d.Forward {
 		if env, err := Scan(l); err == nil && env.Kind == KindRequest && bytes.Equal(env.ID, id) {
@@ -74,7 +108,7 @@ func (r *Relay) answerOnce(dir Direction, id []byte, method string, d Decision) 
 		if env, err := Scan(l); err == nil && env.Kind == KindResponse && bytes.Equal(env.ID, id) {
 			answered++
 			if forwarded+answered > 1 {
-				r.hookBug("a hook answered a request twice; the extra answer is dropped", dir, method, id)
+				a.bug("a hook answered a request twice; the extra answer is dropped", dir, method, id)
 				continue
 			}
 		}
@@ -82,20 +116,20 @@ func (r *Relay) answerOnce(dir Direction, id []byte, method string, d Decision) 
 	}
 	d.Answer = kept
 	if forwarded+answered == 0 {
-		r.hookBug("a hook took a request and never answered it; it gets an error", dir, method, id)
+		a.bug("a hook took a request and never answered it; it gets an error", dir, method, id)
 		d.Answer = append(d.Answer, ErrorResponse(id, CodeInternalError, "Internal error: acp-sidecar lost this request; send it again"))
 	}
 	if forwarded > 1 {
-		r.hookBug("a hook forwarded a request twice", dir, method, id)
+		a.bug("a hook forwarded a request twice", dir, method, id)
 	}
 	return d
 }
 
-// hookBug reports a hook that broke the promise of one answer per request:
+// bug reports a hook that broke the promise of one answer per request:
 // logged, or under Config.Strict a panic that names the request.
-func (r *Relay) hookBug(msg string, dir Direction, method string, id []byte) {
-	r.log.Error(msg, "dir", dir.String(), "method", method, "id", string(id))
-	if r.cfg.Strict {
+func (a answerOnce) bug(msg string, dir Direction, method string, id []byte) {
+	a.log.Error(msg, "dir", dir.String(), "method", method, "id", string(id))
+	if a.strict {
 		panic(fmt.Sprintf("acp-sidecar strict answers: %s (%s %s, id %s)", msg, dir, method, id))
 	}
 }

@@ -89,12 +89,12 @@ func TestEveryTakenRequestGetsOneAnswer(t *testing.T) {
 // TestStrictPanicsOnAHookBug: under Config.Strict a broken promise of one
 // answer is a panic that names the request, so no test passes on it.
 func TestStrictPanicsOnAHookBug(t *testing.T) {
-	r := &Relay{cfg: Config{Strict: true}, log: slog.New(slog.DiscardHandler)} // no relay runs: only its rule
+	rule := answerOnce{log: slog.New(slog.DiscardHandler), strict: true} // no relay runs: only its rule
 	defer func() {
 		p := recover()
 		if p == nil || !strings.Contains(fmt.Sprint(p), "session/prompt, id 7") {
 			t.Errorf("strict relay: recovered %v, want a panic naming the request", p)
 		}
 	}()
-	r.answerOnce(ClientToAgent, []byte("7"), "session/prompt", Decision{})
+	rule.check(ClientToAgent, []byte("7"), "session/prompt", Decision{})
 }

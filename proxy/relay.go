@@ -234,27 +234,25 @@ type Config struct {
 // bytes in for every valid frame that no Hook rewrote, in arrival order per
 // direction; each direction runs on its own goroutine, so neither ever waits
 // for the other.
+//
+// The relay itself reads, decides and routes each frame, and owns the
+// client's side and the agent's succession. What it writes, the sidecar's
+// own calls, the frames decided later and the requests an agent may never
+// have read each have an owner of their own, which holds that state.
 type Relay struct {
-	cfg    Config
-	log    *slog.Logger
-	hook   Hook
-	egress Egress
-	out    [2]*output               // indexed by Direction: where frames travelling that way are written
-	own    atomic.Pointer[ownCalls] // the current agent's; replaced when a new agent starts
-	trace  *Trace
+	cfg   Config
+	log   *slog.Logger
+	hook  Hook
+	trace *Trace
+	run   runCtx
 
-	// ctx is Run's, for frames that Feed hands in; set before started is
-	// closed.
-	ctx     context.Context
-	started chan struct{}
-	// asks are the calls that travel as the client's (CallAsClient); nil
-	// until the first. asking says one may be waiting for its response.
-	asksMu     sync.Mutex
-	asks       *ownCalls
-	asksClosed bool
-	asking     atomic.Bool
-	endOnce    sync.Once // ends the client's side: its EOF, or Run's end with Client
-	fedDone    bool      // under inFrame: Feed takes no more frames
+	w      writer // the write side: both directions' outputs, and what the client gets
+	calls  calls  // the sidecar's own calls (Call, CallAsClient) and their pending answers
+	held   laters // the goroutines of held and deferred frames
+	unsent unsent // the client requests the current agent may not have read
+
+	endOnce sync.Once // ends the client's side: its EOF, or Run's end with Client
+	fedDone bool      // under inFrame: Feed takes no more frames
 
 	clientEOF  chan struct{} // closed when the client's input has ended
 	agentEnded atomic.Bool   // Run is done with every agent
@@ -264,101 +262,83 @@ type Relay struct {
 	// hand: either it reached the dead agent, or its write failed and the
 	// hook got it back (UnsentHook), never both or neither.
 	inFrame sync.Mutex
-	// laters are the goroutines of held and deferred frames; Run waits for
-	// them, and after that (latersDone) no new one starts.
-	laters     sync.WaitGroup
-	latersMu   sync.Mutex
-	latersDone bool
-	// sent is the client requests the current agent may not have read;
-	// agentIn is its stdin, which says how much is still unread.
-	sent    sentLog
-	agentIn atomic.Value // io.Writer
+}
+
+// runCtx is Run's context, for frames that come in from outside Run's
+// goroutines (Feed, CallAsClient) and for Egress on frames written from
+// there (Send, a released Hold). ctx is set before started is closed, and
+// read only after.
+type runCtx struct {
+	ctx     context.Context
+	started chan struct{}
+}
+
+// start makes ctx Run's context, for everyone waiting for it.
+func (c *runCtx) start(ctx context.Context) {
+	c.ctx = ctx
+	close(c.started)
+}
+
+// wait waits until Run has started, or ctx ends.
+func (c *runCtx) wait(ctx context.Context) error {
+	select {
+	case <-c.started:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// get is Run's context, or Background before Run.
+func (c *runCtx) get() context.Context {
+	select {
+	case <-c.started:
+		return c.ctx
+	default:
+		return context.Background()
+	}
 }
 
 // NewRelay builds a relay. Call Run to start it.
 func NewRelay(cfg Config) *Relay {
-	r := &Relay{cfg: cfg, log: cfg.Log, hook: cfg.Hook, egress: cfg.Egress, trace: cfg.Trace, clientEOF: make(chan struct{}), started: make(chan struct{})}
+	r := &Relay{cfg: cfg, log: cfg.Log, hook: cfg.Hook, trace: cfg.Trace, clientEOF: make(chan struct{})}
+	r.run.started = make(chan struct{})
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
 	if r.hook == nil {
 		r.hook = HookFunc(func(context.Context, *Frame) Verdict { return Verdict{} })
 	}
-	r.out[ClientToAgent] = newOutput(cfg.AgentIn)
-	r.agentIn.Store(writerBox{cfg.AgentIn})
+	var toClient *output
 	if cfg.Client != nil {
-		r.out[AgentToClient] = cfg.Client.out.output()
+		toClient = cfg.Client.out.output()
 	} else {
-		r.out[AgentToClient] = newOutput(cfg.ClientOut)
+		toClient = newOutput(cfg.ClientOut)
 	}
-	r.own.Store(newOwnCalls(OwnIDPrefix, r.sendOwn))
+	r.w = writer{
+		out:    [2]*output{ClientToAgent: newOutput(cfg.AgentIn), AgentToClient: toClient},
+		egress: cfg.Egress,
+		calls:  &r.calls,
+		run:    &r.run,
+		trace:  r.trace,
+		log:    r.log,
+	}
+	// A CallAsClient goes in as the client's frames do; it is made only
+	// once Run has started, so r.run.ctx is set by then.
+	r.calls = calls{toAgent: r.w.out[ClientToAgent], trace: r.trace, feed: func(f *Frame) error { return r.Feed(r.run.ctx, f) }}
+	r.calls.newAgent()
+	r.held = laters{w: &r.w, log: r.log, once: answerOnce{log: r.log, strict: cfg.Strict}}
+	r.unsent = unsent{w: &r.w, laters: &r.held, log: r.log, restarts: cfg.OnAgentExit != nil}
+	if h, ok := r.hook.(UnsentHook); ok {
+		r.unsent.hook = h
+	}
+	r.unsent.newAgent(cfg.AgentIn)
 	return r
 }
 
 // Send writes one frame of the sidecar's own, as if it travelled in dir, and
 // flushes it. It is safe from any goroutine.
-func (r *Relay) Send(dir Direction, line []byte) error {
-	r.trace.record(dir, true, line, nil)
-	r.trace.Flush() // the sidecar's own frames are rare; a kill must not lose them from the trace
-	if err := r.write(dir, line, true); err != nil {
-		return fmt.Errorf("send %s: %w", dir, err)
-	}
-	return nil
-}
-
-// write writes a frame that travels in dir; one for the client goes
-// through toClient first.
-func (r *Relay) write(dir Direction, line []byte, flush bool) error {
-	if dir == AgentToClient && r.filtered() {
-		var keep bool
-		if line, keep = r.toClientLine(line); !keep {
-			if flush {
-				return r.out[dir].flush()
-			}
-			return nil
-		}
-	}
-	return r.out[dir].write(line, flush)
-}
-
-// filtered says whether frames for the client need toClient: with an
-// Egress, or while a CallAsClient may wait for its response.
-func (r *Relay) filtered() bool { return r.egress != nil || r.asking.Load() }
-
-// toClient is what the client gets of a frame written to it: nothing when
-// it answers a CallAsClient or Egress drops it, else the bytes Egress
-// gives. Call it when filtered.
-func (r *Relay) toClient(ctx context.Context, f *Frame) ([]byte, bool) {
-	if f.Env.Kind == KindResponse && r.asking.Load() && isAskID(f.Env.ID) {
-		r.deliverAsk(f.Raw)
-		return nil, false
-	}
-	if r.egress == nil {
-		return f.Raw, true
-	}
-	out := r.egress.Egress(ctx, f)
-	return out, out != nil
-}
-
-// toClientLine is toClient for a frame not scanned yet: the sidecar's own,
-// a rewrite, a held frame released.
-func (r *Relay) toClientLine(line []byte) ([]byte, bool) {
-	env, err := Scan(line)
-	if err != nil {
-		return line, true // the sidecar's own frames are valid; this one passes as it is
-	}
-	return r.toClient(r.runCtx(), &Frame{Dir: AgentToClient, Raw: line, Env: env})
-}
-
-// runCtx is Run's context, or Background before Run.
-func (r *Relay) runCtx() context.Context {
-	select {
-	case <-r.started:
-		return r.ctx
-	default:
-		return context.Background()
-	}
-}
+func (r *Relay) Send(dir Direction, line []byte) error { return r.w.send(dir, line) }
 
 // Hold reserves the current place in the stream of frames travelling in dir
 // and returns the function that fills it. Frames that arrive meanwhile, the
@@ -367,25 +347,7 @@ func (r *Relay) runCtx() context.Context {
 // Hook to hold the frame being decided (then return Drop, and pass the frame's
 // bytes, or their replacement, to release), or from anywhere else. Every hold
 // must be released, or that direction stalls.
-func (r *Relay) Hold(dir Direction) (release func(lines ...[]byte)) {
-	rel := r.out[dir].hold()
-	return func(lines ...[]byte) {
-		for _, l := range lines {
-			r.trace.record(dir, true, l, nil) // a released frame is written by the sidecar
-		}
-		r.trace.Flush()
-		if dir == AgentToClient && r.filtered() {
-			kept := make([][]byte, 0, len(lines))
-			for _, l := range lines {
-				if out, keep := r.toClientLine(l); keep {
-					kept = append(kept, out)
-				}
-			}
-			lines = kept
-		}
-		rel(lines...)
-	}
-}
+func (r *Relay) Hold(dir Direction) (release func(lines ...[]byte)) { return r.w.hold(dir) }
 
 // Run relays until the agent's output ends, then closes the client's input
 // (when it can be closed) and returns once both directions have stopped. When
@@ -399,8 +361,7 @@ func (r *Relay) Hold(dir Direction) (release func(lines ...[]byte)) {
 func (r *Relay) Run(parent context.Context) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	r.ctx = ctx
-	close(r.started)
+	r.run.start(ctx)
 	clientDone := make(chan error, 1)
 	if r.cfg.Client == nil {
 		go func() { clientDone <- r.clientToAgent(ctx) }()
@@ -417,15 +378,11 @@ func (r *Relay) Run(parent context.Context) error {
 		case <-ctx.Done():
 		}
 	}
-	r.own.Load().close()
-	r.closeAsks()
+	r.calls.close()
 	cancel()
 	// Held and deferred frames end with ctx; what they answer is still
 	// written, before the last flush.
-	r.latersMu.Lock()
-	r.latersDone = true
-	r.latersMu.Unlock()
-	r.laters.Wait()
+	r.held.stop()
 	r.answerOwed(parent.Err() != nil)
 	var clientErr error
 	if r.cfg.Client != nil {
@@ -433,7 +390,7 @@ func (r *Relay) Run(parent context.Context) error {
 	} else {
 		clientErr = r.stopClientReader(parent, clientDone)
 	}
-	if err := r.out[AgentToClient].flush(); err != nil && !errors.Is(err, ErrClosed) {
+	if err := r.w.out[AgentToClient].flush(); err != nil && !errors.Is(err, ErrClosed) {
 		agentErr = errors.Join(agentErr, fmt.Errorf("flush to client: %w", err))
 	}
 	return errors.Join(agentErr, clientErr)
@@ -483,7 +440,7 @@ func (r *Relay) answerOwed(shutdown bool) {
 	}
 	for _, l := range h.Stopped(why) {
 		r.trace.record(AgentToClient, true, l, nil)
-		if err := r.write(AgentToClient, l, false); err != nil {
+		if err := r.w.write(AgentToClient, l, false); err != nil {
 			r.log.Debug("answer a request the agent never answered", "err", err) // the client is gone: nobody to tell
 			return
 		}
@@ -506,7 +463,7 @@ func (r *Relay) endClient() {
 			r.inFrame.Unlock()
 		}
 		close(r.clientEOF)
-		if err := r.out[ClientToAgent].close(); err != nil {
+		if err := r.w.out[ClientToAgent].close(); err != nil {
 			r.log.Debug("close agent stdin", "err", err)
 		}
 		// Only the client's own EOF: when Run closed the input because the
@@ -524,10 +481,8 @@ func (r *Relay) endClient() {
 // Feed waits for Run to start, and fails with ErrClosed once the client's
 // side has ended (CloseClient, or Run's end).
 func (r *Relay) Feed(ctx context.Context, f *Frame) error {
-	select {
-	case <-r.started:
-	case <-ctx.Done():
-		return fmt.Errorf("feed the relay: %w", ctx.Err())
+	if err := r.run.wait(ctx); err != nil {
+		return fmt.Errorf("feed the relay: %w", err)
 	}
 	r.inFrame.Lock()
 	defer r.inFrame.Unlock()
@@ -541,7 +496,7 @@ func (r *Relay) Feed(ctx context.Context, f *Frame) error {
 	}
 	fr := *f
 	fr.Dir = ClientToAgent
-	r.frame(r.ctx, &fr, nil)
+	r.frame(r.run.ctx, &fr, nil)
 	return nil
 }
 
@@ -564,18 +519,17 @@ func (r *Relay) agentToClient(ctx context.Context) error {
 		// Nothing more goes to the dead agent, and calls it will never
 		// answer fail now, not at their timeouts; the next agent gets a
 		// connection of its own.
-		r.out[ClientToAgent].fail(ErrAgentGone)
+		r.w.out[ClientToAgent].fail(ErrAgentGone)
 		unlock := r.lockFrameInHand()
-		r.handBackUnread(ctx)
+		r.unsent.handBack(ctx)
 		if r.cfg.OnAgentEnd != nil {
 			r.cfg.OnAgentEnd()
 		}
 		unlock()
-		old := r.own.Swap(newOwnCalls(OwnIDPrefix, r.sendOwn))
-		old.close()
+		r.calls.newAgent()
 		// Frames for the agent wait while it restarts; the sidecar's own
 		// calls (a replayed initialize) go straight to the new one.
-		release := r.Hold(ClientToAgent)
+		release := r.w.hold(ClientToAgent)
 		in, next, ok := r.cfg.OnAgentExit(ctx)
 		if !ok {
 			release()
@@ -592,8 +546,8 @@ func (r *Relay) agentToClient(ctx context.Context) error {
 		// wait is short: the Hook does not block, and a write blocked on
 		// the old agent's stdin has ended, as OnAgentExit closed it.
 		r.inFrame.Lock()
-		r.out[ClientToAgent].swap(in)
-		r.agentIn.Store(writerBox{in})
+		r.w.out[ClientToAgent].swap(in)
+		r.unsent.newAgent(in)
 		r.inFrame.Unlock()
 		if r.cfg.OnAgentStarted != nil {
 			r.cfg.OnAgentStarted()
@@ -662,7 +616,7 @@ func (r *Relay) pump(ctx context.Context, dir Direction, lr *LineReader) error {
 	// byte copy never does (DESIGN.md, "Speed").
 	f := new(Frame)
 	var scan streamScanner
-	lr.lend = r.out[dir].settle
+	lr.lend = r.w.out[dir].settle
 	lr.kept = r.cfg.LongFrames
 	defer lr.releaseLong()
 	if dir == AgentToClient {
@@ -728,21 +682,21 @@ func (r *Relay) frame(ctx context.Context, f *Frame, lr *LineReader) (flush bool
 	if request {
 		env = f.Env
 	}
-	out := r.out[dir]
+	out := r.w.out[dir]
 	v := r.hook.Frame(ctx, f)
 	flush = lr == nil || lr.drained()
 	switch v.Do {
 	case Pass:
 		if request {
-			r.writeRequest(ctx, out, line, f)
+			r.unsent.write(ctx, out, line, f)
 			break
 		}
-		if dir == AgentToClient && r.filtered() {
+		if dir == AgentToClient && r.w.filtered() {
 			// f is still the frame as read: the Hook must not change it.
 			var keep bool
-			if line, keep = r.toClient(ctx, f); !keep {
+			if line, keep = r.w.toClient(ctx, f); !keep {
 				if flush {
-					r.flushOrLog(out, dir)
+					r.w.flushOrLog(out, dir)
 				}
 				break
 			}
@@ -752,7 +706,7 @@ func (r *Relay) frame(ctx context.Context, f *Frame, lr *LineReader) (flush bool
 				// Written while the next frame is read (output.writeOwned).
 				spare, err := out.writeOwned(buf)
 				lr.giveLong(spare)
-				r.logWrite(dir, err)
+				r.w.logWrite(dir, err)
 				break
 			}
 			if buf, from, to, ok := lr.inBuffer(line); ok {
@@ -761,60 +715,36 @@ func (r *Relay) frame(ctx context.Context, f *Frame, lr *LineReader) (flush bool
 				if !flush && out.passLocal(buf, from, to) {
 					break
 				}
-				r.logWrite(dir, out.pass(buf, from, to, flush))
+				r.w.logWrite(dir, out.pass(buf, from, to, flush))
 				break
 			}
 		}
-		r.writeOrLog(out, dir, line, flush)
+		r.w.writeOrLog(out, dir, line, flush)
 	case Rewrite:
 		r.trace.record(dir, true, v.Line, nil)
 		if request {
 			*f = Frame{Dir: dir, Raw: line, Env: env} // the original, as the client sent it
-			r.writeRequest(ctx, out, v.Line, f)
+			r.unsent.write(ctx, out, v.Line, f)
 			break
 		}
-		r.logWrite(dir, r.write(dir, v.Line, flush))
+		r.w.logWrite(dir, r.w.write(dir, v.Line, flush))
 	case Answer:
 		r.trace.record(dir.Reverse(), true, v.Line, nil)
-		r.logWrite(dir.Reverse(), r.write(dir.Reverse(), v.Line, true))
+		r.w.logWrite(dir.Reverse(), r.w.write(dir.Reverse(), v.Line, true))
 		if flush {
-			r.flushOrLog(out, dir)
+			r.w.flushOrLog(out, dir)
 		}
 	case Drop:
 		if flush {
-			r.flushOrLog(out, dir)
+			r.w.flushOrLog(out, dir)
 		}
 	case Hold, Defer:
-		r.later(ctx, f, v)
+		r.held.start(ctx, f, v)
 		if flush {
-			r.flushOrLog(out, dir)
+			r.w.flushOrLog(out, dir)
 		}
 	}
 	return flush
-}
-
-// writeRequest writes and flushes a client request. When the write fails
-// because the agent is gone, the hook gets the request back as the client
-// sent it (orig), to send again to the agent's successor.
-func (r *Relay) writeRequest(ctx context.Context, o *output, line []byte, orig *Frame) {
-	end, err := o.writeFlushed(line)
-	if err == nil {
-		if end >= 0 && r.cfg.OnAgentExit != nil {
-			r.sent.add(orig.Raw, len(line)+1, end)
-		}
-		return
-	}
-	if errors.Is(err, ErrClosed) {
-		return
-	}
-	if h, ok := r.hook.(UnsentHook); ok && r.cfg.OnAgentExit != nil {
-		if v := h.Unsent(ctx, orig); v.Do == Hold || v.Do == Defer {
-			r.log.Info("a client request did not reach the agent, which is gone; it is kept for the next agent", "method", string(orig.Env.Method))
-			r.later(ctx, orig, v)
-			return
-		}
-	}
-	r.logWrite(ClientToAgent, err)
 }
 
 // Again hands a client request back to the hook to be decided again
@@ -838,49 +768,8 @@ func (r *Relay) Again(ctx context.Context, line []byte) error {
 	if v.Do != Hold && v.Do != Defer {
 		return errors.New("decide a request again: the hook did not keep it")
 	}
-	r.later(ctx, f, v)
+	r.held.start(ctx, f, v)
 	return nil
-}
-
-// writerBox lets an atomic.Value hold writers of different types.
-type writerBox struct{ w io.Writer }
-
-// handBackUnread gives the hook the client requests the dead agent left in
-// its stdin pipe: they were written, but never read (unread.go).
-func (r *Relay) handBackUnread(ctx context.Context) {
-	h, ok := r.hook.(UnsentHook)
-	unread := pipeUnread(r.agentIn.Load().(writerBox).w)
-	lines := r.sent.unread(r.out[ClientToAgent].taken(), unread)
-	if !ok {
-		return
-	}
-	for _, raw := range lines {
-		env, err := Scan(raw)
-		if err != nil {
-			continue // it was scanned once, on its way in
-		}
-		r.log.Info("a client request was left unread by the agent, which is gone; it is kept for the next agent", "method", string(env.Method))
-		f := &Frame{Dir: ClientToAgent, Raw: raw, Env: env}
-		if v := h.Unsent(ctx, f); v.Do == Hold || v.Do == Defer {
-			r.later(ctx, f, v)
-		}
-	}
-}
-
-func (r *Relay) writeOrLog(o *output, dir Direction, line []byte, flush bool) {
-	r.logWrite(dir, o.write(line, flush))
-}
-
-func (r *Relay) logWrite(dir Direction, err error) {
-	if err != nil && !errors.Is(err, ErrClosed) {
-		r.log.Warn("write failed; frames in this direction are dropped", "dir", dir.String(), "err", err)
-	}
-}
-
-func (r *Relay) flushOrLog(o *output, dir Direction) {
-	if err := o.flush(); err != nil && !errors.Is(err, ErrClosed) {
-		r.log.Warn("flush failed", "dir", dir.String(), "err", err)
-	}
 }
 
 // malformed handles a line that is not valid JSON in UTF-8. It never reaches
@@ -898,14 +787,14 @@ func (r *Relay) malformed(dir Direction, line []byte, err error) {
 			id = nil
 		}
 		r.log.Warn("client sent a malformed frame; answered with a parse error", "err", err, "idReadable", id != nil)
-		r.reply(ClientToAgent, id, CodeParseError, "Parse error: "+err.Error())
+		r.w.reply(ClientToAgent, id, CodeParseError, "Parse error: "+err.Error())
 	case env.Kind == KindRequest:
 		r.log.Warn("agent wrote a malformed request; answered with a parse error", "err", err)
-		r.reply(AgentToClient, env.ID, CodeParseError, "Parse error: "+err.Error())
+		r.w.reply(AgentToClient, env.ID, CodeParseError, "Parse error: "+err.Error())
 	case env.Kind == KindResponse && !isOwnID(env.ID):
 		// The client waits for this response: give it an error in its place.
 		r.log.Warn("agent wrote a malformed response; the client gets an error for it", "err", err)
-		r.reply(ClientToAgent, env.ID, CodeInternalError, "The agent's response was malformed and dropped: "+err.Error())
+		r.w.reply(ClientToAgent, env.ID, CodeInternalError, "The agent's response was malformed and dropped: "+err.Error())
 	default:
 		r.log.Warn("agent wrote a malformed frame; dropped", "err", err)
 	}
@@ -916,7 +805,7 @@ func (r *Relay) malformed(dir Direction, line []byte, err error) {
 // null, whatever the array holds, and nothing in it is processed.
 func (r *Relay) batch(dir Direction) {
 	r.log.Warn("a JSON-RPC batch was refused: ACP has none", "dir", dir.String())
-	r.reply(dir, nil, CodeInvalidRequest, BatchMessage)
+	r.w.reply(dir, nil, CodeInvalidRequest, BatchMessage)
 }
 
 // envelope is what can be read of a frame over the limit, from its head
@@ -945,10 +834,10 @@ func (r *Relay) oversized(dir Direction, e *TooLargeError) {
 	r.trace.record(dir, false, nil, e)
 	switch {
 	case env.Kind == KindRequest:
-		r.reply(dir, env.ID, CodeInvalidRequest, "Invalid request: "+msg)
+		r.w.reply(dir, env.ID, CodeInvalidRequest, "Invalid request: "+msg)
 	case env.Kind == KindResponse && !isOwnID(env.ID):
 		// The receiver waits for this response: give it an error in its place.
-		r.reply(dir.Reverse(), env.ID, CodeInternalError, "The response was dropped: "+msg)
+		r.w.reply(dir.Reverse(), env.ID, CodeInternalError, "The response was dropped: "+msg)
 	}
 }
 
@@ -957,21 +846,12 @@ func (r *Relay) oversized(dir Direction, e *TooLargeError) {
 func (r *Relay) ownID(dir Direction, line []byte, env *Envelope) bool {
 	switch {
 	case dir == AgentToClient && env.Kind == KindResponse:
-		r.own.Load().deliver(line)
+		r.calls.deliverOwn(line)
 		return true
 	case dir == ClientToAgent && env.Kind == KindRequest:
 		// The answer would be taken for one of ours and never reach the client.
-		r.reply(dir, env.ID, CodeInvalidRequest, "Invalid request: ids starting with "+OwnIDPrefix+" are reserved by acp-sidecar")
+		r.w.reply(dir, env.ID, CodeInvalidRequest, "Invalid request: ids starting with "+OwnIDPrefix+" are reserved by acp-sidecar")
 		return true
 	}
 	return false
-}
-
-// reply sends an error response back to the sender of a frame that travelled
-// in dir. A nil id becomes null.
-func (r *Relay) reply(dir Direction, id []byte, code int, msg string) {
-	line := ErrorResponse(id, code, msg)
-	back := dir.Reverse()
-	r.trace.record(back, true, line, nil)
-	r.logWrite(back, r.write(back, line, true))
 }

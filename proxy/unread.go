@@ -1,8 +1,12 @@
 package proxy
 
 import (
+	"context"
+	"errors"
 	"io"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -12,6 +16,77 @@ import (
 // the pipe without an error. The relay remembers where its recent requests
 // lie in the bytes the agent's stdin took, asks the pipe how many it still
 // holds, and hands the requests in that tail back (UnsentHook).
+
+// unsent owns the client requests the current agent may never have
+// received: it writes each request on its own, so a failed write tells
+// which one did not reach the agent, notes where the written ones lie in
+// what the agent's stdin took, and at the agent's end hands those left
+// unread in the pipe back to the hook (UnsentHook), to keep for the next
+// agent.
+type unsent struct {
+	w      *writer
+	laters *laters // where a request handed back and kept by the hook is decided
+	log    *slog.Logger
+	hook   UnsentHook // nil when the relay's Hook is not one
+	// restarts says an agent may follow the dead one (Config.OnAgentExit):
+	// without one, no request is kept for a successor.
+	restarts bool
+
+	sent    sentLog
+	agentIn atomic.Value // writerBox: the current agent's stdin, which says how much is still unread
+}
+
+// writerBox lets an atomic.Value hold writers of different types.
+type writerBox struct{ w io.Writer }
+
+// newAgent notes the stdin of the agent whose requests are written from
+// now on.
+func (u *unsent) newAgent(in io.Writer) { u.agentIn.Store(writerBox{in}) }
+
+// write writes and flushes a client request to o. When the write fails
+// because the agent is gone, the hook gets the request back as the client
+// sent it (orig), to send again to the agent's successor.
+func (u *unsent) write(ctx context.Context, o *output, line []byte, orig *Frame) {
+	end, err := o.writeFlushed(line)
+	if err == nil {
+		if end >= 0 && u.restarts {
+			u.sent.add(orig.Raw, len(line)+1, end)
+		}
+		return
+	}
+	if errors.Is(err, ErrClosed) {
+		return
+	}
+	if u.hook != nil && u.restarts {
+		if v := u.hook.Unsent(ctx, orig); v.Do == Hold || v.Do == Defer {
+			u.log.Info("a client request did not reach the agent, which is gone; it is kept for the next agent", "method", string(orig.Env.Method))
+			u.laters.start(ctx, orig, v)
+			return
+		}
+	}
+	u.w.logWrite(ClientToAgent, err)
+}
+
+// handBack gives the hook the client requests the dead agent left in its
+// stdin pipe: they were written, but never read.
+func (u *unsent) handBack(ctx context.Context) {
+	unread := pipeUnread(u.agentIn.Load().(writerBox).w)
+	lines := u.sent.unread(u.w.out[ClientToAgent].taken(), unread)
+	if u.hook == nil {
+		return
+	}
+	for _, raw := range lines {
+		env, err := Scan(raw)
+		if err != nil {
+			continue // it was scanned once, on its way in
+		}
+		u.log.Info("a client request was left unread by the agent, which is gone; it is kept for the next agent", "method", string(env.Method))
+		f := &Frame{Dir: ClientToAgent, Raw: raw, Env: env}
+		if v := u.hook.Unsent(ctx, f); v.Do == Hold || v.Do == Defer {
+			u.laters.start(ctx, f, v)
+		}
+	}
+}
 
 // maxUnread bounds what a pipe can hold unread: Linux's largest pipe
 // buffer (/proc/sys/fs/pipe-max-size). A request that ended further back
