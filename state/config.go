@@ -66,17 +66,18 @@ type Change struct {
 	To   json.RawMessage `json:"to,omitempty"`
 }
 
-// Diff lists what changed from a to b, e.g. live against the baseline for `show`:
-// options in b's order, then options only a has, then legacy mode and model.
-// Values compare as compact JSON, so whitespace differences do not count.
-func Diff(a, b *Config) []Change {
+// Diff lists what changed from c to next, e.g. baseline.Diff(live) for
+// `show`: options in next's order, then options only c has, then legacy mode
+// and model. Values compare as compact JSON, so whitespace differences do not
+// count. Either config may be nil, c too: a layer never recorded is empty.
+func (c *Config) Diff(next *Config) []Change {
 	var out []Change
 	seen := map[string]bool{}
-	if b != nil {
-		for _, o := range b.Options {
+	if next != nil {
+		for _, o := range next.Options {
 			seen[o.ID] = true
 			var from json.RawMessage
-			if p := a.Option(o.ID); p != nil {
+			if p := c.Option(o.ID); p != nil {
 				from = p.Current
 				if sameJSON(from, o.Current) {
 					continue
@@ -85,8 +86,8 @@ func Diff(a, b *Config) []Change {
 			out = append(out, Change{OptionID: o.ID, Category: o.Category, From: from, To: o.Current})
 		}
 	}
-	if a != nil {
-		for _, o := range a.Options {
+	if c != nil {
+		for _, o := range c.Options {
 			if !seen[o.ID] {
 				out = append(out, Change{OptionID: o.ID, Category: o.Category, From: o.Current})
 			}
@@ -105,11 +106,11 @@ func Diff(a, b *Config) []Change {
 		}
 	}
 	var am, bm, ao, bo *Legacy
-	if a != nil {
-		am, ao = a.Mode, a.Model
+	if c != nil {
+		am, ao = c.Mode, c.Model
 	}
-	if b != nil {
-		bm, bo = b.Mode, b.Model
+	if next != nil {
+		bm, bo = next.Mode, next.Model
 	}
 	legacy("mode", am, bm)
 	legacy("model", ao, bo)

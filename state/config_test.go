@@ -61,7 +61,7 @@ func TestDiff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, Diff(tt.a, tt.b)); diff != "" {
+			if diff := cmp.Diff(tt.want, tt.a.Diff(tt.b)); diff != "" {
 				t.Errorf("Diff() mismatch (-want +got):\n%s", diff)
 			}
 		})

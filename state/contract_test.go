@@ -118,9 +118,9 @@ func sampleTurn(i int, status TurnStatus) *Turn {
 func TestContract(t *testing.T) {
 	tests := []struct {
 		name string
-		run  func(t *testing.T, ctx context.Context, s Store)
+		run  func(ctx context.Context, t *testing.T, s Store)
 	}{
-		{"session round trip", func(t *testing.T, ctx context.Context, s Store) {
+		{"session round trip", func(ctx context.Context, t *testing.T, s Store) {
 			want := sampleSession("a")
 			mustPut(t, s, want)
 			got, err := s.Session(ctx, "a")
@@ -131,12 +131,12 @@ func TestContract(t *testing.T) {
 				t.Errorf("Session() mismatch (-want +got):\n%s", diff)
 			}
 		}},
-		{"missing session", func(t *testing.T, ctx context.Context, s Store) {
+		{"missing session", func(ctx context.Context, t *testing.T, s Store) {
 			if _, err := s.Session(ctx, "nope"); !errors.Is(err, ErrNotFound) {
 				t.Errorf("Session(nope) err = %v, want ErrNotFound", err)
 			}
 		}},
-		{"original is written once", func(t *testing.T, ctx context.Context, s Store) {
+		{"original is written once", func(ctx context.Context, t *testing.T, s Store) {
 			first := sampleSession("a")
 			mustPut(t, s, first)
 			same := sampleSession("a")
@@ -168,7 +168,7 @@ func TestContract(t *testing.T) {
 				t.Errorf("Cwd = %q, want /moved (the refused put must change nothing)", got.Cwd)
 			}
 		}},
-		{"turns append, update and list in order", func(t *testing.T, ctx context.Context, s Store) {
+		{"turns append, update and list in order", func(ctx context.Context, t *testing.T, s Store) {
 			mustPut(t, s, sampleSession("a"))
 			for _, i := range []int{2, 1, 3} {
 				mustTurn(t, s, "a", sampleTurn(i, TurnRunning))
@@ -189,12 +189,12 @@ func TestContract(t *testing.T) {
 				t.Errorf("Turns(other) = %v, want none", got)
 			}
 		}},
-		{"turn index from 1", func(t *testing.T, ctx context.Context, s Store) {
+		{"turn index from 1", func(ctx context.Context, t *testing.T, s Store) {
 			if err := s.PutTurn(ctx, "a", &Turn{Index: 0}); err == nil {
 				t.Error("PutTurn(index 0) succeeded")
 			}
 		}},
-		{"rollback marks, never deletes", func(t *testing.T, ctx context.Context, s Store) {
+		{"rollback marks, never deletes", func(ctx context.Context, t *testing.T, s Store) {
 			mustPut(t, s, sampleSession("a"))
 			for i := 1; i <= 4; i++ {
 				mustTurn(t, s, "a", sampleTurn(i, TurnCompleted))
@@ -221,7 +221,7 @@ func TestContract(t *testing.T) {
 				t.Errorf("Sessions() = %+v, want one session with 2 kept turns", l)
 			}
 		}},
-		{"native id mapping", func(t *testing.T, ctx context.Context, s Store) {
+		{"native id mapping", func(ctx context.Context, t *testing.T, s Store) {
 			mustPut(t, s, sampleSession("a"))
 			for _, n := range []string{"n-a-1", "n-a-2"} {
 				got, err := s.ClientID(ctx, n)
@@ -233,7 +233,7 @@ func TestContract(t *testing.T) {
 				t.Errorf("ClientID(unknown) err = %v, want ErrNotFound", err)
 			}
 		}},
-		{"native id in its own history", func(t *testing.T, ctx context.Context, s Store) {
+		{"native id in its own history", func(ctx context.Context, t *testing.T, s Store) {
 			// What the record writes: NativeHistory holds the current
 			// native id as well.
 			sess := sampleSession("a")
@@ -248,7 +248,7 @@ func TestContract(t *testing.T) {
 				}
 			}
 		}},
-		{"listing", func(t *testing.T, ctx context.Context, s Store) {
+		{"listing", func(ctx context.Context, t *testing.T, s Store) {
 			old, recent := sampleSession("old"), sampleSession("recent")
 			recent.Updated = t0.Add(48 * time.Hour)
 			recent.AgentName = "codex"
@@ -271,7 +271,7 @@ func TestContract(t *testing.T) {
 				t.Errorf("Sessions() mismatch (-want +got):\n%s", diff)
 			}
 		}},
-		{"session switches agent", func(t *testing.T, ctx context.Context, s Store) {
+		{"session switches agent", func(ctx context.Context, t *testing.T, s Store) {
 			sess := sampleSession("a")
 			mustPut(t, s, sess)
 			mustTurn(t, s, "a", sampleTurn(1, TurnCompleted))
@@ -302,7 +302,7 @@ func TestContract(t *testing.T) {
 				t.Errorf("turn agents (-want +got):\n%s", diff)
 			}
 		}},
-		{"agent round trip, copied both ways", func(t *testing.T, ctx context.Context, s Store) {
+		{"agent round trip, copied both ways", func(ctx context.Context, t *testing.T, s Store) {
 			in := sampleAgent("claude")
 			mustAgent(t, s, in)
 			mustAgent(t, s, sampleAgent("codex"))
@@ -327,7 +327,7 @@ func TestContract(t *testing.T) {
 				}
 			}
 		}},
-		{"agent put replaces", func(t *testing.T, ctx context.Context, s Store) {
+		{"agent put replaces", func(ctx context.Context, t *testing.T, s Store) {
 			mustAgent(t, s, sampleAgent("claude"))
 			want := &AgentInfo{Name: "claude", Init: json.RawMessage(`{"protocolVersion":2}`), Learned: t0.Add(time.Hour)}
 			mustAgent(t, s, want)
@@ -339,20 +339,20 @@ func TestContract(t *testing.T) {
 				t.Errorf("Agent() after second put (-want +got):\n%s", diff)
 			}
 		}},
-		{"missing agent", func(t *testing.T, ctx context.Context, s Store) {
+		{"missing agent", func(ctx context.Context, t *testing.T, s Store) {
 			mustAgent(t, s, sampleAgent("claude"))
 			if _, err := s.Agent(ctx, "codex"); !errors.Is(err, ErrNotFound) {
 				t.Errorf("Agent(codex) err = %v, want ErrNotFound", err)
 			}
 		}},
-		{"agent needs a name", func(t *testing.T, ctx context.Context, s Store) {
+		{"agent needs a name", func(ctx context.Context, t *testing.T, s Store) {
 			for _, a := range []*AgentInfo{nil, {Command: []string{"x"}}} {
 				if err := s.PutAgent(ctx, a); err == nil {
 					t.Errorf("PutAgent(%+v) succeeded", a)
 				}
 			}
 		}},
-		{"delete forgets the session", func(t *testing.T, ctx context.Context, s Store) {
+		{"delete forgets the session", func(ctx context.Context, t *testing.T, s Store) {
 			mustPut(t, s, sampleSession("a"))
 			for i := 1; i <= 3; i++ {
 				mustTurn(t, s, "a", sampleTurn(i, TurnCompleted))
@@ -391,7 +391,7 @@ func TestContract(t *testing.T) {
 				t.Errorf("Agent(claude) after a delete: %v", err)
 			}
 		}},
-		{"delete an unknown session", func(t *testing.T, ctx context.Context, s Store) {
+		{"delete an unknown session", func(ctx context.Context, t *testing.T, s Store) {
 			mustPut(t, s, sampleSession("a"))
 			err := s.DeleteSession(ctx, "nope")
 			if !errors.Is(err, ErrNotFound) || errors.Is(err, ErrDeleted) {
@@ -401,7 +401,7 @@ func TestContract(t *testing.T) {
 				t.Errorf("Session(a) after deleting another: %v", err)
 			}
 		}},
-		{"a deleted session is not written back", func(t *testing.T, ctx context.Context, s Store) {
+		{"a deleted session is not written back", func(ctx context.Context, t *testing.T, s Store) {
 			mustPut(t, s, sampleSession("a"))
 			mustTurn(t, s, "a", sampleTurn(1, TurnCompleted))
 			if err := s.DeleteSession(ctx, "a"); err != nil {
@@ -426,7 +426,7 @@ func TestContract(t *testing.T) {
 				t.Errorf("second DeleteSession(a) = %v, want ErrNotFound and ErrDeleted", err)
 			}
 		}},
-		{"delete keeps the ids it is a prefix of", func(t *testing.T, ctx context.Context, s Store) {
+		{"delete keeps the ids it is a prefix of", func(ctx context.Context, t *testing.T, s Store) {
 			short, long := sampleSession("ab"), sampleSession("abc")
 			short.NativeID, short.NativeHistory = "nat", nil
 			long.NativeID, long.NativeHistory = "nat2", []string{"nat1"}
@@ -451,7 +451,7 @@ func TestContract(t *testing.T) {
 				t.Errorf("Turns(abc) = %d turns, %v, want 2", len(turns), err)
 			}
 		}},
-		{"delete a session that has turns only", func(t *testing.T, ctx context.Context, s Store) {
+		{"delete a session that has turns only", func(ctx context.Context, t *testing.T, s Store) {
 			mustTurn(t, s, "orphan", sampleTurn(1, TurnCompleted))
 			if err := s.DeleteSession(ctx, "orphan"); err != nil {
 				t.Fatalf("DeleteSession(orphan) = %v", err)
@@ -460,7 +460,7 @@ func TestContract(t *testing.T) {
 				t.Errorf("Turns(orphan) err = %v, want ErrNotFound", err)
 			}
 		}},
-		{"flush with nothing queued", func(t *testing.T, ctx context.Context, s Store) {
+		{"flush with nothing queued", func(ctx context.Context, t *testing.T, s Store) {
 			if err := s.Flush(ctx); err != nil {
 				t.Errorf("Flush() = %v", err)
 			}
@@ -471,7 +471,7 @@ func TestContract(t *testing.T) {
 			for _, tt := range tests {
 				t.Run(tt.name, func(t *testing.T) {
 					s := open(t)
-					tt.run(t, t.Context(), s)
+					tt.run(t.Context(), t, s)
 					if err := s.Flush(t.Context()); err != nil && !errors.Is(err, ErrOriginalExists) {
 						t.Errorf("Flush() = %v", err)
 					}

@@ -227,9 +227,8 @@ func TestDeleteLeavesNoTrace(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				owner.mu.Lock()
-				bs = owner.backend.(*owned).badgerStore
-				owner.mu.Unlock()
+				b, _ := owner.link.current()
+				bs = b.(*owned).badgerStore
 				s, closeAll = owner, func() { closeOK(t, owner) }
 				if tt.via == "client" {
 					client, err := Open(t.Context(), dir, Options{Logger: testLogger(t)})

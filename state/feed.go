@@ -106,7 +106,7 @@ func (w *watcher) take() []string {
 // looks for the next owner meanwhile). An owner of an older acp-sidecar,
 // without the feed, fails it at once with an error that says so.
 func (s *Shared) Watch(ctx context.Context, listening func(), changed func(id string)) error {
-	b, err := s.waitBackend(ctx)
+	b, err := s.link.wait(ctx)
 	if err == nil && b == nil {
 		err = ErrUnavailable
 	}
@@ -125,7 +125,7 @@ func (s *Shared) Watch(ctx context.Context, listening func(), changed func(id st
 		if errors.Is(err, errConn) {
 			// The owner went away: the writer's connection is as dead as
 			// this one, and the next watch needs the next owner.
-			s.drop(b, err)
+			s.link.drop(b, err)
 			return fmt.Errorf("watch %s: %w: %w", s.dir, ErrUnavailable, err)
 		}
 		return err
@@ -140,9 +140,7 @@ func (s *Shared) watchOwned(ctx context.Context, o *owned, listening func(), cha
 	defer o.feed.unsubscribe(w)
 	listening()
 	for {
-		s.mu.Lock()
-		cur, progress := s.backend, s.progress
-		s.mu.Unlock()
+		cur, handover := s.link.current()
 		if cur != Store(o) {
 			return fmt.Errorf("watch %s: %w: the store changed hands", s.dir, ErrUnavailable)
 		}
@@ -153,7 +151,7 @@ func (s *Shared) watchOwned(ctx context.Context, o *owned, listening func(), cha
 		case <-ctx.Done():
 			return nil
 		case <-w.wake:
-		case <-progress: // the backend may have changed
+		case <-handover: // the backend changed: is it still o?
 		}
 	}
 }

@@ -91,7 +91,7 @@ func (f *Fleet) Where() string { return f.dir }
 // Acquire implements Leaser. It waits for the database as a read does, and
 // fails with ErrUnavailable when it is out of reach.
 func (f *Fleet) Acquire(ctx context.Context, id string, takeover bool) error {
-	b, err := f.waitBackend(ctx)
+	b, err := f.link.wait(ctx)
 	if err != nil {
 		return fmt.Errorf("take the lease of %s: %w", id, err)
 	}
@@ -102,7 +102,7 @@ func (f *Fleet) Acquire(ctx context.Context, id string, takeover bool) error {
 	defer cancel()
 	err = b.(fleetBackend).Acquire(ctx, id, takeover)
 	if errors.Is(err, errConn) {
-		f.drop(b, err)
+		f.link.drop(b, err)
 		return fmt.Errorf("take the lease of %s: %w: %w", id, ErrUnavailable, err)
 	}
 	return err
@@ -120,9 +120,7 @@ func (f *Fleet) Lost(id string) (*LeaseError, bool) {
 // Confirm implements Leaser. With the database out of reach it confirms
 // nothing and refuses nothing: the session goes on here, not shared.
 func (f *Fleet) Confirm(ctx context.Context, id string) error {
-	f.mu.Lock()
-	b := f.backend
-	f.mu.Unlock()
+	b, _ := f.link.current()
 	if b == nil {
 		if le, lost := f.Lost(id); lost {
 			return le
@@ -133,7 +131,7 @@ func (f *Fleet) Confirm(ctx context.Context, id string) error {
 	defer cancel()
 	err := b.(fleetBackend).Confirm(ctx, id)
 	if errors.Is(err, errConn) {
-		f.drop(b, err)
+		f.link.drop(b, err)
 		return nil
 	}
 	return err
@@ -144,10 +142,9 @@ func (f *Fleet) Sharing(id string) (bool, string) {
 	if le, lost := f.Lost(id); lost {
 		return false, le.Error()
 	}
-	f.mu.Lock()
-	b, waiting := f.backend, len(f.pend[id])
-	f.mu.Unlock()
+	b, _ := f.link.current()
 	if b == nil {
+		waiting := f.writes.waiting(id)
 		return false, fmt.Sprintf("the fleet's store (%s) is out of reach: %d of this session's writes wait in this sidecar's memory, and land once it is back", f.dir, waiting)
 	}
 	return true, ""
@@ -372,10 +369,7 @@ func (f *Fleet) keepLocally(sid string, write func(Store) error) {
 	if k == nil {
 		return
 	}
-	f.mu.Lock()
-	reachable := f.backend != nil
-	f.mu.Unlock()
-	if reachable && !k.isMarked(sid) {
+	if b, _ := f.link.current(); b != nil && !k.isMarked(sid) {
 		return
 	}
 	if err := k.mark(sid); err != nil {

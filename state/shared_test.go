@@ -454,15 +454,14 @@ func TestDeleteResentAfterBrokenConnection(t *testing.T) {
 	mustPut(t, mem, sampleSession("a"))
 	f := &flakyDelete{Store: mem}
 	o := &op{sid: "a", del: &deletes{done: make(chan error, 1)}}
-	var s Shared
-	if err := s.apply(t.Context(), f, o); !errors.Is(err, errConn) {
+	if err := o.apply(t.Context(), f); !errors.Is(err, errConn) {
 		t.Fatalf("first attempt = %v, want errConn", err)
 	}
-	if err := s.apply(t.Context(), f, o); err != nil {
+	if err := o.apply(t.Context(), f); err != nil {
 		t.Errorf("second attempt = %v, want nil: the first one deleted", err)
 	}
 	fresh := &op{sid: "a", del: &deletes{done: make(chan error, 1)}}
-	if err := s.apply(t.Context(), mem, fresh); !errors.Is(err, ErrDeleted) {
+	if err := fresh.apply(t.Context(), mem); !errors.Is(err, ErrDeleted) {
 		t.Errorf("a new delete of it = %v, want it gone", err)
 	}
 }

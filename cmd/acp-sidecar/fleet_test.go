@@ -51,7 +51,7 @@ func startHost(t *testing.T, agentFlags []string, flags ...string) *ladderPeer {
 	logFile := filepath.Join(dir, "sidecar.log")
 	flags = append([]string{"--log-file", logFile}, flags...)
 	agent := append([]string{"acp-sidecar", "fakeagent", "-state", filepath.Join(dir, "state.json")}, agentFlags...)
-	lp.peer = startPeer(t, boundedCtx(t), &stderr, sidecarArgv(t, flags, agent...)...)
+	lp.peer = startPeer(boundedCtx(t), t, &stderr, sidecarArgv(t, flags, agent...)...)
 	t.Cleanup(func() {
 		if t.Failed() {
 			log, _ := os.ReadFile(logFile)
@@ -375,7 +375,7 @@ func TestFleetDatabaseKilledMidWrite(t *testing.T) {
 func TestSessionsWatch(t *testing.T) {
 	t.Parallel()
 	store := startPostgres(t)
-	w := startPeer(t, boundedCtx(t), nil, "acp-sidecar", "sessions", "--watch", "--json", "--store", store)
+	w := startPeer(boundedCtx(t), t, nil, "acp-sidecar", "sessions", "--watch", "--json", "--store", store)
 	w.await("the listing", func(l []byte) bool { return string(l) == "[]" })
 
 	a := startLadderWith(t, []string{"--store", store}, func(agent []string) []string { return agent })

@@ -215,7 +215,7 @@ func startLadderWith(t *testing.T, sidecarFlags []string, wrap func(agent []stri
 	argv := append([]string{"acp-sidecar", "fakeagent", "-strict-init", "-state", filepath.Join(dir, "state.json"), "-call-log", calls}, agentFlags...)
 	var stderr acpclient.Buffer
 	lp := &ladderPeer{calls: calls, stderr: &stderr, nextID: 1}
-	lp.peer = startPeer(t, boundedCtx(t), &stderr, sidecarArgv(t, sidecarFlags, wrap(argv)...)...)
+	lp.peer = startPeer(boundedCtx(t), t, &stderr, sidecarArgv(t, sidecarFlags, wrap(argv)...)...)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("sidecar stderr:\n%s", stderr.String())
@@ -362,7 +362,7 @@ func TestCrashLoop(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "started")
 	agent := `if [ -f "$1" ]; then exit 3; fi; touch "$1"; exec acp-sidecar fakeagent`
 	var stderr acpclient.Buffer
-	p := startPeer(t, boundedCtx(t), &stderr, sidecarArgv(t, []string{"--max-restarts", "2", "--restart-window", "1m"},
+	p := startPeer(boundedCtx(t), t, &stderr, sidecarArgv(t, []string{"--max-restarts", "2", "--restart-window", "1m"},
 		"sh", "-c", agent, "sh", marker)...)
 	t.Cleanup(func() {
 		if t.Failed() {

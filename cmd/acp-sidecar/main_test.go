@@ -53,7 +53,7 @@ func boundedCtx(t *testing.T) context.Context {
 
 // startPeer runs argv (found on PATH) as a real process with a raw line
 // client on its stdio. The peer is killed, group and all, when the test ends.
-func startPeer(t *testing.T, ctx context.Context, stderr *acpclient.Buffer, argv ...string) *peer {
+func startPeer(ctx context.Context, t *testing.T, stderr *acpclient.Buffer, argv ...string) *peer {
 	t.Helper()
 	opts := acpclient.Options{CloseTimeout: waitBound}
 	if stderr != nil {

@@ -20,7 +20,7 @@ func TestLogHoldsNoConversation(t *testing.T) {
 	logPath := filepath.Join(dir, "sidecar.log")
 	const secret = "purple-elephant-4711"
 	argv := []string{"acp-sidecar", "--state-dir", dir, "--log-file", logPath, "--set", "effort=" + secret, "--", "acp-sidecar", "fakeagent"}
-	p := startPeer(t, ctx, nil, argv...)
+	p := startPeer(ctx, t, nil, argv...)
 	p.call("1", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
 	p.call("2", `{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
 	prompt := func(id, text string) {

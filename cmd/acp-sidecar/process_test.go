@@ -134,7 +134,7 @@ func checkTreeGone(t *testing.T, tree []proc) {
 // and returns it.
 func startTree(t *testing.T, argv []string, procs int, ready func(*peer)) (*peer, []proc) {
 	t.Helper()
-	p := startPeer(t, boundedCtx(t), nil, sidecarArgv(t, []string{"--grace", "200ms"}, argv...)...)
+	p := startPeer(boundedCtx(t), t, nil, sidecarArgv(t, []string{"--grace", "200ms"}, argv...)...)
 	ready(p)
 	tree := descendantsOf(t, p.c.Pid())
 	if len(tree) < procs {
@@ -223,7 +223,7 @@ func TestAgentExitStatus(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			p := startPeer(t, boundedCtx(t), nil, sidecarArgv(t, []string{"--restart=false"}, tt.argv...)...)
+			p := startPeer(boundedCtx(t), t, nil, sidecarArgv(t, []string{"--restart=false"}, tt.argv...)...)
 			tt.script(p)
 			code, err := p.c.Wait(p.ctx)
 			if err != nil {
@@ -248,7 +248,7 @@ func TestStdoutOnlyACP(t *testing.T) {
 	agent := `printf 'agent stderr line\n' >&2; printf 'Welcome to agent v1!\n\377\376 not utf-8\n{"half":\n'; exec acp-sidecar fakeagent`
 	stateDir := t.TempDir()
 	var stderr acpclient.Buffer
-	p := startPeer(t, boundedCtx(t), &stderr, "acp-sidecar", "--state-dir", stateDir, "--", "sh", "-c", agent)
+	p := startPeer(boundedCtx(t), t, &stderr, "acp-sidecar", "--state-dir", stateDir, "--", "sh", "-c", agent)
 	initialize(p)
 	p.call(`2`, `{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/work","mcpServers":[]}}`)
 	p.call(`3`, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"fake-sess-1","prompt":[{"type":"text","text":"hello"}]}}`)
@@ -278,7 +278,7 @@ func TestTrace(t *testing.T) {
 	dir := t.TempDir()
 	trace, agentOut := filepath.Join(dir, "trace.jsonl"), filepath.Join(dir, "agent.out")
 	var stderr acpclient.Buffer
-	p := startPeer(t, boundedCtx(t), &stderr, sidecarArgv(t, []string{"--trace", trace},
+	p := startPeer(boundedCtx(t), t, &stderr, sidecarArgv(t, []string{"--trace", trace},
 		"acp-sidecar", "fakeagent", "-stdout-log", agentOut)...)
 	initialize(p)
 	p.send(`not json`)

@@ -21,7 +21,7 @@ type recordPeer struct {
 
 func startRecordPeer(t *testing.T, dir, prefix string) *recordPeer {
 	ctx := boundedCtx(t)
-	p := startPeer(t, ctx, nil, "acp-sidecar", "--state-dir", dir, "--", "acp-sidecar", "fakeagent", "-id-prefix", prefix)
+	p := startPeer(ctx, t, nil, "acp-sidecar", "--state-dir", dir, "--", "acp-sidecar", "fakeagent", "-id-prefix", prefix)
 	p.call("1", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
 	p.call("2", `{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
 	return &recordPeer{peer: p, sid: prefix + "1", next: 10}

@@ -120,9 +120,9 @@ type showJSON struct {
 	Original *layerJSON `json:"original"`
 	// Live is what the agent last accepted; null if nothing was recorded.
 	Live *layerJSON `json:"live"`
-	// Changed is what differs from the baseline in live (state.Diff(baseline,
-	// live)): options in live's order, then options live lacks, then legacy
-	// mode and model.
+	// Changed is what differs from the baseline in live
+	// (baseline.Diff(live)): options in live's order, then options live
+	// lacks, then legacy mode and model.
 	Changed []changeJSON `json:"changed"`
 	// Overrides are the client's explicit, accepted selections, oldest first.
 	Overrides []overrideJSON `json:"overrides"`
@@ -659,7 +659,7 @@ func buildShow(sess *state.Session, turns []state.Turn) showJSON {
 	if l := sess.Lineage; l != nil {
 		v.Lineage = &lineageJSON{ParentID: l.ParentID, ForkTurn: l.ForkTurn}
 	}
-	for _, c := range state.Diff(sess.Baseline, sess.Live) {
+	for _, c := range sess.Baseline.Diff(sess.Live) {
 		v.Changed = append(v.Changed, changeJSON{OptionID: c.OptionID, Category: c.Category, Legacy: c.Legacy, From: c.From, To: c.To})
 	}
 	for _, o := range sess.Overrides {
@@ -778,7 +778,7 @@ func writeShow(w io.Writer, sess *state.Session, turns []state.Turn) error {
 			return err
 		}
 	}
-	switch changes := state.Diff(sess.Baseline, sess.Live); {
+	switch changes := sess.Baseline.Diff(sess.Live); {
 	case sess.Baseline == nil:
 		fmt.Fprintln(w, "  changed from baseline: (no baseline recorded)")
 	case len(changes) == 0:

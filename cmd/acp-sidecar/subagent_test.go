@@ -25,7 +25,7 @@ func TestSubagentSessions(t *testing.T) {
 	var stderr acpclient.Buffer
 	agent := []string{"acp-sidecar", "fakeagent", "-subagents", "-resume", "-state", filepath.Join(dir, "state.json"), "-call-log", calls}
 	lp := &ladderPeer{calls: calls, stderr: &stderr, nextID: 1}
-	lp.peer = startPeer(t, boundedCtx(t), &stderr, sidecarArgv(t, []string{"--state-dir", store}, agent...)...)
+	lp.peer = startPeer(boundedCtx(t), t, &stderr, sidecarArgv(t, []string{"--state-dir", store}, agent...)...)
 	lp.call(`1`, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"subagents":{}}}}`)
 	_, resp := lp.request("session/new", map[string]any{"cwd": dir, "mcpServers": []any{}})
 	lp.sid = sessionIDFrom(t, resp)

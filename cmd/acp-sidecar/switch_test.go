@@ -47,7 +47,7 @@ func startSwitchIn(t *testing.T, stateDir, dir, aFlags, bFlags string, flags ...
 	argv := append([]string{"acp-sidecar", "--state-dir", stateDir}, append(agents, flags...)...)
 	var stderr acpclient.Buffer
 	lp := &ladderPeer{stderr: &stderr, nextID: 1}
-	lp.peer = startPeer(t, boundedCtx(t), &stderr, argv...)
+	lp.peer = startPeer(boundedCtx(t), t, &stderr, argv...)
 	sp.ladderPeer = lp
 	t.Cleanup(func() {
 		if t.Failed() {

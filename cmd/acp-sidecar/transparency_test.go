@@ -160,7 +160,7 @@ func testTransparency(t *testing.T, agentFlags []string) {
 			argv = sidecarArgv(t, nil, agent...)
 		}
 		var stderr acpclient.Buffer
-		p := startPeer(t, boundedCtx(t), &stderr, argv...)
+		p := startPeer(boundedCtx(t), t, &stderr, argv...)
 		transparencyScript(p)
 		if code := p.finish(); code != 0 {
 			t.Errorf("exit status %d after stdin EOF, want 0; stderr:\n%s", code, stderr.String())
@@ -240,7 +240,7 @@ func TestBigLines(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "to-client"), []byte(toClient), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startPeer(t, boundedCtx(t), nil, sidecarArgv(t, []string{"--record=false"},
+	p := startPeer(boundedCtx(t), t, nil, sidecarArgv(t, []string{"--record=false"},
 		"sh", "-c", `cd "$0" && cat to-client && cat > got`, dir)...)
 	p.send(prompt, `{"jsonrpc":"2.0","method":"after","params":{}}`)
 	p.await("the line after the big one", acpclient.HasMethod("after"))
@@ -409,7 +409,7 @@ func TestMalformedClientLine(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			inLog := filepath.Join(t.TempDir(), "agent.in")
-			p := startPeer(t, boundedCtx(t), nil, sidecarArgv(t, nil, "acp-sidecar", "fakeagent", "-stdin-log", inLog)...)
+			p := startPeer(boundedCtx(t), t, nil, sidecarArgv(t, nil, "acp-sidecar", "fakeagent", "-stdin-log", inLog)...)
 			first := `{"jsonrpc":"2.0","id":1,"method":"_fake/echo","params":{"before":true}}`
 			last := `{"jsonrpc":"2.0","id":2,"method":"_fake/echo","params":{"after":true}}`
 			p.call(`1`, first)
@@ -441,7 +441,7 @@ func TestFrameOverLimit(t *testing.T) {
 	pad := strings.Repeat("x", limit)
 	inLog := filepath.Join(t.TempDir(), "agent.in")
 	var stderr acpclient.Buffer
-	p := startPeer(t, boundedCtx(t), &stderr, sidecarArgv(t, []string{"--max-frame", fmt.Sprint(limit)},
+	p := startPeer(boundedCtx(t), t, &stderr, sidecarArgv(t, []string{"--max-frame", fmt.Sprint(limit)},
 		"acp-sidecar", "fakeagent", "-stdin-log", inLog)...)
 	var kept []string
 	keep := func(id, line string) {
@@ -496,7 +496,7 @@ func TestFrameOverLimit(t *testing.T) {
 // line. The client still needs an answer with its id, or it waits forever.
 func TestFrameOverLimitIDLast(t *testing.T) {
 	const limit = 1 << 20
-	p := startPeer(t, boundedCtx(t), nil, sidecarArgv(t, []string{"--max-frame", fmt.Sprint(limit)}, "acp-sidecar", "fakeagent")...)
+	p := startPeer(boundedCtx(t), t, nil, sidecarArgv(t, []string{"--max-frame", fmt.Sprint(limit)}, "acp-sidecar", "fakeagent")...)
 	p.send(`{"jsonrpc":"2.0","method":"_fake/echo","params":{"pad":"` + strings.Repeat("x", limit) + `"},"id":"big-last"}`)
 	p.call(`1`, `{"jsonrpc":"2.0","id":1,"method":"_fake/echo","params":{}}`)
 	for _, l := range p.lines() {
@@ -514,7 +514,7 @@ func TestFrameOverLimitIDLast(t *testing.T) {
 // oversized agent response.
 func TestOversizedClientResponse(t *testing.T) {
 	const limit = 1 << 20
-	p := startPeer(t, boundedCtx(t), nil, sidecarArgv(t, []string{"--max-frame", fmt.Sprint(limit)}, "acp-sidecar", "fakeagent")...)
+	p := startPeer(boundedCtx(t), t, nil, sidecarArgv(t, []string{"--max-frame", fmt.Sprint(limit)}, "acp-sidecar", "fakeagent")...)
 	p.call(`1`, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true}}}}`)
 	p.call(`2`, `{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/work","mcpServers":[]}}`)
 	p.send(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"fake-sess-1","prompt":[{"type":"text","text":"ask permission"}]}}`)

@@ -70,7 +70,7 @@ func chromiumOptions(exe, profile, tmp string) []chromedp.ExecAllocatorOption {
 // browser starts one headless Chromium for the test and returns a tab.
 // Without Chromium the test fails in CI (CI=true: scripts/test installs it,
 // scripts/chromium-setup.sh) and is skipped elsewhere, saying why.
-func browser(t *testing.T, ctx context.Context) context.Context {
+func browser(ctx context.Context, t *testing.T) context.Context {
 	t.Helper()
 	var exe string
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -115,7 +115,7 @@ const (
 // fillRecord drives a real sidecar in front of the fake agent through a
 // reset, a rewind, a kill of the agent and a fork, and opens a third
 // session with a prompt that is HTML.
-func fillRecord(t *testing.T, ctx context.Context) *uiRecord {
+func fillRecord(ctx context.Context, t *testing.T) *uiRecord {
 	t.Helper()
 	dir := t.TempDir()
 	r := &uiRecord{stateDir: filepath.Join(dir, "state")}
@@ -124,7 +124,7 @@ func fillRecord(t *testing.T, ctx context.Context) *uiRecord {
 	lp := &ladderPeer{calls: calls, stderr: &stderr, nextID: 1}
 	// no-load: after the kill the sidecar makes a fresh native session and
 	// hands it the kept turns, which is what the timeline shows.
-	lp.peer = startPeer(t, ctx, &stderr, "acp-sidecar", "--state-dir", r.stateDir, "--",
+	lp.peer = startPeer(ctx, t, &stderr, "acp-sidecar", "--state-dir", r.stateDir, "--",
 		"acp-sidecar", "fakeagent", "-profile", "no-load", "-state", filepath.Join(dir, "agent.json"), "-call-log", calls)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -253,7 +253,7 @@ func startUI(t *testing.T, stateDir string) string {
 // comes from there).
 type shots struct{ dir string }
 
-func (s shots) take(t *testing.T, tab context.Context, name string) {
+func (s shots) take(tab context.Context, t *testing.T, name string) {
 	t.Helper()
 	png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
 	if err != nil {
@@ -284,8 +284,8 @@ const readNatives = `[...document.querySelectorAll('li.native')].map(li => ({
 func TestUIInABrowser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), uiBound)
 	defer cancel()
-	tab := browser(t, ctx)
-	rec := fillRecord(t, ctx)
+	tab := browser(ctx, t)
+	rec := fillRecord(ctx, t)
 	link := startUI(t, rec.stateDir)
 	u, err := url.Parse(link)
 	if err != nil {
@@ -332,7 +332,7 @@ func TestUIInABrowser(t *testing.T) {
 		if strings.Contains(loc, "token") {
 			t.Errorf("the token stays in the address bar: %s", loc)
 		}
-		shot.take(t, tab, "sessions")
+		shot.take(tab, t, "sessions")
 	})
 
 	t.Run("the timeline shows each native session with its event", func(t *testing.T) {
@@ -372,7 +372,7 @@ func TestUIInABrowser(t *testing.T) {
 		if !slices.Equal(rolledBack, []string{"delta to be rewound"}) {
 			t.Errorf("rolled-back turns %v", rolledBack)
 		}
-		shot.take(t, tab, "session")
+		shot.take(tab, t, "session")
 
 		do(t, "open the fork", chromedp.Navigate(base+"/session?id="+url.QueryEscape(rec.s2)), chromedp.WaitVisible(chromedp.CSS("svg.timeline")))
 		eval(t, "s2's native sessions", readNatives, &natives)
@@ -388,7 +388,7 @@ func TestUIInABrowser(t *testing.T) {
 		if branch.Parent == 0 || !branch.Forked {
 			t.Errorf("the fork's drawing has %d parent nodes and forked edge %v: no branch", branch.Parent, branch.Forked)
 		}
-		shot.take(t, tab, "fork")
+		shot.take(tab, t, "fork")
 	})
 
 	t.Run("the handoff shown is the one the agent received", func(t *testing.T) {
@@ -416,7 +416,7 @@ func TestUIInABrowser(t *testing.T) {
 		}
 		do(t, "open a handoff", chromedp.Navigate(base+"/session?id="+url.QueryEscape(rec.s1)),
 			chromedp.Click(chromedp.CSS("li.ev-crash details.handoff-box summary")), chromedp.WaitVisible(chromedp.CSS("li.ev-crash pre.handoff")))
-		shot.take(t, tab, "session-handoff")
+		shot.take(tab, t, "session-handoff")
 		// The page of one handoff, where a session's page links the older
 		// ones of a long session, says the same.
 		var restart nativeRow
@@ -427,7 +427,7 @@ func TestUIInABrowser(t *testing.T) {
 		if sent := received[restart.Native]; text != sent || sent == "" {
 			t.Errorf("the handoff's page shows\n%s\nthe agent received\n%s", text, sent)
 		}
-		shot.take(t, tab, "handoff")
+		shot.take(tab, t, "handoff")
 	})
 
 	t.Run("a <script> prompt renders as text", func(t *testing.T) {
@@ -453,7 +453,7 @@ func TestUIInABrowser(t *testing.T) {
 		if page.Prompt != scriptPrompt || page.Scripts != 1 || page.Imgs != 0 || page.Pwned {
 			t.Errorf("the turn's page: %+v", page)
 		}
-		shot.take(t, tab, "turn")
+		shot.take(tab, t, "turn")
 	})
 
 	t.Run("a live prompt appears without a reload", func(t *testing.T) {
@@ -491,11 +491,11 @@ func TestUIInABrowser(t *testing.T) {
 		if slices.Contains(rows, rec.s3) || !slices.Contains(rows, rec.s1) {
 			t.Errorf("the listing after the delete: %v", rows)
 		}
-		shot.take(t, tab, "deleted")
+		shot.take(tab, t, "deleted")
 	})
 
 	t.Run("no token, a foreign Host or a foreign Origin is refused", func(t *testing.T) {
-		checkRefusals(t, ctx, link, base, rec.s1)
+		checkRefusals(ctx, t, link, base, rec.s1)
 	})
 }
 
@@ -511,7 +511,7 @@ func showNatives(t *testing.T, dir, sid string) []string {
 
 // checkRefusals asks the real server what a foreign page or a process
 // without the token would.
-func checkRefusals(t *testing.T, ctx context.Context, link, base, sid string) {
+func checkRefusals(ctx context.Context, t *testing.T, link, base, sid string) {
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	do := func(r *http.Request) (int, string) {
 		t.Helper()
