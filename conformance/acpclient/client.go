@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,18 +20,11 @@ import (
 // dies on lines over 10 MB. Longer lines are only recorded (Lines).
 const maxSDKLine = 8 << 20
 
-const rawIDPrefix = "acpclient-raw-"
-
 // Message is a notification or request the peer sent that is not a
 // session/update, e.g. an extension notification like `_fake/notice`.
 type Message struct {
 	Method string
 	Params json.RawMessage
-}
-
-type rawResult struct {
-	result json.RawMessage
-	err    error
 }
 
 // Client is a scripted ACP client on acp-go-sdk's ClientSideConnection.
@@ -43,7 +35,17 @@ type rawResult struct {
 // response), answers CallRaw responses, and hands requests and responses to
 // the SDK, which answers session/request_permission, fs/* and terminal/*.
 // Close ends the peer and waits for the reader.
+//
+// Its methods come from the owners it is made of: the Client itself makes
+// the ACP calls and runs the reader and the peer's life; what the peer
+// sent is kept by received (Lines, Updates, the waits), the files it
+// serves by memFS (File, SetFile), and the calls past the SDK by rawCalls
+// (CallRaw, NotifyRaw).
 type Client struct {
+	*received
+	*memFS
+	*rawCalls
+
 	opts       Options
 	conn       *acp.ClientSideConnection
 	in         *lockedWriter
@@ -54,15 +56,6 @@ type Client struct {
 	closeOnce sync.Once
 	closeCode int
 	closeErr  error
-
-	b       board // guards every field below
-	lines   [][]byte
-	updates []acp.SessionNotification
-	notes   []Message
-	perms   []acp.RequestPermissionRequest
-	files   map[string]string
-	rawNext int
-	rawWait map[string]chan rawResult
 }
 
 // Start runs argv as a subprocess (in its own process group) and connects
@@ -84,17 +77,16 @@ func Connect(r io.Reader, w io.WriteCloser, opts Options) *Client {
 }
 
 func connect(r io.Reader, w io.WriteCloser, opts Options, p *process) *Client {
+	in := &lockedWriter{w: w}
+	readerDone := make(chan struct{})
 	c := &Client{
+		received:   newReceived(),
+		memFS:      newMemFS(opts.Files),
+		rawCalls:   newRawCalls(in, readerDone),
 		opts:       opts,
-		in:         &lockedWriter{w: w},
+		in:         in,
 		proc:       p,
-		readerDone: make(chan struct{}),
-		b:          newBoard(),
-		files:      map[string]string{},
-		rawWait:    map[string]chan rawResult{},
-	}
-	for k, v := range opts.Files {
-		c.files[k] = v
+		readerDone: readerDone,
 	}
 	sdkOut, sdkFeed := io.Pipe()
 	c.sdkFeed = sdkFeed
@@ -108,7 +100,7 @@ func connect(r io.Reader, w io.WriteCloser, opts Options, p *process) *Client {
 // read error, and then ends the SDK connection and wakes every waiter.
 func (c *Client) readPeer(r io.Reader) {
 	defer close(c.readerDone)
-	defer c.b.end()
+	defer c.received.end()
 	defer c.sdkFeed.Close()
 	if f, ok := r.(*os.File); ok && c.proc != nil {
 		defer f.Close() // Start's pipe is ours; Connect's reader is the caller's
@@ -129,37 +121,12 @@ func (c *Client) route(line []byte) {
 	var p peek
 	parsed := json.Unmarshal(line, &p) == nil
 	forward := parsed && len(line) <= maxSDKLine
-	var raw chan rawResult
-	var res rawResult
-	c.b.update(func() {
-		c.lines = append(c.lines, line)
-		if !parsed {
-			return
-		}
-		switch {
-		case p.Method == acp.ClientMethodSessionUpdate && !p.hasID():
-			var n acp.SessionNotification
-			if json.Unmarshal(p.Params, &n) == nil {
-				c.updates = append(c.updates, n)
-			}
-			forward = false
-		case p.Method != "" && !p.hasID() && !strings.HasPrefix(p.Method, "$/"):
-			c.notes = append(c.notes, Message{Method: p.Method, Params: p.Params})
-			forward = false
-		case p.Method == "" && strings.HasPrefix(string(p.ID), `"`+rawIDPrefix):
-			id, _ := strconv.Unquote(string(p.ID))
-			raw = c.rawWait[id]
-			delete(c.rawWait, id)
-			forward = false
-		}
-	})
-	if raw != nil {
-		if p.Error != nil {
-			res.err = p.Error
-		} else {
-			res.result = p.Result
-		}
-		raw <- res // buffered; the waiter may have gone
+	if c.received.record(line, p, parsed) {
+		forward = false // a notification: the client's alone
+	}
+	if parsed && p.Method == "" && strings.HasPrefix(string(p.ID), `"`+rawIDPrefix) {
+		c.rawCalls.answer(p)
+		forward = false
 	}
 	if forward {
 		if _, err := c.sdkFeed.Write(append(line, '\n')); err != nil {
@@ -299,156 +266,6 @@ func (c *Client) Cancel(ctx context.Context, sid acp.SessionId) error {
 		return fmt.Errorf("session/cancel %s: %w", sid, err)
 	}
 	return nil
-}
-
-func rawLine(id *string, method string, params any) ([]byte, error) {
-	line := []byte(`{"jsonrpc":"2.0",`)
-	if id != nil {
-		line = append(line, `"id":`+strconv.Quote(*id)+`,`...)
-	}
-	m, err := json.Marshal(method)
-	if err != nil {
-		return nil, fmt.Errorf("marshal method: %w", err)
-	}
-	line = append(line, `"method":`...)
-	line = append(line, m...)
-	if params != nil {
-		p, err := json.Marshal(params)
-		if err != nil {
-			return nil, fmt.Errorf("marshal %s params: %w", method, err)
-		}
-		line = append(line, `,"params":`...)
-		line = append(line, p...)
-	}
-	return append(line, "}\n"...), nil
-}
-
-// CallRaw sends a request for any method, e.g. `_sidecar/reset` or a
-// method the SDK has no type for, and returns the result bytes exactly as
-// received, or the error object as an *acp.RequestError. params are
-// marshalled with encoding/json (nil sends none). Its ids are strings
-// ("acpclient-raw-N") that the SDK's own ids never collide with.
-func (c *Client) CallRaw(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	ch := make(chan rawResult, 1)
-	var id string
-	c.b.update(func() {
-		c.rawNext++
-		id = rawIDPrefix + strconv.Itoa(c.rawNext)
-		c.rawWait[id] = ch
-	})
-	forget := func() { c.b.update(func() { delete(c.rawWait, id) }) }
-	line, err := rawLine(&id, method, params)
-	if err != nil {
-		forget()
-		return nil, err
-	}
-	if _, err := c.in.Write(line); err != nil {
-		forget()
-		return nil, fmt.Errorf("call %s: write: %w", method, err)
-	}
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, fmt.Errorf("call %s: %w", method, r.err)
-		}
-		return r.result, nil
-	case <-ctx.Done():
-		forget()
-		return nil, fmt.Errorf("call %s: %w", method, context.Cause(ctx))
-	case <-c.readerDone:
-		return nil, fmt.Errorf("call %s: %w", method, ErrEnded)
-	}
-}
-
-// NotifyRaw sends a notification for any method.
-func (c *Client) NotifyRaw(_ context.Context, method string, params any) error {
-	line, err := rawLine(nil, method, params)
-	if err != nil {
-		return err
-	}
-	if _, err := c.in.Write(line); err != nil {
-		return fmt.Errorf("notify %s: %w", method, err)
-	}
-	return nil
-}
-
-// Updates returns the session/update notifications received for sid, in
-// order. An update kind the SDK does not know decodes lossily; Lines has
-// the exact bytes.
-func (c *Client) Updates(sid acp.SessionId) []acp.SessionNotification {
-	c.b.mu.Lock()
-	defer c.b.mu.Unlock()
-	return c.updatesLocked(sid)
-}
-
-func (c *Client) updatesLocked(sid acp.SessionId) []acp.SessionNotification {
-	var out []acp.SessionNotification
-	for _, u := range c.updates {
-		if u.SessionId == sid {
-			out = append(out, u)
-		}
-	}
-	return out
-}
-
-// AllUpdates returns every session/update received, in order.
-func (c *Client) AllUpdates() []acp.SessionNotification {
-	c.b.mu.Lock()
-	defer c.b.mu.Unlock()
-	return append([]acp.SessionNotification(nil), c.updates...)
-}
-
-// WaitUpdates blocks until pred holds for sid's updates, ctx ends or the
-// peer's output ends, and returns the updates pred last saw. pred runs
-// under the client's lock and must not call the client.
-func (c *Client) WaitUpdates(ctx context.Context, sid acp.SessionId, pred func([]acp.SessionNotification) bool) ([]acp.SessionNotification, error) {
-	var seen []acp.SessionNotification
-	err := c.b.wait(ctx, "updates of "+string(sid), func() bool {
-		seen = c.updatesLocked(sid)
-		return pred(seen)
-	})
-	return seen, err
-}
-
-// Lines returns every line the peer wrote, exactly, without the newline.
-func (c *Client) Lines() [][]byte {
-	c.b.mu.Lock()
-	defer c.b.mu.Unlock()
-	return append([][]byte(nil), c.lines...)
-}
-
-// WaitLine blocks until a line matching pred has arrived (checking earlier
-// lines too) and returns the first such line.
-func (c *Client) WaitLine(ctx context.Context, pred func([]byte) bool) ([]byte, error) {
-	return c.b.waitLine(ctx, &c.lines, pred)
-}
-
-// Notifications returns the peer's notifications other than session/update
-// and $/…, in order.
-func (c *Client) Notifications() []Message {
-	c.b.mu.Lock()
-	defer c.b.mu.Unlock()
-	return append([]Message(nil), c.notes...)
-}
-
-// Permissions returns the session/request_permission requests answered.
-func (c *Client) Permissions() []acp.RequestPermissionRequest {
-	c.b.mu.Lock()
-	defer c.b.mu.Unlock()
-	return append([]acp.RequestPermissionRequest(nil), c.perms...)
-}
-
-// File returns the in-memory file at path.
-func (c *Client) File(path string) (string, bool) {
-	c.b.mu.Lock()
-	defer c.b.mu.Unlock()
-	s, ok := c.files[path]
-	return s, ok
-}
-
-// SetFile writes the in-memory file at path.
-func (c *Client) SetFile(path, content string) {
-	c.b.update(func() { c.files[path] = content })
 }
 
 // CloseStdin closes the peer's stdin without waiting for anything.

@@ -32,7 +32,7 @@ func defaultPermission(req acp.RequestPermissionRequest) acp.RequestPermissionOu
 }
 
 func (h sdkClient) RequestPermission(_ context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
-	h.c.b.update(func() { h.c.perms = append(h.c.perms, p) })
+	h.c.received.permission(p)
 	choose := h.c.opts.Permission
 	if choose == nil {
 		choose = defaultPermission
@@ -99,6 +99,6 @@ func (h sdkClient) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitR
 // HandleExtensionMethod records an extension request from the peer and
 // answers -32601.
 func (h sdkClient) HandleExtensionMethod(_ context.Context, method string, params json.RawMessage) (any, error) {
-	h.c.b.update(func() { h.c.notes = append(h.c.notes, Message{Method: method, Params: params}) })
+	h.c.received.note(Message{Method: method, Params: params})
 	return nil, acp.NewMethodNotFound(method)
 }

@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -22,159 +20,100 @@ var (
 	_ acp.ExtensionMethodHandler = (*agent)(nil)
 )
 
-// turn is one prompt in a native session's history, kept for load replay
-// and the reply's turn count.
-type turn struct {
-	user  []acp.ContentBlock
-	agent string
-	// msgID is the messageId the turn's answer went out with live
-	// (MessageID of the session and turn it ran in); a fork keeps it, so a
-	// fork at a message finds the turn by the id the client saw.
-	msgID string
-}
-
-type session struct {
-	id      string
-	cwd     string
-	st      settings
-	history []turn
-	// unlisted counts the session/list calls that must still leave the
-	// session out under -list-lag; -1 until its first turn ends. It plays
-	// claude-agent-acp 0.23.1, which lists the claude CLI's transcript
-	// files: the CLI queues a turn's lines on a 100ms write timer and
-	// answers the turn before they land, so a list right after the
-	// response may not see the session yet.
-	unlisted int
-	// post holds updates to send right after the response to the request in
-	// flight on this session is written (see agent.frameLine).
-	post []acp.SessionUpdate
-	// made is when this process created the session (zero for one read
-	// from -state): -fresh-load-fails refuses to load it for a minute.
-	made time.Time
-	// after runs, each on a goroutine of its own, once the answer to the
-	// session's prompt in flight is written (background.go).
-	after []func()
-	// phantom: a session the agent knew nothing of and resumed all the
-	// same (-resume-lies); its config can be set, and a prompt on it fails.
-	phantom bool
-}
-
-// phantomLocked is a session the agent resumes without knowing it
-// (-resume-lies), as codex-acp 2.6.0 resumes a thread it lost: under the
-// id it was asked for, on the fresh config. a.mu must be held.
-func (a *agent) phantomLocked(id, cwd string) *session {
-	s := &session{id: id, cwd: cwd, st: a.cat.fresh(), phantom: true}
-	a.sessions[id] = s
-	if n, err := strconv.Atoi(strings.TrimPrefix(id, a.cfg.IDPrefix)); err == nil && n > a.nextID {
-		a.nextID = n // a session made later gets an id of its own
-	}
-	return s
-}
-
 // ThreadNotFound is the error a prompt on a session the agent resumed
 // without knowing it gets (-resume-lies), as codex-acp 2.6.0 answers it.
 func ThreadNotFound(sid string) *acp.RequestError {
 	return &acp.RequestError{Code: -32603, Message: "Internal error", Data: map[string]any{"details": "thread not found: " + sid}}
 }
 
-// pendingReq is a request the client sent and the agent has not answered.
-type pendingReq struct {
-	method, sessionID string
-}
-
-// agent is one fake agent process: its sessions live in memory only, so the
-// process is the session store and a restart forgets everything.
+// agent is one fake agent process, as the SDK connection sees it: the ACP
+// methods on sessions, and what goes out with each answer (frameLine). The
+// rest has owners of its own, which newAgent wires together:
+//
+//	sessions  every session, and -state (store.go, state.go, delete.go)
+//	flight    the client's requests not answered yet (inflight.go)
+//	queue     prompts waiting behind their session's turn (queue.go)
+//	turns     session/prompt and its quirks (prompt.go)
+//	peer      what the client's initialize said (peer.go)
+//	crash     abrupt exits (die.go)
+//	v2        ACP v2 at the stdio edges (v2.go)
+//	w         stdout, one whole line at a time (wire.go)
+//
+// and the stdin reader (wire.go), which Main starts, feeds them all.
 type agent struct {
 	cfg    config
-	cat    catalog
-	conn   *acp.AgentSideConnection
+	cat    *catalog
+	conn   *acp.AgentSideConnection // set by connect, before stdin is read
 	w      *lineWriter
 	calls  callLog
 	stderr io.Writer
-	v2     *v2adapter // speaks ACP v2 at the stdio edges when the client asks (-v2)
 
-	exit    chan int      // abrupt exit codes (crash, die-after, die-on); buffered 1
-	stopped chan struct{} // closed when Main returns
-
-	received    map[string]int // messages received per method, for -die-on; stdin reader only
-	initialized bool           // an initialize request has come, for -strict-init; stdin reader only
-
-	mu         sync.Mutex
-	nextID     int
-	sessions   map[string]*session
-	order      []string
-	clientCaps acp.ClientCapabilities
-	subagents  bool // the client advertised clientCapabilities.subagents (read raw: the SDK type lacks it)
-	nextSub    int  // the last child session number handed out (SubagentPrefix)
-	pending    map[string]*pendingReq
-	cancels    map[int]context.CancelFunc // prompts in flight, cancelled on EOF
-	nextCancel int
-	queued     promptQueue    // -queue-prompts: prompts waiting behind their session's turn (queue.go)
-	sdkIn      *io.PipeWriter // where the stdin reader hands lines to the SDK
-	answered   int            // session/prompt responses written
-	eof        bool           // stdin ended; drained closes when pending empties
-	drained    chan struct{}
+	sessions *sessionStore
+	flight   *inflight
+	queue    *promptQueue
+	turns    *turnRunner
+	peer     *peer
+	crash    *crasher
+	v2       *v2adapter // speaks ACP v2 at the stdio edges when the client asks (-v2)
 }
 
 func newAgent(cfg config, w *lineWriter, calls callLog, stderr io.Writer) *agent {
+	cat := &catalog{f: cfg.Features, acceptUnknown: cfg.AcceptUnknown, defaultModel: cfg.DefaultModel, defaultMode: cfg.DefaultMode}
 	a := &agent{
 		cfg:      cfg,
-		cat:      catalog{f: cfg.Features, acceptUnknown: cfg.AcceptUnknown, defaultModel: cfg.DefaultModel, defaultMode: cfg.DefaultMode},
+		cat:      cat,
 		w:        w,
 		calls:    calls,
 		stderr:   stderr,
-		exit:     make(chan int, 1),
-		stopped:  make(chan struct{}),
-		sessions: map[string]*session{},
-		pending:  map[string]*pendingReq{},
-		cancels:  map[int]context.CancelFunc{},
-		drained:  make(chan struct{}),
-		received: map[string]int{},
-		queued:   newPromptQueue(),
+		sessions: newSessionStore(cfg, cat, stderr),
+		flight:   newInflight(),
+		peer:     &peer{},
+		crash:    newCrasher(cfg, w, stderr),
 	}
 	var inResult json.RawMessage
 	if cfg.CommandsInResult && cfg.Commands {
 		inResult = v2CommandList(stderr)
 	}
-	a.v2 = newV2Adapter(cfg.V2, inResult, a, stderr)
+	a.v2 = newV2Adapter(cfg.V2, inResult, w, a.sessions, stderr)
 	a.v2.lateAccept = cfg.LateAccept
+	a.queue = newPromptQueue(cfg.QueuePrompts, a.flight, w, a.v2)
+	a.turns = &turnRunner{cfg: cfg, cat: cat, sessions: a.sessions, peer: a.peer, w: w, crash: a.crash, v2: a.v2,
+		stderr: stderr, cancels: map[int]context.CancelFunc{}}
 	w.frame = a.frame
 	return a
 }
 
-// die makes Main return code at once; nothing is written after it.
-func (a *agent) die(code int) {
-	a.w.kill()
-	select {
-	case a.exit <- code:
-	default:
-	}
+// connect hands the agent, and its turns, the SDK connection that serves
+// it, before the stdin reader starts.
+func (a *agent) connect(conn *acp.AgentSideConnection) {
+	a.conn = conn
+	a.turns.conn = conn
 }
 
-func (a *agent) trackRequest(key, method, sid string) {
-	a.mu.Lock()
-	a.pending[key] = &pendingReq{method: method, sessionID: sid}
-	a.mu.Unlock()
-}
-
-// drainOnEOF runs when stdin ends: it cancels prompts in flight (as if the
-// client had sent session/cancel) and waits until every request received has
-// been answered, so piping a file of requests in gets all its answers.
-func (a *agent) drainOnEOF() {
-	a.cancelQueued("")
-	a.mu.Lock()
-	a.eof = true
-	for _, c := range a.cancels {
-		c()
+// stdinReader is the reader of stdin that hands lines on to the SDK
+// through sdk, and to which the prompt queue hands the prompts it held
+// back. Main makes it once, before it reads.
+func (a *agent) stdinReader(sdk *io.PipeWriter) *stdinReader {
+	r := &stdinReader{
+		sdk:          sdk,
+		maxSDKLine:   a.cfg.MaxSDKLine,
+		ignoreEOF:    a.cfg.IgnoreEOF,
+		queuePrompts: a.cfg.QueuePrompts,
+		delete:       a.cfg.Delete,
+		calls:        a.calls,
+		w:            a.w,
+		crash:        a.crash,
+		gate:         &initGate{strict: a.cfg.StrictInit, w: a.w},
+		queue:        a.queue,
+		v2:           a.v2,
+		flight:       a.flight,
+		sessions:     a.sessions,
+		peer:         a.peer,
+		turns:        a.turns,
+		stderr:       a.stderr,
 	}
-	if len(a.pending) == 0 {
-		close(a.drained)
-	}
-	a.mu.Unlock()
-	select {
-	case <-a.drained:
-	case <-a.stopped:
-	}
+	a.queue.feed(r.handOn)
+	return r
 }
 
 // frameLine sees every line written to stdout, under the writer's lock,
@@ -199,10 +138,8 @@ func (a *agent) frameLine(line []byte) (out []byte, follow [][]byte, done func(e
 		return nil, nil, nil
 	}
 	key := idKey(env.ID)
-	a.mu.Lock()
-	req := a.pending[key]
+	req := a.flight.get(key)
 	if req == nil {
-		a.mu.Unlock()
 		return nil, nil, nil
 	}
 	if req.method == acp.AgentMethodInitialize && a.cfg.Delete {
@@ -212,15 +149,7 @@ func (a *agent) frameLine(line []byte) (out []byte, follow [][]byte, done func(e
 	if req.method == acp.AgentMethodSessionNew || req.method == acp.AgentMethodSessionFork {
 		sid = sessionIDOf(env.Result)
 	}
-	var post []acp.SessionUpdate
-	var after []func()
-	if s := a.sessions[sid]; s != nil {
-		post, s.post = s.post, nil
-		if req.method == acp.AgentMethodSessionPrompt {
-			after, s.after = s.after, nil
-		}
-	}
-	a.mu.Unlock()
+	post, after := a.sessions.takeFollowUps(sid, req.method == acp.AgentMethodSessionPrompt)
 
 	if a.cfg.AnswerTwice.has(req.method) {
 		follow = append(follow, SecondAnswerLine(env.ID))
@@ -241,55 +170,19 @@ func (a *agent) frameLine(line []byte) (out []byte, follow [][]byte, done func(e
 		if err != nil && !errors.Is(err, errStopped) {
 			fmt.Fprintf(a.stderr, "fakeagent: %v\n", err)
 		}
-		a.mu.Lock()
-		if a.pending[key] == req { // not a later request reusing the id
-			delete(a.pending, key)
-		}
-		if a.eof && len(a.pending) == 0 {
-			select {
-			case <-a.drained:
-			default:
-				close(a.drained)
-			}
-		}
-		dieNow := false
+		prompts := a.flight.answered(key, req)
 		prompt := req.method == acp.AgentMethodSessionPrompt
-		if prompt {
-			a.answered++
-			dieNow = a.cfg.DieAfter > 0 && a.answered == a.cfg.DieAfter
-		}
-		a.mu.Unlock()
-		if dieNow {
-			a.die(a.cfg.DieCode)
+		if prompt && a.cfg.DieAfter > 0 && prompts == a.cfg.DieAfter {
+			a.crash.die(a.cfg.DieCode)
 			return
 		}
 		if prompt {
-			a.promptEnded(req.sessionID)
+			a.queue.ended(req.sessionID)
 		}
 		for _, fn := range after {
 			go fn()
 		}
 	}
-}
-
-func (a *agent) session(sid acp.SessionId) (*session, error) {
-	s := a.sessions[string(sid)]
-	if s == nil {
-		return nil, &acp.RequestError{Code: -32002, Message: "Resource not found: session " + string(sid),
-			Data: map[string]any{"sessionId": string(sid)}}
-	}
-	return s, nil
-}
-
-func (a *agent) newSessionLocked(cwd string) *session {
-	a.nextID++
-	s := &session{id: a.cfg.IDPrefix + strconv.Itoa(a.nextID), cwd: cwd, st: a.cat.fresh(), made: time.Now()}
-	if a.cfg.ListLag > 0 {
-		s.unlisted = -1
-	}
-	a.sessions[s.id] = s
-	a.order = append(a.order, s.id)
-	return s
 }
 
 func commandsUpdate() acp.SessionUpdate {
@@ -313,9 +206,7 @@ func modeUpdate(mode string) acp.SessionUpdate {
 
 // Initialize implements acp.Agent.
 func (a *agent) Initialize(_ context.Context, p acp.InitializeRequest) (acp.InitializeResponse, error) {
-	a.mu.Lock()
-	a.clientCaps = p.ClientCapabilities
-	a.mu.Unlock()
+	a.peer.setCaps(p.ClientCapabilities)
 	f := a.cfg.Features
 	caps := acp.AgentCapabilities{
 		LoadSession:        f.Load,
@@ -353,14 +244,14 @@ func (a *agent) Authenticate(context.Context, acp.AuthenticateRequest) (acp.Auth
 
 // NewSession implements acp.Agent.
 func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
-	a.mu.Lock()
-	s := a.newSessionLocked(p.Cwd)
+	a.sessions.mu.Lock()
+	s := a.sessions.createLocked(p.Cwd)
 	st := s.st
 	if a.cfg.Commands && !a.cfg.EarlyUpdates {
 		s.post = append(s.post, commandsUpdate())
 	}
-	a.persistLocked()
-	a.mu.Unlock()
+	a.sessions.persistLocked()
+	a.sessions.mu.Unlock()
 	if a.cfg.EarlyUpdates {
 		// Like agents that announce commands while still creating the
 		// session: the client sees a session id it was not told yet.
@@ -387,17 +278,17 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 	if a.cfg.LoadFails {
 		return acp.LoadSessionResponse{}, &acp.RequestError{Code: -32603, Message: "Internal error: load failed (fake-agent -load-fails)"}
 	}
-	a.mu.Lock()
-	s, err := a.session(p.SessionId)
+	a.sessions.mu.Lock()
+	s, err := a.sessions.session(p.SessionId)
 	if err == nil && s.phantom {
 		err = ThreadNotFound(string(p.SessionId)) // nothing to load: it was never there
 	}
 	if err != nil {
-		a.mu.Unlock()
+		a.sessions.mu.Unlock()
 		return acp.LoadSessionResponse{}, err
 	}
 	if a.cfg.FreshLoadFails && !s.made.IsZero() && time.Since(s.made) < FreshLoadWindow {
-		a.mu.Unlock()
+		a.sessions.mu.Unlock()
 		return acp.LoadSessionResponse{}, &acp.RequestError{Code: -32603, Message: "Internal error"}
 	}
 	if !a.cfg.LoadKeepsConfig {
@@ -406,7 +297,7 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 	if p.Cwd != "" {
 		s.cwd = p.Cwd
 	}
-	a.persistLocked()
+	a.sessions.persistLocked()
 	history := append([]turn(nil), s.history...)
 	if a.cfg.LoadLag && s.unlisted != 0 {
 		history = nil // its transcript has not landed: nothing to replay yet
@@ -415,21 +306,21 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 	if a.cfg.Commands {
 		s.post = append(s.post, commandsUpdate())
 	}
-	a.mu.Unlock()
+	a.sessions.mu.Unlock()
 	replayed := 0
 	for i, t := range history {
 		var updates []acp.SessionUpdate
 		for _, b := range t.user {
 			updates = append(updates, acp.UpdateUserMessage(b))
 		}
-		updates = append(updates, a.agentText(string(p.SessionId), i+1, t.agent))
+		updates = append(updates, a.turns.agentText(string(p.SessionId), i+1, t.agent))
 		for _, u := range updates {
 			if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: u}); err != nil {
 				return acp.LoadSessionResponse{}, fmt.Errorf("replay %s: %w", p.SessionId, err)
 			}
 			replayed++
-			if replayed == 1 && a.cfg.DieMidLoad && a.dieScripted("-die-mid-load") {
-				<-a.stopped // never answer; Main has returned
+			if replayed == 1 && a.cfg.DieMidLoad && a.crash.scripted("-die-mid-load") {
+				<-a.crash.stopped // never answer; Main has returned
 				return acp.LoadSessionResponse{}, errStopped
 			}
 		}
@@ -443,31 +334,31 @@ func (a *agent) ResumeSession(ctx context.Context, p acp.ResumeSessionRequest) (
 	if !a.baseline(a.cfg.Resume) {
 		return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
 	}
-	a.mu.Lock()
-	s, err := a.session(p.SessionId)
+	a.sessions.mu.Lock()
+	s, err := a.sessions.session(p.SessionId)
 	if err != nil && a.cfg.ResumeLies {
 		// codex-acp 2.6.0 with its thread gone: the resume is accepted,
 		// and the session cannot run a prompt (prompt.go).
-		s, err = a.phantomLocked(string(p.SessionId), p.Cwd), nil
+		s, err = a.sessions.phantomLocked(string(p.SessionId), p.Cwd), nil
 	}
 	if err != nil {
-		a.mu.Unlock()
+		a.sessions.mu.Unlock()
 		return acp.ResumeSessionResponse{}, err
 	}
 	model := s.st.Model
-	a.mu.Unlock()
+	a.sessions.mu.Unlock()
 	if a.cfg.ResumeNotes {
 		note := ResumeNote(model)
 		if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: acp.UpdateAgentMessageText(note)}); err != nil {
 			return acp.ResumeSessionResponse{}, fmt.Errorf("resume note %s: %w", p.SessionId, err)
 		}
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.sessions.mu.Lock()
+	defer a.sessions.mu.Unlock()
 	if !a.cfg.LoadKeepsConfig {
 		s.st = a.cat.fresh()
 	}
-	a.persistLocked()
+	a.sessions.persistLocked()
 	opts, modes, models := a.reopenSurfaces(s.st)
 	return acp.ResumeSessionResponse{ConfigOptions: opts, Modes: modes, Models: models}, nil
 }
@@ -494,11 +385,10 @@ func (a *agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (acp.
 	if !a.baseline(a.cfg.List) {
 		return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.sessions.mu.Lock()
+	defer a.sessions.mu.Unlock()
 	out := acp.ListSessionsResponse{Sessions: []acp.SessionInfo{}}
-	for _, id := range a.order {
-		s := a.sessions[id]
+	for _, s := range a.sessions.inOrderLocked() {
 		if s.unlisted != 0 {
 			if s.unlisted > 0 {
 				s.unlisted--
@@ -508,7 +398,7 @@ func (a *agent) ListSessions(_ context.Context, p acp.ListSessionsRequest) (acp.
 		if p.Cwd != nil && *p.Cwd != s.cwd {
 			continue
 		}
-		info := acp.SessionInfo{SessionId: acp.SessionId(id), Cwd: s.cwd, Title: sessionTitle(s.history)}
+		info := acp.SessionInfo{SessionId: acp.SessionId(s.id), Cwd: s.cwd, Title: sessionTitle(s.history)}
 		if a.cfg.InfoUpdates && len(s.history) > 0 {
 			info.UpdatedAt = acp.Ptr(updatedAt(len(s.history)))
 		}
@@ -526,10 +416,10 @@ func (a *agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSession
 	if a.cfg.ForkFails {
 		return acp.UnstableForkSessionResponse{}, &acp.RequestError{Code: -32603, Message: "Internal error: fork failed (fake-agent -fork-fails)"}
 	}
-	a.mu.Lock()
-	parent, err := a.session(p.SessionId)
+	a.sessions.mu.Lock()
+	parent, err := a.sessions.session(p.SessionId)
 	if err != nil {
-		a.mu.Unlock()
+		a.sessions.mu.Unlock()
 		return acp.UnstableForkSessionResponse{}, err
 	}
 	cwd := p.Cwd
@@ -540,20 +430,20 @@ func (a *agent) UnstableForkSession(_ context.Context, p acp.UnstableForkSession
 	if at, ok := forkPoint(p.Meta); ok && a.cfg.ForkAtMessage {
 		i := slices.IndexFunc(history, func(t turn) bool { return t.msgID == at || t.msgID == strings.TrimSuffix(at, segmentOf(at)) })
 		if i < 0 {
-			a.mu.Unlock()
+			a.sessions.mu.Unlock()
 			return acp.UnstableForkSessionResponse{}, invalid("messageId", at, "Fork point message "+at+" was not found in session "+parent.id)
 		}
 		history = history[:i+1]
 	}
-	child := a.newSessionLocked(cwd)
+	child := a.sessions.createLocked(cwd)
 	child.st = parent.st
 	child.history = append([]turn(nil), history...)
 	if len(child.history) > 0 {
 		child.unlisted = 0 // the parent's turns are on disk already
 	}
 	st := child.st
-	a.persistLocked()
-	a.mu.Unlock()
+	a.sessions.persistLocked()
+	a.sessions.mu.Unlock()
 	opts, modes, models := a.cat.surfaces(st)
 	res := acp.UnstableForkSessionResponse{SessionId: acp.SessionId(child.id), Modes: modes}
 	// The fork result uses the SDK's unstable twins of the stable types;
@@ -586,9 +476,9 @@ func (a *agent) CloseSession(_ context.Context, p acp.CloseSessionRequest) (acp.
 	if !a.baseline(a.cfg.Close) {
 		return acp.CloseSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionClose)
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if _, err := a.session(p.SessionId); err != nil {
+	a.sessions.mu.Lock()
+	defer a.sessions.mu.Unlock()
+	if _, err := a.sessions.session(p.SessionId); err != nil {
 		return acp.CloseSessionResponse{}, err
 	}
 	return acp.CloseSessionResponse{}, nil
@@ -603,9 +493,9 @@ func (a *agent) Cancel(context.Context, acp.CancelNotification) error { return n
 // options are exposed, config_option_update. It answers even without legacy
 // modes, as opencode does.
 func (a *agent) SetSessionMode(_ context.Context, p acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	s, err := a.session(p.SessionId)
+	a.sessions.mu.Lock()
+	defer a.sessions.mu.Unlock()
+	s, err := a.sessions.session(p.SessionId)
 	if err != nil {
 		return acp.SetSessionModeResponse{}, err
 	}
@@ -614,7 +504,7 @@ func (a *agent) SetSessionMode(_ context.Context, p acp.SetSessionModeRequest) (
 		return acp.SetSessionModeResponse{}, err
 	}
 	s.st = st
-	a.persistLocked()
+	a.sessions.persistLocked()
 	s.post = append(s.post, modeUpdate(st.Mode))
 	if a.cfg.ConfigOptions {
 		s.post = append(s.post, configUpdate(a.cat.options(st)))
@@ -633,9 +523,9 @@ func (a *agent) SetSessionConfigOption(_ context.Context, p acp.SetSessionConfig
 	if p.ValueId == nil {
 		return acp.SetSessionConfigOptionResponse{}, invalid("type", "boolean", "the fake agent has no boolean options")
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	s, err := a.session(p.ValueId.SessionId)
+	a.sessions.mu.Lock()
+	defer a.sessions.mu.Unlock()
+	s, err := a.sessions.session(p.ValueId.SessionId)
 	if err != nil {
 		return acp.SetSessionConfigOptionResponse{}, err
 	}
@@ -648,7 +538,7 @@ func (a *agent) SetSessionConfigOption(_ context.Context, p acp.SetSessionConfig
 		return acp.SetSessionConfigOptionResponse{}, err
 	}
 	s.st = st
-	a.persistLocked()
+	a.sessions.persistLocked()
 	if st.Mode != before.Mode && a.cfg.LegacyModes {
 		s.post = append(s.post, modeUpdate(st.Mode))
 	}
@@ -669,24 +559,24 @@ func (a *agent) UnstableSetSessionModel(ctx context.Context, p acp.UnstableSetSe
 	if !a.cfg.LegacyModels {
 		return acp.UnstableSetSessionModelResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetModel)
 	}
-	a.mu.Lock()
-	s, err := a.session(p.SessionId)
+	a.sessions.mu.Lock()
+	s, err := a.sessions.session(p.SessionId)
 	if err != nil {
-		a.mu.Unlock()
+		a.sessions.mu.Unlock()
 		return acp.UnstableSetSessionModelResponse{}, err
 	}
 	st, err := a.cat.withLegacyModel(s.st, string(p.ModelId))
 	if err != nil {
-		a.mu.Unlock()
+		a.sessions.mu.Unlock()
 		return acp.UnstableSetSessionModelResponse{}, err
 	}
 	s.st = st
-	a.persistLocked()
+	a.sessions.persistLocked()
 	before := a.cfg.ConfigOptions && a.cfg.EffortModels
 	if a.cfg.ConfigOptions && !before {
 		s.post = append(s.post, configUpdate(a.cat.options(st)))
 	}
-	a.mu.Unlock()
+	a.sessions.mu.Unlock()
 	if before {
 		if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: configUpdate(a.cat.options(st))}); err != nil {
 			return acp.UnstableSetSessionModelResponse{}, fmt.Errorf("config_option_update %s: %w", p.SessionId, err)

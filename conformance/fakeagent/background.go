@@ -49,50 +49,50 @@ const (
 )
 
 // afterAnswer runs fn once the answer to the prompt of session sid in
-// flight has been written (frameLine's done). a.mu must be held.
+// flight has been written (frameLine's done). The store's mu must be held.
 func (s *session) afterAnswer(fn func()) { s.after = append(s.after, fn) }
 
 // runBackground is the "background" prompt's work after the answer of
 // turn n of session sid.
-func (a *agent) runBackground(sid acp.SessionId, n int) {
+func (t *turnRunner) runBackground(sid acp.SessionId, n int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		select {
-		case <-a.stopped:
+		case <-t.crash.stopped:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
-	if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.UpdateAgentMessageText(BackgroundText(n))}); err != nil {
+	if err := t.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.UpdateAgentMessageText(BackgroundText(n))}); err != nil {
 		return // the agent is going; nobody reads the rest
 	}
 	toolID := acp.ToolCallId("fake-bg-" + strconv.Itoa(n))
-	if !a.askFor(ctx, sid, toolID, BackgroundTitle) {
+	if !t.askFor(ctx, sid, toolID, BackgroundTitle) {
 		return
 	}
-	if !a.v2.active() {
+	if !t.v2.active() {
 		return
 	}
 	own := uuidFrom("fake-agent own turn " + string(sid) + "/" + strconv.Itoa(n))
-	a.writeRaw(stateLine(string(sid), "running", "", nil))
-	a.writeRaw(updateLine(string(sid), `{"sessionUpdate":"agent_message_chunk","messageId":`+jsonString(own)+`,"content":{"type":"text","text":`+jsonString(AgentTurnText(n))+`}}`))
-	a.writeRaw(stateLine(string(sid), "requires_action", "", nil))
-	if !a.askFor(ctx, sid, acp.ToolCallId("fake-own-"+strconv.Itoa(n)), AgentTurnTitle) {
+	t.w.writeRaw(stateLine(string(sid), "running", "", nil))
+	t.w.writeRaw(updateLine(string(sid), `{"sessionUpdate":"agent_message_chunk","messageId":`+jsonString(own)+`,"content":{"type":"text","text":`+jsonString(AgentTurnText(n))+`}}`))
+	t.w.writeRaw(stateLine(string(sid), "requires_action", "", nil))
+	if !t.askFor(ctx, sid, acp.ToolCallId("fake-own-"+strconv.Itoa(n)), AgentTurnTitle) {
 		return
 	}
-	a.writeRaw(stateLine(string(sid), "running", "", nil))
-	a.writeRaw(stateLine(string(sid), "idle", "end_turn", nil))
+	t.w.writeRaw(stateLine(string(sid), "running", "", nil))
+	t.w.writeRaw(stateLine(string(sid), "idle", "end_turn", nil))
 }
 
 // askFor announces tool call id titled title, asks the client's
 // permission for it and reports its end, and says whether the agent is
 // still there to go on.
-func (a *agent) askFor(ctx context.Context, sid acp.SessionId, id acp.ToolCallId, title string) bool {
-	if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.StartToolCall(id, title, acp.WithStartStatus(acp.ToolCallStatusPending))}); err != nil {
+func (t *turnRunner) askFor(ctx context.Context, sid acp.SessionId, id acp.ToolCallId, title string) bool {
+	if err := t.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.StartToolCall(id, title, acp.WithStartStatus(acp.ToolCallStatusPending))}); err != nil {
 		return false
 	}
-	resp, err := a.conn.RequestPermission(ctx, acp.RequestPermissionRequest{
+	resp, err := t.conn.RequestPermission(ctx, acp.RequestPermissionRequest{
 		SessionId: sid,
 		ToolCall:  acp.ToolCallUpdate{ToolCallId: id, Title: &title, Status: acp.Ptr(acp.ToolCallStatusPending)},
 		Options: []acp.PermissionOption{
@@ -107,5 +107,5 @@ func (a *agent) askFor(ctx context.Context, sid acp.SessionId, id acp.ToolCallId
 	if err == nil && resp.Outcome.Selected != nil && resp.Outcome.Selected.OptionId == "allow" {
 		status = acp.ToolCallStatusCompleted
 	}
-	return a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.UpdateToolCall(id, acp.WithUpdateStatus(status))}) == nil
+	return t.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.UpdateToolCall(id, acp.WithUpdateStatus(status))}) == nil
 }

@@ -12,62 +12,47 @@ import (
 // methodSessionDelete is session/delete, which acp-go-sdk v0.13.0 does not
 // know: its connection answers it with -32601, as it does every method it
 // has no type for. With -delete the stdin reader answers it instead (see
-// handleDelete); without, the SDK's -32601 stands, which is what an agent
+// deleteRequest); without, the SDK's -32601 stands, which is what an agent
 // that does not advertise sessionCapabilities.delete answers.
 const methodSessionDelete = "session/delete"
 
-// handleDelete answers session/delete {sessionId} with {}: the session is
+// deleteRequest answers session/delete {sessionId} with {}: the session is
 // forgotten, so a later load, resume, prompt or list sees what it sees for a
 // session that never existed (-32002 "Resource not found"), and -state is
 // rewritten without it. Per the ACP session-delete RFD, deleting an unknown
 // or already deleted session succeeds silently. A request without a string
-// sessionId gets -32602. It runs on the stdin reader, before any later line
-// reaches the SDK, so a request sent after the answer never sees the
-// session; a prompt already in flight on it finishes on its own copy and is
-// not persisted. A notification (no id) deletes and is not answered.
-func (a *agent) handleDelete(id, params json.RawMessage) {
+// sessionId gets -32602. The stdin reader calls it and writes the answer,
+// before any later line reaches the SDK, so a request sent after the answer
+// never sees the session; a prompt already in flight on it finishes on its
+// own copy and is not persisted. A notification (no id) deletes and is not
+// answered.
+func (ss *sessionStore) deleteRequest(params json.RawMessage) (json.RawMessage, *acp.RequestError) {
 	var p struct {
 		SessionID *string `json:"sessionId"`
 	}
 	if err := json.Unmarshal(params, &p); err != nil || p.SessionID == nil {
-		a.answerRaw(id, nil, invalid("sessionId", string(params), "session/delete needs a string sessionId"))
-		return
+		return nil, invalid("sessionId", string(params), "session/delete needs a string sessionId")
 	}
-	sid := *p.SessionID
-	a.mu.Lock()
-	if _, ok := a.sessions[sid]; ok {
-		delete(a.sessions, sid)
-		for i, o := range a.order {
-			if o == sid {
-				a.order = append(a.order[:i:i], a.order[i+1:]...)
-				break
-			}
-		}
-		a.persistLocked()
-	}
-	a.mu.Unlock()
-	a.answerRaw(id, json.RawMessage(`{}`), nil)
+	ss.forget(*p.SessionID)
+	return json.RawMessage(`{}`), nil
 }
 
-// answerRaw writes the response to a request the stdin reader answers
-// itself, shaped as the SDK shapes its own. A notification (no id) gets
-// nothing.
-func (a *agent) answerRaw(id json.RawMessage, result json.RawMessage, rerr *acp.RequestError) {
-	if len(id) == 0 || string(id) == "null" {
+// forget removes session sid from memory and from -state. An unknown sid
+// is no error and changes nothing.
+func (ss *sessionStore) forget(sid string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if _, ok := ss.byID[sid]; !ok {
 		return
 	}
-	msg := struct {
-		JSONRPC string            `json:"jsonrpc"`
-		ID      json.RawMessage   `json:"id"`
-		Result  json.RawMessage   `json:"result,omitempty"`
-		Error   *acp.RequestError `json:"error,omitempty"`
-	}{"2.0", id, result, rerr}
-	b, err := json.Marshal(msg)
-	if err != nil {
-		fmt.Fprintf(a.stderr, "fakeagent: answer %s: %v\n", id, err)
-		return
+	delete(ss.byID, sid)
+	for i, o := range ss.order {
+		if o == sid {
+			ss.order = append(ss.order[:i:i], ss.order[i+1:]...)
+			break
+		}
 	}
-	a.writeRaw(append(b, '\n'))
+	ss.persistLocked()
 }
 
 // withDeleteCapability returns the initialize response line with

@@ -67,7 +67,7 @@ func TestDelete(t *testing.T) {
 	if c := sessionCaps(t, a)["delete"]; string(c) != "{}" {
 		t.Errorf("sessionCapabilities.delete = %s, want {}", c)
 	}
-	a.reply(t, ctx, gone, "one")
+	a.reply(ctx, t, gone, "one")
 
 	deleteSession(t, a, gone)
 	if _, err := a.Load(ctx, gone, "/home/me"); acpclient.Code(err) != -32002 {
@@ -92,7 +92,7 @@ func TestDelete(t *testing.T) {
 	if _, err := a.CallRaw(ctx, "session/delete", map[string]any{}); acpclient.Code(err) != -32602 {
 		t.Errorf("session/delete without sessionId: err = %v, want -32602", err)
 	}
-	a.reply(t, ctx, kept.SessionId, "still here")
+	a.reply(ctx, t, kept.SessionId, "still here")
 
 	var saved struct {
 		Sessions []struct {
@@ -129,7 +129,7 @@ func TestDelete(t *testing.T) {
 	if _, err := b2.Load(ctx, gone, "/home/me"); acpclient.Code(err) != -32002 {
 		t.Errorf("load of a deleted session in the next life: err = %v, want -32002", err)
 	}
-	if r := b2.reply(t, ctx, kept.SessionId, "next life"); r.Turns != 2 {
+	if r := b2.reply(ctx, t, kept.SessionId, "next life"); r.Turns != 2 {
 		t.Errorf("kept session turns = %d, want 2", r.Turns)
 	}
 	n, err := b2.NewSession(ctx, "/home/me")
@@ -153,7 +153,7 @@ func TestDeleteOff(t *testing.T) {
 	if c, ok := sessionCaps(t, a)["delete"]; ok {
 		t.Errorf("sessionCapabilities.delete = %s, want absent", c)
 	}
-	if r := a.reply(t, ctx, s.SessionId, "still here"); r.Turns != 1 {
+	if r := a.reply(ctx, t, s.SessionId, "still here"); r.Turns != 1 {
 		t.Errorf("turns = %d, want 1", r.Turns)
 	}
 	for _, l := range a.Lines() {

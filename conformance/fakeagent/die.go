@@ -3,6 +3,7 @@ package fakeagent
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strconv"
@@ -53,31 +54,73 @@ func (d *diePoints) Set(v string) error {
 	return nil
 }
 
+// crasher ends the process abruptly: Main returns the code sent on exit
+// at once, and the line writer drops every write from then on, so nothing
+// follows a crash even while SDK goroutines live on. It owns the scripted
+// crash points (-die-on, -die-mid-load, -die-once); the other crashes
+// (-crash-mid-turn, "crash now", -die-after) call die.
+type crasher struct {
+	w       *lineWriter
+	exit    chan int      // abrupt exit codes (crash, die-after, die-on); buffered 1
+	stopped chan struct{} // closed when Main returns
+
+	on      diePoints // -die-on
+	once    string    // -die-once FILE, or ""
+	code    int       // -die-code
+	verbose bool      // -v: say why on stderr
+	stderr  io.Writer
+
+	received map[string]int // messages received per method, for -die-on; stdin reader only
+}
+
+func newCrasher(cfg config, w *lineWriter, stderr io.Writer) *crasher {
+	return &crasher{
+		w:        w,
+		exit:     make(chan int, 1),
+		stopped:  make(chan struct{}),
+		on:       cfg.DieOn,
+		once:     cfg.DieOnce,
+		code:     cfg.DieCode,
+		verbose:  cfg.Verbose,
+		stderr:   stderr,
+		received: map[string]int{},
+	}
+}
+
+// die makes Main return code at once; nothing is written after it.
+func (c *crasher) die(code int) {
+	c.w.kill()
+	select {
+	case c.exit <- code:
+	default:
+	}
+}
+
 // arrived counts one received message of method (a request or a
 // notification) and reports whether a -die-on point fired on it, in which
 // case the agent is already dead and the message must not be handled. Only
 // the stdin reader calls it, so the counts need no lock; they start at 0 in
 // every process.
-func (a *agent) arrived(method string) bool {
-	if len(a.cfg.DieOn) == 0 {
+func (c *crasher) arrived(method string) bool {
+	if len(c.on) == 0 {
 		return false
 	}
-	a.received[method]++
-	n := a.received[method]
-	for _, p := range a.cfg.DieOn {
+	c.received[method]++
+	n := c.received[method]
+	for _, p := range c.on {
 		if p.Method == method && p.N == n {
-			return a.dieScripted("-die-on " + p.Method + ":" + strconv.Itoa(p.N))
+			return c.scripted("-die-on " + p.Method + ":" + strconv.Itoa(p.N))
 		}
 	}
 	return false
 }
 
-// dieScripted fires a scripted crash point (-die-on, -die-mid-load) with
+// scripted fires a scripted crash point (-die-on, -die-mid-load) with
 // -die-code, unless -die-once names a file that already exists. With
 // -die-once the file is created (exclusively, so of several agents sharing
 // it exactly one dies) just before dying. It reports whether the agent died.
-func (a *agent) dieScripted(why string) bool {
-	if path := a.cfg.DieOnce; path != "" {
+func (c *crasher) scripted(why string) bool {
+	if path := c.once; path != "" {
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		switch {
 		case errors.Is(err, fs.ErrExist):
@@ -85,15 +128,15 @@ func (a *agent) dieScripted(why string) bool {
 		case err != nil:
 			// Dying anyway makes a broken -die-once visible (the agent
 			// keeps dying) instead of silently never crashing.
-			fmt.Fprintf(a.stderr, "fakeagent: -die-once: %v\n", err)
+			fmt.Fprintf(c.stderr, "fakeagent: -die-once: %v\n", err)
 		default:
 			_, _ = f.WriteString(why + "\n")
 			f.Close()
 		}
 	}
-	if a.cfg.Verbose {
-		fmt.Fprintf(a.stderr, "fakeagent: dying (%s)\n", why)
+	if c.verbose {
+		fmt.Fprintf(c.stderr, "fakeagent: dying (%s)\n", why)
 	}
-	a.die(a.cfg.DieCode)
+	c.die(c.code)
 	return true
 }

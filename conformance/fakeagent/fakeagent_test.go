@@ -139,7 +139,7 @@ func TestSetSemantics(t *testing.T) {
 	if err := a.SetModel(ctx, sid, "gpt-9"); acpclient.Code(err) != -32602 {
 		t.Errorf("set_model gpt-9: err = %v, want -32602", err)
 	}
-	r := a.reply(t, ctx, sid, "hi")
+	r := a.reply(ctx, t, sid, "hi")
 	// medium is one of deep-3's efforts, so the switch keeps it.
 	want := fakeagent.Reply{Session: "fake-sess-1", Model: "deep-3", Mode: "ask", Effort: "medium", Verbosity: "terse",
 		Turns: 1, Blocks: 1, Digest: fakeagent.Digest([]acp.ContentBlock{acp.TextBlock("hi")}), Text: "hi"}
@@ -158,7 +158,7 @@ func TestSetSemanticsByProfile(t *testing.T) {
 		if err := a.SetModel(ctx, s.SessionId, "fast-1"); err != nil {
 			t.Fatal(err)
 		}
-		if r := a.reply(t, ctx, s.SessionId, "x"); r.Model != "fast-1" || r.Effort != "-" {
+		if r := a.reply(ctx, t, s.SessionId, "x"); r.Model != "fast-1" || r.Effort != "-" {
 			t.Errorf("model/effort = %s/%s, want fast-1/-", r.Model, r.Effort)
 		}
 	})
@@ -189,7 +189,7 @@ func TestSetSemanticsByProfile(t *testing.T) {
 		if _, err := a.SetConfigOption(ctx, s.SessionId, "nope", "x"); acpclient.Code(err) != -32602 {
 			t.Errorf("unknown option id: err = %v, want -32602 even with -accept-unknown", err)
 		}
-		if r := a.reply(t, ctx, s.SessionId, "x"); r.Model != "gpt-9" || r.Effort != "-" {
+		if r := a.reply(ctx, t, s.SessionId, "x"); r.Model != "gpt-9" || r.Effort != "-" {
 			t.Errorf("model/effort = %s/%s, want gpt-9/-", r.Model, r.Effort)
 		}
 	})
@@ -203,7 +203,7 @@ func TestSetSemanticsByProfile(t *testing.T) {
 		if got := option(opts, "mode").CurrentValue; got != "code" {
 			t.Errorf("mode in answer = %q, want unchanged code", got)
 		}
-		if r := a.reply(t, ctx, s.SessionId, "x"); r.Mode != "code" {
+		if r := a.reply(ctx, t, s.SessionId, "x"); r.Mode != "code" {
 			t.Errorf("mode = %s, want code", r.Mode)
 		}
 	})
@@ -262,7 +262,7 @@ func TestModelDependentEffort(t *testing.T) {
 	}
 	// A prompt is answered after every update sent before its response, so
 	// counting now is exact: four model changes announced, none otherwise.
-	a.reply(t, ctx, sid, "sync")
+	a.reply(ctx, t, sid, "sync")
 	if got := updates(); got != 4 {
 		t.Errorf("config_option_update count = %d, want 4", got)
 	}
@@ -271,7 +271,7 @@ func TestModelDependentEffort(t *testing.T) {
 func TestReplyLine(t *testing.T) {
 	a := start(t, acpclient.Options{}, "-id-prefix", "A-")
 	s, ctx := a.session(t)
-	r1 := a.reply(t, ctx, s.SessionId, "first prompt")
+	r1 := a.reply(ctx, t, s.SessionId, "first prompt")
 	if r1.Session != "A-1" || r1.Turns != 1 || r1.Text != "first prompt" {
 		t.Errorf("reply 1 = %+v", r1)
 	}
@@ -300,7 +300,7 @@ func TestReplyLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := a.reply(t, ctx, s2.SessionId, "x"); r.Session != "A-2" || r.Turns != 1 {
+	if r := a.reply(ctx, t, s2.SessionId, "x"); r.Session != "A-2" || r.Turns != 1 {
 		t.Errorf("second session reply = %+v", r)
 	}
 }
@@ -327,8 +327,8 @@ func TestLoad(t *testing.T) {
 	if err := a.SetModel(ctx, sid, "deep-3"); err != nil {
 		t.Fatal(err)
 	}
-	a.reply(t, ctx, sid, "one")
-	a.reply(t, ctx, sid, "two", "three")
+	a.reply(ctx, t, sid, "one")
+	a.reply(ctx, t, sid, "two", "three")
 	before := len(a.Updates(sid))
 
 	res, err := a.Load(ctx, sid, "/home/me")
@@ -363,7 +363,7 @@ func TestLoad(t *testing.T) {
 	if !ok || r.Turns != 1 || r.Model != "deep-3" {
 		t.Errorf("replayed first reply = %+v, %v", r, ok)
 	}
-	if r := a.reply(t, ctx, sid, "four"); r.Turns != 3 || r.Model != "smart-2" {
+	if r := a.reply(ctx, t, sid, "four"); r.Turns != 3 || r.Model != "smart-2" {
 		t.Errorf("reply after load = %+v", r)
 	}
 	if _, err := a.Load(ctx, "nope", "/home/me"); acpclient.Code(err) != -32002 {
@@ -407,7 +407,7 @@ func TestResumeListFork(t *testing.T) {
 	if _, err := a.SetConfigOption(ctx, sid, "model", "deep-3"); err != nil {
 		t.Fatal(err)
 	}
-	a.reply(t, ctx, sid, "hello world")
+	a.reply(ctx, t, sid, "hello world")
 	before := len(a.Updates(sid))
 	if _, err := a.Resume(ctx, sid, "/home/me"); err != nil {
 		t.Fatal(err)
@@ -425,7 +425,7 @@ func TestResumeListFork(t *testing.T) {
 	if f.SessionId != "fake-sess-2" || len(f.ConfigOptions) == 0 || f.ConfigOptions[0].Select.CurrentValue != "deep-3" {
 		t.Errorf("fork = %+v", f)
 	}
-	if r := a.reply(t, ctx, f.SessionId, "in fork"); r.Turns != 2 || r.Model != "deep-3" {
+	if r := a.reply(ctx, t, f.SessionId, "in fork"); r.Turns != 2 || r.Model != "deep-3" {
 		t.Errorf("fork reply = %+v, want turns 2 (inherited) and deep-3", r)
 	}
 	l, err := a.List(ctx, "")
@@ -484,7 +484,7 @@ func TestCloseThenLoad(t *testing.T) {
 	a := start(t, acpclient.Options{}, "-close")
 	s, ctx := a.session(t)
 	sid := s.SessionId
-	a.reply(t, ctx, sid, "one")
+	a.reply(ctx, t, sid, "one")
 	got, err := a.CallRaw(ctx, acp.AgentMethodSessionClose, map[string]any{"sessionId": sid})
 	if err != nil {
 		t.Fatal(err)
@@ -495,7 +495,7 @@ func TestCloseThenLoad(t *testing.T) {
 	if _, err := a.Load(ctx, sid, "/home/me"); err != nil {
 		t.Fatalf("load after close: %v", err)
 	}
-	if r := a.reply(t, ctx, sid, "two"); r.Turns != 2 {
+	if r := a.reply(ctx, t, sid, "two"); r.Turns != 2 {
 		t.Errorf("turns after close and load = %d, want 2", r.Turns)
 	}
 	if _, err := a.CallRaw(ctx, acp.AgentMethodSessionClose, map[string]any{"sessionId": "nope"}); acpclient.Code(err) != -32002 {
@@ -536,7 +536,7 @@ func TestBigLine(t *testing.T) {
 		t.Errorf("big prompt result = %.200s", raw)
 	}
 	// The agent is still alive and its SDK connection intact.
-	if r := a.reply(t, ctx, s.SessionId, "after"); r.Turns != 1 {
+	if r := a.reply(ctx, t, s.SessionId, "after"); r.Turns != 1 {
 		t.Errorf("turns after big prompt = %d, want 1 (big prompts are not history)", r.Turns)
 	}
 	a.Close()
@@ -578,8 +578,8 @@ func TestRawBytes(t *testing.T) {
 	a := start(t, acpclient.Options{}, "-stdout-log", filepath.Join(dir, "stdout"))
 	s, ctx := a.session(t)
 	sid := s.SessionId
-	a.reply(t, ctx, sid, "meta")
-	a.reply(t, ctx, sid, "unknown update")
+	a.reply(ctx, t, sid, "meta")
+	a.reply(ctx, t, sid, "unknown update")
 	for _, want := range [][]byte{fakeagent.MetaLine(string(sid)), fakeagent.UnknownUpdateLine(string(sid))} {
 		if _, err := a.WaitLine(ctx, func(l []byte) bool { return bytes.Equal(append(l, '\n'), want) }); err != nil {
 			t.Errorf("line %s not received exactly: %v", want, err)
@@ -800,7 +800,7 @@ func TestExit(t *testing.T) {
 	t.Run("die-after", func(t *testing.T) {
 		a := start(t, acpclient.Options{}, "-die-after", "2", "-die-code", "7")
 		s, ctx := a.session(t)
-		a.reply(t, ctx, s.SessionId, "one")
+		a.reply(ctx, t, s.SessionId, "one")
 		// The second prompt is answered, then the agent exits at once. The
 		// client's SDK can see the end of the stream before it hands the
 		// answer over (its wait selects on both), so the call may fail
@@ -916,7 +916,7 @@ func TestDieOn(t *testing.T) {
 		log := filepath.Join(t.TempDir(), "calls.jsonl")
 		a := start(t, acpclient.Options{}, "-die-on", "session/set_mode:5, session/load", "-call-log", log)
 		s, ctx := a.session(t)
-		a.reply(t, ctx, s.SessionId, "one")
+		a.reply(ctx, t, s.SessionId, "one")
 		if _, err := a.Load(ctx, s.SessionId, "/home/me"); err == nil {
 			t.Fatal("session/load answered; want the agent gone")
 		}
@@ -972,8 +972,8 @@ func TestDieOn(t *testing.T) {
 		a := start(t, acpclient.Options{}, args...)
 		s, ctx := a.session(t)
 		sid := s.SessionId
-		a.reply(t, ctx, sid, "one")
-		a.reply(t, ctx, sid, "two")
+		a.reply(ctx, t, sid, "one")
+		a.reply(ctx, t, sid, "two")
 		mark := len(a.Updates(sid))
 		if _, err := a.Load(ctx, sid, "/home/me"); err == nil {
 			t.Fatal("session/load answered; want the agent gone")
@@ -1047,7 +1047,7 @@ func TestListLag(t *testing.T) {
 	if got := listed(); len(got) != 0 {
 		t.Errorf("before any turn: listed %q, want none", got)
 	}
-	a.reply(t, ctx, sid, "hello")
+	a.reply(ctx, t, sid, "hello")
 	var got [][]string
 	for range 4 {
 		got = append(got, listed())

@@ -55,10 +55,11 @@ func uuidFrom(seed string) string {
 
 // agentText is the agent_message_chunk for text in turn of sid, with its
 // messageId under -message-ids, and always in ACP v2, whose chunks must
-// carry one.
-func (a *agent) agentText(sid string, turn int, text string) acp.SessionUpdate {
+// carry one. A load replays a turn's answer with it too, so the replayed
+// chunk is the one the turn wrote.
+func (t *turnRunner) agentText(sid string, turn int, text string) acp.SessionUpdate {
 	u := acp.UpdateAgentMessageText(text)
-	if a.cfg.MessageIDs || a.v2.active() {
+	if t.cfg.MessageIDs || t.v2.active() {
 		u.AgentMessageChunk.MessageId = acp.Ptr(MessageID(sid, turn))
 	}
 	return u

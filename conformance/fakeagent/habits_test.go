@@ -38,8 +38,8 @@ func TestMessageIDs(t *testing.T) {
 	a := start(t, acpclient.Options{}, "-message-ids")
 	s, ctx := a.session(t)
 	sid := s.SessionId
-	a.reply(t, ctx, sid, "one")
-	a.reply(t, ctx, sid, "stream 2 4") // the reply and two more chunks
+	a.reply(ctx, t, sid, "one")
+	a.reply(ctx, t, sid, "stream 2 4") // the reply and two more chunks
 	one, two := fakeagent.MessageID(string(sid), 1), fakeagent.MessageID(string(sid), 2)
 	if one == two || !uuidShape.MatchString(one) || !uuidShape.MatchString(two) {
 		t.Fatalf("MessageID turn 1 = %q, turn 2 = %q: want two different UUID-shaped ids", one, two)
@@ -66,7 +66,7 @@ func TestMessageIDs(t *testing.T) {
 	t.Run("off", func(t *testing.T) {
 		a := start(t, acpclient.Options{})
 		s, ctx := a.session(t)
-		a.reply(t, ctx, s.SessionId, "one")
+		a.reply(ctx, t, s.SessionId, "one")
 		for _, l := range a.Lines() {
 			if bytes.Contains(l, []byte(`"messageId"`)) {
 				t.Errorf("messageId without -message-ids: %s", l)
@@ -84,7 +84,7 @@ func TestInfoUpdates(t *testing.T) {
 	s, ctx := a.session(t)
 	sid := s.SessionId
 	for turn, text := range []string{"hello world", "second"} {
-		a.reply(t, ctx, sid, text)
+		a.reply(ctx, t, sid, text)
 		us := a.Updates(sid)
 		if len(us) < 2 {
 			t.Fatalf("turn %d: %d updates", turn+1, len(us))
@@ -120,7 +120,7 @@ func TestInfoUpdates(t *testing.T) {
 	t.Run("off", func(t *testing.T) {
 		a := start(t, acpclient.Options{}, "-list")
 		s, ctx := a.session(t)
-		a.reply(t, ctx, s.SessionId, "hello")
+		a.reply(ctx, t, s.SessionId, "hello")
 		for _, u := range a.Updates(s.SessionId) {
 			if u.Update.SessionInfoUpdate != nil || u.Update.UsageUpdate != nil {
 				t.Errorf("info update without -info-updates: %v", kinds([]acp.SessionNotification{u}))

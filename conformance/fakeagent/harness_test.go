@@ -85,7 +85,7 @@ func (a *agent) session(t *testing.T) (acp.NewSessionResponse, context.Context) 
 	return s, ctx
 }
 
-func (a *agent) reply(t *testing.T, ctx context.Context, sid acp.SessionId, text ...string) fakeagent.Reply {
+func (a *agent) reply(ctx context.Context, t *testing.T, sid acp.SessionId, text ...string) fakeagent.Reply {
 	t.Helper()
 	stop, got, err := a.Prompt(ctx, sid, text...)
 	if err != nil {

@@ -234,9 +234,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if logs[1] != nil {
 		stdin = io.TeeReader(stdin, logs[1])
 	}
-	w := &lineWriter{out: stdout, tee: logs[2]}
+	w := &lineWriter{out: stdout, tee: logs[2], stderr: stderr}
 	a := newAgent(cfg, w, callLog{w: logs[0]}, stderr)
-	if err := a.loadState(); err != nil {
+	if err := a.sessions.load(); err != nil {
 		fmt.Fprintf(stderr, "fakeagent: %v\n", err)
 		return 2
 	}
@@ -246,21 +246,21 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		level = slog.LevelInfo
 	}
 	sdkIn, sdkFeed := io.Pipe()
-	a.conn = acp.NewAgentSideConnection(a, w, sdkIn)
+	a.connect(acp.NewAgentSideConnection(a, w, sdkIn))
 	a.conn.SetLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
 	defer func() {
 		// Stop writing first, so nothing reaches stdout after Main decided
 		// to return; then release a crashed prompt and end the SDK's
 		// goroutines even while stdin stays open.
 		w.kill()
-		close(a.stopped)
+		close(a.crash.stopped)
 		sdkFeed.CloseWithError(errStopped)
 	}()
-	a.sdkIn = sdkFeed // before the stdin reader starts: queued prompts go the same way
-	go a.readStdin(stdin, sdkFeed)
+	r := a.stdinReader(sdkFeed) // before it starts: queued prompts go the same way
+	go r.run(stdin)
 
 	select {
-	case code := <-a.exit:
+	case code := <-a.crash.exit:
 		return code
 	case <-a.conn.Done():
 		return 0

@@ -76,23 +76,23 @@ func CompactionSummary(sid string, n int) string {
 
 // advisories writes what the triggers in the prompt's last text block ask
 // for, in the turn n of session sid.
-func (a *agent) advisories(sid, last string, n int) {
-	if a.cfg.Notices && strings.Contains(last, NoticeTrigger) {
-		a.writeRaw(updateLine(sid, `{"sessionUpdate":"notice","severity":"warning","title":`+jsonString(NoticeTitle)+`,"description":`+jsonString(NoticeDescription)+`}`))
-		a.writeRaw(updateLine(sid, `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":`+jsonString(InformationalText)+
+func (t *turnRunner) advisories(sid, last string, n int) {
+	if t.cfg.Notices && strings.Contains(last, NoticeTrigger) {
+		t.w.writeRaw(updateLine(sid, `{"sessionUpdate":"notice","severity":"warning","title":`+jsonString(NoticeTitle)+`,"description":`+jsonString(NoticeDescription)+`}`))
+		t.w.writeRaw(updateLine(sid, `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":`+jsonString(InformationalText)+
 			`},"_meta":{"claudeCode":{"kind":"informational","level":"warning"}}}`))
-		if a.cfg.WarnsInText {
-			a.writeRaw(updateLine(sid, `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":`+jsonString(WarningText)+`}}`))
+		if t.cfg.WarnsInText {
+			t.w.writeRaw(updateLine(sid, `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":`+jsonString(WarningText)+`}}`))
 		}
 	}
-	if a.cfg.Compaction && strings.Contains(last, CompactTrigger) {
+	if t.cfg.Compaction && strings.Contains(last, CompactTrigger) {
 		id := jsonString(CompactionID(n))
 		first, second := splitHalf(CompactionSummary(sid, n))
-		a.writeRaw(updateLine(sid, `{"sessionUpdate":"compaction_update","compactionId":`+id+`,"status":"in_progress"}`))
+		t.w.writeRaw(updateLine(sid, `{"sessionUpdate":"compaction_update","compactionId":`+id+`,"status":"in_progress"}`))
 		for _, part := range []string{first, second} {
-			a.writeRaw(updateLine(sid, `{"sessionUpdate":"compaction_summary_chunk","compactionId":`+id+`,"content":{"type":"text","text":`+jsonString(part)+`}}`))
+			t.w.writeRaw(updateLine(sid, `{"sessionUpdate":"compaction_summary_chunk","compactionId":`+id+`,"content":{"type":"text","text":`+jsonString(part)+`}}`))
 		}
-		a.writeRaw(updateLine(sid, `{"sessionUpdate":"compaction_update","compactionId":`+id+`,"status":"completed"}`))
+		t.w.writeRaw(updateLine(sid, `{"sessionUpdate":"compaction_update","compactionId":`+id+`,"status":"completed"}`))
 	}
 }
 

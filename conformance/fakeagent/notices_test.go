@@ -18,7 +18,7 @@ func TestNoticesAndCompaction(t *testing.T) {
 	a := start(t, acpclient.Options{}, "-notices", "-compaction", "-commands=false")
 	s, ctx := a.session(t)
 	sid := string(s.SessionId)
-	a.reply(t, ctx, s.SessionId, "first")
+	a.reply(ctx, t, s.SessionId, "first")
 	mark := len(a.Lines())
 	stop, text, err := a.Prompt(ctx, s.SessionId, "please "+fakeagent.NoticeTrigger+" and "+fakeagent.CompactTrigger)
 	if err != nil || stop != "end_turn" {
@@ -65,7 +65,7 @@ func TestNoticesAndCompaction(t *testing.T) {
 	plain := start(t, acpclient.Options{}, "-commands=false")
 	ps, pctx := plain.session(t)
 	mark = len(plain.Lines())
-	plain.reply(t, pctx, ps.SessionId, fakeagent.NoticeTrigger+" "+fakeagent.CompactTrigger)
+	plain.reply(pctx, t, ps.SessionId, fakeagent.NoticeTrigger+" "+fakeagent.CompactTrigger)
 	if n := len(plain.Lines()[mark:]); n != 3 {
 		t.Errorf("without the flags the turn has %d frames, want the reply's 2 chunks and the result", n)
 	}

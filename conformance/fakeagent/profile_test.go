@@ -71,7 +71,7 @@ func TestCurrentProfiles(t *testing.T) {
 				t.Errorf("effort on fast-1 = %v, want %v", got, tt.effortOnFast)
 			}
 
-			r := a.reply(t, ctx, sid, "subagent")
+			r := a.reply(ctx, t, sid, "subagent")
 			if r.Extra["subagent"] != tt.subagent {
 				t.Errorf("subagent = %q, want %q", r.Extra["subagent"], tt.subagent)
 			}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -63,40 +65,88 @@ func errCode(err error) string {
 	return "internal"
 }
 
-// Prompt implements acp.Agent. See the package doc for the quirks the last
-// text block can trigger.
+// turnRunner runs the client's prompts: each turn's reply line, the quirk
+// its last text block triggers (the package doc's list; the "subagent",
+// "background" and advisory ones have files of their own) and the updates
+// that end it. It owns the cancel of every turn in flight, which stdin's
+// end fires; the session a turn changes is the store's, under the store's
+// lock.
+type turnRunner struct {
+	cfg      config
+	cat      *catalog
+	sessions *sessionStore
+	peer     *peer // what the client can do for a turn
+	w        *lineWriter
+	crash    *crasher
+	v2       *v2adapter
+	stderr   io.Writer
+	conn     *acp.AgentSideConnection // set by agent.connect, before stdin is read
+
+	mu      sync.Mutex
+	cancels map[int]context.CancelFunc // turns in flight, cancelled at stdin's end
+	next    int                        // the last key handed out in cancels
+	ended   bool                       // stdin ended: a turn that begins now is cancelled at once
+}
+
+// begin registers a turn in flight: the returned ctx ends at the turn's
+// own cancel (session/cancel, through the SDK's ctx) or at stdin's end,
+// and end, which the turn defers, forgets it.
+func (t *turnRunner) begin(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	t.mu.Lock()
+	t.next++
+	key := t.next
+	t.cancels[key] = cancel
+	if t.ended {
+		cancel()
+	}
+	t.mu.Unlock()
+	return ctx, func() {
+		t.mu.Lock()
+		delete(t.cancels, key)
+		t.mu.Unlock()
+		cancel()
+	}
+}
+
+// cancelAll cancels every turn in flight and every turn that begins from
+// now on, as stdin's end does.
+func (t *turnRunner) cancelAll() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ended = true
+	for _, c := range t.cancels {
+		c()
+	}
+}
+
+// Prompt implements acp.Agent: the turn runner runs it.
 func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-	a.mu.Lock()
-	s, err := a.session(p.SessionId)
+	return a.turns.run(ctx, p)
+}
+
+// run is session/prompt (agent.Prompt). See the package doc for the quirks
+// the last text block can trigger.
+func (t *turnRunner) run(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
+	t.sessions.mu.Lock()
+	s, err := t.sessions.session(p.SessionId)
 	if err != nil {
-		a.mu.Unlock()
+		t.sessions.mu.Unlock()
 		return acp.PromptResponse{}, err
 	}
 	if s.phantom {
-		a.mu.Unlock()
+		t.sessions.mu.Unlock()
 		return acp.PromptResponse{}, ThreadNotFound(string(p.SessionId))
 	}
 	s.history = append(s.history, turn{user: p.Prompt})
 	idx := len(s.history) - 1
 	s.history[idx].msgID = MessageID(string(p.SessionId), idx+1)
-	a.persistLocked()
+	t.sessions.persistLocked()
 	st, cwd := s.st, s.cwd
-	ctx, cancel := context.WithCancel(ctx)
-	a.nextCancel++
-	key := a.nextCancel
-	a.cancels[key] = cancel
-	if a.eof {
-		cancel()
-	}
-	fs := a.clientCaps.Fs
-	subagents := a.subagents
-	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		delete(a.cancels, key)
-		a.mu.Unlock()
-		cancel()
-	}()
+	t.sessions.mu.Unlock()
+	ctx, end := t.begin(ctx)
+	defer end()
+	fs, subagents := t.peer.abilities()
 
 	sid := string(p.SessionId)
 	last := strings.TrimSpace(lastText(p.Prompt))
@@ -110,25 +160,25 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	var text strings.Builder
 	send := func(chunk string) error {
 		text.WriteString(chunk)
-		return a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: a.agentText(sid, idx+1, chunk)})
+		return t.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: t.agentText(sid, idx+1, chunk)})
 	}
 	finish := func() (acp.PromptResponse, error) {
-		a.mu.Lock()
+		t.sessions.mu.Lock()
 		if idx < len(s.history) {
 			s.history[idx].agent = text.String()
 		}
 		if s.unlisted < 0 {
-			s.unlisted = a.cfg.ListLag // the turn's transcript is "written" now, and lands that many lists later
+			s.unlisted = t.cfg.ListLag // the turn's transcript is "written" now, and lands that many lists later
 		}
-		a.persistLocked()
+		t.sessions.persistLocked()
 		title := sessionTitle(s.history)
-		a.mu.Unlock()
+		t.sessions.mu.Unlock()
 		if ctx.Err() != nil {
 			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 		}
-		if a.cfg.InfoUpdates {
+		if t.cfg.InfoUpdates {
 			for _, u := range infoUpdates(title, idx+1) {
-				if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: u}); err != nil {
+				if err := t.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: u}); err != nil {
 					return acp.PromptResponse{}, fmt.Errorf("send %s info updates: %w", sid, err)
 				}
 			}
@@ -136,15 +186,15 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
 	}
 
-	chunks, size := a.cfg.Chunks, a.cfg.ChunkSize
+	chunks, size := t.cfg.Chunks, t.cfg.ChunkSize
 	switch {
 	case last == "meta":
-		a.writeRaw(MetaLine(sid))
+		t.w.writeRaw(MetaLine(sid))
 		text.WriteString("fake-agent meta <>&\n")
 	case last == "unknown update":
-		a.writeRaw(UnknownUpdateLine(sid))
+		t.w.writeRaw(UnknownUpdateLine(sid))
 	case last == "ext":
-		if err := a.conn.NotifyExtension(ctx, "_fake/notice", map[string]any{"sessionId": sid, "turn": idx + 1}); err != nil {
+		if err := t.conn.NotifyExtension(ctx, "_fake/notice", map[string]any{"sessionId": sid, "turn": idx + 1}); err != nil {
 			return acp.PromptResponse{}, fmt.Errorf("send _fake/notice: %w", err)
 		}
 	case last == "hang":
@@ -160,29 +210,29 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		if path == "" {
 			path = filepath.Join(cwd, "fake.txt")
 		}
-		perm, read := a.askPermission(ctx, p.SessionId, idx+1, path, fs.ReadTextFile)
+		perm, read := t.askPermission(ctx, p.SessionId, idx+1, path, fs.ReadTextFile)
 		r.Extra = map[string]string{"permission": perm, "read": read}
 	case last == "background":
-		a.mu.Lock()
-		s.afterAnswer(func() { a.runBackground(p.SessionId, idx+1) })
-		a.mu.Unlock()
+		t.sessions.mu.Lock()
+		s.afterAnswer(func() { t.runBackground(p.SessionId, idx+1) })
+		t.sessions.mu.Unlock()
 		r.Extra = map[string]string{"background": "started"}
-	case last == "subagent" && a.cfg.Subagents:
+	case last == "subagent" && t.cfg.Subagents:
 		// The draft: the Agent MUST NOT send subagent_update unless the
 		// Client advertised subagents.
 		if !subagents {
 			r.Extra = map[string]string{"subagent": "not-negotiated"}
 			break
 		}
-		child, perm := a.runSubagent(ctx, sid, cwd)
+		child, perm := t.runSubagent(ctx, sid, cwd)
 		r.Extra = map[string]string{"subagent": child, "permission": perm}
 	case strings.HasPrefix(last, "switch mode "):
 		// The agent changes its own mode, as claude-agent-acp leaves plan
 		// mode: it reports it in each surface the profile has.
-		if err := a.switchMode(ctx, s, p.SessionId, strings.TrimSpace(strings.TrimPrefix(last, "switch mode "))); err != nil {
+		if err := t.switchMode(ctx, s, p.SessionId, strings.TrimSpace(strings.TrimPrefix(last, "switch mode "))); err != nil {
 			return acp.PromptResponse{}, err
 		}
-		r.Mode = s.mode(a)
+		r.Mode = t.sessions.modeOf(s)
 	case strings.HasPrefix(last, "stream "):
 		f := strings.Fields(last)
 		if len(f) == 3 {
@@ -195,13 +245,13 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	}
 
 	first, second := splitHalf(r.String() + "\n")
-	a.advisories(sid, last, idx+1) // -notices, -compaction (notices.go)
+	t.advisories(sid, last, idx+1) // -notices, -compaction (notices.go)
 	if err := send(first); err != nil {
 		return acp.PromptResponse{}, fmt.Errorf("stream reply: %w", err)
 	}
-	if a.cfg.CrashMidTurn || last == "crash now" {
-		a.die(3)
-		<-a.stopped // never answer; Main has returned
+	if t.cfg.CrashMidTurn || last == "crash now" {
+		t.crash.die(3)
+		<-t.crash.stopped // never answer; Main has returned
 		return acp.PromptResponse{}, errStopped
 	}
 	if err := send(second); err != nil {
@@ -225,12 +275,12 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 // and, if allowed and the client can read files, fs/read_text_file. The
 // outcomes become reply fields: permission=selected:ID|cancelled|error:CODE
 // and read=ok:BYTES:SHA256PREFIX|error:CODE|skipped.
-func (a *agent) askPermission(ctx context.Context, sid acp.SessionId, n int, path string, canRead bool) (perm, read string) {
+func (t *turnRunner) askPermission(ctx context.Context, sid acp.SessionId, n int, path string, canRead bool) (perm, read string) {
 	toolID := acp.ToolCallId("fake-tool-" + strconv.Itoa(n))
 	titleText := "Read " + path
-	_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.StartReadToolCall(toolID, titleText, path,
+	_ = t.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.StartReadToolCall(toolID, titleText, path,
 		acp.WithStartStatus(acp.ToolCallStatusPending))})
-	resp, err := a.conn.RequestPermission(ctx, acp.RequestPermissionRequest{
+	resp, err := t.conn.RequestPermission(ctx, acp.RequestPermissionRequest{
 		SessionId: sid,
 		ToolCall: acp.ToolCallUpdate{ToolCallId: toolID, Title: &titleText,
 			Kind: acp.Ptr(acp.ToolKindRead), Status: acp.Ptr(acp.ToolCallStatusPending)},
@@ -252,7 +302,7 @@ func (a *agent) askPermission(ctx context.Context, sid acp.SessionId, n int, pat
 	read = "skipped"
 	status := acp.ToolCallStatusFailed
 	if allowed && canRead {
-		rr, err := a.conn.ReadTextFile(ctx, acp.ReadTextFileRequest{SessionId: sid, Path: path})
+		rr, err := t.conn.ReadTextFile(ctx, acp.ReadTextFileRequest{SessionId: sid, Path: path})
 		if err != nil {
 			read = "error:" + errCode(err)
 		} else {
@@ -260,41 +310,34 @@ func (a *agent) askPermission(ctx context.Context, sid acp.SessionId, n int, pat
 			status = acp.ToolCallStatusCompleted
 		}
 	}
-	_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.UpdateToolCall(toolID, acp.WithUpdateStatus(status))})
+	_ = t.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.UpdateToolCall(toolID, acp.WithUpdateStatus(status))})
 	return perm, read
 }
 
 // switchMode sets the session's mode from inside a turn and reports it:
 // config_option_update with configOptions, current_mode_update with legacy
 // modes. A mode the catalog lacks is an error of the turn's.
-func (a *agent) switchMode(ctx context.Context, s *session, sid acp.SessionId, mode string) error {
-	a.mu.Lock()
-	st, err := a.cat.withMode(s.st, mode)
+func (t *turnRunner) switchMode(ctx context.Context, s *session, sid acp.SessionId, mode string) error {
+	t.sessions.mu.Lock()
+	st, err := t.cat.withMode(s.st, mode)
 	if err != nil {
-		a.mu.Unlock()
+		t.sessions.mu.Unlock()
 		return err
 	}
 	s.st = st
-	a.persistLocked()
-	a.mu.Unlock()
+	t.sessions.persistLocked()
+	t.sessions.mu.Unlock()
 	var updates []acp.SessionUpdate
-	if a.cfg.ConfigOptions {
-		updates = append(updates, configUpdate(a.cat.options(st)))
+	if t.cfg.ConfigOptions {
+		updates = append(updates, configUpdate(t.cat.options(st)))
 	}
-	if a.cfg.LegacyModes {
+	if t.cfg.LegacyModes {
 		updates = append(updates, modeUpdate(mode))
 	}
 	for _, u := range updates {
-		if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: u}); err != nil {
+		if err := t.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: u}); err != nil {
 			return fmt.Errorf("report the mode switch of %s: %w", sid, err)
 		}
 	}
 	return nil
-}
-
-// mode is the session's current mode.
-func (s *session) mode(a *agent) string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return s.st.Mode
 }

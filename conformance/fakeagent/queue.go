@@ -2,6 +2,7 @@ package fakeagent
 
 import (
 	"encoding/json"
+	"sync"
 
 	acp "github.com/coder/acp-go-sdk"
 )
@@ -19,17 +20,28 @@ import (
 // a waiting prompt is, for both, a prompt that has not arrived yet.
 
 // promptQueue holds the prompts waiting per session, and how many are
-// being handed on now, under agent.mu.
+// being handed on now. Lock order: mu, then the inflight's (promptRuns);
+// it never holds mu while it hands a prompt on or writes.
 type promptQueue struct {
+	on     bool // -queue-prompts
+	flight *inflight
+	w      *lineWriter
+	v2     *v2adapter
+
+	mu      sync.Mutex
 	waiting map[string][]queuedPrompt
-	// handing counts, per session, the prompts promptEnded took out and
-	// has not yet handed on: not yet pending, not waiting either, they
-	// still come before a prompt that arrives meanwhile.
+	// handing counts, per session, the prompts ended took out and has
+	// not yet handed on: not yet pending, not waiting either, they still
+	// come before a prompt that arrives meanwhile.
 	handing map[string]int
+	// handOn is the stdin reader's, which hands a prompt on to the v2
+	// adapter and the SDK; nil until the reader is made (feed).
+	handOn func(line []byte, env envelope, sid string)
 }
 
-func newPromptQueue() promptQueue {
-	return promptQueue{waiting: map[string][]queuedPrompt{}, handing: map[string]int{}}
+func newPromptQueue(on bool, flight *inflight, w *lineWriter, v2 *v2adapter) *promptQueue {
+	return &promptQueue{on: on, flight: flight, w: w, v2: v2,
+		waiting: map[string][]queuedPrompt{}, handing: map[string]int{}}
 }
 
 // queuedPrompt is a waiting prompt: its line as it came, and its envelope.
@@ -38,72 +50,68 @@ type queuedPrompt struct {
 	env  envelope
 }
 
+// feed sets where a prompt goes once its turn comes: the stdin reader's
+// handOn, which it calls before it reads the first line.
+func (q *promptQueue) feed(handOn func(line []byte, env envelope, sid string)) {
+	q.mu.Lock()
+	q.handOn = handOn
+	q.mu.Unlock()
+}
+
 // waits queues the prompt line when a turn of its session runs, and says
 // whether it did. stdin reader only.
-func (a *agent) waits(line []byte, env envelope, sid string) bool {
-	if !a.cfg.QueuePrompts || env.Method != acp.AgentMethodSessionPrompt || !env.hasID() || sid == "" {
+func (q *promptQueue) waits(line []byte, env envelope, sid string) bool {
+	if !q.on || env.Method != acp.AgentMethodSessionPrompt || !env.hasID() || sid == "" {
 		return false
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	q := &a.queued
-	if len(q.waiting[sid]) == 0 && q.handing[sid] == 0 && !a.promptRunsLocked(sid) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.waiting[sid]) == 0 && q.handing[sid] == 0 && !q.flight.promptRuns(sid) {
 		return false
 	}
 	q.waiting[sid] = append(q.waiting[sid], queuedPrompt{line: append([]byte(nil), line...), env: env})
 	return true
 }
 
-// promptRunsLocked says whether a prompt of sid has been handed on and not
-// answered. a.mu must be held.
-func (a *agent) promptRunsLocked(sid string) bool {
-	for _, p := range a.pending {
-		if p.method == acp.AgentMethodSessionPrompt && p.sessionID == sid {
-			return true
-		}
-	}
-	return false
-}
-
-// promptEnded hands on the oldest prompt waiting behind sid's turn, which
-// has just been answered, and the next one too if that one is answered at
-// once (the v2 adapter refuses some), until a prompt of sid runs.
-func (a *agent) promptEnded(sid string) {
-	q := &a.queued
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for a.sdkIn != nil && len(q.waiting[sid]) > 0 && q.handing[sid] == 0 && !a.promptRunsLocked(sid) {
+// ended hands on the oldest prompt waiting behind sid's turn, which has
+// just been answered, and the next one too if that one is answered at once
+// (the v2 adapter refuses some), until a prompt of sid runs.
+func (q *promptQueue) ended(sid string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.handOn != nil && len(q.waiting[sid]) > 0 && q.handing[sid] == 0 && !q.flight.promptRuns(sid) {
 		next := q.waiting[sid][0]
 		if q.waiting[sid] = q.waiting[sid][1:]; len(q.waiting[sid]) == 0 {
 			delete(q.waiting, sid)
 		}
 		q.handing[sid]++
-		a.mu.Unlock()
-		a.handOn(next.line, next.env, sid, a.sdkIn)
-		a.mu.Lock()
+		handOn := q.handOn
+		q.mu.Unlock()
+		handOn(next.line, next.env, sid)
+		q.mu.Lock()
 		if q.handing[sid]--; q.handing[sid] == 0 {
 			delete(q.handing, sid)
 		}
 	}
 }
 
-// cancelQueued answers every prompt waiting behind sid's turn as a cancel
-// ends it ("" for every session, at stdin's end).
-func (a *agent) cancelQueued(sid string) {
-	a.mu.Lock()
+// cancel answers every prompt waiting behind sid's turn as a cancel ends
+// it ("" for every session, at stdin's end).
+func (q *promptQueue) cancel(sid string) {
+	q.mu.Lock()
 	var gone []queuedPrompt
-	for s, q := range a.queued.waiting {
+	for s, w := range q.waiting {
 		if sid == "" || s == sid {
-			gone = append(gone, q...)
-			delete(a.queued.waiting, s)
+			gone = append(gone, w...)
+			delete(q.waiting, s)
 		}
 	}
-	a.mu.Unlock()
+	q.mu.Unlock()
 	for _, p := range gone {
-		if a.v2.active() {
-			a.answerRaw(p.env.ID, nil, acp.NewRequestCancelled(nil))
+		if q.v2.active() {
+			q.w.answerRaw(p.env.ID, nil, acp.NewRequestCancelled(nil))
 			continue
 		}
-		a.answerRaw(p.env.ID, json.RawMessage(`{"stopReason":"cancelled"}`), nil)
+		q.w.answerRaw(p.env.ID, json.RawMessage(`{"stopReason":"cancelled"}`), nil)
 	}
 }

@@ -41,24 +41,24 @@ type savedTurn struct {
 }
 
 // persistLocked writes every session to -state (a temp file renamed over
-// it, so a kill never leaves half a file). a.mu must be held. Without -state
-// it does nothing. A failed write is reported on stderr and otherwise
-// ignored: the session lives on in memory.
-func (a *agent) persistLocked() {
-	if a.cfg.State == "" {
+// it, so a kill never leaves half a file). ss.mu must be held. Without
+// -state it does nothing. A failed write is reported on stderr and
+// otherwise ignored: the session lives on in memory.
+func (ss *sessionStore) persistLocked() {
+	if ss.path == "" {
 		return
 	}
-	st := stateFile{NextID: a.nextID, Sessions: []savedSession{}, NextSub: a.nextSub}
-	for _, id := range a.order {
-		s := a.sessions[id]
-		ss := savedSession{ID: s.id, Cwd: s.cwd, Settings: s.st, Turns: len(s.history), History: []savedTurn{}}
+	st := stateFile{NextID: ss.nextID, Sessions: []savedSession{}, NextSub: ss.nextSub}
+	for _, id := range ss.order {
+		s := ss.byID[id]
+		saved := savedSession{ID: s.id, Cwd: s.cwd, Settings: s.st, Turns: len(s.history), History: []savedTurn{}}
 		for _, t := range s.history {
-			ss.History = append(ss.History, savedTurn{User: t.user, Agent: t.agent, MsgID: t.msgID})
+			saved.History = append(saved.History, savedTurn{User: t.user, Agent: t.agent, MsgID: t.msgID})
 		}
-		st.Sessions = append(st.Sessions, ss)
+		st.Sessions = append(st.Sessions, saved)
 	}
-	if err := writeState(a.cfg.State, st); err != nil {
-		fmt.Fprintf(a.stderr, "fakeagent: %v\n", err)
+	if err := writeState(ss.path, st); err != nil {
+		fmt.Fprintf(ss.stderr, "fakeagent: %v\n", err)
 	}
 }
 
@@ -84,13 +84,13 @@ func writeState(path string, st stateFile) error {
 	return nil
 }
 
-// loadState reads -state into a fresh agent. A missing file is an empty
+// load reads -state into a fresh store. A missing file is an empty
 // store.
-func (a *agent) loadState() error {
-	if a.cfg.State == "" {
+func (ss *sessionStore) load() error {
+	if ss.path == "" {
 		return nil
 	}
-	b, err := os.ReadFile(a.cfg.State)
+	b, err := os.ReadFile(ss.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -99,27 +99,27 @@ func (a *agent) loadState() error {
 	}
 	var st stateFile
 	if err := json.Unmarshal(b, &st); err != nil {
-		return fmt.Errorf("load state %s: %w", a.cfg.State, err)
+		return fmt.Errorf("load state %s: %w", ss.path, err)
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.nextID = max(a.nextID, st.NextID)
-	a.nextSub = max(a.nextSub, st.NextSub)
-	for _, ss := range st.Sessions {
-		if ss.ID == "" || a.sessions[ss.ID] != nil {
-			return fmt.Errorf("load state %s: missing or duplicate session id %q", a.cfg.State, ss.ID)
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.nextID = max(ss.nextID, st.NextID)
+	ss.nextSub = max(ss.nextSub, st.NextSub)
+	for _, saved := range st.Sessions {
+		if saved.ID == "" || ss.byID[saved.ID] != nil {
+			return fmt.Errorf("load state %s: missing or duplicate session id %q", ss.path, saved.ID)
 		}
-		s := &session{id: ss.ID, cwd: ss.Cwd, st: ss.Settings}
+		s := &session{id: saved.ID, cwd: saved.Cwd, st: saved.Settings}
 		if s.st == (settings{}) {
-			s.st = a.cat.fresh()
+			s.st = ss.cat.fresh()
 		}
-		for _, t := range ss.History {
+		for _, t := range saved.History {
 			s.history = append(s.history, turn{user: t.User, agent: t.Agent, msgID: t.MsgID})
 		}
-		a.sessions[s.id] = s
-		a.order = append(a.order, s.id)
-		if n, err := strconv.Atoi(strings.TrimPrefix(ss.ID, a.cfg.IDPrefix)); err == nil && strings.HasPrefix(ss.ID, a.cfg.IDPrefix) {
-			a.nextID = max(a.nextID, n)
+		ss.byID[s.id] = s
+		ss.order = append(ss.order, s.id)
+		if n, err := strconv.Atoi(strings.TrimPrefix(saved.ID, ss.idPrefix)); err == nil && strings.HasPrefix(saved.ID, ss.idPrefix) {
+			ss.nextID = max(ss.nextID, n)
 		}
 	}
 	return nil

@@ -25,8 +25,8 @@ func TestState(t *testing.T) {
 	if err := first.SetModel(ctx, sid, "deep-3"); err != nil {
 		t.Fatal(err)
 	}
-	first.reply(t, ctx, sid, "one")
-	first.reply(t, ctx, sid, "two", "three")
+	first.reply(ctx, t, sid, "one")
+	first.reply(ctx, t, sid, "two", "three")
 	if _, err := first.NewSession(ctx, "/other"); err != nil { // fake-sess-2
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestState(t *testing.T) {
 		if r, ok := fakeagent.ParseReply(acpclient.AgentText(replay[:2])); !ok || r.Turns != 1 || r.Model != "deep-3" || r.Text != "one" {
 			t.Errorf("replayed first reply = %+v, %v", r, ok)
 		}
-		if r := a.reply(t, ctx, sid, "four"); r.Turns != 3 || r.Model != "smart-2" {
+		if r := a.reply(ctx, t, sid, "four"); r.Turns != 3 || r.Model != "smart-2" {
 			t.Errorf("reply after load = %+v, want turns 3 on smart-2", r)
 		}
 		n, err := a.NewSession(ctx, "/home/me")
@@ -107,7 +107,7 @@ func TestState(t *testing.T) {
 		if len(c.Updates(sid)) != 0 {
 			t.Errorf("resume replayed %d updates, want none", len(c.Updates(sid)))
 		}
-		if r := c.reply(t, ctx, sid, "five"); r.Turns != 4 || r.Model != "deep-3" {
+		if r := c.reply(ctx, t, sid, "five"); r.Turns != 4 || r.Model != "deep-3" {
 			t.Errorf("reply after resume = %+v, want turns 4 on deep-3", r)
 		}
 	})

@@ -24,23 +24,31 @@ func NotInitializedLine(id json.RawMessage) []byte {
 	return []byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"error":{"code":-32600,"message":"Invalid request","data":"first ACP request must be initialize"}}` + "\n")
 }
 
+// initGate is -strict-init: it keeps every message from the SDK until the
+// first initialize request. Only the stdin reader calls it, so open needs
+// no lock.
+type initGate struct {
+	strict bool // -strict-init
+	open   bool // an initialize request has come
+	w      *lineWriter
+}
+
 // beforeInit reports whether -strict-init keeps a message of method (id
 // nil or null for a notification or a response) from the SDK because no
 // initialize has come yet, and answers it if it is a request. The first
 // initialize request opens the connection for good, as the router hands
-// the stream to the agent then. Only the stdin reader calls it, so
-// initialized needs no lock.
-func (a *agent) beforeInit(method string, id json.RawMessage) bool {
-	if !a.cfg.StrictInit || a.initialized {
+// the stream to the agent then.
+func (g *initGate) beforeInit(method string, id json.RawMessage) bool {
+	if !g.strict || g.open {
 		return false
 	}
 	hasID := len(id) > 0 && string(id) != "null"
 	if method == acp.AgentMethodInitialize && hasID {
-		a.initialized = true
+		g.open = true
 		return false
 	}
 	if method != "" && hasID {
-		a.writeRaw(NotInitializedLine(id))
+		g.w.writeRaw(NotInitializedLine(id))
 	}
 	return true
 }

@@ -61,7 +61,7 @@ func TestStrictInit(t *testing.T) {
 			if s.SessionId != "fake-sess-1" {
 				t.Errorf("the first session after initialize is %q, want fake-sess-1: the refused session/new must not have made one", s.SessionId)
 			}
-			a.reply(t, ctx, s.SessionId, "hello")
+			a.reply(ctx, t, s.SessionId, "hello")
 		})
 	}
 }

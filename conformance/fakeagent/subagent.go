@@ -82,27 +82,23 @@ func subagentLine(parent string, u subagentUpdate) ([]byte, error) {
 //
 // It returns the child id and the permission outcome in the form of the
 // "ask permission" prompt (selected:ID|cancelled|error:CODE).
-func (a *agent) runSubagent(ctx context.Context, parent, cwd string) (child, perm string) {
-	a.mu.Lock()
-	a.nextSub++
-	n := a.nextSub
-	a.persistLocked()
-	a.mu.Unlock()
+func (t *turnRunner) runSubagent(ctx context.Context, parent, cwd string) (child, perm string) {
+	n := t.sessions.nextChild()
 	child = SubagentPrefix + strconv.Itoa(n)
-	a.writeSubagent(parent, subagentUpdate{SessionID: child, Title: "Subagent " + strconv.Itoa(n),
+	t.writeSubagent(parent, subagentUpdate{SessionID: child, Title: "Subagent " + strconv.Itoa(n),
 		Description: "fake-agent child session of " + parent, State: &subagentState{State: "running"}})
 
 	csid := acp.SessionId(child)
 	tool := acp.ToolCallId(child + "-tool-1")
 	for _, u := range []acp.SessionUpdate{
-		a.agentText(child, 1, "fake-subagent: child of "+parent+"\n"),
+		t.agentText(child, 1, "fake-subagent: child of "+parent+"\n"),
 		acp.StartToolCall(tool, "List the workspace", acp.WithStartKind(acp.ToolKindSearch), acp.WithStartStatus(acp.ToolCallStatusPending)),
 		acp.UpdateToolCall(tool, acp.WithUpdateStatus(acp.ToolCallStatusCompleted)),
 	} {
-		_ = a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: csid, Update: u}) // fails only once the turn is cancelled or the agent stopped
+		_ = t.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: csid, Update: u}) // fails only once the turn is cancelled or the agent stopped
 	}
 	title := "Edit " + filepath.Join(cwd, "fake.txt")
-	resp, err := a.conn.RequestPermission(ctx, acp.RequestPermissionRequest{
+	resp, err := t.conn.RequestPermission(ctx, acp.RequestPermissionRequest{
 		SessionId: csid,
 		ToolCall: acp.ToolCallUpdate{ToolCallId: acp.ToolCallId(child + "-tool-2"), Title: &title,
 			Kind: acp.Ptr(acp.ToolKindEdit), Status: acp.Ptr(acp.ToolCallStatusPending)},
@@ -123,15 +119,15 @@ func (a *agent) runSubagent(ctx context.Context, parent, cwd string) (child, per
 	if ctx.Err() != nil {
 		stop = acp.StopReasonCancelled
 	}
-	a.writeSubagent(parent, subagentUpdate{SessionID: child, State: &subagentState{State: "idle", StopReason: string(stop)}})
+	t.writeSubagent(parent, subagentUpdate{SessionID: child, State: &subagentState{State: "idle", StopReason: string(stop)}})
 	return child, perm
 }
 
-func (a *agent) writeSubagent(parent string, u subagentUpdate) {
+func (t *turnRunner) writeSubagent(parent string, u subagentUpdate) {
 	line, err := subagentLine(parent, u)
 	if err != nil {
-		fmt.Fprintf(a.stderr, "fakeagent: %v\n", err)
+		fmt.Fprintf(t.stderr, "fakeagent: %v\n", err)
 		return
 	}
-	a.writeRaw(line)
+	t.w.writeRaw(line)
 }

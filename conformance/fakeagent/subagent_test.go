@@ -95,7 +95,7 @@ func TestSubagents(t *testing.T) {
 	}
 	parent := string(s.SessionId)
 	mark := len(a.Lines())
-	r := a.reply(t, ctx, s.SessionId, "subagent")
+	r := a.reply(ctx, t, s.SessionId, "subagent")
 	if diff := cmp.Diff(map[string]string{"subagent": "fake-sub-1", "permission": "selected:reject"}, r.Extra); diff != "" {
 		t.Errorf("reply extra (-want +got):\n%s", diff)
 	}
@@ -149,7 +149,7 @@ func TestSubagents(t *testing.T) {
 		t.Errorf("child text = %q", text)
 	}
 
-	if r := a.reply(t, ctx, s.SessionId, "subagent"); r.Extra["subagent"] != "fake-sub-2" {
+	if r := a.reply(ctx, t, s.SessionId, "subagent"); r.Extra["subagent"] != "fake-sub-2" {
 		t.Errorf("second child = %q, want fake-sub-2", r.Extra["subagent"])
 	}
 	a.cancel()
@@ -158,7 +158,7 @@ func TestSubagents(t *testing.T) {
 	// The count goes on in the next life with the same -state.
 	b := start(t, acpclient.Options{}, "-subagents", "-state", state)
 	initSubagents(t, b, `{}`)
-	if r := b.reply(t, ctx, s.SessionId, "subagent"); r.Extra["subagent"] != "fake-sub-3" || r.Extra["permission"] != "selected:allow" {
+	if r := b.reply(ctx, t, s.SessionId, "subagent"); r.Extra["subagent"] != "fake-sub-3" || r.Extra["permission"] != "selected:allow" {
 		t.Errorf("next life's child = %v, want fake-sub-3 allowed", r.Extra)
 	}
 }
@@ -190,7 +190,7 @@ func TestSubagentsNotNegotiated(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := a.reply(t, ctx, s.SessionId, "subagent")
+			r := a.reply(ctx, t, s.SessionId, "subagent")
 			if diff := cmp.Diff(tt.want, r.Extra); diff != "" {
 				t.Errorf("reply extra (-want +got):\n%s", diff)
 			}

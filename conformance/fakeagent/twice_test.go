@@ -27,7 +27,7 @@ func responseID(line []byte) json.RawMessage {
 func TestAnswerTwice(t *testing.T) {
 	a := start(t, acpclient.Options{}, "-answer-twice", "session/prompt")
 	s, ctx := a.session(t)
-	a.reply(t, ctx, s.SessionId, "hello")
+	a.reply(ctx, t, s.SessionId, "hello")
 	if _, err := a.CallRaw(ctx, "_fake/echo", json.RawMessage(`{"after":1}`)); err != nil {
 		t.Fatal(err)
 	}

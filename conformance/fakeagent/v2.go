@@ -44,20 +44,27 @@ const (
 	codeInternalError  = -32603 // a frame the adapter failed to build
 )
 
-// v2host is what the adapter needs of the agent.
-type v2host interface {
-	// writeRaw writes lines to stdout through the line writer, and so
-	// through the adapter's outbound rewrite, which leaves v2 lines alone.
+// v2out is how the adapter writes: through the line writer, and so
+// through its own outbound rewrite, which leaves v2 lines alone.
+type v2out interface {
+	// writeRaw writes lines to stdout.
 	writeRaw(line []byte)
 	// answerRaw answers a client request the adapter handles itself; a
 	// notification (no id) gets nothing.
 	answerRaw(id, result json.RawMessage, rerr *acp.RequestError)
+}
+
+// v2sessions is what the adapter asks of the session store.
+type v2sessions interface {
 	// turnsOf is the number of turns in session sid's history, or the
 	// error any request on an unknown session gets.
 	turnsOf(sid string) (int, *acp.RequestError)
 }
 
-var _ v2host = (*agent)(nil)
+var (
+	_ v2out      = (*lineWriter)(nil)
+	_ v2sessions = (*sessionStore)(nil)
+)
 
 // v2adapter is the ACP v2 adapter of one agent process, which serves one
 // connection. inbound runs on the stdin reader only; outbound runs under
@@ -73,7 +80,8 @@ type v2adapter struct {
 	// lateAccept (-late-accept): a prompt's answer comes after its turn's
 	// idle, not at its insertion (v2turn.go).
 	lateAccept bool
-	host       v2host
+	out        v2out
+	sessions   v2sessions
 	stderr     io.Writer
 	on         atomic.Bool // the client's initialize asked for v2
 
@@ -110,11 +118,12 @@ func opensSession(method string) bool {
 
 // newV2Adapter is the adapter of an agent; commands is the command list
 // to give in session results (-commands-in-result), nil for none.
-func newV2Adapter(enabled bool, commands json.RawMessage, host v2host, stderr io.Writer) *v2adapter {
+func newV2Adapter(enabled bool, commands json.RawMessage, out v2out, sessions v2sessions, stderr io.Writer) *v2adapter {
 	return &v2adapter{
 		enabled:  enabled,
 		inResult: commands,
-		host:     host,
+		out:      out,
+		sessions: sessions,
 		stderr:   stderr,
 		reqs:     map[string]v2req{},
 		prompts:  map[string]*v2turn{},
@@ -133,22 +142,6 @@ func (v *v2adapter) active() bool { return v.on.Load() }
 // session/close baseline methods (and the adapter sends session/load only
 // for a resume that replays).
 func (a *agent) baseline(feature bool) bool { return feature || a.v2.active() }
-
-// turnsOf implements v2host.
-func (a *agent) turnsOf(sid string) (int, *acp.RequestError) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	s, err := a.session(acp.SessionId(sid))
-	var re *acp.RequestError
-	switch {
-	case err == nil:
-		return len(s.history), nil
-	case errors.As(err, &re):
-		return 0, re
-	default:
-		return 0, &acp.RequestError{Code: codeInternalError, Message: "Internal error: " + err.Error()}
-	}
-}
 
 // frame is the line writer's hook: frameLine's bookkeeping on the v1 line
 // as the SDK wrote it, then, in v2, the adapter's rewrite of that line and

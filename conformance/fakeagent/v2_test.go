@@ -593,8 +593,8 @@ func TestV1UnchangedByV2(t *testing.T) {
 		if err := a.SetMode(ctx, sid, "ask"); err != nil {
 			t.Fatal(err)
 		}
-		a.reply(t, ctx, sid, "hello "+fakeagent.NoticeTrigger)
-		a.reply(t, ctx, sid, "ask permission")
+		a.reply(ctx, t, sid, "hello "+fakeagent.NoticeTrigger)
+		a.reply(ctx, t, sid, "ask permission")
 		if _, err := a.Resume(ctx, sid, "/home/me"); err != nil {
 			t.Fatal(err)
 		}

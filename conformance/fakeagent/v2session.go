@@ -16,7 +16,7 @@ import (
 // gone for configOptions) as claude-agent-acp 0.101.0 answers them in v2,
 // member for member (testdata/v2/claude-agent-acp-0.101.0-config.txt).
 func (v *v2adapter) removed(env envelope) {
-	v.host.answerRaw(env.ID, nil, &acp.RequestError{Code: codeMethodNotFound,
+	v.out.answerRaw(env.ID, nil, &acp.RequestError{Code: codeMethodNotFound,
 		Message: `"Method not found": ` + env.Method, Data: map[string]any{"method": env.Method}})
 }
 
@@ -26,7 +26,7 @@ func (v *v2adapter) request(env envelope, method string, params any) ([]byte, en
 	b, err := marshal(params)
 	if err != nil { // params are maps of raw JSON the client sent
 		fmt.Fprintf(v.stderr, "fakeagent: v2 %s params: %v\n", env.Method, err)
-		v.host.answerRaw(env.ID, nil, &acp.RequestError{Code: codeInternalError, Message: "Internal error: " + err.Error()})
+		v.out.answerRaw(env.ID, nil, &acp.RequestError{Code: codeInternalError, Message: "Internal error: " + err.Error()})
 		return nil, env
 	}
 	var id json.RawMessage
@@ -41,7 +41,7 @@ func (v *v2adapter) request(env envelope, method string, params any) ([]byte, en
 func (v *v2adapter) params(env envelope) map[string]json.RawMessage {
 	var p map[string]json.RawMessage
 	if json.Unmarshal(env.Params, &p) != nil || p == nil {
-		v.host.answerRaw(env.ID, nil, invalid("params", string(env.Params), env.Method+" needs an object"))
+		v.out.answerRaw(env.ID, nil, invalid("params", string(env.Params), env.Method+" needs an object"))
 		return nil
 	}
 	return p
@@ -94,7 +94,7 @@ func (v *v2adapter) setConfigOption(env envelope) ([]byte, envelope) {
 		delete(p, "type")
 	case "boolean":
 	default:
-		v.host.answerRaw(env.ID, nil, invalid("type", typ, `session/set_config_option needs type "id" or "boolean"`))
+		v.out.answerRaw(env.ID, nil, invalid("type", typ, `session/set_config_option needs type "id" or "boolean"`))
 		return nil, env
 	}
 	v.expect(env, v2req{sid: sessionIDOf(env.Params)})
@@ -119,7 +119,7 @@ func (v *v2adapter) resume(env envelope) ([]byte, envelope) {
 			Type *string `json:"type"`
 		}
 		if json.Unmarshal(raw, &from) != nil || from.Type == nil || *from.Type != "start" {
-			v.host.answerRaw(env.ID, nil, invalid("replayFrom", string(raw), `the fake agent replays only from {"type":"start"}`))
+			v.out.answerRaw(env.ID, nil, invalid("replayFrom", string(raw), `the fake agent replays only from {"type":"start"}`))
 			return nil, env
 		}
 		method, replay = acp.AgentMethodSessionLoad, true

@@ -66,18 +66,18 @@ func (v *v2adapter) prompt(line []byte, env envelope) ([]byte, envelope) {
 	}
 	var blocks []json.RawMessage
 	if json.Unmarshal(env.Params, &p) != nil || json.Unmarshal(p.Prompt, &blocks) != nil {
-		v.host.answerRaw(env.ID, nil, invalid("prompt", string(p.Prompt), "session/prompt needs {sessionId, prompt: [ContentBlock]}"))
+		v.out.answerRaw(env.ID, nil, invalid("prompt", string(p.Prompt), "session/prompt needs {sessionId, prompt: [ContentBlock]}"))
 		return nil, env
 	}
 	if len(blocks) == 0 {
 		// PromptRequest: "Clients MUST NOT send an empty array. Agents MAY
 		// reject one with -32602 without inserting it."
-		v.host.answerRaw(env.ID, nil, invalid("prompt", string(p.Prompt), "a prompt needs at least one content block"))
+		v.out.answerRaw(env.ID, nil, invalid("prompt", string(p.Prompt), "a prompt needs at least one content block"))
 		return nil, env
 	}
-	turns, rerr := v.host.turnsOf(p.SessionID)
+	turns, rerr := v.sessions.turnsOf(p.SessionID)
 	if rerr != nil {
-		v.host.answerRaw(env.ID, nil, rerr)
+		v.out.answerRaw(env.ID, nil, rerr)
 		return nil, env
 	}
 	sid := p.SessionID
@@ -99,7 +99,7 @@ func (v *v2adapter) prompt(line []byte, env envelope) ([]byte, envelope) {
 		insert = append(insert, accept...)
 	}
 	insert = append(insert, stateLine(sid, "running", "", nil)...)
-	v.host.writeRaw(insert) // one write: nothing comes in between
+	v.out.writeRaw(insert) // one write: nothing comes in between
 	return messageLine(id, env.Method, env.Params), envelope{ID: id, Method: env.Method, Params: env.Params}
 }
 
@@ -151,7 +151,7 @@ func (v *v2adapter) bigPrompt(id json.RawMessage, sid string, res map[string]any
 	lines = append(lines, resultLine(id, body)...)
 	lines = append(lines, stateLine(sid, "running", "", nil)...)
 	lines = append(lines, stateLine(sid, "idle", "end_turn", nil)...)
-	v.host.writeRaw(lines)
+	v.out.writeRaw(lines)
 }
 
 // ownIDLocked is a new id for a message of session sid that is no turn's:

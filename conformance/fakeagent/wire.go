@@ -28,10 +28,12 @@ var errStopped = errors.New("fake agent stopped writing")
 // mutex is enough to keep lines from interleaving. After kill it drops every
 // write: that is how a crash stays abrupt even while SDK goroutines live on.
 type lineWriter struct {
-	mu   sync.Mutex
-	out  io.Writer
-	tee  io.Writer // -stdout-log, or nil
-	dead atomic.Bool
+	mu  sync.Mutex
+	out io.Writer
+	tee io.Writer // -stdout-log, or nil
+	// stderr is where a raw write that fails says so (writeRaw, answerRaw).
+	stderr io.Writer
+	dead   atomic.Bool
 	// frame runs under mu before each line is written. It returns the line
 	// to write in its place (nil: the line as it is; empty: nothing, the
 	// line is dropped; it may also be several lines), lines to write right
@@ -103,6 +105,37 @@ func (w *lineWriter) put(p []byte) (int, error) {
 
 func (w *lineWriter) kill() { w.dead.Store(true) }
 
+// writeRaw writes lines the agent makes itself rather than through the SDK
+// connection: through Write, so under the same lock and through the same
+// hook. A failure is reported on stderr; a write after a crash is dropped
+// in silence.
+func (w *lineWriter) writeRaw(line []byte) {
+	if _, err := w.Write(line); err != nil && !errors.Is(err, errStopped) {
+		fmt.Fprintf(w.stderr, "fakeagent: raw write: %v\n", err)
+	}
+}
+
+// answerRaw writes the response to a request the agent answers without the
+// SDK (the stdin reader, the prompt queue, the v2 adapter), shaped as the
+// SDK shapes its own. A notification (no id) gets nothing.
+func (w *lineWriter) answerRaw(id json.RawMessage, result json.RawMessage, rerr *acp.RequestError) {
+	if len(id) == 0 || string(id) == "null" {
+		return
+	}
+	msg := struct {
+		JSONRPC string            `json:"jsonrpc"`
+		ID      json.RawMessage   `json:"id"`
+		Result  json.RawMessage   `json:"result,omitempty"`
+		Error   *acp.RequestError `json:"error,omitempty"`
+	}{"2.0", id, result, rerr}
+	b, err := json.Marshal(msg)
+	if err != nil {
+		fmt.Fprintf(w.stderr, "fakeagent: answer %s: %v\n", id, err)
+		return
+	}
+	w.writeRaw(append(b, '\n'))
+}
+
 // envelope is the part of a JSON-RPC message the fake agent peeks at.
 type envelope struct {
 	ID     json.RawMessage `json:"id"`
@@ -153,91 +186,128 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 	}
 }
 
-// readStdin is the only reader of stdin. It logs each call, hands lines of up
-// to maxSDKLine bytes to the SDK through sdk, and answers longer ones itself.
-// It returns at stdin EOF or error; unless -ignore-eof it first lets
-// requests in flight finish and then closes sdk, which ends the connection.
-func (a *agent) readStdin(r io.Reader, sdk *io.PipeWriter) {
-	br := bufio.NewReaderSize(r, 1<<16)
+// stdinReader is the only reader of stdin. Each message is logged, then
+// the crash points, -strict-init and the prompt queue have their say, in
+// that order, and what is left goes on to the v2 adapter and the SDK
+// through sdk; lines too long for the SDK it answers itself (handleBig).
+// It holds the pipe and the -strict-init gate; every other check is made
+// by the owner of what it checks.
+type stdinReader struct {
+	sdk          *io.PipeWriter // the SDK connection's stdin
+	maxSDKLine   int            // -max-sdk-line
+	ignoreEOF    bool           // -ignore-eof
+	queuePrompts bool           // -queue-prompts: session/cancel ends the waiting prompts too
+	delete       bool           // -delete: session/delete is answered here, the SDK has none
+
+	calls    callLog
+	w        *lineWriter
+	crash    *crasher
+	gate     *initGate
+	queue    *promptQueue
+	v2       *v2adapter
+	flight   *inflight
+	sessions *sessionStore
+	peer     *peer
+	turns    *turnRunner // cancelled at stdin's end
+	stderr   io.Writer
+}
+
+// run reads stdin, handing lines of up to maxSDKLine bytes to the SDK and
+// answering longer ones itself. It returns at stdin EOF or error; unless
+// -ignore-eof it first lets requests in flight finish and then closes sdk,
+// which ends the connection.
+func (r *stdinReader) run(stdin io.Reader) {
+	br := bufio.NewReaderSize(stdin, 1<<16)
 	for {
 		line, err := readLine(br)
 		if len(line) > 0 {
-			a.handleLine(line, sdk)
+			r.handleLine(line)
 		}
 		if err == nil {
 			continue
 		}
 		if !errors.Is(err, io.EOF) {
-			fmt.Fprintf(a.stderr, "fakeagent: read stdin: %v\n", err)
+			fmt.Fprintf(r.stderr, "fakeagent: read stdin: %v\n", err)
 		}
-		if a.cfg.IgnoreEOF {
+		if r.ignoreEOF {
 			return // the connection stays open; Main waits for ctx
 		}
-		a.drainOnEOF()
-		sdk.Close()
+		r.drainOnEOF()
+		r.sdk.Close()
 		return
 	}
 }
 
-func (a *agent) handleLine(line []byte, sdk *io.PipeWriter) {
-	if a.w.dead.Load() {
+// drainOnEOF runs when stdin ends: it cancels prompts in flight and
+// waiting (as if the client had sent session/cancel) and waits until every
+// request received has been answered, so piping a file of requests in gets
+// all its answers.
+func (r *stdinReader) drainOnEOF() {
+	r.queue.cancel("")
+	r.turns.cancelAll()
+	select {
+	case <-r.flight.atEOF():
+	case <-r.crash.stopped:
+	}
+}
+
+func (r *stdinReader) handleLine(line []byte) {
+	if r.w.dead.Load() {
 		return // the agent died; a real process would not read this line
 	}
-	if len(line) > a.cfg.MaxSDKLine {
-		a.handleBig(line)
+	if len(line) > r.maxSDKLine {
+		r.handleBig(line)
 		return
 	}
 	var env envelope
 	parsed := json.Unmarshal(line, &env) == nil
 	if parsed && env.Method != "" {
 		sid := sessionIDOf(env.Params)
-		a.calls.record(env.Method, env.ID, sid, env.Params, nil)
-		if a.arrived(env.Method) {
+		r.calls.record(env.Method, env.ID, sid, env.Params, nil)
+		if r.crash.arrived(env.Method) {
 			return // -die-on fired: the SDK never sees the message
 		}
-		if a.beforeInit(env.Method, env.ID) {
+		if r.gate.beforeInit(env.Method, env.ID) {
 			return // -strict-init: answered or ignored, as codex-acp does
 		}
-		if a.waits(line, env, sid) {
+		if r.queue.waits(line, env, sid) {
 			return // it runs once its session's turn has ended (queue.go)
 		}
-		if a.cfg.QueuePrompts && env.Method == acp.AgentMethodSessionCancel {
-			a.cancelQueued(sid)
+		if r.queuePrompts && env.Method == acp.AgentMethodSessionCancel {
+			r.queue.cancel(sid)
 		}
-		a.handOn(line, env, sid, sdk)
+		r.handOn(line, env, sid)
 		return
-	} else if parsed && a.beforeInit("", env.ID) {
+	} else if parsed && r.gate.beforeInit("", env.ID) {
 		return // -strict-init: a response before initialize answers nothing
 	}
-	a.toSDK(line, sdk)
+	r.toSDK(line)
 }
 
 // handOn hands a client request or notification to the v2 adapter and the
 // SDK, once it has been logged and is to run now.
-func (a *agent) handOn(line []byte, env envelope, sid string, sdk *io.PipeWriter) {
+func (r *stdinReader) handOn(line []byte, env envelope, sid string) {
 	method := env.Method // what the client asked for, whatever the SDK is handed
-	if line, env = a.v2.inbound(line, env); line == nil {
+	if line, env = r.v2.inbound(line, env); line == nil {
 		return // the v2 adapter answered it (v2.go)
 	}
 	if env.Method == acp.AgentMethodInitialize {
-		ok := subagentsAdvertised(env.Params)
-		a.mu.Lock()
-		a.subagents = ok // before the SDK sees initialize, so before any prompt
-		a.mu.Unlock()
+		r.peer.setSubagents(subagentsAdvertised(env.Params)) // before the SDK sees initialize, so before any prompt
 	}
-	if method == methodSessionDelete && a.cfg.Delete {
-		a.handleDelete(env.ID, env.Params) // the SDK has no session/delete
+	if method == methodSessionDelete && r.delete {
+		res, rerr := r.sessions.deleteRequest(env.Params) // the SDK has no session/delete
+		r.w.answerRaw(env.ID, res, rerr)
 		return
 	}
 	if env.hasID() {
-		a.trackRequest(idKey(env.ID), method, sid)
+		r.flight.track(idKey(env.ID), method, sid)
 	}
-	a.toSDK(line, sdk)
+	r.toSDK(line)
 }
 
-func (a *agent) toSDK(line []byte, sdk *io.PipeWriter) {
-	if _, err := sdk.Write(append(line, '\n')); err != nil && !errors.Is(err, io.ErrClosedPipe) {
-		fmt.Fprintf(a.stderr, "fakeagent: hand line to sdk: %v\n", err)
+func (r *stdinReader) toSDK(line []byte) {
+	if _, err := r.sdk.Write(append(line, '\n')); err != nil && !errors.Is(err, io.ErrClosedPipe) {
+		fmt.Fprintf(r.stderr, "fakeagent: hand line to sdk: %v\n", err)
 	}
 }
 
@@ -260,14 +330,14 @@ type bigEnvelope struct {
 // the block count and the sha256 of each text block, so a test can check a
 // 20 MiB prompt arrived intact. The turn is not added to the session's
 // history.
-func (a *agent) handleBig(line []byte) {
+func (r *stdinReader) handleBig(line []byte) {
 	var env bigEnvelope
 	if json.Unmarshal(line, &env) != nil || env.Method == "" {
 		return
 	}
 	sum := hexSum(line)
-	a.calls.record(env.Method, env.ID, env.Params.SessionID, nil, &bigLine{len(line), sum})
-	if a.arrived(env.Method) || a.beforeInit(env.Method, env.ID) {
+	r.calls.record(env.Method, env.ID, env.Params.SessionID, nil, &bigLine{len(line), sum})
+	if r.crash.arrived(env.Method) || r.gate.beforeInit(env.Method, env.ID) {
 		return
 	}
 	if len(env.ID) == 0 || string(env.ID) == "null" {
@@ -284,14 +354,14 @@ func (a *agent) handleBig(line []byte) {
 		res["stopReason"] = string(acp.StopReasonEndTurn)
 		res["blocks"] = len(env.Params.Prompt)
 		res["textSha256"] = sums
-		if a.v2.active() {
-			a.v2.bigPrompt(env.ID, env.Params.SessionID, res)
+		if r.v2.active() {
+			r.v2.bigPrompt(env.ID, env.Params.SessionID, res)
 			return
 		}
 	}
 	body, err := json.Marshal(res)
 	if err != nil {
-		fmt.Fprintf(a.stderr, "fakeagent: big line result: %v\n", err)
+		fmt.Fprintf(r.stderr, "fakeagent: big line result: %v\n", err)
 		return
 	}
 	out := []byte(`{"jsonrpc":"2.0","id":`)
@@ -299,18 +369,12 @@ func (a *agent) handleBig(line []byte) {
 	out = append(out, `,"result":`...)
 	out = append(out, body...)
 	out = append(out, "}\n"...)
-	a.writeRaw(out)
+	r.w.writeRaw(out)
 }
 
 func hexSum(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
-}
-
-func (a *agent) writeRaw(line []byte) {
-	if _, err := a.w.Write(line); err != nil && !errors.Is(err, errStopped) {
-		fmt.Fprintf(a.stderr, "fakeagent: raw write: %v\n", err)
-	}
 }
 
 // jsonString quotes s as JSON without HTML escaping, as a byte-exact raw

@@ -40,7 +40,7 @@ func probe(ctx context.Context, r *checkRun, w *world) (probeResult, error) {
 		return pr, err
 	}
 	pr.init = res
-	ir, err := ru.c.readInit(res)
+	ir, err := ru.c.dialect.readInit(res)
 	if err != nil {
 		return pr, err
 	}
@@ -52,7 +52,7 @@ func probe(ctx context.Context, r *checkRun, w *world) (probeResult, error) {
 	if err != nil {
 		return pr, err
 	}
-	pr.cfg = ru.c.config(sid)
+	pr.cfg = ru.c.configs.of(sid)
 	return pr, nil
 }
 
@@ -77,7 +77,7 @@ func checkRecord(ctx context.Context, r *checkRun, pr probeResult) error {
 				last = []string{err.Error()}
 				return false
 			}
-			last = diffView(c.config(sid).view(), s.liveView())
+			last = diffView(c.configs.of(sid).view(), s.liveView())
 			return len(last) == 0
 		})
 		if !ok {
@@ -128,7 +128,7 @@ func checkReset(ctx context.Context, r *checkRun, pr probeResult) error {
 		return err
 	}
 	c := ru.c
-	want := c.config(sid)
+	want := c.configs.of(sid)
 	st0, err := sidecarStatus(ctx, c, sid)
 	if err != nil {
 		return err
@@ -144,7 +144,7 @@ func checkReset(ctx context.Context, r *checkRun, pr probeResult) error {
 		return fmt.Errorf("after /reset the agent's reports differ from the config set before it (%s): %s; the sidecar said %q",
 			formatView(want.view()), strings.Join(bad, "; "), oneLine(msg, 200))
 	}
-	if d := diffView(want.view(), c.config(sid).view()); len(d) > 0 {
+	if d := diffView(want.view(), c.configs.of(sid).view()); len(d) > 0 {
 		return fmt.Errorf("after /reset the config differs: %s; the sidecar said %q", strings.Join(d, "; "), oneLine(msg, 200))
 	}
 	st1, err := rebuiltStatus(ctx, c, sid, "/reset", st0, want.view(), msg)
@@ -232,7 +232,7 @@ func checkRestoreOrder(ctx context.Context, r *checkRun, pr probeResult) error {
 		return err
 	}
 	c := ru.c
-	want := c.config(sid)
+	want := c.configs.of(sid)
 	id, line, err := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": []any{map[string]string{"type": "text", "text": "/reset"}}})
 	if err != nil {
 		return err
@@ -503,7 +503,7 @@ func checkRollback(ctx context.Context, r *checkRun, pr probeResult) error {
 	if _, err := changeAll(ctx, c, sid, false, nil); err != nil {
 		return err
 	}
-	want := c.config(sid)
+	want := c.configs.of(sid)
 	for _, t := range []string{"Say OK. (conformance-turn-1)", "Say OK. (conformance-turn-2)"} {
 		if _, err := promptOK(ctx, c, sid, t); err != nil {
 			return err
@@ -699,7 +699,7 @@ func checkLoad(ctx context.Context, r *checkRun, pr probeResult) error {
 		return err
 	}
 	mark := c2.mark()
-	how := c2.withHistory()
+	how := c2.dialect.withHistory()
 	if _, err := c2.reopen(ctx, how, sid, ru2.cwd); err != nil {
 		return fmt.Errorf("%s of %s after the sidecar restarted: %w", how.name, sid, err)
 	}
@@ -744,7 +744,7 @@ func checkLoad(ctx context.Context, r *checkRun, pr probeResult) error {
 // PromptResponse.messageId), so a client can tell it is the message it
 // has. v1 gives messages no identity to keep.
 func sameMessage(c *conn, how reopen, was message, replay []message) error {
-	if c.proto < protoV2 || was.id == "" {
+	if c.dialect.proto < protoV2 || was.id == "" {
 		return nil
 	}
 	var got []string

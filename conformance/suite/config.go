@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // option is one configOptions entry as the agent reported it.
@@ -228,9 +229,21 @@ func parseConfig(result json.RawMessage) *sessionConfig {
 	return s
 }
 
-// noteResult records what a successful response says about config. It
-// runs under c.mu, in wire order.
-func (c *conn) noteResult(method string, request []byte, result json.RawMessage) {
+// configBook is every session's config as the peer last reported it, by
+// session id. The conn feeds it each line it reads, in wire order and
+// before a waiter can see the line (noteResult, applyUpdate), so a check
+// that has seen a report reads its effect (of).
+type configBook struct {
+	mu        sync.Mutex
+	bySession map[string]*sessionConfig
+}
+
+func newConfigBook() *configBook {
+	return &configBook{bySession: map[string]*sessionConfig{}}
+}
+
+// noteResult records what a successful response says about config.
+func (b *configBook) noteResult(method string, request []byte, result json.RawMessage) {
 	var req struct {
 		Params struct {
 			SessionID string `json:"sessionId"`
@@ -241,41 +254,45 @@ func (c *conn) noteResult(method string, request []byte, result json.RawMessage)
 	}
 	_ = json.Unmarshal(request, &req)
 	sid := req.Params.SessionID
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	switch method {
 	case "session/new":
 		var r struct {
 			SessionID string `json:"sessionId"`
 		}
 		if json.Unmarshal(result, &r) == nil && r.SessionID != "" {
-			c.cfg[r.SessionID] = parseConfig(result)
+			b.bySession[r.SessionID] = parseConfig(result)
 		}
 	case "session/load", "session/resume":
-		c.cfg[sid] = parseConfig(result)
+		b.bySession[sid] = parseConfig(result)
 	case "session/set_config_option":
 		var r struct {
 			ConfigOptions json.RawMessage `json:"configOptions"`
 		}
 		if json.Unmarshal(result, &r) == nil {
 			if opts, ok := parseOptions(r.ConfigOptions); ok {
-				c.session(sid).Options = opts
+				b.sessionLocked(sid).Options = opts
 			}
 		}
 	case "session/set_mode":
-		if s := c.session(sid); s.Modes != nil {
+		if s := b.sessionLocked(sid); s.Modes != nil {
 			s.Modes.Current = req.Params.ModeID
 		}
 	case "session/set_model":
-		if s := c.session(sid); s.Models != nil {
+		if s := b.sessionLocked(sid); s.Models != nil {
 			s.Models.Current = req.Params.ModelID
 		}
 	}
 }
 
-func (c *conn) session(sid string) *sessionConfig {
-	s := c.cfg[sid]
+// sessionLocked is sid's config, made empty if none was reported yet.
+// b.mu must be held.
+func (b *configBook) sessionLocked(sid string) *sessionConfig {
+	s := b.bySession[sid]
 	if s == nil {
 		s = &sessionConfig{}
-		c.cfg[sid] = s
+		b.bySession[sid] = s
 	}
 	return s
 }
@@ -291,29 +308,32 @@ type configUpdate struct {
 	} `json:"update"`
 }
 
-// applyUpdate records a session/update that reports config. Under c.mu.
-func (c *conn) applyUpdate(params json.RawMessage) {
+// applyUpdate records a session/update that reports config.
+func (b *configBook) applyUpdate(params json.RawMessage) {
 	var p configUpdate
 	if json.Unmarshal(params, &p) != nil {
 		return
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	switch p.Update.Kind {
 	case "config_option_update":
 		if opts, ok := parseOptions(p.Update.ConfigOptions); ok {
-			c.session(p.SessionID).Options = opts
+			b.sessionLocked(p.SessionID).Options = opts
 		}
 	case "current_mode_update":
-		if s := c.session(p.SessionID); s.Modes != nil {
+		if s := b.sessionLocked(p.SessionID); s.Modes != nil {
 			s.Modes.Current = p.Update.CurrentModeID
 		}
 	}
 }
 
-// config returns a copy of the session's config as last reported.
-func (c *conn) config(sid string) *sessionConfig {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cfg[sid].clone()
+// of returns a copy of the session's config as last reported (nil if
+// none was).
+func (b *configBook) of(sid string) *sessionConfig {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.bySession[sid].clone()
 }
 
 // nextValue is the offered value after cur, cyclically: a non-current

@@ -64,14 +64,16 @@ type event struct {
 
 // conn is a raw NDJSON JSON-RPC client, like the official test kit's
 // harness: it writes exactly the bytes it is given, keeps every line both
-// ways, answers the peer's requests minimally, and tracks the session
-// config the peer reports. It speaks the ACP version proto; what differs
-// between the versions is in proto.go and nowhere else.
+// ways, answers the peer's requests minimally, and feeds the session
+// config the peer reports to its configBook. It speaks the ACP version of
+// its dialect; what differs between the versions is in proto.go and
+// nowhere else.
 type conn struct {
-	name  string
-	proto int // the ACP version the client speaks: 1 or 2
-	rc    *acpclient.RawClient
-	errs  *acpclient.Buffer
+	name    string
+	dialect dialect // the ACP version the client speaks, and what differs in it (proto.go)
+	rc      *acpclient.RawClient
+	errs    *acpclient.Buffer
+	configs *configBook // the session config the peer reports (config.go)
 
 	mu      sync.Mutex
 	nextID  int
@@ -81,7 +83,6 @@ type conn struct {
 	raw     [][]byte   // the same lines, exactly
 	changed chan struct{}
 	ended   bool
-	cfg     map[string]*sessionConfig // by session id, from what the peer reported
 	// accepted are the v2 turns whose prompt the peer answered with its
 	// messageId and whose idle state_update has not come yet, by session.
 	accepted map[string]*turn
@@ -89,8 +90,8 @@ type conn struct {
 }
 
 func newConn(name string, proto int, rc *acpclient.RawClient, errs *acpclient.Buffer) *conn {
-	c := &conn{name: name, proto: max(proto, 1), rc: rc, errs: errs, pending: map[string]*pendingCall{}, changed: make(chan struct{}),
-		cfg: map[string]*sessionConfig{}, accepted: map[string]*turn{}, done: make(chan struct{})}
+	c := &conn{name: name, dialect: dialect{proto: max(proto, 1), peer: name}, rc: rc, errs: errs, configs: newConfigBook(),
+		pending: map[string]*pendingCall{}, changed: make(chan struct{}), accepted: map[string]*turn{}, done: make(chan struct{})}
 	go c.pump()
 	return c
 }
@@ -135,13 +136,13 @@ func (c *conn) handle(line []byte) {
 			pc = c.pending[string(e.ID)]
 			delete(c.pending, string(e.ID))
 			if pc != nil && e.Error == nil {
-				c.noteResult(pc.method, pc.line, e.Result)
+				c.configs.noteResult(pc.method, pc.line, e.Result)
 			}
 			if pc != nil && pc.turn != nil {
 				c.promptAnswered(pc.turn, e)
 			}
 		case e.Method == "session/update":
-			c.applyUpdate(e.Params)
+			c.configs.applyUpdate(e.Params)
 			c.turnUpdate(e.Params)
 		}
 	})

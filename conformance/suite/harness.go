@@ -210,7 +210,7 @@ func (r *checkRun) turnedSession(ctx context.Context) (turned, error) {
 	if _, err := changeAll(ctx, ru.c, sid, false, nil); err != nil {
 		return turned{}, err
 	}
-	t := turned{ru: ru, c: ru.c, sid: sid, want: ru.c.config(sid)}
+	t := turned{ru: ru, c: ru.c, sid: sid, want: ru.c.configs.of(sid)}
 	mark := ru.c.mark()
 	if t.answer, err = promptOK(ctx, ru.c, sid, turn1); err != nil {
 		return turned{}, err
@@ -497,7 +497,7 @@ func changeAll(ctx context.Context, c *conn, sid string, strict bool, after func
 		if _, err := c.setOption(ctx, sid, o.ID, v); err != nil {
 			return err
 		}
-		if got := c.config(sid).byID(o.ID); strict && (got == nil || unquote(got.Current) != v) {
+		if got := c.configs.of(sid).byID(o.ID); strict && (got == nil || unquote(got.Current) != v) {
 			now := "(option gone)"
 			if got != nil {
 				now = unquote(got.Current)
@@ -516,7 +516,7 @@ func changeAll(ctx context.Context, c *conn, sid string, strict bool, after func
 		}
 		return done(strings.TrimPrefix(method, "session/") + "=" + v)
 	}
-	cfg := c.config(sid)
+	cfg := c.configs.of(sid)
 	if cfg == nil {
 		return nil, fmt.Errorf("no config recorded for session %s", sid)
 	}
@@ -529,7 +529,7 @@ func changeAll(ctx context.Context, c *conn, sid string, strict bool, after func
 			return did, err
 		}
 	}
-	cfg = c.config(sid)
+	cfg = c.configs.of(sid)
 	if o := cfg.byCategory("mode"); o != nil {
 		if err := setOpt(*o); err != nil {
 			return did, err
@@ -539,7 +539,7 @@ func changeAll(ctx context.Context, c *conn, sid string, strict bool, after func
 			return did, err
 		}
 	}
-	cfg = c.config(sid)
+	cfg = c.configs.of(sid)
 	var ids []string
 	for _, o := range cfg.Options {
 		if o.Category != "model" && o.Category != "mode" {
@@ -548,7 +548,7 @@ func changeAll(ctx context.Context, c *conn, sid string, strict bool, after func
 	}
 	slicesSort(ids)
 	for _, id := range ids {
-		if o := c.config(sid).byID(id); o != nil {
+		if o := c.configs.of(sid).byID(id); o != nil {
 			if err := setOpt(*o); err != nil {
 				return did, err
 			}

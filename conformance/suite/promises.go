@@ -85,7 +85,7 @@ func checkResetKill(ctx context.Context, r *checkRun, pr probeResult) error {
 		return err
 	}
 	c := ru.c
-	want := c.config(sid)
+	want := c.configs.of(sid)
 	id, line, err := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": []any{map[string]string{"type": "text", "text": "/reset"}}})
 	if err != nil {
 		return err
@@ -150,13 +150,13 @@ func checkReopenConfig(ctx context.Context, r *checkRun, pr probeResult) error {
 		return err
 	}
 	c := ru.c
-	want := c.config(sid)
+	want := c.configs.of(sid)
 	if _, err := promptOK(ctx, c, sid, "Say OK. (conformance-turn-1)"); err != nil {
 		return err
 	}
 	var ways []reopen
 	if pr.can.history() {
-		ways = append(ways, c.withHistory())
+		ways = append(ways, c.dialect.withHistory())
 	}
 	if pr.can.session("resume") {
 		ways = append(ways, plainResume)
@@ -168,7 +168,7 @@ func checkReopenConfig(ctx context.Context, r *checkRun, pr probeResult) error {
 		if _, err := c.reopen(ctx, how, sid, ru.cwd); err != nil {
 			return err
 		}
-		if d := diffView(want.view(), c.config(sid).view()); len(d) > 0 {
+		if d := diffView(want.view(), c.configs.of(sid).view()); len(d) > 0 {
 			return fmt.Errorf("after the agent's own %s the config the client sees differs from the recorded one: %s", m, strings.Join(d, "; "))
 		}
 		id, stop, text, err := tracedPrompt(ctx, c, sid, "Say OK. (after "+m+")")
@@ -385,7 +385,7 @@ func checkCommands(ctx context.Context, r *checkRun, _ probeResult) error {
 	// An editor reopens a session it closed (or had open before a
 	// restart); it does not resume a session it has open.
 	var names []string
-	for _, how := range []reopen{plainResume, c.withHistory()} {
+	for _, how := range []reopen{plainResume, c.dialect.withHistory()} {
 		names = append(names, how.name)
 		if _, err := c.call(ctx, "session/close", map[string]any{"sessionId": sid}); err != nil {
 			return err

@@ -39,12 +39,19 @@ const (
 // clientInfo is the suite's name as an initialize gives it.
 const clientInfo = `{"name":"acp-sidecar-conformance","version":"1"}`
 
+// dialect is the ACP version a conn speaks, and what the client writes
+// and reads differently in it. It is a value, fixed for the conn's life.
+type dialect struct {
+	proto int    // the ACP version the client speaks: 1 or 2
+	peer  string // the conn's name, for errors
+}
+
 // initParams are the params of the initialize request every check sends,
-// in c's version; meta, when not empty, is their _meta. A v1 client
+// in d's version; meta, when not empty, is their _meta. A v1 client
 // advertises no fs or terminal, which v2 no longer has.
-func (c *conn) initParams(meta string) json.RawMessage {
+func (d dialect) initParams(meta string) json.RawMessage {
 	s := `{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false},"clientInfo":` + clientInfo
-	if c.proto >= protoV2 {
+	if d.proto >= protoV2 {
 		s = `{"protocolVersion":2,"info":` + clientInfo + `,"capabilities":{}`
 	}
 	if meta != "" {
@@ -56,28 +63,28 @@ func (c *conn) initParams(meta string) json.RawMessage {
 // initialize sends initialize in c's version and returns the result (see
 // answeredVersion).
 func (c *conn) initialize(ctx context.Context) (json.RawMessage, error) {
-	res, err := c.call(ctx, "initialize", c.initParams(""))
+	res, err := c.call(ctx, "initialize", c.dialect.initParams(""))
 	if err != nil {
 		return res, err
 	}
-	return res, c.answeredVersion(res)
+	return res, c.dialect.answeredVersion(res)
 }
 
 // answeredVersion checks that an initialize result of a v2 client names
 // v2: a peer that answers v1 does not speak v2, and a run that went on in
 // v1 would test v1 under --protocol 2 without saying so. A v1 client's
 // result is left to the initialize check, as it always was.
-func (c *conn) answeredVersion(res json.RawMessage) error {
-	if c.proto < protoV2 {
+func (d dialect) answeredVersion(res json.RawMessage) error {
+	if d.proto < protoV2 {
 		return nil
 	}
 	var r struct {
 		ProtocolVersion json.RawMessage `json:"protocolVersion"`
 	}
 	_ = json.Unmarshal(res, &r) // a result that is no object names no version, below
-	if string(r.ProtocolVersion) != strconv.Itoa(c.proto) {
+	if string(r.ProtocolVersion) != strconv.Itoa(d.proto) {
 		return fmt.Errorf("%s: initialize: the client asked for ACP v%d and was answered protocolVersion %s: the peer does not speak v%d (drop --protocol %d to check it in v1)",
-			c.name, c.proto, orMissing(r.ProtocolVersion), c.proto, c.proto)
+			d.peer, d.proto, orMissing(r.ProtocolVersion), d.proto, d.proto)
 	}
 	return nil
 }
@@ -91,8 +98,8 @@ type initResult struct {
 	can     agentCaps
 }
 
-// readInit reads an initialize result in c's version.
-func (c *conn) readInit(res json.RawMessage) (initResult, error) {
+// readInit reads an initialize result in d's version.
+func (d dialect) readInit(res json.RawMessage) (initResult, error) {
 	var ir initResult
 	var r struct {
 		ProtocolVersion int             `json:"protocolVersion"`
@@ -105,13 +112,13 @@ func (c *conn) readInit(res json.RawMessage) (initResult, error) {
 		return ir, fmt.Errorf("initialize result: %w", err)
 	}
 	ir.version, ir.info, ir.caps = r.ProtocolVersion, r.AgentInfo, r.AgentCaps
-	if c.proto >= protoV2 {
+	if d.proto >= protoV2 {
 		ir.info, ir.caps = r.Info, r.Caps
 	}
 	if isNull(ir.caps) {
 		ir.caps = json.RawMessage("{}")
 	}
-	if c.proto < protoV2 {
+	if d.proto < protoV2 {
 		if err := json.Unmarshal(ir.caps, &ir.can); err != nil {
 			return ir, fmt.Errorf("initialize result: agentCapabilities: %w", err)
 		}
@@ -164,8 +171,8 @@ func sessionCapsKey(proto int) string {
 
 // optionKey is the member that names a config option: id in v1, configId
 // in v2.
-func (c *conn) optionKey() string {
-	if c.proto >= protoV2 {
+func (d dialect) optionKey() string {
+	if d.proto >= protoV2 {
 		return "configId"
 	}
 	return "id"
@@ -174,7 +181,7 @@ func (c *conn) optionKey() string {
 // setOption sets the select option id of sid to v.
 func (c *conn) setOption(ctx context.Context, sid, id, v string) (json.RawMessage, error) {
 	p := map[string]any{"sessionId": sid, "configId": id, "value": v}
-	if c.proto >= protoV2 {
+	if c.dialect.proto >= protoV2 {
 		p["type"] = "id" // v2 says which of a value's forms it is
 	}
 	return c.call(ctx, "session/set_config_option", p)
@@ -193,8 +200,8 @@ var plainResume = reopen{name: "session/resume", method: "session/resume"}
 
 // withHistory reopens a session with its history replayed: v1's
 // session/load, v2's session/resume with replayFrom {type: "start"}.
-func (c *conn) withHistory() reopen {
-	if c.proto >= protoV2 {
+func (d dialect) withHistory() reopen {
+	if d.proto >= protoV2 {
 		return reopen{name: "session/resume with replayFrom", method: "session/resume", replay: true}
 	}
 	return reopen{name: "session/load", method: "session/load", replay: true}
@@ -203,7 +210,7 @@ func (c *conn) withHistory() reopen {
 // reopen opens sid in cwd the way how says.
 func (c *conn) reopen(ctx context.Context, how reopen, sid, cwd string) (json.RawMessage, error) {
 	p := reopenParams(sid, cwd)
-	if how.replay && c.proto >= protoV2 {
+	if how.replay && c.dialect.proto >= protoV2 {
 		p["replayFrom"] = map[string]string{"type": "start"}
 	}
 	return c.call(ctx, how.method, p)
@@ -305,7 +312,7 @@ func (c *conn) promptAnswered(t *turn, e envelope) {
 		MessageID  string `json:"messageId"`
 	}
 	_ = json.Unmarshal(e.Result, &r) // v1: a result without one has stop ""
-	if c.proto < protoV2 {
+	if c.dialect.proto < protoV2 {
 		t.finish(r.StopReason, nil)
 		return
 	}

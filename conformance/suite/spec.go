@@ -176,7 +176,7 @@ func specInitialize(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (s
 	if err != nil {
 		return "", err
 	}
-	if ru.c.proto >= protoV2 {
+	if ru.c.dialect.proto >= protoV2 {
 		return initializeV2(m)
 	}
 	if v := m["protocolVersion"]; string(v) != "1" {
@@ -292,7 +292,7 @@ func specSessionNew(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (s
 	if json.Unmarshal(m["sessionId"], &sid) != nil || sid == "" {
 		return "", fmt.Errorf("the session/new result has no sessionId string: %s", oneLine(string(res), 200))
 	}
-	n, err := checkConfigShape(res, ru.c.optionKey())
+	n, err := checkConfigShape(res, ru.c.dialect.optionKey())
 	if err != nil {
 		return "", err
 	}
@@ -372,7 +372,7 @@ const specTurn = "Say OK. (conformance-spec-turn)"
 
 // loadAfterTurn opens a session, runs a turn on it and loads it again on
 // the same connection (v1's session/load, v2's session/resume with
-// replayFrom: conn.withHistory). It returns the session and what came
+// replayFrom: dialect.withHistory). It returns the session and what came
 // between the load request and its answer. With persisted, the load waits
 // until the agent lists the session (listed) first.
 func loadAfterTurn(ctx context.Context, ru *run, persisted bool) (string, []envelope, error) {
@@ -387,7 +387,7 @@ func loadAfterTurn(ctx context.Context, ru *run, persisted bool) (string, []enve
 		}
 	}
 	mark := c.mark()
-	how := c.withHistory()
+	how := c.dialect.withHistory()
 	res, err := c.reopen(ctx, how, sid, ru.cwd)
 	if err != nil {
 		return "", nil, err
@@ -427,7 +427,7 @@ func specSessionLoad(ctx context.Context, _ *checkRun, ru *run, pr probeResult) 
 			return "", fmt.Errorf("the replay of %s carried an update for session %s", sid, u.SessionID)
 		}
 	}
-	how := ru.c.withHistory()
+	how := ru.c.dialect.withHistory()
 	if user := userText(replay, sid); !strings.Contains(user, "conformance-spec-turn") {
 		return "", fmt.Errorf("%s replayed no user message with the earlier prompt (user text %q)", how.name, oneLine(user, 200))
 	}
@@ -445,7 +445,7 @@ func specLoadReplay(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (s
 	if err != nil {
 		return "", err
 	}
-	how := ru.c.withHistory()
+	how := ru.c.dialect.withHistory()
 	if strings.TrimSpace(agentText(replay, sid)) == "" {
 		if ru.trace != "" && !agentReplayedText(ru.trace, how.method) {
 			// What the agent wrote says whose the failure is: a sidecar
@@ -791,7 +791,7 @@ func specSetConfigOption(ctx context.Context, _ *checkRun, ru *run, _ probeResul
 	}
 	var did []string
 	set := func(id string) error {
-		before := c.config(sid)
+		before := c.configs.of(sid)
 		o := before.byID(id)
 		if o == nil || (o.Type != "" && o.Type != "select") {
 			return nil
@@ -810,7 +810,7 @@ func specSetConfigOption(ctx context.Context, _ *checkRun, ru *run, _ probeResul
 		if json.Unmarshal(res, &r) != nil || len(r.ConfigOptions) == 0 || string(r.ConfigOptions) == "null" {
 			return fmt.Errorf("session/set_config_option %s=%s answered no configOptions: %s", id, v, oneLine(string(res), 200))
 		}
-		opts, err := checkOptions(r.ConfigOptions, c.optionKey())
+		opts, err := checkOptions(r.ConfigOptions, c.dialect.optionKey())
 		if err != nil {
 			return fmt.Errorf("session/set_config_option %s=%s: %w", id, v, err)
 		}
@@ -830,7 +830,7 @@ func specSetConfigOption(ctx context.Context, _ *checkRun, ru *run, _ probeResul
 		did = append(did, id+"="+v)
 		return nil
 	}
-	cfg := c.config(sid)
+	cfg := c.configs.of(sid)
 	var order []string
 	for _, cat := range []string{"model", "mode"} {
 		if o := cfg.byCategory(cat); o != nil {
@@ -874,14 +874,14 @@ func specJSONRPC(ctx context.Context, _ *checkRun, ru *run, _ probeResult) (stri
 	c := ru.c
 	// initialize itself with a string id.
 	initID := `"acp-conformance-init"`
-	e, err := roundTrip(ctx, c, initID, "initialize", string(c.initParams("")))
+	e, err := roundTrip(ctx, c, initID, "initialize", string(c.dialect.initParams("")))
 	if err != nil {
 		return "", err
 	}
 	if e.Error != nil {
 		return "", fmt.Errorf("initialize with id %s: %w", initID, e.Error)
 	}
-	if err := c.answeredVersion(e.Result); err != nil {
+	if err := c.dialect.answeredVersion(e.Result); err != nil {
 		return "", err
 	}
 	for _, id := range rpcIDs {

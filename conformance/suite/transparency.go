@@ -48,7 +48,7 @@ type exchange struct {
 func script(ctx context.Context, ru *run, cwd string, like *exchange) (exchange, error) {
 	var x exchange
 	c := ru.c
-	id, line, err := c.request("initialize", c.initParams(probeMeta))
+	id, line, err := c.request("initialize", c.dialect.initParams(probeMeta))
 	if err != nil {
 		return x, err
 	}
@@ -57,7 +57,7 @@ func script(ctx context.Context, ru *run, cwd string, like *exchange) (exchange,
 	if err != nil {
 		return x, err
 	}
-	if err := c.answeredVersion(res); err != nil {
+	if err := c.dialect.answeredVersion(res); err != nil {
 		return x, err
 	}
 	if x.sid, err = newSession(ctx, c, cwd); err != nil {
@@ -67,7 +67,7 @@ func script(ctx context.Context, ru *run, cwd string, like *exchange) (exchange,
 	if _, err := changeAll(ctx, c, sid, false, nil); err != nil {
 		return x, err
 	}
-	cfg := c.config(sid)
+	cfg := c.configs.of(sid)
 	x.setMode = cfg.Modes != nil && cfg.byCategory("mode") != nil
 	if like != nil {
 		x.setMode = like.setMode
@@ -144,13 +144,13 @@ func checkTransparency(ctx context.Context, r *checkRun, pr probeResult) error {
 	for _, l := range d.c.rawLines() {
 		if m := decodeFrame(l); m != nil && fmt.Sprint(m["id"]) == "1" {
 			if res, ok := m["result"].(map[string]any); ok {
-				dInit, _ = res[capsKey(d.c.proto)].(map[string]any)
+				dInit, _ = res[capsKey(d.c.dialect.proto)].(map[string]any)
 			}
 		}
 	}
 	nd := newNormalizer(d.world.root, false, nil)
 	nv := newNormalizer(v.world.root, true, dInit)
-	nv.proto = v.c.proto
+	nv.proto = v.c.dialect.proto
 	nv.directPickers = pickersIn(d.c.rawLines())
 	dSeq, dCmds := nd.split(d.c.rawLines())
 	vSeq, vCmds := nv.split(v.c.rawLines())
