@@ -23,7 +23,7 @@ func BenchmarkChainChunk(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
 			r := New(Config{Store: state.NewMemory(), Queue: 1 << 16})
-			c := NewChain(nil, StageList(r)...).WithAnswers(r.Ledger(), true)
+			c := NewChain(nil, r.StageList()...).WithAnswers(r.Ledger(), true)
 			env, err := proxy.Scan([]byte(prompt))
 			if err != nil {
 				b.Fatal(err)

@@ -58,7 +58,7 @@ func TestIsChunk(t *testing.T) {
 func TestChunkScopes(t *testing.T) {
 	r := New(Config{Store: state.NewMemory(), Queue: 64})
 	ctx := context.Background()
-	c := NewChain(nil, StageList(r)...).WithAnswers(r.Ledger(), true)
+	c := NewChain(nil, r.StageList()...).WithAnswers(r.Ledger(), true)
 	// Put every part in a busy state: a prompt and an initialize in
 	// flight, a replay suppressed, a session being created.
 	for _, raw := range []string{
@@ -72,7 +72,7 @@ func TestChunkScopes(t *testing.T) {
 		f.Natives.BeginCreating()
 	})
 	var scoped, asked []string
-	for _, ic := range StageList(r) {
+	for _, ic := range r.StageList() {
 		name := strings.TrimPrefix(fmt.Sprintf("%T", ic), "*")
 		if !policyOf(ic).Never {
 			asked = append(asked, name)
@@ -86,10 +86,10 @@ func TestChunkScopes(t *testing.T) {
 			}
 		}
 	}
-	if got, want := strings.Join(scoped, " "), "intercept.commands intercept.pickers intercept.tracker"; got != want {
+	if got, want := strings.Join(scoped, " "), "intercept.emulation intercept.commands intercept.pickers intercept.tracker"; got != want {
 		t.Errorf("parts that never claim a chunk: %s, want %s", got, want)
 	}
-	if got, want := strings.Join(asked, " "), "intercept.lifeline intercept.recordStage intercept.idMapper"; got != want {
+	if got, want := strings.Join(asked, " "), "intercept.Lifeline intercept.recordStage intercept.idMapper"; got != want {
 		t.Errorf("parts asked about chunks: %s, want %s", got, want)
 	}
 }
@@ -226,7 +226,7 @@ func TestChunkGate(t *testing.T) {
 		if r.gate.open() {
 			continue
 		}
-		for _, ic := range StageList(r) {
+		for _, ic := range r.StageList() {
 			p := policyOf(ic)
 			if p.Gate == nil {
 				continue
@@ -290,7 +290,7 @@ func TestChainPassesOverShutGates(t *testing.T) {
 func TestResponseThatLooksLikeAChunk(t *testing.T) {
 	r := New(Config{Store: state.NewMemory(), Queue: 8})
 	ctx := context.Background()
-	c := NewChain(nil, StageList(r)...).WithAnswers(r.Ledger(), true)
+	c := NewChain(nil, r.StageList()...).WithAnswers(r.Ledger(), true)
 	c.Frame(ctx, scanFrame(t, proxy.ClientToAgent, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`))
 	c.Frame(ctx, scanFrame(t, proxy.AgentToClient, `{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"},"params":{"update":{"sessionUpdate":"agent_message_chunk"}}}`))
 	if _, pending := r.led.Request("2"); pending {

@@ -2,11 +2,11 @@ package intercept
 
 import "github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 
-// How the stages stand to chunks (see Chain). The sidecar's commands and
-// the request tracker never claim one; the record does while a turn runs,
-// and takes it in one call; the lifeline and the id mapping claim one only
-// while their shared gate is open. TestChunkScopes and TestChunkGate hold
-// them to it.
+// How the stages stand to chunks (see Chain). The sidecar's commands,
+// the emulation and the request tracker never claim one; the record does
+// while a turn runs, and takes it in one call; the lifeline and the id
+// mapping claim one only while their shared gate is open. TestChunkScopes
+// and TestChunkGate hold them to it.
 //
 // A ChunkGate is open while a stage gated by it may claim a chunk: while
 // the replay of a native load is kept from the client, or while some

@@ -61,7 +61,7 @@ func commandsJSON(v wire.Version) [][]byte {
 // commands is the front interceptor: it runs before the recorder, so what
 // it answers itself is never recorded as a turn nor reaches the agent.
 type commands struct {
-	ops     SessionOps
+	ops     CommandOps
 	led     *ledger.Ledger
 	life    *life.Life // what the agent can do, learnt from its initialize result
 	version string
@@ -76,14 +76,15 @@ type commands struct {
 // the sidecar's, advertised there; spoken is the highest ACP version it
 // lets the client and the agent agree on (SpokenVersion, or less where
 // --max-protocol says so); log says what the stage changed.
-func NewCommands(ops SessionOps, led *ledger.Ledger, lf *life.Life, version string, spoken wire.Version, log *slog.Logger) Interceptor {
+func NewCommands(ops CommandOps, led *ledger.Ledger, lf *life.Life, version string, spoken wire.Version, log *slog.Logger) Interceptor {
 	return &commands{ops: ops, led: led, life: lf, version: version, spoken: max(spoken, wire.V1), log: log}
 }
 
-// SessionOps is what the sidecar's commands run on a session: the
-// rebuilds, the rollbacks and the reports, as slash commands and as
-// `_sidecar/*` methods alike.
-type SessionOps interface {
+// CommandOps is what the sidecar's commands run on a session (Sessions):
+// the rebuilds, the rollbacks and the reports, as slash commands and as
+// `_sidecar/*` methods alike. Each runs in a deferred decision, off the
+// relay's path; an error is the command's answer.
+type CommandOps interface {
 	Reset(ctx context.Context, sid string) (rebuild.Report, error)
 	RestoreOriginal(ctx context.Context, sid string) (rebuild.Report, error)
 	AcceptConfig(ctx context.Context, sid string) error

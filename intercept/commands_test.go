@@ -1,12 +1,17 @@
 package intercept
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/life"
+	"github.com/acp-sidecar/acp-sidecar/intercept/rebuild"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 	"github.com/acp-sidecar/acp-sidecar/replay"
@@ -77,6 +82,113 @@ func TestAdvertiseInTheAgentsVersion(t *testing.T) {
 			if json.Unmarshal(wire.Member(res, "capabilities"), &caps) != nil || caps.Session["fork"] == nil || caps.Session["loadSession"] != nil {
 				t.Errorf("v2 session capabilities %s: want the emulated fork, and no load", wire.Member(res, "capabilities"))
 			}
+		}
+	}
+}
+
+// fakeCommandOps is the commands' CommandOps for their unit tests: it
+// notes each call, and reports what the test sets.
+type fakeCommandOps struct {
+	calls []string
+	err   error
+}
+
+var _ CommandOps = (*fakeCommandOps)(nil)
+
+func (o *fakeCommandOps) note(format string, args ...any) error {
+	o.calls = append(o.calls, fmt.Sprintf(format, args...))
+	return o.err
+}
+
+func (o *fakeCommandOps) Reset(_ context.Context, sid string) (rebuild.Report, error) {
+	return rebuild.Report{SessionID: sid}, o.note("reset %s", sid)
+}
+
+func (o *fakeCommandOps) RestoreOriginal(_ context.Context, sid string) (rebuild.Report, error) {
+	return rebuild.Report{SessionID: sid}, o.note("restore-original %s", sid)
+}
+
+func (o *fakeCommandOps) AcceptConfig(_ context.Context, sid string) error {
+	return o.note("accept-config %s", sid)
+}
+
+func (o *fakeCommandOps) Rewind(_ context.Context, sid string, n int) (rebuild.RollbackReport, error) {
+	return rebuild.RollbackReport{}, o.note("rewind %s %d", sid, n)
+}
+
+func (o *fakeCommandOps) Rollback(_ context.Context, sid string, keep int) (rebuild.RollbackReport, error) {
+	return rebuild.RollbackReport{}, o.note("rollback %s %d", sid, keep)
+}
+
+func (o *fakeCommandOps) Fork(_ context.Context, parent string, at int) (rebuild.Report, error) {
+	return rebuild.Report{SessionID: "c2"}, o.note("fork %s %d", parent, at)
+}
+
+func (o *fakeCommandOps) Status(_ context.Context, sid string) (map[string]any, error) {
+	return map[string]any{"sessionId": sid}, o.note("status %s", sid)
+}
+
+func (o *fakeCommandOps) StatusText(_ context.Context, sid string) (string, error) {
+	return "acp-sidecar: session " + sid, o.note("sidecar-status %s", sid)
+}
+
+// TestCommandsRunOnTheSession: a slash command or a `_sidecar/*` method
+// runs its operation on the session it names, off the relay's path, and
+// keeps the session busy while it runs, so a prompt after it waits; a
+// malformed one is answered without running anything.
+func TestCommandsRunOnTheSession(t *testing.T) {
+	slash := func(text string) string {
+		return `{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":` + string(wire.String(text)) + `}]}}`
+	}
+	ext := func(method, params string) string {
+		return `{"jsonrpc":"2.0","id":4,"method":"` + method + `","params":{"sessionId":"s1"` + params + `}}`
+	}
+	for _, tt := range []struct {
+		raw  string
+		call string // "" for none
+		busy bool   // the session is busy while it runs
+	}{
+		{slash("/reset"), "reset s1", true},
+		{slash("/rewind 2"), "rewind s1 2", true},
+		{slash("/rewind two"), "", true},
+		{slash("/sidecar-status"), "sidecar-status s1", false},
+		{ext(wire.ExtRollback, `,"keepTurns":1`), "rollback s1 1", true},
+		{ext(wire.ExtFork, `,"atTurn":2`), "fork s1 2", false},
+		{ext(wire.ExtStatus, ``), "status s1", false},
+		{ext(wire.ExtRollback, ``), "", false},
+	} {
+		ops := &fakeCommandOps{}
+		led := ledger.New(nil)
+		c := NewCommands(ops, led, life.New(life.NewSignal()), "test", wire.V1, slog.New(slog.DiscardHandler))
+		f := scanFrame(t, proxy.ClientToAgent, tt.raw)
+		if !c.Claims(f.Dir, &f.Env) {
+			t.Errorf("%s: not claimed", tt.raw)
+			continue
+		}
+		v, err := c.Intercept(t.Context(), f)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.raw, err)
+		}
+		var d proxy.Decision
+		switch v.Do {
+		case proxy.Defer:
+			if got := led.IsBusy("s1"); got != tt.busy {
+				t.Errorf("%s: busy %v while it runs, want %v", tt.raw, got, tt.busy)
+			}
+			d = v.Later(t.Context())
+		case proxy.Answer:
+			d = proxy.Decision{Answer: [][]byte{v.Line}}
+		default:
+			t.Fatalf("%s: %v, want it answered by the sidecar", tt.raw, v.Do)
+		}
+		if want := []string{tt.call}; tt.call == "" && len(ops.calls) != 0 || tt.call != "" && !slices.Equal(ops.calls, want) {
+			t.Errorf("%s: called %v, want %q", tt.raw, ops.calls, tt.call)
+		}
+		if n := len(d.Answer); n == 0 || scanFrame(t, proxy.AgentToClient, string(d.Answer[n-1])).Env.Kind != proxy.KindResponse || !strings.Contains(string(d.Answer[n-1]), `"id":4`) {
+			t.Errorf("%s: answered %q, want it to end in the answer to id 4", tt.raw, d.Answer)
+		}
+		if led.IsBusy("s1") {
+			t.Errorf("%s: the session is still busy after the command", tt.raw)
 		}
 	}
 }

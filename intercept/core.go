@@ -79,6 +79,8 @@ type Core struct {
 	agent *Agent             // the agent's life as the supervisor tells it
 	rb    *rebuild.Rebuilder // carries out the rebuilds (Run)
 	ops   *Sessions          // what the sidecar does to sessions
+	opens *reopens           // the loads, resumes and lists the record answers
+	fleet *leases            // a fleet's leases (none for a store of one host)
 	quit  chan struct{}      // closed when Close begins: nobody waits any longer
 }
 
@@ -112,7 +114,10 @@ func New(cfg Config) *Core {
 		CallTimeout: cfg.CallTimeout, NoPickers: cfg.NoPickers, Now: cfg.Now, Log: cfg.Log,
 		Commands: func(native, client string) [][]byte { return ownCommands(c.led, c.life, native, client) },
 	}, c.rec, c.led, c.life, c.watch)
-	c.ops = &Sessions{rec: c.rec, rb: c.rb, led: c.led, life: c.life, log: cfg.Log, cfg: &c.cfg, leases: state.LeaseOf(cfg.Store)}
+	c.fleet = &leases{leaser: state.LeaseOf(cfg.Store), takeover: cfg.Takeover, rec: c.rec, led: c.led, log: cfg.Log}
+	recs := &records{store: cfg.Store, rec: c.rec, led: c.led, rb: c.rb}
+	c.ops = &Sessions{rec: c.rec, rb: c.rb, led: c.led, log: cfg.Log, cfg: &c.cfg, leases: c.fleet, records: recs}
+	c.opens = &reopens{rec: c.rec, rb: c.rb, led: c.led, life: c.life, store: cfg.Store, leases: c.fleet, records: recs, log: cfg.Log}
 	c.agent = &Agent{life: c.life, led: c.led, turns: c.rec, log: cfg.Log, callTimeout: cfg.CallTimeout}
 	t.rb, t.ops = c.rb, c.ops
 	return c
@@ -156,15 +161,34 @@ func (c *Core) Pickers() bool { return !c.cfg.NoPickers }
 
 // Bind gives the core the relay it acts through. Call it before frames flow.
 func (c *Core) Bind(sc Sidecar) {
-	c.agent.sc, c.ops.sc = sc, sc
+	c.agent.sc, c.opens.sc = sc, sc
 	c.rb.Bind(sc)
 }
 
 // Agent is the agent's life, which the supervisor moves.
 func (c *Core) Agent() *Agent { return c.agent }
 
-// Sessions is what the sidecar does to sessions, for the switchboard.
+// Sessions is what the sidecar does to sessions, for the commands and the
+// switchboard.
 func (c *Core) Sessions() *Sessions { return c.ops }
+
+// LifelineOps is what the lifeline asks of the sessions' owners.
+func (c *Core) LifelineOps() LifelineOps { return lifelineOps{c.ops, c.fleet} }
+
+// EmulationOps is what the emulation asks of the sessions' owners.
+func (c *Core) EmulationOps() EmulationOps { return emulationOps{c.opens, c.ops} }
+
+// The stages' operations, each from the owner that does it.
+type (
+	lifelineOps struct {
+		*Sessions // Recover, TakeBack, Again
+		*leases   // Lost, Fleet, Confirm
+	}
+	emulationOps struct {
+		*reopens  // Reopen, List
+		*Sessions // CloseHere, DeleteHere, ForkHere
+	}
+)
 
 // Start runs the record's goroutine until Close. The rebuilds' own work
 // outlives the request that started it: it has ctx's values, not its end.

@@ -9,21 +9,30 @@
 // the order cmd lists them (cmd/acp-sidecar buildChain, from
 // Core.Stages):
 //
-//	client ─▶ relay ─▶ Lifeline ─▶ Commands ─▶ Record ─▶ IDs ─▶ Pickers ─▶ Tracker ─▶ agent
-//	client ◀─ relay ◀─ (the same stages, for the agent's frames)  ◀─────── agent
+//	client ─▶ relay ─▶ Lifeline ─▶ Emulation ─▶ Commands ─▶ Record ─▶ IDs ─▶ Pickers ─▶ Tracker ─▶ agent
+//	client ◀─ relay ◀─ (the same stages, for the agent's frames)  ◀─────────────────────────────── agent
 //
 // Each stage in turn:
 //
-//   - Lifeline (lifeline.go) gates client requests on the agent's
-//     life. A request that must wait (the agent restarts, its session is
-//     stale or being rebuilt) gets proxy.Hold: the relay keeps its place,
-//     the request waits in the ledger's queue in arrival order, and then
-//     goes on through the stages after the lifeline (the chain hands every
-//     holder the rest of itself). It also decides session/load, resume and
-//     list where the record knows better than the agent (Sessions), keeps
-//     the replay of a load the sidecar made from the client, and drops an
-//     agent's second answer to a request. A request the dead agent never
-//     read comes back through proxy.UnsentHook and waits the same way.
+//   - The lifeline (lifeline.go, wait.go, resume.go) gates client
+//     requests on the agent's life. A request that must wait (the agent
+//     restarts, its session is stale or being rebuilt) gets proxy.Hold:
+//     the relay keeps its place, the request waits in the ledger's queue
+//     in arrival order, a stale session is rebuilt first, and then the
+//     request goes on through the stages after the lifeline (the chain
+//     hands every holder the rest of itself). It refuses what can never go
+//     on (a dead agent, a closed session, a lost lease), proves a resume by
+//     the prompt after it, and keeps from the client what the agent says in
+//     answer to the sidecar's own rebuilds (the replay of a load the
+//     sidecar made). A request the dead agent never read comes back
+//     through proxy.UnsentHook and waits the same way. It takes what it
+//     asks of the sessions' owners as LifelineOps.
+//   - The emulation (emulation.go) decides session/load, resume, list,
+//     close, delete and fork: what the agent can do goes on, and the rest
+//     the sidecar answers from the record (EmulationOps). What must wait
+//     waits in the lifeline's room (WaitingRoom), without a rebuild of its
+//     session, which it reopens its own way. A request the lifeline held
+//     was decided there, and passes.
 //   - Commands (commands.go) is the sidecar's own surface: slash commands,
 //     `_sidecar/*` methods (answered with proxy.Defer), the capabilities it
 //     adds to initialize, its command list, and the gate that keeps a
@@ -101,10 +110,16 @@
 //     of rebuild, a Plan in rebuild/plans.go, and the engine talks to the
 //     agent for it. Run is the only attempt loop, so a kill at any point
 //     converges there.
-//   - Sessions (sessions.go) is what the sidecar does to a session for the
-//     client: the slash commands' and `_sidecar/*` operations, the
-//     emulated load, list, close, delete and fork, and a switch's two
-//     halves for the switchboard.
+//   - Sessions (sessions.go, ends.go) is what the sidecar does to a
+//     session for the client: the slash commands' and `_sidecar/*`
+//     operations (CommandOps), the emulated close, delete and fork, a
+//     rebuild before a held request, and a switch's two halves for the
+//     switchboard. Beside it, each with its own state: the reopens
+//     (reopen.go) answer a load, resume or list from the record; the
+//     leases (leases.go) are a fleet's; the records (records.go) reach a
+//     session's record outside the record's memory. Core hands the
+//     lifeline and the emulation what they ask of these owners
+//     (Core.LifelineOps, Core.EmulationOps).
 //   - The switchboard (switchboard/) puts several agents, each behind a
 //     relay and a Core of its own, behind one client.
 //   - wire/ is what ACP frames look like: method names, payload readers and
@@ -118,7 +133,8 @@
 //
 // A rule about what a frame means goes in the stage that owns the state it
 // reads: a new sidecar method in Commands, a new recorded field in the
-// record, a new way to wait in the lifeline. A new kind of rebuild is a
+// record, a new way to wait in the lifeline, a new method the sidecar does
+// for an agent that cannot in the emulation. A new kind of rebuild is a
 // Plan. A new stage is a type with Claims and Intercept, built from the
 // small interface it needs, and added to buildChain in cmd/acp-sidecar. It
 // must not block the relay: slow work returns proxy.Hold or proxy.Defer

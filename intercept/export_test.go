@@ -5,14 +5,16 @@ import "github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 // StageList is the chain cmd builds (cmd/acp-sidecar buildChain), for the
 // tests that run frames through it: both lists name every stage in the
 // same order.
-func StageList(r *Core) []Interceptor {
+func (c *Core) StageList() []Interceptor {
+	lifeline := NewLifeline(c.Life(), c.Ledger(), c.Watch(), c.ChunkGate(), c.LifelineOps(), c.log)
 	return []Interceptor{
-		NewLifeline(r.Life(), r.Ledger(), r.Watch(), r.ChunkGate(), r.Sessions(), r.log),
-		NewCommands(r.Sessions(), r.Ledger(), r.Life(), r.Version(), r.MaxProtocol(), r.log),
-		NewRecordStage(r.Recorder()),
-		NewIDs(r.Ledger(), r.ChunkGate(), r.Natives()),
-		NewPickers(r.Life(), r.Pickers()),
-		NewTracker(r.Ledger()),
+		lifeline,
+		NewEmulation(lifeline, c.EmulationOps(), c.Ledger(), c.Life()),
+		NewCommands(c.Sessions(), c.Ledger(), c.Life(), c.Version(), c.MaxProtocol(), c.log),
+		NewRecordStage(c.Recorder()),
+		NewIDs(c.Ledger(), c.ChunkGate(), c.Natives()),
+		NewPickers(c.Life(), c.Pickers()),
+		NewTracker(c.Ledger()),
 	}
 }
 

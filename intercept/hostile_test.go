@@ -125,7 +125,7 @@ func newHostileRig(t *testing.T, store state.Store, agentArgs ...string) *hrig {
 	relay := proxy.NewRelay(proxy.Config{
 		ClientIn: cInR, ClientOut: cOutW, AgentIn: tapWriter{h, aInW}, AgentOut: mOutR,
 		MaxFrame: hostileMaxFrame, Log: log, Strict: true,
-		Hook: intercept.NewChain(log, intercept.StageList(rec)...).WithAnswers(rec.Ledger(), true),
+		Hook: intercept.NewChain(log, rec.StageList()...).WithAnswers(rec.Ledger(), true),
 	})
 	rec.Bind(relay)
 	rec.Start(ctx)

@@ -84,7 +84,7 @@ func newTurnRig(b *testing.B, store state.Store, chunks int) *turnRig {
 	var rec *intercept.Core
 	if store != nil {
 		rec = intercept.New(intercept.Config{Store: store, Agent: []string{"bench"}})
-		chain = intercept.StageList(rec)
+		chain = rec.StageList()
 	}
 	hook := intercept.NewChain(nil, chain...)
 	if rec != nil {

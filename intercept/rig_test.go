@@ -68,7 +68,7 @@ func newRigWith(t testing.TB, opts rigOptions, cfg intercept.Config, agentArgs .
 	r.recorder = intercept.New(cfg)
 	pcfg := proxy.Config{
 		ClientIn: cInR, ClientOut: cOutW, AgentIn: aIn, AgentOut: aOut,
-		Hook: intercept.NewChain(nil, intercept.StageList(r.recorder)...).WithAnswers(r.recorder.Ledger(), true),
+		Hook: intercept.NewChain(nil, r.recorder.StageList()...).WithAnswers(r.recorder.Ledger(), true),
 	}
 	if opts.restart {
 		pcfg.OnAgentEnd = r.recorder.Agent().End

@@ -15,16 +15,21 @@ import (
 func buildChain(ctx context.Context, log *slog.Logger, core *intercept.Core, record, strict bool) *intercept.Chain {
 	var stages []intercept.Interceptor
 	if record {
-		led, gate, ops := core.Ledger(), core.ChunkGate(), core.Sessions()
+		led, gate := core.Ledger(), core.ChunkGate()
+		lifeline := intercept.NewLifeline(core.Life(), led, core.Watch(), gate, core.LifelineOps(), log)
 		stages = []intercept.Interceptor{
 			// Gates client requests on the agent's life: a request that
 			// must wait (the agent restarts, its session is rebuilt) is
 			// held here, and goes on through the stages after this one.
-			intercept.NewLifeline(core.Life(), led, core.Watch(), gate, ops, log),
+			lifeline,
+			// Does what the agent cannot (load, resume, list, close,
+			// delete, fork) from the record; what must wait for that
+			// waits in the lifeline.
+			intercept.NewEmulation(lifeline, core.EmulationOps(), led, core.Life()),
 			// The sidecar's own surfaces: slash commands, `_sidecar/*`,
 			// the capabilities it adds to initialize, the prompt gate.
 			// What they answer is never recorded nor sent on.
-			intercept.NewCommands(ops, led, core.Life(), core.Version(), core.MaxProtocol(), log),
+			intercept.NewCommands(core.Sessions(), led, core.Life(), core.Version(), core.MaxProtocol(), log),
 			// The record: config layers and turns.
 			intercept.NewRecordStage(core.Recorder()),
 			// Keeps the client's session ids stable over rebuilds: it sees

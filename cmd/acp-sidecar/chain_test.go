@@ -15,6 +15,8 @@ import (
 //   - the lifeline is first, so a request held while the agent restarts or
 //     its session is rebuilt has been seen by no stage yet, and goes through
 //     all the others once, when it goes on;
+//   - the emulation follows it, so what it answers for the agent has passed
+//     the gate, and what it sends on meets every stage after it;
 //   - the sidecar's own commands come before the record, which must not
 //     record what they answer;
 //   - the record sees client session ids before the id mapper turns them
@@ -26,11 +28,11 @@ import (
 func TestChainOrder(t *testing.T) {
 	core := intercept.New(intercept.Config{Store: state.NewMemory()})
 	quiet := slog.New(slog.DiscardHandler)
-	if got, want := buildChain(context.Background(), quiet, core, true, true).String(), "lifeline → commands → recordstage → idmapper → pickers → tracker"; got != want {
+	if got, want := buildChain(context.Background(), quiet, core, true, true).String(), "lifeline → emulation → commands → recordstage → idmapper → pickers → tracker"; got != want {
 		t.Errorf("the chain is %s, want %s", got, want)
 	}
 	debug := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	if got, want := buildChain(context.Background(), debug, core, true, true).String(), "lifeline → commands → recordstage → idmapper → pickers → tracker → methodlog"; got != want {
+	if got, want := buildChain(context.Background(), debug, core, true, true).String(), "lifeline → emulation → commands → recordstage → idmapper → pickers → tracker → methodlog"; got != want {
 		t.Errorf("at debug the chain is %s, want %s", got, want)
 	}
 	if got := buildChain(context.Background(), quiet, core, false, true).String(); got != "" {

@@ -31,7 +31,7 @@ type Caps struct {
 type Life struct {
 	phase atomic.Int32
 	gen   atomic.Uint64
-	ready *Signal
+	ready Waker
 	// keepsMessageIDs is caps.Habits.ForksAtMessage, or an agent of ACP v2,
 	// for the record's chunk path, which keeps each turn's message id only
 	// then and must not take a lock to know it: a native rewind forks at
@@ -53,9 +53,16 @@ type Life struct {
 	initParams, authParams json.RawMessage
 }
 
+// A Waker wakes whoever waits for the agent's life (a Signal).
+type Waker interface {
+	// Fire wakes every waiter; it must not block.
+	Fire()
+}
+
 // New is the life of an agent that is up. ready is fired at every change of
-// phase, and by whatever else the waiters wait for (the ledger's rebuilds).
-func New(ready *Signal) *Life { return &Life{ready: ready} }
+// phase; the Signal it fires is also fired by whatever else the waiters
+// wait for (the ledger's rebuilds).
+func New(ready Waker) *Life { return &Life{ready: ready} }
 
 // Phase is where the agent's life stands now.
 func (l *Life) Phase() Phase { return Phase(l.phase.Load()) }
@@ -161,6 +168,8 @@ type Signal struct {
 	mu sync.Mutex
 	ch chan struct{}
 }
+
+var _ Waker = (*Signal)(nil)
 
 // NewSignal is a signal nobody has fired.
 func NewSignal() *Signal { return &Signal{ch: make(chan struct{})} }

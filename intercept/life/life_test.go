@@ -28,3 +28,24 @@ func TestGoneThenBack(t *testing.T) {
 		t.Errorf("dead: phase %v exit %q", l.Phase(), l.LastExit())
 	}
 }
+
+// countingWaker counts the wakes a Life gives its waiters.
+type countingWaker struct{ fired int }
+
+func (w *countingWaker) Fire() { w.fired++ }
+
+// TestLifeWakesOnEveryChangeOfPhase: the waiters hear of the agent's return
+// and of its death; an exit alone wakes nobody, as nothing can go on yet.
+func TestLifeWakesOnEveryChangeOfPhase(t *testing.T) {
+	w := &countingWaker{}
+	l := New(w)
+	l.Gone("exit status 1")
+	if w.fired != 0 {
+		t.Errorf("an exit woke the waiters %d times, want none", w.fired)
+	}
+	l.Back()
+	l.Dead("exit status 1; restart budget used up")
+	if w.fired != 2 {
+		t.Errorf("a return and a death woke the waiters %d times, want 2", w.fired)
+	}
+}

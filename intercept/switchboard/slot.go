@@ -1,15 +1,12 @@
 package switchboard
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
 )
 
@@ -43,28 +40,4 @@ func (sl *slot) Egress(_ context.Context, f *proxy.Frame) []byte {
 	// started to learn its capabilities) lives as long as the switchboard,
 	// not as the relay that wrote the frame.
 	return sl.sw.agentFrame(sl.sw.ctx, sl, f)
-}
-
-// plainSessionID is params.sessionId's bytes inside the frame when it is a
-// string without escapes, the common case.
-func plainSessionID(f *proxy.Frame) ([]byte, bool) {
-	sp := f.Env.SessionID
-	if !sp.Present() {
-		return nil, true
-	}
-	tok := f.Raw[sp.Start:sp.End]
-	if len(tok) < 2 || tok[0] != '"' || bytes.IndexByte(tok, '\\') >= 0 {
-		return nil, false
-	}
-	return tok[1 : len(tok)-1], true
-}
-
-// agentCommandJSON is the /agent entry of a command list.
-func agentCommandJSON(names []string) []byte {
-	b := wire.Encode(map[string]any{
-		"name":        "agent",
-		"description": "acp-sidecar: move this session to another agent (" + strings.Join(names, ", ") + "); the kept turns go with it",
-		"input":       map[string]any{"hint": "NAME"},
-	})
-	return b
 }
