@@ -100,13 +100,13 @@ func (o *Sessions) lost(f *proxy.Frame) error {
 // Reset gives a session a fresh native session with the same config
 // (rebuild.ResetPlan).
 func (o *Sessions) Reset(ctx context.Context, sid string) (rebuild.Report, error) {
-	return o.rb.Run(ctx, rebuild.ResetPlan(o.rb, sid))
+	return o.rb.Run(ctx, rebuild.Reset{Session: sid})
 }
 
 // RestoreOriginal puts the session's immutable original back on it
 // (rebuild.RestoreOriginalPlan).
 func (o *Sessions) RestoreOriginal(ctx context.Context, sid string) (rebuild.Report, error) {
-	return o.rb.Run(ctx, rebuild.RestoreOriginalPlan(o.rb, sid))
+	return o.rb.Run(ctx, rebuild.RestoreOriginal{Session: sid})
 }
 
 // AcceptConfig lifts a block: the session goes on with what the agent has.
@@ -188,15 +188,15 @@ func (o *Sessions) Rewind(ctx context.Context, sid string, n int) (rebuild.Rollb
 }
 
 // Rollback keeps turns 1..keep of the current conversation and takes the
-// rest back (rebuild.RollbackPlan).
+// rest back (rebuild.Rollback).
 func (o *Sessions) Rollback(ctx context.Context, sid string, keep int) (rebuild.RollbackReport, error) {
-	var rep rebuild.RollbackReport
-	res, err := o.rb.Run(ctx, rebuild.RollbackPlan(o.rb, sid, keep, &rep))
+	p := &rebuild.Rollback{Session: sid, Keep: keep}
+	res, err := o.rb.Run(ctx, p)
 	if err != nil {
 		return rebuild.RollbackReport{}, err
 	}
-	rep.Report = res
-	return rep, nil
+	p.Report.Report = res
+	return p.Report, nil
 }
 
 // Fork starts a new client session from a parent's conversation up to its
@@ -234,7 +234,7 @@ func (o *Sessions) Fork(ctx context.Context, parent string, at int) (rebuild.Rep
 		return rebuild.Report{}, fail
 	}
 	child := rebuild.NewClientID()
-	return o.rb.Run(ctx, rebuild.ForkPlan(o.rb, parent, child, at, whole, snap))
+	return o.rb.Run(ctx, &rebuild.Fork{Parent: parent, Child: child, At: at, Whole: whole, Snap: snap})
 }
 
 // forkHere implements LifelineOps: a fork of the whole conversation, and
@@ -255,7 +255,7 @@ func (o *Sessions) forkHere(ctx context.Context, parent string) (string, []byte,
 // Recover rebuilds a session whose native session died with the agent, by
 // the crash ladder (rebuild.RecoverPlan).
 func (o *Sessions) Recover(ctx context.Context, sid string) error {
-	_, err := o.rb.Run(ctx, rebuild.RecoverPlan(o.rb, sid))
+	_, err := o.rb.Run(ctx, rebuild.Recover{Session: sid})
 	return err
 }
 
@@ -299,11 +299,11 @@ func (o *Sessions) reopen(ctx context.Context, sid, method string, raw []byte) (
 	if !o.led.IsStale(sid) {
 		return nil, state.ErrNotFound
 	}
-	var a rebuild.Attempt
-	if _, err := o.rb.Run(ctx, rebuild.ReopenPlan(o.rb, sid, method, history, &a)); err != nil {
+	p := &rebuild.Reopen{Session: sid, Method: method, History: history}
+	if _, err := o.rb.Run(ctx, p); err != nil {
 		return nil, err
 	}
-	return o.rb.ReopenResult(&a), nil
+	return o.rb.ReopenResult(&p.Got), nil
 }
 
 // reopenLive answers a load or resume of a session this process holds live
@@ -407,15 +407,15 @@ func (o *Sessions) listSessions(ctx context.Context, id, raw []byte) []byte {
 
 // closeHere closes a session the agent cannot close, for the lifeline.
 func (o *Sessions) closeHere(ctx context.Context, sid string) error {
-	if err := o.rec.Do(ctx, func(ctx context.Context) { o.markClosed(ctx, sid) }); err != nil {
+	if err := o.rec.Do(ctx, func(ctx context.Context) { o.Closed(ctx, sid) }); err != nil {
 		return fmt.Errorf("close %s: %w", sid, err)
 	}
 	return nil
 }
 
-// markClosed records that sid is closed. A session the record does not
+// Closed records that sid is closed. A session the record does not
 // know is not the sidecar's: nothing to mark.
-func (o *Sessions) markClosed(ctx context.Context, sid string) {
+func (o *Sessions) Closed(ctx context.Context, sid string) {
 	s := o.rec.Session(sid)
 	if s == nil {
 		old, err := o.cfg.Store.Session(ctx, sid)
@@ -450,15 +450,15 @@ func (o *Sessions) markClosed(ctx context.Context, sid string) {
 // lifeline.
 func (o *Sessions) deleteHere(ctx context.Context, sid string) error {
 	var err error
-	if derr := o.rec.Do(ctx, func(ctx context.Context) { err = o.forget(ctx, sid) }); derr != nil {
+	if derr := o.rec.Do(ctx, func(ctx context.Context) { err = o.Forget(ctx, sid) }); derr != nil {
 		return fmt.Errorf("delete %s: %w", sid, derr)
 	}
 	return err
 }
 
-// forget removes sid from the store and from this process. It runs on the
+// Forget removes sid from the store and from this process. It runs on the
 // recorder's goroutine.
-func (o *Sessions) forget(ctx context.Context, sid string) error {
+func (o *Sessions) Forget(ctx context.Context, sid string) error {
 	if err := o.keepInheritance(ctx, sid); err != nil {
 		return fmt.Errorf("delete %s: keep what its forks inherited: %w", sid, err)
 	}
@@ -616,7 +616,7 @@ func (o *Sessions) unbegin(ctx context.Context, sid string) {
 
 // Lend readies a session to leave this agent (rebuild.Lend).
 func (o *Sessions) Lend(ctx context.Context, sid string) (done func(moved bool), err error) {
-	return rebuild.Lend(o.rb, ctx, sid)
+	return o.rb.Lend(ctx, sid)
 }
 
 // Adopt takes over a session another agent ran, from the record: a fresh
@@ -627,13 +627,13 @@ func (o *Sessions) Lend(ctx context.Context, sid string) (done func(moved bool),
 // prompt. What did not carry is reported, not blocking: the user chose the
 // move, and the agent's own values are a sound place to start.
 func (o *Sessions) Adopt(ctx context.Context, sid string) (rebuild.SwitchReport, error) {
-	var rep rebuild.SwitchReport
-	if _, err := o.rb.Run(ctx, rebuild.AdoptPlan(o.rb, sid, &rep)); err != nil {
+	p := &rebuild.Adopt{Session: sid}
+	if _, err := o.rb.Run(ctx, p); err != nil {
 		o.rec.Do(context.WithoutCancel(ctx), func(context.Context) { o.rec.SetSession(sid, nil) })
 		o.led.Update(func(f *ledger.Flight) { f.Sessions.Forget(sid) })
 		return rebuild.SwitchReport{}, err
 	}
-	return rep, nil
+	return p.Report, nil
 }
 
 // ConfigOptions is a session's configOptions list as the agent last

@@ -55,9 +55,9 @@ type Config struct {
 }
 
 // Then is what the sidecar does next when the record has taken in a
-// response it held: the rebuilds and the session operations, which live
-// above the record. Each runs on the record's goroutine, and the ones
-// given the event let its response go (Event.Release) themselves.
+// response it held: the rebuilds' follow-ups (rebuild.FollowUps), which
+// live above the record. Each runs on the record's goroutine, and lets the
+// event's response go (Event.Release) itself.
 type Then interface {
 	// ApplySettings puts the start-up settings on a new session.
 	ApplySettings(ctx context.Context, s *Session, ev Event)
@@ -70,6 +70,11 @@ type Then interface {
 	// OpenFailed answers, from the record, the client's load or resume of
 	// session s that the agent failed, and says whether it took the event.
 	OpenFailed(ctx context.Context, s *Session, ev Event, agentErr json.RawMessage) bool
+}
+
+// Ends is what the sidecar does when the agent ended a session: the
+// session operations, which live above the record.
+type Ends interface {
 	// Closed marks a session the agent closed.
 	Closed(ctx context.Context, sid string)
 	// Forget forgets a session the agent deleted.
@@ -84,7 +89,8 @@ type Then interface {
 type Recorder struct {
 	cfg    Config
 	log    *slog.Logger
-	then   Then
+	then   Then // what follows a held response (Follow)
+	ends   Ends // what follows the agent's end of a session (Follow)
 	events chan Event
 	stop   chan struct{}
 	done   chan struct{}
@@ -184,8 +190,9 @@ type Session struct {
 }
 
 // New builds a record that shares the ledger and the agent's life with
-// the stages; then is what follows the responses it holds. Start runs it.
-func New(cfg Config, led *ledger.Ledger, lf *life.Life, then Then) *Recorder {
+// the stages. Follow gives it what follows the responses it holds; Start
+// runs it.
+func New(cfg Config, led *ledger.Ledger, lf *life.Life) *Recorder {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
@@ -207,7 +214,6 @@ func New(cfg Config, led *ledger.Ledger, lf *life.Life, then Then) *Recorder {
 		params:   map[string]json.RawMessage{},
 		led:      led,
 		life:     lf,
-		then:     then,
 		ctx:      context.Background(),
 	}
 	r.text = newText(led, lf, answerBudget(cfg.HandoffBudget), func(f *proxy.Frame) { r.enqueue(noticeEvent(f)) },
@@ -216,6 +222,12 @@ func New(cfg Config, led *ledger.Ledger, lf *life.Life, then Then) *Recorder {
 		})
 	return r
 }
+
+// Follow gives the record what follows the responses it holds: then, the
+// rebuilds' follow-ups, and ends, what the session operations do when the
+// agent ended a session. They live above the record, which is built before
+// them; call it before Start.
+func (r *Recorder) Follow(then Then, ends Ends) { r.then, r.ends = then, ends }
 
 // Text is where the running turns' text gathers, for the chain's chunk
 // path (Text.TakeChunk) and for what takes a turn back.
@@ -362,7 +374,9 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 			ev.Text = r.text.TakeTurnText(r.led.NativeOf(answered.Session))
 		}
 		if holds(ev.Req.Method) {
-			return r.holdFor(ev), nil
+			v := holding(&ev)
+			r.enqueue(ev)
+			return v, nil
 		}
 	}
 	if ev.Update == updState {
@@ -372,7 +386,9 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 				return proxy.Verdict{}, nil
 			}
 			ev.Text = r.text.TakeTurnText(wire.SessionIDOf(f))
-			return r.holdFor(ev), nil // it completes a turn, as a v1 prompt's response does
+			v := holding(&ev) // it completes a turn, as a v1 prompt's response does
+			r.enqueue(ev)
+			return v, nil
 		case "running", "requires_action":
 			client := r.led.ClientOf(wire.SessionIDOf(f))
 			var began ledger.Began
@@ -422,21 +438,21 @@ func holds(method string) bool {
 	case wire.SessionDelete:
 		return true // the client hears of the delete once the record is gone
 	case wire.SessionNew, wire.SessionLoad, wire.SessionResume, wire.SessionFork:
-		return true // the sidecar's command list follows the response (open.go)
+		return true // the sidecar's command list follows the response (rebuild's held.go)
 	}
 	return false
 }
 
-// holdFor keeps a response's place until its event is written: the
-// recorder calls the event's release once, with what goes to the client in
-// the response's place (the response, and whatever the sidecar adds after
-// it).
-func (r *Recorder) holdFor(ev Event) proxy.Verdict {
+// holding readies ev to keep its response's place until the event is
+// written: the record calls the event's release once, with what goes to
+// the client in the response's place (the response, and whatever the
+// sidecar adds after it). The verdict it returns holds the response; the
+// caller queues the event.
+func holding(ev *Event) proxy.Verdict {
 	lines := make(chan [][]byte, 1)
 	var once sync.Once
 	ev.Release = func(l ...[]byte) { once.Do(func() { lines <- l }) }
 	raw := ev.Raw
-	r.enqueue(ev)
 	return proxy.Verdict{Do: proxy.Hold, Later: func(ctx context.Context) proxy.Decision {
 		select {
 		case l := <-lines:
@@ -718,11 +734,11 @@ func (r *Recorder) response(ctx context.Context, ev Event) {
 		}
 	case wire.SessionClose:
 		if !failed {
-			r.then.Closed(ctx, req.SID)
+			r.ends.Closed(ctx, req.SID)
 		}
 	case wire.SessionDelete:
 		if !failed {
-			if err := r.then.Forget(ctx, req.SID); err != nil {
+			if err := r.ends.Forget(ctx, req.SID); err != nil {
 				// The agent deleted it; the record could not follow. Say so
 				// in the log, where the user looks when `show` still has it.
 				r.log.Error("the agent deleted the session, the record did not", "session", req.SID, "err", err)
@@ -999,7 +1015,7 @@ func (r *Recorder) turnEnded(ctx context.Context, sid, req, stopReason string, f
 	t.Answer = strings.Clone(t.Answer) // not the collecting buffer's spare room
 	s.keepWhole(t)
 	Lighten(t)
-	ThinOut(s)
+	s.ThinOut()
 }
 
 // queuedTurn is a turn waiting behind the running one: its prompt's
@@ -1154,7 +1170,7 @@ const keepText = 2 * replay.MaxBudget
 // keepText bytes, except the first turn's. What needs them (a rollback to
 // an old turn, a fork from one, a load that replays the history) reads the
 // turns from the store (fullTurns).
-func ThinOut(s *Session) {
+func (s *Session) ThinOut() {
 	total := 0
 	for i := len(s.Turns) - 1; i >= max(1, s.TextFrom); i-- {
 		total += len(s.Turns[i].PromptText) + len(s.Turns[i].Answer)
