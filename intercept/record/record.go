@@ -106,7 +106,6 @@ type Recorder struct {
 
 	// Owned by the run goroutine.
 	sessions map[string]*Session
-	params   map[string]json.RawMessage // client request id -> its params, until its response
 }
 
 // Reopened clears a closed mark: the client opened the session again.
@@ -125,6 +124,20 @@ type Request struct {
 	Method string
 	Params json.RawMessage
 	SID    string
+	// frame is the request as the client sent it, which the ledger kept
+	// with it (ledger.Request.Frame): a response reads its params there.
+	frame []byte
+}
+
+// paramsOf is the params member of a client request frame, nil for none.
+// A frame that scanned is a JSON object, and any member decodes as raw
+// JSON, so there is no error to keep.
+func paramsOf(frame []byte) json.RawMessage {
+	var msg struct {
+		Params json.RawMessage `json:"params"`
+	}
+	_ = json.Unmarshal(frame, &msg)
+	return msg.Params
 }
 
 // Event is one unit of the record's work, in relay order.
@@ -211,7 +224,6 @@ func New(cfg Config, led *ledger.Ledger, lf *life.Life) *Recorder {
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 		sessions: map[string]*Session{},
-		params:   map[string]json.RawMessage{},
 		led:      led,
 		life:     lf,
 		ctx:      context.Background(),
@@ -346,7 +358,7 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 			native = r.led.NativeOf(req.SID)
 		}
 		r.led.Update(func(f *ledger.Flight) {
-			f.Requests.Record(req.ID, req.Method, req.SID)
+			f.Requests.Record(req.ID, req.Method, req.SID).Frame = ev.Raw
 			switch ev.Method {
 			case wire.SessionLoad, wire.SessionResume:
 				f.Natives.Opening(native)
@@ -359,9 +371,9 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		ev.Req = req
 	}
 	if f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindResponse {
-		// The params are the record goroutine's own (apply); the
-		// response finds them there by the request's id.
-		ev.Req = &Request{ID: ledger.Key(f.Env.ID), Method: answered.Method, SID: answered.Session}
+		// The request's params are read again from its frame, which the
+		// ledger kept with it, on the record's goroutine (apply).
+		ev.Req = &Request{ID: ledger.Key(f.Env.ID), Method: answered.Method, SID: answered.Session, frame: answered.Frame}
 		ev.Life = r.life.Gen()
 		if ev.Req.Method == wire.Prompt && !f.Env.Error && speaksV2(r.life) {
 			// A v2 prompt is answered as it is accepted: the turn runs on,
@@ -513,7 +525,6 @@ func (r *Recorder) SetSession(sid string, s *Session) {
 // the dead agent had (Agent.Gone).
 func (r *Recorder) Interrupted(ctx context.Context) {
 	err := r.Do(ctx, func(ctx context.Context) {
-		clear(r.params) // no response comes for what the dead agent had
 		for sid, s := range r.sessions {
 			// An unsent prompt's turn stays, to be taken back (unbegin).
 			for i, t := range s.StopTurns(r.led.UnsentPrompt(sid)) {
@@ -588,21 +599,17 @@ func (r *Recorder) apply(ctx context.Context, ev Event) {
 	case ev.Fn != nil:
 		ev.Fn(ctx)
 	case ev.Dir == proxy.ClientToAgent && ev.Req != nil:
-		var msg struct {
-			Params json.RawMessage `json:"params"`
-		}
-		// A frame that scanned is a JSON object, and any member decodes
-		// as raw JSON.
-		_ = json.Unmarshal(ev.Raw, &msg)
-		ev.Req.Params = msg.Params
-		r.params[ev.Req.ID] = msg.Params
+		ev.Req.Params = paramsOf(ev.Raw)
 		r.clientRequest(ctx, ev)
 	case ev.Dir == proxy.ClientToAgent:
 		// A session/cancel: the turn's status comes from its stop reason,
 		// as a cancel is only a request, and the agent may finish anyway.
 	case ev.Req != nil:
-		ev.Req.Params = r.params[ev.Req.ID]
-		delete(r.params, ev.Req.ID)
+		if ev.Req.Method != wire.Prompt {
+			// A prompt's params, its content, maybe large, are read at its
+			// request only: what its response achieved is the turn's end.
+			ev.Req.Params = paramsOf(ev.Req.frame)
+		}
 		r.response(ctx, ev)
 	default:
 		r.update(ctx, ev)
