@@ -2,7 +2,6 @@ package intercept
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"time"
 
@@ -102,11 +101,10 @@ func New(cfg Config) *Core {
 	ready := life.NewSignal()
 	c := &Core{cfg: cfg, log: cfg.Log, led: ledger.New(ready.Fire), life: life.New(ready)}
 	c.quit = make(chan struct{})
-	t := &then{}
 	c.rec = record.New(record.Config{
 		Store: cfg.Store, Log: cfg.Log, Agent: cfg.Agent, Name: cfg.Name, Settings: cfg.Settings,
 		Queue: cfg.Queue, Durable: cfg.Durable, HandoffBudget: cfg.HandoffBudget, Host: cfg.Host, Now: cfg.Now,
-	}, c.led, c.life, t)
+	}, c.led, c.life)
 	c.watch = &rebuild.Watch{Life: c.life, Ready: ready, Quit: c.quit, Timeout: cfg.HoldTimeout}
 	c.gate = &ChunkGate{led: c.led}
 	c.rb = rebuild.New(rebuild.Config{
@@ -119,7 +117,10 @@ func New(cfg Config) *Core {
 	c.ops = &Sessions{rec: c.rec, rb: c.rb, led: c.led, log: cfg.Log, cfg: &c.cfg, leases: c.fleet, records: recs}
 	c.opens = &reopens{rec: c.rec, rb: c.rb, led: c.led, life: c.life, store: cfg.Store, leases: c.fleet, records: recs, log: cfg.Log}
 	c.agent = &Agent{life: c.life, led: c.led, turns: c.rec, log: cfg.Log, callTimeout: cfg.CallTimeout}
-	t.rb, t.ops = c.rb, c.ops
+	// What follows a response the record held is a plan the rebuilds run
+	// under it (rebuild.FollowUps); what follows the agent's close or
+	// delete of a session, the session operations'.
+	c.rec.Follow(c.rb.FollowUps(), c.ops)
 	return c
 }
 
@@ -208,30 +209,3 @@ func (c *Core) Close(ctx context.Context) error {
 	}
 	return c.rec.Close(ctx)
 }
-
-// then is what follows in the record's responses (record.Then): the
-// rebuilds, and the session operations for a close and a delete.
-type then struct {
-	rb  *rebuild.Rebuilder
-	ops *Sessions
-}
-
-func (t *then) ApplySettings(ctx context.Context, s *record.Session, ev record.Event) {
-	rebuild.ApplySettings(t.rb, ctx, s, ev)
-}
-
-func (t *then) Opened(ctx context.Context, s *record.Session, req *record.Request, ev record.Event, result json.RawMessage, before *state.Config) {
-	rebuild.Opened(t.rb, ctx, s, req, ev, result, before)
-}
-
-func (t *then) OpenFailed(ctx context.Context, s *record.Session, ev record.Event, agentErr json.RawMessage) bool {
-	return rebuild.OpenFailed(t.rb, ctx, s, ev, agentErr)
-}
-
-func (t *then) Translate(ctx context.Context, ev record.Event) bool {
-	return rebuild.Translate(t.rb, ctx, ev)
-}
-
-func (t *then) Closed(ctx context.Context, sid string) { t.ops.markClosed(ctx, sid) }
-
-func (t *then) Forget(ctx context.Context, sid string) error { return t.ops.forget(ctx, sid) }

@@ -102,12 +102,14 @@
 //     on it.
 //   - The record (record/) owns the sessions' records and the store
 //     writes, on its goroutine; everyone else reaches a session there
-//     (Recorder.Do, OnSession, Settle), and the record tells what follows a
-//     response it held through record.Then, which the rebuilds and the
-//     session operations implement (core.go).
+//     (Recorder.Do, OnSession, Settle). What follows a response it held
+//     is a plan the rebuilds run under it (record.Then, implemented by
+//     rebuild.FollowUps); what follows the agent's close or delete of a
+//     session is the session operations' (record.Ends). core.go names
+//     both where it builds the owners.
 //   - The rebuilds (rebuild/) are the one way a native session is
 //     replaced or its config restored: Rebuilder.Run carries out each kind
-//     of rebuild, a Plan in rebuild/plans.go, and the engine talks to the
+//     of rebuild, a Plan (rebuild/plans.go, held.go), and the engine talks to the
 //     agent for it. Run is the only attempt loop, so a kill at any point
 //     converges there.
 //   - Sessions (sessions.go, ends.go) is what the sidecar does to a

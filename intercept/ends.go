@@ -19,15 +19,15 @@ import (
 
 // CloseHere closes a session the agent cannot close, for the emulation.
 func (o *Sessions) CloseHere(ctx context.Context, sid string) error {
-	if err := o.rec.Do(ctx, func(ctx context.Context) { o.markClosed(ctx, sid) }); err != nil {
+	if err := o.rec.Do(ctx, func(ctx context.Context) { o.Closed(ctx, sid) }); err != nil {
 		return fmt.Errorf("close %s: %w", sid, err)
 	}
 	return nil
 }
 
-// markClosed records that sid is closed. A session the record does not
+// Closed records that sid is closed. A session the record does not
 // know is not the sidecar's: nothing to mark.
-func (o *Sessions) markClosed(ctx context.Context, sid string) {
+func (o *Sessions) Closed(ctx context.Context, sid string) {
 	s := o.rec.Session(sid)
 	if s == nil {
 		old, err := o.cfg.Store.Session(ctx, sid)
@@ -62,15 +62,15 @@ func (o *Sessions) markClosed(ctx context.Context, sid string) {
 // emulation.
 func (o *Sessions) DeleteHere(ctx context.Context, sid string) error {
 	var err error
-	if derr := o.rec.Do(ctx, func(ctx context.Context) { err = o.forget(ctx, sid) }); derr != nil {
+	if derr := o.rec.Do(ctx, func(ctx context.Context) { err = o.Forget(ctx, sid) }); derr != nil {
 		return fmt.Errorf("delete %s: %w", sid, derr)
 	}
 	return err
 }
 
-// forget removes sid from the store and from this process. It runs on the
+// Forget removes sid from the store and from this process. It runs on the
 // recorder's goroutine.
-func (o *Sessions) forget(ctx context.Context, sid string) error {
+func (o *Sessions) Forget(ctx context.Context, sid string) error {
 	if err := o.records.keepInheritance(ctx, sid); err != nil {
 		return fmt.Errorf("delete %s: keep what its forks inherited: %w", sid, err)
 	}

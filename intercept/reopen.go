@@ -77,11 +77,11 @@ func (o *reopens) Reopen(ctx context.Context, sid, method string, raw []byte) ([
 	if !o.led.IsStale(sid) {
 		return nil, state.ErrNotFound
 	}
-	var a rebuild.Attempt
-	if _, err := o.rb.Run(ctx, rebuild.ReopenPlan(o.rb, sid, method, history, &a)); err != nil {
+	p := &rebuild.Reopen{Session: sid, Method: method, History: history}
+	if _, err := o.rb.Run(ctx, p); err != nil {
 		return nil, err
 	}
-	return o.rb.ReopenResult(&a), nil
+	return o.rb.ReopenResult(&p.Got), nil
 }
 
 // reopenLive answers a load or resume of a session this process holds live

@@ -34,15 +34,15 @@ type Sessions struct {
 }
 
 // Reset gives a session a fresh native session with the same config
-// (rebuild.ResetPlan).
+// (rebuild.Reset).
 func (o *Sessions) Reset(ctx context.Context, sid string) (rebuild.Report, error) {
-	return o.rb.Run(ctx, rebuild.ResetPlan(o.rb, sid))
+	return o.rb.Run(ctx, rebuild.Reset{Session: sid})
 }
 
 // RestoreOriginal puts the session's immutable original back on it
-// (rebuild.RestoreOriginalPlan).
+// (rebuild.RestoreOriginal).
 func (o *Sessions) RestoreOriginal(ctx context.Context, sid string) (rebuild.Report, error) {
-	return o.rb.Run(ctx, rebuild.RestoreOriginalPlan(o.rb, sid))
+	return o.rb.Run(ctx, rebuild.RestoreOriginal{Session: sid})
 }
 
 // AcceptConfig lifts a block: the session goes on with what the agent has.
@@ -123,15 +123,15 @@ func (o *Sessions) Rewind(ctx context.Context, sid string, n int) (rebuild.Rollb
 }
 
 // Rollback keeps turns 1..keep of the current conversation and takes the
-// rest back (rebuild.RollbackPlan).
+// rest back (rebuild.Rollback).
 func (o *Sessions) Rollback(ctx context.Context, sid string, keep int) (rebuild.RollbackReport, error) {
-	var rep rebuild.RollbackReport
-	res, err := o.rb.Run(ctx, rebuild.RollbackPlan(o.rb, sid, keep, &rep))
+	p := &rebuild.Rollback{Session: sid, Keep: keep}
+	res, err := o.rb.Run(ctx, p)
 	if err != nil {
 		return rebuild.RollbackReport{}, err
 	}
-	rep.Report = res
-	return rep, nil
+	p.Report.Report = res
+	return p.Report, nil
 }
 
 // Fork starts a new client session from a parent's conversation up to its
@@ -169,7 +169,7 @@ func (o *Sessions) Fork(ctx context.Context, parent string, at int) (rebuild.Rep
 		return rebuild.Report{}, fail
 	}
 	child := rebuild.NewClientID()
-	return o.rb.Run(ctx, rebuild.ForkPlan(o.rb, parent, child, at, whole, snap))
+	return o.rb.Run(ctx, &rebuild.Fork{Parent: parent, Child: child, At: at, Whole: whole, Snap: snap})
 }
 
 // ForkHere forks the whole conversation of parent for an agent without
@@ -189,9 +189,9 @@ func (o *Sessions) ForkHere(ctx context.Context, parent string) (string, []byte,
 }
 
 // Recover rebuilds a session whose native session died with the agent, by
-// the crash ladder (rebuild.RecoverPlan).
+// the crash ladder (rebuild.Recover).
 func (o *Sessions) Recover(ctx context.Context, sid string) error {
-	_, err := o.rb.Run(ctx, rebuild.RecoverPlan(o.rb, sid))
+	_, err := o.rb.Run(ctx, rebuild.Recover{Session: sid})
 	return err
 }
 
@@ -235,7 +235,7 @@ func (o *Sessions) unbegin(ctx context.Context, sid string) {
 
 // Lend readies a session to leave this agent (rebuild.Lend).
 func (o *Sessions) Lend(ctx context.Context, sid string) (done func(moved bool), err error) {
-	return rebuild.Lend(o.rb, ctx, sid)
+	return o.rb.Lend(ctx, sid)
 }
 
 // Adopt takes over a session another agent ran, from the record: a fresh
@@ -246,13 +246,13 @@ func (o *Sessions) Lend(ctx context.Context, sid string) (done func(moved bool),
 // prompt. What did not carry is reported, not blocking: the user chose the
 // move, and the agent's own values are a sound place to start.
 func (o *Sessions) Adopt(ctx context.Context, sid string) (rebuild.SwitchReport, error) {
-	var rep rebuild.SwitchReport
-	if _, err := o.rb.Run(ctx, rebuild.AdoptPlan(o.rb, sid, &rep)); err != nil {
+	p := &rebuild.Adopt{Session: sid}
+	if _, err := o.rb.Run(ctx, p); err != nil {
 		o.rec.Do(context.WithoutCancel(ctx), func(context.Context) { o.rec.SetSession(sid, nil) })
 		o.led.Update(func(f *ledger.Flight) { f.Sessions.Forget(sid) })
 		return rebuild.SwitchReport{}, err
 	}
-	return rep, nil
+	return p.Report, nil
 }
 
 // ConfigOptions is a session's configOptions list as the agent last

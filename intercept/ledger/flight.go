@@ -25,6 +25,10 @@ type Request struct {
 	State   State
 	// Recorded: the record waits for its response to write what it did.
 	Recorded bool
+	// Frame is the request as the client sent it, when Recorded: the
+	// record reads its params again at the response, which says what
+	// they achieved. It is the record's own copy, never written to.
+	Frame []byte
 	// Began: a v2 prompt whose turn the agent reported running before it
 	// accepted the prompt (its answer then starts no turn: TurnAccepted).
 	Began bool

@@ -44,13 +44,15 @@ func (b *Requests) Note(id, method, sid string) *Request {
 	return q
 }
 
-// Record marks a request as one whose response the record waits for.
-func (b *Requests) Record(id, method, sid string) {
+// Record marks a request as one whose response the record waits for, and
+// returns it, for the record to keep its frame (Request.Frame).
+func (b *Requests) Record(id, method, sid string) *Request {
 	q := b.Note(id, method, sid)
 	if !q.Recorded && method == promptMethod {
 		b.prompts++
 	}
 	q.Recorded = true
+	return q
 }
 
 // Respond is the one gate of every answer to a client request, whoever

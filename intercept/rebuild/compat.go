@@ -19,7 +19,8 @@ import (
 // Translate retries a model change the agent did not understand the other
 // way, on a goroutine (the answer comes through the agent's pump), and
 // reports whether it took the response over.
-func Translate(b *Rebuilder, ctx context.Context, ev record.Event) bool {
+func (f *FollowUps) Translate(_ context.Context, ev record.Event) bool {
+	b := f.b
 	if b.version() >= wire.V2 {
 		return false // v2 has one way only: config options
 	}
@@ -82,7 +83,7 @@ func Translate(b *Rebuilder, ctx context.Context, ev record.Event) bool {
 	default:
 		return false
 	}
-	b.spawn(func(ctx context.Context) {
+	b.rec.Go(func(ctx context.Context) {
 		res, err := b.eng.callRaw(ctx, method, params)
 		if err != nil {
 			ev.Release(ev.Raw) // the agent's own error stands

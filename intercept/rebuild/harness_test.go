@@ -382,7 +382,7 @@ func newHarness(t *testing.T, opts options) *harness {
 	h.agent = &fakeAgent{life: h.life, legacyModes: opts.legacyModes, sessions: map[string]map[string]string{}, gone: map[uint64]bool{}}
 	now := func() time.Time { return clock }
 	// No frames flow through the record here, so it never calls its Then.
-	h.rec = record.New(record.Config{Store: h.store, Host: opts.host, Now: now}, h.led, h.life, nil)
+	h.rec = record.New(record.Config{Store: h.store, Host: opts.host, Now: now}, h.led, h.life)
 	watch := &Watch{Life: h.life, Ready: ready, Quit: h.quit, Timeout: bound}
 	h.rb = New(Config{Store: h.store, Agent: []string{"fakeagent"}, Host: opts.host, CallTimeout: bound, Now: now,
 		Log: slog.New(lostWatch{gaveUp: h.gaveUp})}, h.rec, h.led, h.life, watch)

@@ -2,10 +2,8 @@ package rebuild
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
-	"github.com/acp-sidecar/acp-sidecar/intercept/ledger"
 	"github.com/acp-sidecar/acp-sidecar/intercept/life"
 	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/intercept/wire"
@@ -14,115 +12,138 @@ import (
 	"github.com/acp-sidecar/acp-sidecar/state"
 )
 
-// The nine rebuilds, each a Plan for Run (rebuild.go). Every plan takes its
-// capture before the fresh native session exists, so nothing the session
-// reports can change what is restored (DESIGN.md "Rebuilding a native
-// session", step 1), and every one restores model, then mode, then the
-// rest, failing closed, through the same engine.
+// The rebuilds a client's command, a crash or a move starts, each a Plan
+// for Run (plan.go); the ones a held response starts are in held.go. Each
+// reads top to bottom in Run's order: its shape, what it captures, how it
+// gets its native session, which config, how it settles, what follows.
 
-// ResetPlan gives a session a fresh native session with the same config:
-// the conversation is cleared on purpose, the client's id stays.
-func ResetPlan(b *Rebuilder, sid string) Plan {
-	return Plan{
-		what: "reset", made: state.MadeReset, sid: sid, busy: true, owes: true,
-		read: func(ctx context.Context) (Snapshot, error) {
-			snap, err := SnapshotIn(ctx, b.rec, sid)
-			if err == nil && snap.Running {
-				err = wire.Refuse(proxy.CodeBusy, "a turn is running; cancel it or wait for it to end, then reset")
-			}
-			return snap, err
-		},
-		native: b.fresh("reset"),
-		target: b.owed,
-		after: func(s *record.Session, _ *Attempt) {
-			s.Rec.ContextFrom = len(s.Turns) + 1
-			s.Rec.Handoff = nil
-		},
-	}
+// Reset gives a session a fresh native session with the same config: the
+// conversation is cleared on purpose, the client's id stays.
+type Reset struct{ Session string }
+
+func (p Reset) Shape() Shape {
+	return Shape{What: "reset", Session: p.Session, Mark: Busy, Death: AgainOwing}
 }
 
-// RollbackPlan keeps turns 1..keep of the current conversation and takes
-// the rest back: they are marked rolled_back, never deleted, and a fresh
+func (p Reset) capture(ctx context.Context, b *Rebuilder) (Snapshot, error) {
+	snap, err := SnapshotIn(ctx, b.rec, p.Session)
+	if err == nil && snap.Running {
+		err = wire.Refuse(proxy.CodeBusy, "a turn is running; cancel it or wait for it to end, then reset")
+	}
+	return snap, err
+}
+
+func (p Reset) native(ctx context.Context, b *Rebuilder, a *Attempt) error {
+	return b.fresh(ctx, "reset", a)
+}
+
+func (p Reset) target(b *Rebuilder, a *Attempt) *state.Config { return b.owed(a) }
+
+func (p Reset) settle(ctx context.Context, b *Rebuilder, a *Attempt) Report {
+	return b.settle(ctx, p.Session, b.made(state.MadeReset, a), a.Out, func(s *record.Session) {
+		s.Rec.ContextFrom = len(s.Turns) + 1
+		s.Rec.Handoff = nil
+	})
+}
+
+func (p Reset) done(context.Context, *Rebuilder, *Attempt) {}
+
+// Rollback keeps turns 1..Keep of the current conversation and takes the
+// rest back: they are marked rolled_back, never deleted, and a fresh
 // native session gets the kept turns with the next prompt. A rollback
 // never uses session/load or resume: the agent's own history holds the
-// turns taken back. rep gets the kept count and the turns taken back.
+// turns taken back.
 //
 // On an agent known to fork at a message (life.Habits.ForksAtMessage), the
 // fresh native session is instead the agent's own fork of the current one
 // at the last kept turn's message (forkAt): it keeps the real history, tool
 // results and all, and needs no handoff. Any failure of that fork falls
 // back to a fresh session with the handoff, and the log says why.
-func RollbackPlan(b *Rebuilder, sid string, keep int, rep *RollbackReport) Plan {
-	var at string // the message a native rewind forks at; "" for none
-	return Plan{
-		what: "rollback", made: state.MadeRewind, sid: sid, busy: true, owes: true,
-		read: func(ctx context.Context) (Snapshot, error) {
-			var snap Snapshot
-			var fail error
-			err := b.rec.Do(ctx, func(ctx context.Context) {
-				s := b.rec.Session(sid)
-				switch {
-				case s == nil:
-					fail = wire.Refuse(proxy.CodeInvalidParams, "acp-sidecar knows no session %q", sid)
-					return
-				case s.Turn != nil:
-					fail = wire.Refuse(proxy.CodeBusy, "a turn is running; a rollback waits until it ends or is cancelled")
-					return
-				}
-				vis := Visible(s)
-				if keep < 0 || keep > len(vis) {
-					fail = wire.Refuse(proxy.CodeInvalidParams, "keepTurns %d is out of range: the conversation has %d turns", keep, len(vis))
-					return
-				}
-				snap = snapshotOf(s)
-				rep.Kept = keep
-				for _, t := range vis[keep:] {
-					rep.RolledBack = append(rep.RolledBack, FirstLine(t.PromptText))
-				}
-				at = forkAt(s, vis, keep, b.life.Caps())
-			})
-			if err != nil {
-				return snap, fmt.Errorf("rollback %s: %w", sid, err)
-			}
-			return snap, fail
-		},
-		native: func(ctx context.Context, a *Attempt) error {
-			if at != "" && !b.led.IsStale(sid) {
-				native, catalog, err := b.eng.forkNativeAt(ctx, sid, a.Snap.Native, a.Snap, at)
-				if err == nil {
-					a.native, a.Catalog, a.path = native, catalog, "fork"
-					b.log.Info("rewound natively: the agent forked the session at the last kept message", "session", sid, "native", native, "messageId", at)
-					return nil
-				}
-				if agentLost(err) {
-					return err
-				}
-				b.log.Warn("the agent's fork at a message failed; rewinding with a fresh session and the handoff", "session", sid, "messageId", at, "err", err)
-			}
-			return b.fresh("rollback")(ctx, a)
-		},
-		target: b.owed,
-		after: func(s *record.Session, a *Attempt) {
-			vis := Visible(s)
-			after := s.Rec.ContextFrom - 1 // the last turn kept, by index
-			if keep > 0 {
-				after = vis[keep-1].Index
-			}
-			for _, t := range vis[keep:] {
-				t.Status = state.TurnRolledBack
-			}
-			// The store marks them (memory may hold them without their text).
-			if err := b.cfg.Store.RollBack(b.ctx, sid, max(after, 0)); err != nil {
-				b.log.Warn("record rollback", "session", sid, "err", err)
-			}
-			if a.path == "fork" {
-				s.Rec.HandoffPending = false // the fork has the kept turns itself
-				return
-			}
-			b.Arm(s)
-		},
-	}
+type Rollback struct {
+	Session string
+	Keep    int
+	// Report is the kept count and the turns taken back, once Run is done.
+	Report RollbackReport
+
+	at string // the message a native rewind forks at; "" for none
 }
+
+func (p *Rollback) Shape() Shape {
+	return Shape{What: "rollback", Session: p.Session, Mark: Busy, Death: AgainOwing}
+}
+
+func (p *Rollback) capture(ctx context.Context, b *Rebuilder) (Snapshot, error) {
+	var snap Snapshot
+	var fail error
+	err := b.rec.Do(ctx, func(ctx context.Context) {
+		s := b.rec.Session(p.Session)
+		switch {
+		case s == nil:
+			fail = wire.Refuse(proxy.CodeInvalidParams, "acp-sidecar knows no session %q", p.Session)
+			return
+		case s.Turn != nil:
+			fail = wire.Refuse(proxy.CodeBusy, "a turn is running; a rollback waits until it ends or is cancelled")
+			return
+		}
+		vis := Visible(s)
+		if p.Keep < 0 || p.Keep > len(vis) {
+			fail = wire.Refuse(proxy.CodeInvalidParams, "keepTurns %d is out of range: the conversation has %d turns", p.Keep, len(vis))
+			return
+		}
+		snap = snapshotOf(s)
+		p.Report.Kept = p.Keep
+		for _, t := range vis[p.Keep:] {
+			p.Report.RolledBack = append(p.Report.RolledBack, FirstLine(t.PromptText))
+		}
+		p.at = forkAt(s, vis, p.Keep, b.life.Caps())
+	})
+	if err != nil {
+		return snap, fmt.Errorf("rollback %s: %w", p.Session, err)
+	}
+	return snap, fail
+}
+
+func (p *Rollback) native(ctx context.Context, b *Rebuilder, a *Attempt) error {
+	if p.at != "" && !b.led.IsStale(p.Session) {
+		native, catalog, err := b.eng.forkNativeAt(ctx, p.Session, a.Snap.Native, a.Snap, p.at)
+		if err == nil {
+			a.native, a.Catalog, a.path = native, catalog, "fork"
+			b.log.Info("rewound natively: the agent forked the session at the last kept message", "session", p.Session, "native", native, "messageId", p.at)
+			return nil
+		}
+		if agentLost(err) {
+			return err
+		}
+		b.log.Warn("the agent's fork at a message failed; rewinding with a fresh session and the handoff", "session", p.Session, "messageId", p.at, "err", err)
+	}
+	return b.fresh(ctx, "rollback", a)
+}
+
+func (p *Rollback) target(b *Rebuilder, a *Attempt) *state.Config { return b.owed(a) }
+
+func (p *Rollback) settle(ctx context.Context, b *Rebuilder, a *Attempt) Report {
+	return b.settle(ctx, p.Session, b.made(state.MadeRewind, a), a.Out, func(s *record.Session) {
+		vis := Visible(s)
+		after := s.Rec.ContextFrom - 1 // the last turn kept, by index
+		if p.Keep > 0 {
+			after = vis[p.Keep-1].Index
+		}
+		for _, t := range vis[p.Keep:] {
+			t.Status = state.TurnRolledBack
+		}
+		// The store marks them (memory may hold them without their text).
+		if err := b.cfg.Store.RollBack(b.ctx, p.Session, max(after, 0)); err != nil {
+			b.log.Warn("record rollback", "session", p.Session, "err", err)
+		}
+		if a.path == "fork" {
+			s.Rec.HandoffPending = false // the fork has the kept turns itself
+			return
+		}
+		b.Arm(s)
+	})
+}
+
+func (p *Rollback) done(context.Context, *Rebuilder, *Attempt) {}
 
 // forkAt is the message a rollback of s to its first keep visible turns
 // can fork the current native session at, natively: the agent forks at a
@@ -141,372 +162,317 @@ func forkAt(s *record.Session, vis []*state.Turn, keep int, caps life.Caps) stri
 	return last.MessageID
 }
 
-// RestoreOriginalPlan applies the session's immutable original to its
-// current native session, and records those values as the client's
-// explicit selections. A session without an original is refused and left
+// RestoreOriginal applies the session's immutable original to its current
+// native session, and records those values as the client's explicit
+// selections. A session without an original is refused and left
 // unchanged: nothing reconstructs one from mutable data.
-func RestoreOriginalPlan(b *Rebuilder, sid string) Plan {
-	return Plan{
-		what: "restore-original", made: state.MadeCrash, sid: sid, busy: true,
-		read: func(ctx context.Context) (Snapshot, error) {
-			if err := b.rec.Do(ctx, func(ctx context.Context) { b.rec.FixOriginal(ctx, sid) }); err != nil {
-				return Snapshot{}, fmt.Errorf("restore-original %s: %w", sid, err)
-			}
-			snap, err := SnapshotIn(ctx, b.rec, sid)
-			if err == nil && snap.Orig == nil {
-				err = wire.Refuse(proxy.CodeInvalidParams, "session %s has no recorded original config (it was recorded before originals existed, or imported); nothing was changed", sid)
-			}
-			return snap, err
-		},
-		native: func(ctx context.Context, a *Attempt) error {
-			a.native, a.Catalog = a.Snap.Native, a.Snap.Live
-			if !b.led.IsStale(sid) {
-				return nil
-			}
-			// The agent died under an earlier attempt: the session needs a
-			// native session again before the original goes onto it.
-			return b.climb(true, false)(ctx, a)
-		},
-		target: func(a *Attempt) *state.Config { return a.Snap.Orig },
-		after: func(s *record.Session, a *Attempt) {
-			if a.path == "new" {
-				b.Arm(s)
-			}
-			if len(a.Out.failed) > 0 {
-				return
-			}
-			orig, now := a.Snap.Orig, b.cfg.Now()
-			for _, o := range orig.Options {
-				s.Rec.Overrides = append(s.Rec.Overrides, state.Override{OptionID: o.ID, Category: o.Category, Value: o.Current, At: now})
-			}
-			for _, l := range []struct {
-				field string
-				leg   *state.Legacy
-			}{{"model", orig.Model}, {"mode", orig.Mode}} {
-				if l.leg != nil && orig.ByCategory(l.field) == nil {
-					s.Rec.Overrides = append(s.Rec.Overrides, state.Override{OptionID: l.field, Category: l.field, Value: wire.String(l.leg.Current), At: now})
-				}
-			}
-		},
-	}
+type RestoreOriginal struct{ Session string }
+
+func (p RestoreOriginal) Shape() Shape {
+	return Shape{What: "restore-original", Session: p.Session, Mark: Busy, Death: Again}
 }
 
-// RecoverPlan is the crash ladder: a session whose native session died
-// with the agent is rebuilt by session/resume if the agent offers it, then
+func (p RestoreOriginal) capture(ctx context.Context, b *Rebuilder) (Snapshot, error) {
+	if err := b.rec.Do(ctx, func(ctx context.Context) { b.rec.FixOriginal(ctx, p.Session) }); err != nil {
+		return Snapshot{}, fmt.Errorf("restore-original %s: %w", p.Session, err)
+	}
+	snap, err := SnapshotIn(ctx, b.rec, p.Session)
+	if err == nil && snap.Orig == nil {
+		err = wire.Refuse(proxy.CodeInvalidParams, "session %s has no recorded original config (it was recorded before originals existed, or imported); nothing was changed", p.Session)
+	}
+	return snap, err
+}
+
+func (p RestoreOriginal) native(ctx context.Context, b *Rebuilder, a *Attempt) error {
+	a.native, a.Catalog = a.Snap.Native, a.Snap.Live
+	if !b.led.IsStale(p.Session) {
+		return nil
+	}
+	// The agent died under an earlier attempt: the session needs a native
+	// session again before the original goes onto it.
+	return b.bringBack(ctx, a)
+}
+
+func (p RestoreOriginal) target(_ *Rebuilder, a *Attempt) *state.Config { return a.Snap.Orig }
+
+func (p RestoreOriginal) settle(ctx context.Context, b *Rebuilder, a *Attempt) Report {
+	return b.settle(ctx, p.Session, b.made(state.MadeCrash, a), a.Out, func(s *record.Session) {
+		if a.path == "new" {
+			b.Arm(s)
+		}
+		if len(a.Out.failed) > 0 {
+			return
+		}
+		orig, now := a.Snap.Orig, b.cfg.Now()
+		for _, o := range orig.Options {
+			s.Rec.Overrides = append(s.Rec.Overrides, state.Override{OptionID: o.ID, Category: o.Category, Value: o.Current, At: now})
+		}
+		for _, l := range []struct {
+			field string
+			leg   *state.Legacy
+		}{{"model", orig.Model}, {"mode", orig.Mode}} {
+			if l.leg != nil && orig.ByCategory(l.field) == nil {
+				s.Rec.Overrides = append(s.Rec.Overrides, state.Override{OptionID: l.field, Category: l.field, Value: wire.String(l.leg.Current), At: now})
+			}
+		}
+	})
+}
+
+func (p RestoreOriginal) done(context.Context, *Rebuilder, *Attempt) {}
+
+// Recover is the crash ladder: a session whose native session died with
+// the agent is rebuilt by session/resume if the agent offers it, then
 // session/load (its replay kept from the client, which has the history),
 // then session/new with the kept turns handed over. Whichever rung holds,
 // the config is restored after: a native load does not keep it.
-func RecoverPlan(b *Rebuilder, sid string) Plan {
-	return Plan{
-		what: "recovery", made: state.MadeCrash, sid: sid, busy: true, owes: true,
-		skip:   func() bool { return !b.led.IsStale(sid) }, // another request rebuilt it meanwhile
-		read:   func(ctx context.Context) (Snapshot, error) { return SnapshotIn(ctx, b.rec, sid) },
-		native: b.climb(true, false),
-		target: b.owed,
-		after: func(s *record.Session, a *Attempt) {
-			// A native session the agent brought back still lacks a
-			// handoff that never reached its predecessor.
-			if a.path == "new" || s.Rec.HandoffPending {
-				b.Arm(s)
-			}
-		},
-		done: func(_ context.Context, a *Attempt) {
-			b.log.Info("session rebuilt after the agent's exit", "session", sid, "path", a.path)
-		},
-	}
+type Recover struct{ Session string }
+
+func (p Recover) Shape() Shape {
+	return Shape{What: "recovery", Session: p.Session, Mark: Busy, Death: AgainOwing}
 }
 
-// ReopenPlan brings back, for a client's load or resume, a session whose
-// native session is not live here, by the ladder. A native load the client
-// asked for sends the agent's replay to the client, under its own id; a
-// resume sends none, and after a resume or a new session the sidecar sends
-// the recorded history itself when the client asked for it (history: a
-// load, or a v2 resume with replayFrom, wire.WantsHistory).
-func ReopenPlan(b *Rebuilder, sid, method string, history bool, got *Attempt) Plan {
-	var lines [][]byte
-	return Plan{
-		what: "reopen", made: state.MadeReopen, sid: sid, busy: true, owes: true,
-		read:   func(ctx context.Context) (Snapshot, error) { return SnapshotIn(ctx, b.rec, sid) },
-		native: b.climb(false, history),
-		target: b.owed,
-		after: func(s *record.Session, a *Attempt) {
-			s.Reopened()
-			if a.path == "new" {
-				b.Arm(s)
-			}
-			if !a.replayed {
-				var turns []state.Turn
-				if history {
-					turns = replay.Visible(&s.Rec, b.rec.FullTurns(b.ctx, s))
-				}
-				lines = HistoryUpdates(b.version(), sid, turns)
-			}
-		},
-		done: func(_ context.Context, a *Attempt) {
-			*got = *a
-			for _, line := range lines {
-				SendOwn(b.sc, b.log, proxy.AgentToClient, line)
-			}
-			b.log.Info("session reopened", "session", sid, "method", method, "path", a.path)
-		},
+func (p Recover) capture(ctx context.Context, b *Rebuilder) (Snapshot, error) {
+	if !b.led.IsStale(p.Session) {
+		return Snapshot{}, errNothingToDo // another request rebuilt it meanwhile
 	}
+	return SnapshotIn(ctx, b.rec, p.Session)
 }
 
-// absorbPlan answers from the record a client's load or resume of a live
-// session that the agent failed (open.go): a fresh native session with the
-// session's config and its kept turns armed, the recorded history for a
-// load, and the held response let go as a success, under the client's id.
-func absorbPlan(b *Rebuilder, snap Snapshot, method string, id []byte, ev record.Event) Plan {
-	var history [][]byte
-	sid := snap.Client
-	return Plan{
-		what: "reopen after the agent's failed " + method, made: state.MadeAbsorbed, sid: sid, busy: true, shared: true, owes: true, async: true,
-		read:   func(context.Context) (Snapshot, error) { return snap, nil },
-		native: b.fresh("reopen"),
-		target: b.owed,
-		after: func(s *record.Session, a *Attempt) {
-			s.Reopened()
+func (p Recover) native(ctx context.Context, b *Rebuilder, a *Attempt) error {
+	return b.bringBack(ctx, a)
+}
+
+func (p Recover) target(b *Rebuilder, a *Attempt) *state.Config { return b.owed(a) }
+
+func (p Recover) settle(ctx context.Context, b *Rebuilder, a *Attempt) Report {
+	return b.settle(ctx, p.Session, b.made(state.MadeCrash, a), a.Out, func(s *record.Session) {
+		// A native session the agent brought back still lacks a handoff
+		// that never reached its predecessor.
+		if a.path == "new" || s.Rec.HandoffPending {
 			b.Arm(s)
+		}
+	})
+}
+
+func (p Recover) done(_ context.Context, b *Rebuilder, a *Attempt) {
+	b.log.Info("session rebuilt after the agent's exit", "session", p.Session, "path", a.path)
+}
+
+// Reopen brings back, for a client's load or resume (Method), a session
+// whose native session is not live here, by the ladder. A native load the
+// client asked for sends the agent's replay to the client, under its own
+// id; a resume sends none, and after a resume or a new session the sidecar
+// sends the recorded history itself when the client asked for it
+// (History: a load, or a v2 resume with replayFrom, wire.WantsHistory).
+type Reopen struct {
+	Session, Method string
+	History         bool
+	// Got is the attempt that held, once Run is done: the caller answers
+	// the client's request from it (Rebuilder.ReopenResult).
+	Got Attempt
+
+	lines [][]byte // the recorded history the sidecar sends
+}
+
+func (p *Reopen) Shape() Shape {
+	return Shape{What: "reopen", Session: p.Session, Mark: Busy, Death: AgainOwing}
+}
+
+func (p *Reopen) capture(ctx context.Context, b *Rebuilder) (Snapshot, error) {
+	return SnapshotIn(ctx, b.rec, p.Session)
+}
+
+func (p *Reopen) native(ctx context.Context, b *Rebuilder, a *Attempt) error {
+	return b.reopen(ctx, a, p.History)
+}
+
+func (p *Reopen) target(b *Rebuilder, a *Attempt) *state.Config { return b.owed(a) }
+
+func (p *Reopen) settle(ctx context.Context, b *Rebuilder, a *Attempt) Report {
+	return b.settle(ctx, p.Session, b.made(state.MadeReopen, a), a.Out, func(s *record.Session) {
+		s.Reopened()
+		if a.path == "new" {
+			b.Arm(s)
+		}
+		if !a.replayed {
 			var turns []state.Turn
-			if wire.WantsHistory(b.version(), method, ev.Req.Params) {
+			if p.History {
 				turns = replay.Visible(&s.Rec, b.rec.FullTurns(b.ctx, s))
 			}
-			history = HistoryUpdates(b.version(), sid, turns)
-		},
-		done: func(_ context.Context, a *Attempt) {
-			lines := append(history, wire.Response(id, b.ReopenResult(a)))
-			ev.Release(append(lines, b.cfg.Commands(a.native, sid)...)...)
-			b.log.Info("session reopened from the record", "session", sid, "method", method, "native", a.native)
-		},
-		failed: func(err error) {
-			b.log.Error("the record could not answer the "+method+" the agent failed; the agent's error goes to the client", "session", sid, "err", err)
-			ev.Release(ev.Raw)
-		},
-	}
+			p.lines = HistoryUpdates(b.version(), p.Session, turns)
+		}
+	})
 }
 
-// ForkPlan starts the client session child from a parent's conversation,
-// as snap captured it, with the parent's config restored and the lineage
-// recorded. A fork of the whole conversation on an agent that forks is the
-// agent's own session/fork, which keeps the real history, tool results
-// and all, where a handoff would carry a summary; any other is a fresh
-// native session, handed the inherited turns with its first prompt.
-func ForkPlan(b *Rebuilder, parent, child string, at int, whole bool, snap Snapshot) Plan {
-	agentForks := false
-	return Plan{
-		what: "fork", made: state.MadeFork, sid: child,
-		read: func(context.Context) (Snapshot, error) { return snap, nil },
-		native: func(ctx context.Context, a *Attempt) error {
-			// The agent cannot fork a native session that died with it.
-			agentForks = whole && b.life.Caps().Fork && snap.Native != "" && !b.led.IsStale(parent)
-			var err error
-			if agentForks {
-				a.native, a.Catalog, err = b.eng.forkNative(ctx, child, snap.Native, snap)
-				a.path = "fork"
-			} else {
-				a.native, a.Catalog, err = b.eng.newNative(ctx, child, snap)
-				a.path = "new"
-			}
-			if err != nil {
-				return fmt.Errorf("fork %s: %w", parent, err)
-			}
-			err = b.rec.Do(ctx, func(ctx context.Context) {
-				now := b.cfg.Now()
-				s := &record.Session{Started: true}
-				s.Rec = state.Session{
-					ClientID: child, NativeID: a.native, NativeHistory: []string{a.native}, Agent: b.cfg.Agent, AgentName: b.cfg.Name,
-					Cwd: snap.Cwd, McpServers: snap.Mcp, AdditionalDirectories: snap.Dirs, Meta: snap.Meta, NewParams: snap.Params, Created: now,
-					Baseline: record.CloneConfig(a.Catalog), Live: a.Catalog, Original: record.CloneConfig(snap.Live),
-					Lineage: &state.Lineage{ParentID: parent, ForkTurn: at},
-				}
-				s.Born = now
-				b.rec.SetSession(child, s)
-				b.rec.PutSession(ctx, s)
-			})
-			if err != nil {
-				return fmt.Errorf("fork %s: record the child: %w", parent, err)
-			}
-			return nil
-		},
-		target: func(*Attempt) *state.Config { return snap.Live },
-		after: func(s *record.Session, _ *Attempt) {
-			if !agentForks {
-				b.Arm(s) // the fresh session lacks the conversation: hand it over
-			}
-		},
+func (p *Reopen) done(_ context.Context, b *Rebuilder, a *Attempt) {
+	p.Got = *a
+	for _, line := range p.lines {
+		SendOwn(b.sc, b.log, proxy.AgentToClient, line)
 	}
+	b.log.Info("session reopened", "session", p.Session, "method", p.Method, "path", a.path)
 }
 
-// AdoptPlan takes over a session another agent ran, from its record: a
-// fresh native session with the same cwd, MCP servers and directories;
-// this agent's start-up settings; the mode carried over when this agent
-// offers the same mode id (models and other options stay with their
-// agent); and a handoff of every kept turn, whichever agent ran it, armed
-// for the next prompt. What did not carry is reported, not blocking: the
-// user chose the move, and the agent's own values are a sound place to
-// start. The target may die under the move: it starts again on the
-// restarted target, from the same record.
-func AdoptPlan(b *Rebuilder, sid string, rep *SwitchReport) Plan {
-	var old *state.Session
-	var setErrs []state.SetError
-	return Plan{
-		what: "switch", made: state.MadeSwitch, sid: sid, busy: true,
-		read: func(ctx context.Context) (Snapshot, error) {
-			var err error
-			if old, err = b.cfg.Store.Session(ctx, sid); err != nil {
-				return Snapshot{}, fmt.Errorf("adopt %s: read the record: %w", sid, err)
-			}
-			turns, err := b.cfg.Store.Turns(ctx, sid)
-			if err != nil {
-				return Snapshot{}, fmt.Errorf("adopt %s: read the turns: %w", sid, err)
-			}
-			err = b.rec.Do(ctx, func(context.Context) {
-				s := &record.Session{Rec: *old, Turns: turns, Started: true}
-				for i := range s.Turns {
-					record.Lighten(&s.Turns[i])
-				}
-				record.ThinOut(s)
-				b.rec.SetSession(sid, s)
-			})
-			if err != nil {
-				return Snapshot{}, fmt.Errorf("adopt %s: %w", sid, err)
-			}
-			// What another agent made of the session (its native session,
-			// its config) stays with it; the client's inputs come along.
-			snap := SnapshotOfRecord(old)
-			snap.Native, snap.Live, snap.Orig = "", nil, nil
-			return snap, nil
-		},
-		native: b.fresh("adopt"),
-		target: func(a *Attempt) *state.Config {
-			var target *state.Config
-			target, setErrs = settingsTarget(a.Catalog, b.cfg.Settings)
-			*rep = SwitchReport{SessionID: sid, Agent: b.cfg.Name, NativeSessionID: a.native}
-			rep.Carried, rep.NotCarried = carry(old.Live, target, b.cfg.Name)
-			return target
-		},
-		settle: func(ctx context.Context, a *Attempt) Report {
-			// A value this agent did not take is a note, not a block (see above).
-			for _, f := range a.Out.failed {
-				rep.NotCarried = append(rep.NotCarried, fmt.Sprintf("%s=%s: %s", f.Field, wire.Unquote(f.Want), f.Reason))
-			}
-			for _, e := range setErrs {
-				rep.NotCarried = append(rep.NotCarried, fmt.Sprintf("%s=%s (start-up setting): %s", e.OptionID, e.Value, e.Err))
-			}
-			out := a.Out
-			out.failed = nil
-			res := b.settle(ctx, sid, b.made(state.MadeSwitch, a), out, func(s *record.Session) {
-				s.Rec.AgentName, s.Rec.Agent = b.cfg.Name, b.cfg.Agent
-				s.Rec.Baseline = record.CloneConfig(a.Catalog)
-				s.Rec.SetErrors = append(s.Rec.SetErrors, setErrs...)
-				b.Arm(s)
-				rep.KeptTurns = 0
-				for _, t := range replay.Kept(b.conversation(s)) {
-					if !replay.IsSummary(&t) {
-						rep.KeptTurns++ // a compaction's summary stands for turns, and is not one
-					}
-				}
-			})
-			rep.Config = res.Config
-			return res
-		},
-		done: func(_ context.Context, a *Attempt) {
-			rep.Options = a.Out.OptionsRaw
-			if rep.Options == nil {
-				rep.Options = OptionsOf(a.Out.Catalog)
-			}
-			b.log.Info("session moved to this agent", "session", sid, "agent", b.cfg.Name, "native", a.native)
-		},
-	}
+// Fork starts the client session Child from Parent's conversation, as Snap
+// captured it (its first At turns), with the parent's config restored and
+// the lineage recorded. A fork of the Whole conversation on an agent that
+// forks is the agent's own session/fork, which keeps the real history,
+// tool results and all, where a handoff would carry a summary; any other
+// is a fresh native session, handed the inherited turns with its first
+// prompt.
+type Fork struct {
+	Parent, Child string
+	At            int
+	Whole         bool
+	Snap          Snapshot
+
+	agentForks bool // the agent forked the native session itself
 }
 
-// keep gets an attempt the native session it has now, on catalog: a copy
-// of the config the record holds for it, taken on the record's goroutine.
-func keep(native string, catalog *state.Config) func(ctx context.Context, a *Attempt) error {
-	return func(_ context.Context, a *Attempt) error {
-		a.native, a.Catalog = native, catalog
-		return nil
-	}
+// Shape: nobody knows the child yet, so nothing marks it.
+func (p *Fork) Shape() Shape {
+	return Shape{What: "fork", Session: p.Child, Mark: Unmarked, Death: Again}
 }
 
-// openRestorePlan puts the config a session had before the agent's own
-// load or resume (or a fork's parent had) back on it, and then lets the
-// held response go with the restored config in it. The agent's reports of
-// the restore's calls would reach the client after the held response,
-// which carries the settled config, and name interim values (the
-// config_option_update that follows a model change names the effort and
-// mode before their calls): they are kept from the client, and the
-// response is followed by the restore's own report of where it settled.
-func openRestorePlan(b *Rebuilder, s *record.Session, ev record.Event, result json.RawMessage, before *state.Config) Plan {
-	native, client := s.Rec.NativeID, s.Rec.ClientID
-	return Plan{
-		what: "restore after " + ev.Req.Method, sid: client, busy: true, shared: true, once: true, hushConfig: true, async: true,
-		native: keep(native, record.CloneConfig(s.Rec.Live)),
-		target: func(*Attempt) *state.Config { return before },
-		settle: func(ctx context.Context, a *Attempt) Report {
-			out := a.Out
-			b.rec.Settle(ev, func(ctx context.Context) {
-				var blocked *state.Blocked
-				switch {
-				case out.lost:
-					// The agent died under the restore: the rebuild that
-					// follows aims at the whole target, not at what landed.
-					b.led.Update(func(f *ledger.Flight) { f.Sessions.Owe(client, before) })
-				case len(out.failed) > 0:
-					blocked = blockedBy(out, b.cfg.Now())
-					b.led.Update(func(f *ledger.Flight) { f.Sessions.Owe(client, before) })
-				default:
-					b.led.Update(func(f *ledger.Flight) { f.Sessions.Owe(client, nil) })
-				}
-				b.led.Update(func(f *ledger.Flight) { f.Sessions.SetBlocked(client, blocked) })
-				s.Rec.Live, s.Rec.Blocked = out.Catalog, blocked
-				b.rec.PutSession(ctx, s)
-				b.rec.Flush(ctx)
-				res := result
-				if out.OptionsRaw != nil {
-					if next, err := wire.SetPath(res, out.OptionsRaw, "configOptions"); err == nil {
-						res = next
-					}
-				}
-				lines := [][]byte{withResult(ev.Raw, b.WithPickers(res, before, out.Catalog))}
-				lines = append(lines, b.cfg.Commands(native, client)...)
-				ev.Release(append(lines, b.notifications(out, client)...)...)
-			})
-			return Report{}
-		},
+func (p *Fork) capture(context.Context, *Rebuilder) (Snapshot, error) { return p.Snap, nil }
+
+func (p *Fork) native(ctx context.Context, b *Rebuilder, a *Attempt) error {
+	// The agent cannot fork a native session that died with it.
+	p.agentForks = p.Whole && b.life.Caps().Fork && p.Snap.Native != "" && !b.led.IsStale(p.Parent)
+	var err error
+	if p.agentForks {
+		a.native, a.Catalog, err = b.eng.forkNative(ctx, p.Child, p.Snap.Native, p.Snap)
+		a.path = "fork"
+	} else {
+		a.native, a.Catalog, err = b.eng.newNative(ctx, p.Child, p.Snap)
+		a.path = "new"
 	}
+	if err != nil {
+		return fmt.Errorf("fork %s: %w", p.Parent, err)
+	}
+	snap := p.Snap
+	err = b.rec.Do(ctx, func(ctx context.Context) {
+		now := b.cfg.Now()
+		s := &record.Session{Started: true}
+		s.Rec = state.Session{
+			ClientID: p.Child, NativeID: a.native, NativeHistory: []string{a.native}, Agent: b.cfg.Agent, AgentName: b.cfg.Name,
+			Cwd: snap.Cwd, McpServers: snap.Mcp, AdditionalDirectories: snap.Dirs, Meta: snap.Meta, NewParams: snap.Params, Created: now,
+			Baseline: record.CloneConfig(a.Catalog), Live: a.Catalog, Original: record.CloneConfig(snap.Live),
+			Lineage: &state.Lineage{ParentID: p.Parent, ForkTurn: p.At},
+		}
+		s.Born = now
+		b.rec.SetSession(p.Child, s)
+		b.rec.PutSession(ctx, s)
+	})
+	if err != nil {
+		return fmt.Errorf("fork %s: record the child: %w", p.Parent, err)
+	}
+	return nil
 }
 
-// settingsPlan applies the start-up settings (--set) to a new session
-// while its session/new response is held, so the client's first sight of
-// the session is followed at once by the settled config, and the original
-// is taken only after it. A setting the agent does not take is recorded
-// and logged, not blocking: the session runs on the agent's value.
-func settingsPlan(b *Rebuilder, s *record.Session, ev record.Event) Plan {
-	native, client := s.Rec.NativeID, s.Rec.ClientID
-	target, setErrs := settingsTarget(s.Rec.Live, b.cfg.Settings)
-	return Plan{
-		what: "start-up settings", sid: client, once: true, hushConfig: true, async: true,
-		native: keep(native, record.CloneConfig(s.Rec.Live)),
-		target: func(*Attempt) *state.Config { return target },
-		settle: func(ctx context.Context, a *Attempt) Report {
-			out := a.Out
-			b.rec.Settle(ev, func(ctx context.Context) {
-				s.Rec.Live = out.Catalog
-				for _, f := range out.failed {
-					s.Rec.SetErrors = append(s.Rec.SetErrors, state.SetError{OptionID: f.Field, Value: wire.Unquote(f.Want), Err: f.Reason})
-				}
-				s.Rec.SetErrors = append(s.Rec.SetErrors, setErrs...)
-				for _, e := range s.Rec.SetErrors {
-					b.log.Error("start-up setting not applied; the session runs on the agent's value", "session", client, "option", e.OptionID, "value", e.Value, "reason", e.Err)
-				}
-				s.Shown = true
-				b.rec.PutSession(ctx, s)
-				b.rec.Flush(ctx)
-				lines := append([][]byte{bridged(b, ev.Raw)}, b.cfg.Commands(native, client)...)
-				ev.Release(append(lines, b.notifications(out, client)...)...)
-			})
-			return Report{}
-		},
+func (p *Fork) target(*Rebuilder, *Attempt) *state.Config { return p.Snap.Live }
+
+func (p *Fork) settle(ctx context.Context, b *Rebuilder, a *Attempt) Report {
+	return b.settle(ctx, p.Child, b.made(state.MadeFork, a), a.Out, func(s *record.Session) {
+		if !p.agentForks {
+			b.Arm(s) // the fresh session lacks the conversation: hand it over
+		}
+	})
+}
+
+func (p *Fork) done(context.Context, *Rebuilder, *Attempt) {}
+
+// Adopt takes over a session another agent ran, from its record: a fresh
+// native session with the same cwd, MCP servers and directories; this
+// agent's start-up settings; the mode carried over when this agent offers
+// the same mode id (models and other options stay with their agent); and a
+// handoff of every kept turn, whichever agent ran it, armed for the next
+// prompt. What did not carry is reported, not blocking: the user chose the
+// move, and the agent's own values are a sound place to start. The target
+// may die under the move: it starts again on the restarted target, from
+// the same record.
+type Adopt struct {
+	Session string
+	// Report says what the move carried, once Run is done.
+	Report SwitchReport
+
+	old     *state.Session // the record as the other agent left it
+	setErrs []state.SetError
+}
+
+func (p *Adopt) Shape() Shape {
+	return Shape{What: "switch", Session: p.Session, Mark: Busy, Death: Again}
+}
+
+func (p *Adopt) capture(ctx context.Context, b *Rebuilder) (Snapshot, error) {
+	sid := p.Session
+	var err error
+	if p.old, err = b.cfg.Store.Session(ctx, sid); err != nil {
+		return Snapshot{}, fmt.Errorf("adopt %s: read the record: %w", sid, err)
 	}
+	turns, err := b.cfg.Store.Turns(ctx, sid)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("adopt %s: read the turns: %w", sid, err)
+	}
+	err = b.rec.Do(ctx, func(context.Context) {
+		s := &record.Session{Rec: *p.old, Turns: turns, Started: true}
+		for i := range s.Turns {
+			record.Lighten(&s.Turns[i])
+		}
+		s.ThinOut()
+		b.rec.SetSession(sid, s)
+	})
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("adopt %s: %w", sid, err)
+	}
+	// What another agent made of the session (its native session, its
+	// config) stays with it; the client's inputs come along.
+	snap := SnapshotOfRecord(p.old)
+	snap.Native, snap.Live, snap.Orig = "", nil, nil
+	return snap, nil
+}
+
+func (p *Adopt) native(ctx context.Context, b *Rebuilder, a *Attempt) error {
+	return b.fresh(ctx, "adopt", a)
+}
+
+func (p *Adopt) target(b *Rebuilder, a *Attempt) *state.Config {
+	var target *state.Config
+	target, p.setErrs = settingsTarget(a.Catalog, b.cfg.Settings)
+	p.Report = SwitchReport{SessionID: p.Session, Agent: b.cfg.Name, NativeSessionID: a.native}
+	p.Report.Carried, p.Report.NotCarried = carry(p.old.Live, target, b.cfg.Name)
+	return target
+}
+
+func (p *Adopt) settle(ctx context.Context, b *Rebuilder, a *Attempt) Report {
+	// A value this agent did not take is a note, not a block (see above).
+	for _, f := range a.Out.failed {
+		p.Report.NotCarried = append(p.Report.NotCarried, fmt.Sprintf("%s=%s: %s", f.Field, wire.Unquote(f.Want), f.Reason))
+	}
+	for _, e := range p.setErrs {
+		p.Report.NotCarried = append(p.Report.NotCarried, fmt.Sprintf("%s=%s (start-up setting): %s", e.OptionID, e.Value, e.Err))
+	}
+	out := a.Out
+	out.failed = nil
+	res := b.settle(ctx, p.Session, b.made(state.MadeSwitch, a), out, func(s *record.Session) {
+		s.Rec.AgentName, s.Rec.Agent = b.cfg.Name, b.cfg.Agent
+		s.Rec.Baseline = record.CloneConfig(a.Catalog)
+		s.Rec.SetErrors = append(s.Rec.SetErrors, p.setErrs...)
+		b.Arm(s)
+		p.Report.KeptTurns = 0
+		for _, t := range replay.Kept(b.conversation(s)) {
+			if !replay.IsSummary(&t) {
+				p.Report.KeptTurns++ // a compaction's summary stands for turns, and is not one
+			}
+		}
+	})
+	p.Report.Config = res.Config
+	return res
+}
+
+func (p *Adopt) done(_ context.Context, b *Rebuilder, a *Attempt) {
+	p.Report.Options = a.Out.OptionsRaw
+	if p.Report.Options == nil {
+		p.Report.Options = OptionsOf(a.Out.Catalog)
+	}
+	b.log.Info("session moved to this agent", "session", p.Session, "agent", b.cfg.Name, "native", a.native)
 }

@@ -46,44 +46,41 @@ func rejects(method string) func(call) error {
 // a reopen on another host than the session's last is a failover; a plan
 // that keeps the native session it has records none.
 func TestSettleRecordsNatives(t *testing.T) {
-	var rep RollbackReport
-	var got Attempt
 	for _, tt := range []struct {
 		name     string
 		opts     options
 		lastHost string // the host the session's last native session was made on
 		stale    bool   // the session's native session died with the agent
 		fail     string // a method the agent rejects
-		plan     func(b *Rebuilder) Plan
+		plan     func() Plan
 		want     *state.Native // its ID "" for a fresh id; nil for no entry
 	}{
 		{name: "reset", opts: options{host: "host-a"}, lastHost: "host-a",
-			plan: func(b *Rebuilder) Plan { return ResetPlan(b, "s1") }, want: &state.Native{Event: state.MadeReset, Path: "new"}},
-		{name: "rollback", plan: func(b *Rebuilder) Plan { return RollbackPlan(b, "s1", 1, &rep) },
+			plan: func() Plan { return Reset{Session: "s1"} }, want: &state.Native{Event: state.MadeReset, Path: "new"}},
+		{name: "rollback", plan: func() Plan { return &Rollback{Session: "s1", Keep: 1} },
 			want: &state.Native{Event: state.MadeRewind, Path: "new"}},
 		{name: "rollback the agent forks", opts: options{caps: forksAtMessage},
-			plan: func(b *Rebuilder) Plan { return RollbackPlan(b, "s1", 2, &rep) }, want: &state.Native{Event: state.MadeRewind, Path: "fork"}},
+			plan: func() Plan { return &Rollback{Session: "s1", Keep: 2} }, want: &state.Native{Event: state.MadeRewind, Path: "fork"}},
 		{name: "recovery by resume", opts: options{caps: life.Caps{Resume: true, Load: true}}, stale: true,
-			plan: func(b *Rebuilder) Plan { return RecoverPlan(b, "s1") }, want: &state.Native{ID: "native-0", Event: state.MadeCrash, Path: "resume"}},
+			plan: func() Plan { return Recover{Session: "s1"} }, want: &state.Native{ID: "native-0", Event: state.MadeCrash, Path: "resume"}},
 		{name: "recovery by load", opts: options{caps: life.Caps{Load: true}}, stale: true,
-			plan: func(b *Rebuilder) Plan { return RecoverPlan(b, "s1") }, want: &state.Native{ID: "native-0", Event: state.MadeCrash, Path: "load"}},
+			plan: func() Plan { return Recover{Session: "s1"} }, want: &state.Native{ID: "native-0", Event: state.MadeCrash, Path: "load"}},
 		{name: "recovery by load when the resume fails", opts: options{caps: life.Caps{Resume: true, Load: true}}, stale: true, fail: wire.SessionResume,
-			plan: func(b *Rebuilder) Plan { return RecoverPlan(b, "s1") }, want: &state.Native{ID: "native-0", Event: state.MadeCrash, Path: "load"}},
+			plan: func() Plan { return Recover{Session: "s1"} }, want: &state.Native{ID: "native-0", Event: state.MadeCrash, Path: "load"}},
 		{name: "recovery by a new session", stale: true,
-			plan: func(b *Rebuilder) Plan { return RecoverPlan(b, "s1") }, want: &state.Native{Event: state.MadeCrash, Path: "new"}},
+			plan: func() Plan { return Recover{Session: "s1"} }, want: &state.Native{Event: state.MadeCrash, Path: "new"}},
 		{name: "reopen on the same host", opts: options{host: "host-a", caps: life.Caps{Resume: true}}, lastHost: "host-a",
-			plan: func(b *Rebuilder) Plan { return ReopenPlan(b, "s1", wire.SessionResume, false, &got) }, want: &state.Native{ID: "native-0", Event: state.MadeReopen, Path: "resume"}},
+			plan: func() Plan { return &Reopen{Session: "s1", Method: wire.SessionResume, History: false} }, want: &state.Native{ID: "native-0", Event: state.MadeReopen, Path: "resume"}},
 		{name: "reopen on another host", opts: options{host: "host-b", caps: life.Caps{Load: true}}, lastHost: "host-a",
-			plan: func(b *Rebuilder) Plan { return ReopenPlan(b, "s1", wire.SessionLoad, true, &got) }, want: &state.Native{ID: "native-0", Event: state.MadeFailover, Path: "load"}},
+			plan: func() Plan { return &Reopen{Session: "s1", Method: wire.SessionLoad, History: true} }, want: &state.Native{ID: "native-0", Event: state.MadeFailover, Path: "load"}},
 		{name: "reopen on another host by a new session", opts: options{host: "host-b"}, lastHost: "host-a",
-			plan: func(b *Rebuilder) Plan { return ReopenPlan(b, "s1", wire.SessionResume, false, &got) }, want: &state.Native{Event: state.MadeFailover, Path: "new"}},
+			plan: func() Plan { return &Reopen{Session: "s1", Method: wire.SessionResume, History: false} }, want: &state.Native{Event: state.MadeFailover, Path: "new"}},
 		{name: "reopen where the last host is unknown", opts: options{host: "host-b", caps: life.Caps{Resume: true}},
-			plan: func(b *Rebuilder) Plan { return ReopenPlan(b, "s1", wire.SessionResume, false, &got) }, want: &state.Native{ID: "native-0", Event: state.MadeReopen, Path: "resume"}},
+			plan: func() Plan { return &Reopen{Session: "s1", Method: wire.SessionResume, History: false} }, want: &state.Native{ID: "native-0", Event: state.MadeReopen, Path: "resume"}},
 		{name: "restore-original keeps its native session", opts: options{host: "host-a"}, lastHost: "host-a",
-			plan: func(b *Rebuilder) Plan { return RestoreOriginalPlan(b, "s1") }},
+			plan: func() Plan { return RestoreOriginal{Session: "s1"} }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			rep, got = RollbackReport{}, Attempt{}
 			h := newHarness(t, tt.opts)
 			s := h.session("s1", "native-0", configured(), conversation()...)
 			s.Rec.Natives[0].Host = tt.lastHost
@@ -97,7 +94,7 @@ func TestSettleRecordsNatives(t *testing.T) {
 				h.agent.script(rejects(tt.fail), nil)
 			}
 
-			res, err := h.rb.Run(h.ctx(), tt.plan(h.rb))
+			res, err := h.rb.Run(h.ctx(), tt.plan())
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}
@@ -159,8 +156,9 @@ func TestRollbackPlan(t *testing.T) {
 			if tt.fail != "" {
 				h.agent.script(rejects(tt.fail), nil)
 			}
-			var rep RollbackReport
-			res, err := h.rb.Run(h.ctx(), RollbackPlan(h.rb, "s1", tt.keep, &rep))
+			p := &Rollback{Session: "s1", Keep: tt.keep}
+			res, err := h.rb.Run(h.ctx(), p)
+			rep := p.Report
 			if err != nil {
 				t.Fatalf("rollback: %v", err)
 			}
@@ -257,7 +255,7 @@ func TestRetryMapsTheNativeItBringsBack(t *testing.T) {
 	}, nil)
 	done := make(chan error, 1)
 	go func() {
-		_, err := h.rb.Run(ctx, RecoverPlan(h.rb, "s1"))
+		_, err := h.rb.Run(ctx, Recover{Session: "s1"})
 		done <- err
 	}()
 	h.awaitGaveUp(ctx)

@@ -219,56 +219,6 @@ func (b *Rebuilder) Bind(sc Sidecar) { b.sc, b.eng.sc = sc, sc }
 // request that started it, so it has ctx's values, not its end.
 func (b *Rebuilder) Start(ctx context.Context) { b.ctx = context.WithoutCancel(ctx) }
 
-// A Plan is one kind of rebuild as data (plans.go has every one): how the
-// attempt gets its native session, which config goes onto it, and what the
-// record makes of the Outcome. Run carries out each the same way.
-type Plan struct {
-	what string // names it: the session's busy mark, the log, the refusals
-	sid  string // the client session it rebuilds
-	// made is the event the record keeps with a native session the plan
-	// gets (state.Native.Event): one of the state.Made* constants.
-	made string
-	// busy marks the session busy throughout, so its requests wait; a plan
-	// that finds it busy is refused, unless shared (the restore after an
-	// open runs under whatever holds the session already).
-	busy, shared bool
-	// read takes what the plan needs of the session once, before the
-	// first attempt; it refuses a plan that cannot run (nil: none needed).
-	read func(ctx context.Context) (Snapshot, error)
-	// skip, when it says so once the session is marked, ends the plan at
-	// once: nothing to rebuild any more.
-	skip func() bool
-	// native gets the attempt its native session: a.native, a.Catalog
-	// and, for a climb, a.path.
-	native func(ctx context.Context, a *Attempt) error
-	// target is the config the attempt puts on the native session.
-	target func(a *Attempt) *state.Config
-	// owes: an attempt the agent dies under leaves its target owed, so a
-	// rebuild that follows aims there and not at a partial config.
-	owes bool
-	// once: the plan is not run again when the agent dies under it; its
-	// settle sees the Outcome as it is (a restore on a native session the
-	// client opened dies with it).
-	once bool
-	// hushConfig keeps the agent's config reports of the restore from the
-	// client, for a restore under a held response that reports its end.
-	hushConfig bool
-	// after is the plan's part of the record's settle (nil: none); settle,
-	// when set, replaces the record's settle whole.
-	after  func(s *record.Session, a *Attempt)
-	settle func(ctx context.Context, a *Attempt) Report
-	// done runs once the attempt has settled (nil: nothing more).
-	done func(ctx context.Context, a *Attempt)
-	// async: Run marks the session busy and returns; the attempts run on a
-	// goroutine the recorder owns. The record's goroutine starts such plans
-	// (a restore under a held response), and must go on draining the
-	// agent's answers to their calls.
-	async bool
-	// failed gets an async plan's error, which has no caller to go back to
-	// (nil: the plan's settle says whatever can go wrong).
-	failed func(err error)
-}
-
 // made is the native session attempt a got, for the event that made it,
 // as the record keeps it (state.Native); its Path is "" when the attempt
 // kept the one it had.
@@ -306,28 +256,38 @@ func NilOr(c *state.Config) any {
 	return ConfigMap(c)
 }
 
-// fresh gets an attempt a new native session like the client's.
-func (b *Rebuilder) fresh(what string) func(ctx context.Context, a *Attempt) error {
-	return func(ctx context.Context, a *Attempt) error {
-		native, catalog, err := b.eng.newNative(ctx, a.Snap.Client, a.Snap)
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", what, a.Snap.Client, err)
-		}
-		a.native, a.Catalog, a.path = native, catalog, "new"
-		return nil
+// fresh gets attempt a a new native session like the client's.
+func (b *Rebuilder) fresh(ctx context.Context, what string, a *Attempt) error {
+	native, catalog, err := b.eng.newNative(ctx, a.Snap.Client, a.Snap)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, a.Snap.Client, err)
 	}
+	a.native, a.Catalog, a.path = native, catalog, "new"
+	return nil
 }
 
-// climb gets an attempt a native session by the ladder: resume, load,
-// new. With quiet, a native load's replay is kept from the client; with
-// replay, the client asked for the conversation, which in v2 the agent's
-// resume replays (engine.climb).
-func (b *Rebuilder) climb(quiet, replay bool) func(ctx context.Context, a *Attempt) error {
-	return func(ctx context.Context, a *Attempt) error {
-		c, err := b.eng.climb(ctx, a.Snap.Client, a.Snap, quiet, replay)
-		a.native, a.Catalog, a.path, a.replayed = c.native, c.cfg, c.path, c.replayed
-		return err
-	}
+// bringBack gets attempt a a native session by the ladder, resume, load,
+// new, for a session the client is not opening: a native load's replay is
+// kept from the client, which has the history (engine.climb).
+func (b *Rebuilder) bringBack(ctx context.Context, a *Attempt) error {
+	c, err := b.eng.climb(ctx, a.Snap.Client, a.Snap, true, false)
+	a.took(c)
+	return err
+}
+
+// reopen gets attempt a a native session by the ladder for the client's
+// own load or resume, whose replay the client sees; with history, the
+// client asked for the conversation, which in v2 the agent's resume
+// replays (engine.climb).
+func (b *Rebuilder) reopen(ctx context.Context, a *Attempt, history bool) error {
+	c, err := b.eng.climb(ctx, a.Snap.Client, a.Snap, false, history)
+	a.took(c)
+	return err
+}
+
+// took puts where a climb ended on the attempt.
+func (a *Attempt) took(c climbed) {
+	a.native, a.Catalog, a.path, a.replayed = c.native, c.cfg, c.path, c.replayed
 }
 
 // version is the ACP version the connection speaks, as the agent chose it.
@@ -337,7 +297,7 @@ func (b *Rebuilder) version() wire.Version { return wire.Version(b.life.Caps().P
 // else live.
 func (b *Rebuilder) owed(a *Attempt) *state.Config { return b.led.TargetOr(a.Snap.Client, a.Snap.Live) }
 
-// arm marks the session's native session as lacking the kept turns, and
+// Arm marks the session's native session as lacking the kept turns, and
 // readies the text its next prompt carries.
 func (b *Rebuilder) Arm(s *record.Session) {
 	h := replay.BuildHandoff(replay.Kept(b.conversation(s)), b.cfg.HandoffBudget)
@@ -348,133 +308,6 @@ func (b *Rebuilder) Arm(s *record.Session) {
 // conversation is what a fresh native session must be told for s.
 func (b *Rebuilder) conversation(s *record.Session) []state.Turn {
 	return replay.Conversation(&s.Rec, b.rec.FullTurns(b.ctx, s), b.Lookup(b.ctx))
-}
-
-// Run carries out a plan: begin (the busy mark), attempt (a native
-// session, then the restore), settle (the record, the client told), end.
-// When the agent dies under an attempt, nothing of it is settled: the
-// session owes its target, and once a restarted agent is up the attempt
-// runs again, from the same capture (DESIGN.md "While the agent's side is
-// being rebuilt, the client waits"). So a kill at any point converges.
-func (b *Rebuilder) Run(ctx context.Context, p Plan) (Report, error) {
-	end := func() {}
-	if p.busy {
-		var cur string
-		var ok bool
-		if end, cur, ok = begin(b.led, p.sid, p.what); !ok && !p.shared {
-			return Report{}, wire.Refuse(proxy.CodeBusy, "a %s is already running on this session", cur)
-		}
-	}
-	if p.async {
-		b.spawn(func(ctx context.Context) {
-			defer end()
-			if _, err := b.attempts(ctx, p); err != nil && p.failed != nil {
-				p.failed(err)
-			}
-			// Without failed, what went wrong is the plan's settle's to
-			// say: it sees it.
-		})
-		return Report{}, nil
-	}
-	defer end()
-	return b.attempts(ctx, p)
-}
-
-// attempts is Run's loop: it tries the plan until an attempt settles on an
-// agent that stayed up through it, or fails for a reason of its own.
-func (b *Rebuilder) attempts(ctx context.Context, p Plan) (Report, error) {
-	if p.skip != nil && p.skip() {
-		return Report{}, nil
-	}
-	var snap Snapshot
-	if p.read != nil {
-		var err error
-		if snap, err = p.read(ctx); err != nil {
-			return Report{}, err
-		}
-	}
-	for {
-		// An attempt starts on an agent that is up: one begun while the
-		// agent restarts would count the life it then fails in as its
-		// own, and wait for yet another death before it tried again.
-		// The life is read before the phase; Agent.Gone sets the phase
-		// before it counts the life, so an attempt never pairs the dead
-		// agent's phase with the next life's count.
-		a := &Attempt{gen: b.life.Gen(), Snap: snap}
-		if !p.once && b.life.Phase() != life.Up {
-			if err := b.watch.awaitUp(ctx, func() bool { return true }); err != nil {
-				return Report{}, fmt.Errorf("%s %s: %w", p.what, p.sid, err)
-			}
-			continue
-		}
-		rep, again, err := b.attempt(ctx, p, a)
-		if again {
-			continue
-		}
-		return rep, err
-	}
-}
-
-// attempt is one try of plan p: a native session, the restore, the
-// settle. again says the agent died under it and the plan runs again.
-// What the agent says of a native session the attempt made (engine.create)
-// is kept from the client until the attempt is over.
-func (b *Rebuilder) attempt(ctx context.Context, p Plan, a *Attempt) (rep Report, again bool, err error) {
-	err = p.native(ctx, a)
-	if a.native != "" && (a.path == "new" || a.path == "fork") {
-		defer b.eng.unhushNew(a.native)
-	}
-	if err != nil {
-		if !agentLost(err) || p.once {
-			return Report{}, false, err
-		}
-		if err := b.lost(ctx, p, a); err != nil {
-			return Report{}, false, err
-		}
-		return Report{}, true, nil
-	}
-	a.target = p.target(a)
-	done := func() {}
-	if p.hushConfig {
-		done = b.led.Hush(a.native, ledger.HushConfig)
-	}
-	a.Out = b.eng.restore(ctx, a.native, a.target, a.Catalog)
-	done()
-	if (a.Out.lost || b.life.Gen() != a.gen) && !p.once {
-		if err := b.lost(ctx, p, a); err != nil {
-			return Report{}, false, err
-		}
-		return Report{}, true, nil
-	}
-	if p.settle != nil {
-		rep = p.settle(ctx, a)
-	} else {
-		rep = b.settle(ctx, p.sid, b.made(p.made, a), a.Out, func(s *record.Session) {
-			if p.after != nil {
-				p.after(s, a)
-			}
-		})
-	}
-	// The session is no longer stale, unless the agent died meanwhile:
-	// the native session this attempt made died with that agent.
-	b.led.Update(func(f *ledger.Flight) { f.Settled(p.sid, a.gen) })
-	if p.done != nil {
-		p.done(ctx, a)
-	}
-	return rep, false, nil
-}
-
-// lost ends an attempt the agent died under: the target is owed, and the
-// next attempt waits for a restarted agent.
-func (b *Rebuilder) lost(ctx context.Context, p Plan, a *Attempt) error {
-	if p.owes && a.target != nil {
-		b.led.Update(func(f *ledger.Flight) { f.Sessions.Owe(p.sid, a.target) })
-	}
-	b.log.Info("the agent exited during a rebuild; it runs again from its capture once the agent is back", "session", p.sid, "rebuild", p.what)
-	if err := b.watch.awaitAgent(ctx, a.gen); err != nil {
-		return fmt.Errorf("%s %s: %w", p.what, p.sid, err)
-	}
-	return nil
 }
 
 // settle records a rebuild's Outcome, blocks the session when a field
@@ -537,12 +370,7 @@ func (b *Rebuilder) settle(ctx context.Context, sid string, made state.Native, o
 	return rep
 }
 
-// spawn runs fn on a goroutine the record's Close waits for.
-func (b *Rebuilder) spawn(fn func(ctx context.Context)) {
-	b.rec.Go(fn)
-}
-
-// lookup finds a fork's parent for its inheritance: in this process, else
+// Lookup finds a fork's parent for its inheritance: in this process, else
 // in the store (the parent may belong to an earlier run).
 func (b *Rebuilder) Lookup(ctx context.Context) replay.Lookup {
 	return func(id string) (*state.Session, []state.Turn, bool) {

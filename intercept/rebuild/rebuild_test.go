@@ -45,7 +45,7 @@ func TestRunRefusesABusySession(t *testing.T) {
 	defer end()
 	before := h.stored("s1")
 
-	_, err := h.rb.Run(h.ctx(), ResetPlan(h.rb, "s1"))
+	_, err := h.rb.Run(h.ctx(), Reset{Session: "s1"})
 	if codeOf(err) != proxy.CodeBusy || !strings.Contains(err.Error(), "rollback") {
 		t.Fatalf("reset on a session a rollback holds: err %v (code %d), want code %d naming the rollback", err, codeOf(err), proxy.CodeBusy)
 	}
@@ -61,7 +61,7 @@ func TestRunRefusesABusySession(t *testing.T) {
 }
 
 // TestRunSharedPlan runs the restore after the agent's own session/load
-// (openRestorePlan, a shared and async plan) the way the record starts it,
+// (openRestore, a Shared plan under a held response) the way the record starts it,
 // on the record's goroutine: under a holder it runs anyway and leaves the
 // holder's mark alone, and on a free session it marks the session itself
 // throughout and ends its mark.
@@ -108,14 +108,13 @@ func TestRunSharedPlan(t *testing.T) {
 			ev := record.Event{Dir: proxy.AgentToClient, Raw: line, Req: &record.Request{ID: "7", Method: wire.SessionLoad, SID: "s1"},
 				Release: func(lines ...[]byte) { released <- lines }}
 			want := h.agent.configOf(configured())
-			var runErr error
 			err = h.rec.Do(ctx, func(ctx context.Context) {
 				s := h.rec.Session("s1")
 				s.Rec.Live = h.agent.configOf(defaults()) // as the load's result reported it
-				_, runErr = h.rb.Run(ctx, openRestorePlan(h.rb, s, ev, result, want))
+				h.rb.FollowUps().Opened(ctx, s, ev.Req, ev, result, want)
 			})
-			if err != nil || runErr != nil {
-				t.Fatalf("start the restore after the load: %v, %v", err, runErr)
+			if err != nil {
+				t.Fatalf("start the restore after the load: %v", err)
 			}
 			var lines [][]byte
 			select {
@@ -170,24 +169,22 @@ func TestRunReadRefusal(t *testing.T) {
 		s.Turns = append(s.Turns, state.Turn{Index: 3, PromptText: "still going", NativeID: "native-0", Status: state.TurnRunning})
 		s.Turn = &s.Turns[len(s.Turns)-1]
 	}
-	var rep RollbackReport
 	for _, tt := range []struct {
 		name  string
 		setup func(s *record.Session)
-		plan  func(b *Rebuilder) Plan
+		plan  func() Plan
 		code  int // 0: no error
 	}{
-		{name: "reset while a turn runs", setup: running, plan: func(b *Rebuilder) Plan { return ResetPlan(b, "s1") }, code: proxy.CodeBusy},
-		{name: "reset of a session the record does not know", plan: func(b *Rebuilder) Plan { return ResetPlan(b, "nobody") }, code: proxy.CodeInvalidParams},
-		{name: "rollback while a turn runs", setup: running, plan: func(b *Rebuilder) Plan { return RollbackPlan(b, "s1", 1, &rep) }, code: proxy.CodeBusy},
-		{name: "rollback past the conversation", plan: func(b *Rebuilder) Plan { return RollbackPlan(b, "s1", 3, &rep) }, code: proxy.CodeInvalidParams},
-		{name: "rollback to a negative count", plan: func(b *Rebuilder) Plan { return RollbackPlan(b, "s1", -1, &rep) }, code: proxy.CodeInvalidParams},
+		{name: "reset while a turn runs", setup: running, plan: func() Plan { return Reset{Session: "s1"} }, code: proxy.CodeBusy},
+		{name: "reset of a session the record does not know", plan: func() Plan { return Reset{Session: "nobody"} }, code: proxy.CodeInvalidParams},
+		{name: "rollback while a turn runs", setup: running, plan: func() Plan { return &Rollback{Session: "s1", Keep: 1} }, code: proxy.CodeBusy},
+		{name: "rollback past the conversation", plan: func() Plan { return &Rollback{Session: "s1", Keep: 3} }, code: proxy.CodeInvalidParams},
+		{name: "rollback to a negative count", plan: func() Plan { return &Rollback{Session: "s1", Keep: -1} }, code: proxy.CodeInvalidParams},
 		{name: "restore-original without an original", setup: func(s *record.Session) { s.Rec.Original = nil },
-			plan: func(b *Rebuilder) Plan { return RestoreOriginalPlan(b, "s1") }, code: proxy.CodeInvalidParams},
-		{name: "recovery of a session that is not stale", plan: func(b *Rebuilder) Plan { return RecoverPlan(b, "s1") }},
+			plan: func() Plan { return RestoreOriginal{Session: "s1"} }, code: proxy.CodeInvalidParams},
+		{name: "recovery of a session that is not stale", plan: func() Plan { return Recover{Session: "s1"} }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			rep = RollbackReport{}
 			h := newHarness(t, options{caps: life.Caps{Resume: true, Load: true}})
 			s := h.session("s1", "native-0", configured(), turn(1, "native-0", "first"), turn(2, "native-0", "second"))
 			if tt.setup != nil {
@@ -196,7 +193,8 @@ func TestRunReadRefusal(t *testing.T) {
 			h.seed(s)
 			before, turns := h.stored("s1"), h.storedTurns("s1")
 
-			_, err := h.rb.Run(h.ctx(), tt.plan(h.rb))
+			plan := tt.plan()
+			_, err := h.rb.Run(h.ctx(), plan)
 			if codeOf(err) != tt.code {
 				t.Fatalf("Run: err %v (code %d), want code %d", err, codeOf(err), tt.code)
 			}
@@ -209,7 +207,8 @@ func TestRunReadRefusal(t *testing.T) {
 			if diff := cmp.Diff(turns, h.storedTurns("s1")); diff != "" {
 				t.Errorf("the turns changed (-before +after):\n%s", diff)
 			}
-			if diff := cmp.Diff(RollbackReport{}, rep); diff != "" {
+			if rb, ok := plan.(*Rollback); ok && !cmp.Equal(RollbackReport{}, rb.Report) {
+				diff := cmp.Diff(RollbackReport{}, rb.Report)
 				t.Errorf("the rollback report was filled in (-want +got):\n%s", diff)
 			}
 			if got := h.led.BusyWith("s1"); got != "" {
@@ -259,7 +258,7 @@ func TestRestoreOrder(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, options{legacyModes: tt.legacyModes})
 			h.seed(h.session("s1", "native-0", tt.live))
-			rep, err := h.rb.Run(h.ctx(), ResetPlan(h.rb, "s1"))
+			rep, err := h.rb.Run(h.ctx(), Reset{Session: "s1"})
 			if err != nil {
 				t.Fatalf("reset: %v", err)
 			}
@@ -332,7 +331,7 @@ func TestRestoreFailsClosed(t *testing.T) {
 				return nil
 			}, nil)
 
-			rep, err := h.rb.Run(h.ctx(), ResetPlan(h.rb, "s1"))
+			rep, err := h.rb.Run(h.ctx(), Reset{Session: "s1"})
 			if err != nil {
 				t.Fatalf("reset: %v", err)
 			}
@@ -402,11 +401,12 @@ func TestKillConverges(t *testing.T) {
 			h := newHarness(t, options{caps: life.Caps{Resume: true}})
 			ctx := h.ctx()
 			h.seed(h.session("s1", "native-0", configured()))
-			plan, want, event, path := ResetPlan(h.rb, "s1"), restoreOf, state.MadeReset, "new"
+			var plan Plan = Reset{Session: "s1"}
+			want, event, path := restoreOf, state.MadeReset, "new"
 			if tt.recover {
 				h.kill() // the death the recovery follows
 				h.life.Back()
-				plan, want, event, path = RecoverPlan(h.rb, "s1"), recovery, state.MadeCrash, "resume"
+				plan, want, event, path = Recover{Session: "s1"}, recovery, state.MadeCrash, "resume"
 			}
 			first := h.life.Gen()
 			target := configured()
@@ -537,7 +537,7 @@ func TestKillAfterDeath(t *testing.T) {
 		}
 		return nil
 	}, nil)
-	_, err := h.rb.Run(h.ctx(), ResetPlan(h.rb, "s1"))
+	_, err := h.rb.Run(h.ctx(), Reset{Session: "s1"})
 	if codeOf(err) != proxy.CodeAgentGone || !strings.Contains(err.Error(), "restart budget used up") {
 		t.Fatalf("Run: err %v (code %d), want code %d with the last exit", err, codeOf(err), proxy.CodeAgentGone)
 	}

@@ -1,7 +1,6 @@
 package rebuild
 
 import (
-	"context"
 	"encoding/json"
 
 	"github.com/acp-sidecar/acp-sidecar/intercept/record"
@@ -50,11 +49,4 @@ func settingsTarget(live *state.Config, settings []record.Setting) (*state.Confi
 		o.Current = val
 	}
 	return target, errs
-}
-
-// ApplySettings applies the start-up settings to a new session while its
-// session/new response is held (settingsPlan).
-func ApplySettings(b *Rebuilder, ctx context.Context, s *record.Session, ev record.Event) {
-	// Async, and the plan's settle records what did not apply.
-	_, _ = b.Run(ctx, settingsPlan(b, s, ev))
 }

@@ -142,7 +142,7 @@ func OptionsOf(c *state.Config) json.RawMessage {
 // session busy until the returned function says how the move ended. A
 // session that moved is forgotten here; its native session stays with the
 // agent, unused, and its late frames keep their client id.
-func Lend(b *Rebuilder, ctx context.Context, sid string) (done func(moved bool), err error) {
+func (b *Rebuilder) Lend(ctx context.Context, sid string) (done func(moved bool), err error) {
 	end, what, ok := begin(b.led, sid, "switch")
 	if !ok {
 		return nil, wire.Refuse(proxy.CodeBusy, "a %s is already running on this session", what)

@@ -38,7 +38,7 @@ func TestCollectCutsAsClip(t *testing.T) {
 		{10, []string{"abc"}},                        // under the budget
 	} {
 		led := ledger.New(func() {})
-		r := New(Config{Store: state.NewMemory(), HandoffBudget: tt.budget}, led, life.New(life.NewSignal()), nil)
+		r := New(Config{Store: state.NewMemory(), HandoffBudget: tt.budget}, led, life.New(life.NewSignal()))
 		led.Update(func(f *ledger.Flight) { f.Requests.Record("test-prompt", "session/prompt", "s1") })
 		for _, text := range tt.chunks {
 			r.text.TakeChunk(chunkFrame(t, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`+text+`"}}}}`))
@@ -63,7 +63,7 @@ func TestCollectCutsAsClip(t *testing.T) {
 // message follows the last, and an upsert with no content leaves the text.
 func TestWholeMessages(t *testing.T) {
 	led := ledger.New(func() {})
-	r := New(Config{Store: state.NewMemory()}, led, life.New(life.NewSignal()), nil)
+	r := New(Config{Store: state.NewMemory()}, led, life.New(life.NewSignal()))
 	led.Update(func(f *ledger.Flight) { f.Requests.Record("test-prompt", "session/prompt", "s1") })
 	msg := func(id, content string) {
 		r.text.Message(chunkFrame(t, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message","messageId":"`+id+`"`+content+`}}}`))

@@ -157,7 +157,7 @@ func FuzzRecorderDecode(f *testing.F) {
 // turn, in mode "ask"; its methods are called directly, so a panic is not
 // caught by apply's recover.
 func fzRecorder() (*Recorder, *Session) {
-	r := New(Config{Store: state.NewMemory()}, ledger.New(func() {}), life.New(life.NewSignal()), nil)
+	r := New(Config{Store: state.NewMemory()}, ledger.New(func() {}), life.New(life.NewSignal()))
 	s := &Session{Rec: state.Session{ClientID: "fz-s", NativeID: "fz-s",
 		Live: &state.Config{Mode: &state.Legacy{Current: "ask", Available: []string{"ask", "plan"}}}}}
 	s.Turns = []state.Turn{{Index: 1, Status: state.TurnRunning}}

@@ -32,7 +32,7 @@ func BenchmarkNoticeCheck(b *testing.B) {
 	}
 	b.Run("collect/notice", func(b *testing.B) {
 		led := ledger.New(func() {})
-		r := New(Config{Store: state.NewMemory(), Queue: 1 << 20}, led, life.New(life.NewSignal()), nil)
+		r := New(Config{Store: state.NewMemory(), Queue: 1 << 20}, led, life.New(life.NewSignal()))
 		raw := []byte(updateFrame(claudeNotice))
 		env, err := proxy.Scan(raw)
 		if err != nil {

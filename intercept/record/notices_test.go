@@ -56,7 +56,7 @@ func TestNoticeChunkCheck(t *testing.T) {
 // record's goroutine, which keeps it among the turn's notices.
 func TestNoticeChunkIsNotTheAnswer(t *testing.T) {
 	led := ledger.New(func() {})
-	r := New(Config{Store: state.NewMemory()}, led, life.New(life.NewSignal()), nil)
+	r := New(Config{Store: state.NewMemory()}, led, life.New(life.NewSignal()))
 	led.Update(func(f *ledger.Flight) { f.Requests.Record("test-prompt", "session/prompt", "fz-s") })
 	s := &Session{Rec: state.Session{ClientID: "fz-s", NativeID: "fz-s"}, Turns: []state.Turn{{Index: 1, Status: state.TurnRunning}}}
 	s.Turn = &s.Turns[0]

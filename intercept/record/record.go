@@ -55,9 +55,9 @@ type Config struct {
 }
 
 // Then is what the sidecar does next when the record has taken in a
-// response it held: the rebuilds and the session operations, which live
-// above the record. Each runs on the record's goroutine, and the ones
-// given the event let its response go (Event.Release) themselves.
+// response it held: the rebuilds' follow-ups (rebuild.FollowUps), which
+// live above the record. Each runs on the record's goroutine, and lets the
+// event's response go (Event.Release) itself.
 type Then interface {
 	// ApplySettings puts the start-up settings on a new session.
 	ApplySettings(ctx context.Context, s *Session, ev Event)
@@ -70,6 +70,11 @@ type Then interface {
 	// OpenFailed answers, from the record, the client's load or resume of
 	// session s that the agent failed, and says whether it took the event.
 	OpenFailed(ctx context.Context, s *Session, ev Event, agentErr json.RawMessage) bool
+}
+
+// Ends is what the sidecar does when the agent ended a session: the
+// session operations, which live above the record.
+type Ends interface {
 	// Closed marks a session the agent closed.
 	Closed(ctx context.Context, sid string)
 	// Forget forgets a session the agent deleted.
@@ -84,7 +89,8 @@ type Then interface {
 type Recorder struct {
 	cfg    Config
 	log    *slog.Logger
-	then   Then
+	then   Then // what follows a held response (Follow)
+	ends   Ends // what follows the agent's end of a session (Follow)
 	events chan Event
 	stop   chan struct{}
 	done   chan struct{}
@@ -100,7 +106,6 @@ type Recorder struct {
 
 	// Owned by the run goroutine.
 	sessions map[string]*Session
-	params   map[string]json.RawMessage // client request id -> its params, until its response
 }
 
 // Reopened clears a closed mark: the client opened the session again.
@@ -119,6 +124,20 @@ type Request struct {
 	Method string
 	Params json.RawMessage
 	SID    string
+	// frame is the request as the client sent it, which the ledger kept
+	// with it (ledger.Request.Frame): a response reads its params there.
+	frame []byte
+}
+
+// paramsOf is the params member of a client request frame, nil for none.
+// A frame that scanned is a JSON object, and any member decodes as raw
+// JSON, so there is no error to keep.
+func paramsOf(frame []byte) json.RawMessage {
+	var msg struct {
+		Params json.RawMessage `json:"params"`
+	}
+	_ = json.Unmarshal(frame, &msg)
+	return msg.Params
 }
 
 // Event is one unit of the record's work, in relay order.
@@ -184,8 +203,9 @@ type Session struct {
 }
 
 // New builds a record that shares the ledger and the agent's life with
-// the stages; then is what follows the responses it holds. Start runs it.
-func New(cfg Config, led *ledger.Ledger, lf *life.Life, then Then) *Recorder {
+// the stages. Follow gives it what follows the responses it holds; Start
+// runs it.
+func New(cfg Config, led *ledger.Ledger, lf *life.Life) *Recorder {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
@@ -204,10 +224,8 @@ func New(cfg Config, led *ledger.Ledger, lf *life.Life, then Then) *Recorder {
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 		sessions: map[string]*Session{},
-		params:   map[string]json.RawMessage{},
 		led:      led,
 		life:     lf,
-		then:     then,
 		ctx:      context.Background(),
 	}
 	r.text = newText(led, lf, answerBudget(cfg.HandoffBudget), func(f *proxy.Frame) { r.enqueue(noticeEvent(f)) },
@@ -216,6 +234,12 @@ func New(cfg Config, led *ledger.Ledger, lf *life.Life, then Then) *Recorder {
 		})
 	return r
 }
+
+// Follow gives the record what follows the responses it holds: then, the
+// rebuilds' follow-ups, and ends, what the session operations do when the
+// agent ended a session. They live above the record, which is built before
+// them; call it before Start.
+func (r *Recorder) Follow(then Then, ends Ends) { r.then, r.ends = then, ends }
 
 // Text is where the running turns' text gathers, for the chain's chunk
 // path (Text.TakeChunk) and for what takes a turn back.
@@ -334,7 +358,7 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 			native = r.led.NativeOf(req.SID)
 		}
 		r.led.Update(func(f *ledger.Flight) {
-			f.Requests.Record(req.ID, req.Method, req.SID)
+			f.Requests.Record(req.ID, req.Method, req.SID).Frame = ev.Raw
 			switch ev.Method {
 			case wire.SessionLoad, wire.SessionResume:
 				f.Natives.Opening(native)
@@ -347,9 +371,9 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		ev.Req = req
 	}
 	if f.Dir == proxy.AgentToClient && f.Env.Kind == proxy.KindResponse {
-		// The params are the record goroutine's own (apply); the
-		// response finds them there by the request's id.
-		ev.Req = &Request{ID: ledger.Key(f.Env.ID), Method: answered.Method, SID: answered.Session}
+		// The request's params are read again from its frame, which the
+		// ledger kept with it, on the record's goroutine (apply).
+		ev.Req = &Request{ID: ledger.Key(f.Env.ID), Method: answered.Method, SID: answered.Session, frame: answered.Frame}
 		ev.Life = r.life.Gen()
 		if ev.Req.Method == wire.Prompt && !f.Env.Error && speaksV2(r.life) {
 			// A v2 prompt is answered as it is accepted: the turn runs on,
@@ -362,7 +386,9 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 			ev.Text = r.text.TakeTurnText(r.led.NativeOf(answered.Session))
 		}
 		if holds(ev.Req.Method) {
-			return r.holdFor(ev), nil
+			v := holding(&ev)
+			r.enqueue(ev)
+			return v, nil
 		}
 	}
 	if ev.Update == updState {
@@ -372,7 +398,9 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 				return proxy.Verdict{}, nil
 			}
 			ev.Text = r.text.TakeTurnText(wire.SessionIDOf(f))
-			return r.holdFor(ev), nil // it completes a turn, as a v1 prompt's response does
+			v := holding(&ev) // it completes a turn, as a v1 prompt's response does
+			r.enqueue(ev)
+			return v, nil
 		case "running", "requires_action":
 			client := r.led.ClientOf(wire.SessionIDOf(f))
 			var began ledger.Began
@@ -422,21 +450,21 @@ func holds(method string) bool {
 	case wire.SessionDelete:
 		return true // the client hears of the delete once the record is gone
 	case wire.SessionNew, wire.SessionLoad, wire.SessionResume, wire.SessionFork:
-		return true // the sidecar's command list follows the response (open.go)
+		return true // the sidecar's command list follows the response (rebuild's held.go)
 	}
 	return false
 }
 
-// holdFor keeps a response's place until its event is written: the
-// recorder calls the event's release once, with what goes to the client in
-// the response's place (the response, and whatever the sidecar adds after
-// it).
-func (r *Recorder) holdFor(ev Event) proxy.Verdict {
+// holding readies ev to keep its response's place until the event is
+// written: the record calls the event's release once, with what goes to
+// the client in the response's place (the response, and whatever the
+// sidecar adds after it). The verdict it returns holds the response; the
+// caller queues the event.
+func holding(ev *Event) proxy.Verdict {
 	lines := make(chan [][]byte, 1)
 	var once sync.Once
 	ev.Release = func(l ...[]byte) { once.Do(func() { lines <- l }) }
 	raw := ev.Raw
-	r.enqueue(ev)
 	return proxy.Verdict{Do: proxy.Hold, Later: func(ctx context.Context) proxy.Decision {
 		select {
 		case l := <-lines:
@@ -497,7 +525,6 @@ func (r *Recorder) SetSession(sid string, s *Session) {
 // the dead agent had (Agent.Gone).
 func (r *Recorder) Interrupted(ctx context.Context) {
 	err := r.Do(ctx, func(ctx context.Context) {
-		clear(r.params) // no response comes for what the dead agent had
 		for sid, s := range r.sessions {
 			// An unsent prompt's turn stays, to be taken back (unbegin).
 			for i, t := range s.StopTurns(r.led.UnsentPrompt(sid)) {
@@ -572,21 +599,17 @@ func (r *Recorder) apply(ctx context.Context, ev Event) {
 	case ev.Fn != nil:
 		ev.Fn(ctx)
 	case ev.Dir == proxy.ClientToAgent && ev.Req != nil:
-		var msg struct {
-			Params json.RawMessage `json:"params"`
-		}
-		// A frame that scanned is a JSON object, and any member decodes
-		// as raw JSON.
-		_ = json.Unmarshal(ev.Raw, &msg)
-		ev.Req.Params = msg.Params
-		r.params[ev.Req.ID] = msg.Params
+		ev.Req.Params = paramsOf(ev.Raw)
 		r.clientRequest(ctx, ev)
 	case ev.Dir == proxy.ClientToAgent:
 		// A session/cancel: the turn's status comes from its stop reason,
 		// as a cancel is only a request, and the agent may finish anyway.
 	case ev.Req != nil:
-		ev.Req.Params = r.params[ev.Req.ID]
-		delete(r.params, ev.Req.ID)
+		if ev.Req.Method != wire.Prompt {
+			// A prompt's params, its content, maybe large, are read at its
+			// request only: what its response achieved is the turn's end.
+			ev.Req.Params = paramsOf(ev.Req.frame)
+		}
 		r.response(ctx, ev)
 	default:
 		r.update(ctx, ev)
@@ -718,11 +741,11 @@ func (r *Recorder) response(ctx context.Context, ev Event) {
 		}
 	case wire.SessionClose:
 		if !failed {
-			r.then.Closed(ctx, req.SID)
+			r.ends.Closed(ctx, req.SID)
 		}
 	case wire.SessionDelete:
 		if !failed {
-			if err := r.then.Forget(ctx, req.SID); err != nil {
+			if err := r.ends.Forget(ctx, req.SID); err != nil {
 				// The agent deleted it; the record could not follow. Say so
 				// in the log, where the user looks when `show` still has it.
 				r.log.Error("the agent deleted the session, the record did not", "session", req.SID, "err", err)
@@ -999,7 +1022,7 @@ func (r *Recorder) turnEnded(ctx context.Context, sid, req, stopReason string, f
 	t.Answer = strings.Clone(t.Answer) // not the collecting buffer's spare room
 	s.keepWhole(t)
 	Lighten(t)
-	ThinOut(s)
+	s.ThinOut()
 }
 
 // queuedTurn is a turn waiting behind the running one: its prompt's
@@ -1154,7 +1177,7 @@ const keepText = 2 * replay.MaxBudget
 // keepText bytes, except the first turn's. What needs them (a rollback to
 // an old turn, a fork from one, a load that replays the history) reads the
 // turns from the store (fullTurns).
-func ThinOut(s *Session) {
+func (s *Session) ThinOut() {
 	total := 0
 	for i := len(s.Turns) - 1; i >= max(1, s.TextFrom); i-- {
 		total += len(s.Turns[i].PromptText) + len(s.Turns[i].Answer)

@@ -18,7 +18,7 @@ func TestBetweenTurns(t *testing.T) {
 	ctx := context.Background()
 	store := state.NewMemory()
 	led := ledger.New(func() {})
-	r := New(Config{Store: store}, led, life.New(life.NewSignal()), nil)
+	r := New(Config{Store: store}, led, life.New(life.NewSignal()))
 	ended := state.Turn{Index: 1, Status: state.TurnCompleted, Prompt: []byte(`[{"type":"text","text":"go"}]`), PromptText: "go", Answer: "done."}
 	if err := store.PutSession(ctx, &state.Session{ClientID: "fz-s", NativeID: "fz-s"}); err != nil {
 		t.Fatal(err)
