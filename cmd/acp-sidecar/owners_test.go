@@ -1,42 +1,51 @@
 package main
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 )
 
-// recorderMethods is as many methods as the record may have: it keeps the
-// record (its stage, its goroutine, the store, Snapshot and Settle) and
-// nothing else, or it grows back into the one object that did every job.
-const recorderMethods = 30
+// maxMethods is as many methods as a type may have. An owner a newcomer can
+// hold in their head does one job; a type past this has taken a second one
+// and is split by concern inside its package. A type's methods may span
+// its package's files, which group code by concern (DESIGN.md "The
+// house"): the rule that put every method in its type's file merged files
+// and turned methods into free functions, and is withdrawn.
+const maxMethods = 30
 
-// TestRecorderStaysSmall holds the record to its one job, as far as its
-// methods show it: it stays within recorderMethods. A type's methods may
-// span its package's files, which group code by concern (DESIGN.md "The
-// house"): the rule that put every method in its type's file merged
-// files and turned methods into free functions, and is withdrawn.
-func TestRecorderStaysSmall(t *testing.T) {
-	root := filepath.Join(moduleRoot(t), "intercept")
+// TestOwnersStaySmall holds every type in the module, test code included,
+// to maxMethods declared methods, and holds the shapes that hide an
+// owner's work: ctx anywhere but first, and an exported function that
+// takes its own package's struct pointer first where a method would do.
+func TestOwnersStaySmall(t *testing.T) {
+	root := moduleRoot(t)
 	fset := token.NewFileSet()
-	declared := map[string]string{} // package dir + "." + type -> file
+	structs := map[string]bool{} // package dir + "." + struct type
+	declared := map[string]string{}
 	type method struct{ file, dir, recv, name string }
 	var methods []method
+	var funcs []struct {
+		dir string
+		fd  *ast.FuncDecl
+	}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() {
-			if d.Name() == "testdata" {
+			if n := d.Name(); n == "testdata" || (strings.HasPrefix(n, ".") && path != root) || n == "node_modules" {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+		if !strings.HasSuffix(path, ".go") {
 			return nil
 		}
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
@@ -44,17 +53,36 @@ func TestRecorderStaysSmall(t *testing.T) {
 			return err
 		}
 		dir := filepath.Dir(path)
+		if strings.HasSuffix(path, "_test.go") && strings.HasSuffix(f.Name.Name, "_test") {
+			dir += "#external" // an external test package is a package of its own
+		}
 		for _, decl := range f.Decls {
 			switch decl := decl.(type) {
 			case *ast.GenDecl:
 				for _, spec := range decl.Specs {
 					if ts, ok := spec.(*ast.TypeSpec); ok {
 						declared[dir+"."+ts.Name.Name] = path
+						if _, ok := ts.Type.(*ast.StructType); ok {
+							structs[dir+"."+ts.Name.Name] = true
+						}
 					}
 				}
 			case *ast.FuncDecl:
 				if decl.Recv != nil {
 					methods = append(methods, method{path, dir, receiverType(decl.Recv.List[0].Type), decl.Name.Name})
+				}
+				funcs = append(funcs, struct {
+					dir string
+					fd  *ast.FuncDecl
+				}{dir, decl})
+				checkCtxFirst(t, fset, decl.Type, decl.Name.Name)
+				if decl.Body != nil {
+					ast.Inspect(decl.Body, func(n ast.Node) bool {
+						if lit, ok := n.(*ast.FuncLit); ok {
+							checkCtxFirst(t, fset, lit.Type, "a func literal in "+decl.Name.Name)
+						}
+						return true
+					})
 				}
 			}
 		}
@@ -63,20 +91,61 @@ func TestRecorderStaysSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recorder := 0
+	if len(methods) == 0 {
+		t.Fatalf("no methods found under %s", root)
+	}
+	counts := map[string]int{}
 	for _, m := range methods {
 		if _, ok := declared[m.dir+"."+m.recv]; !ok {
 			t.Errorf("%s: method %s.%s of a type its package does not declare", m.file, m.recv, m.name)
 		}
-		if m.recv == "Recorder" && filepath.Base(m.dir) == "record" {
-			recorder++
+		counts[m.dir+"."+m.recv]++
+	}
+	var big []string
+	for k, n := range counts {
+		if n > maxMethods {
+			rel, _ := filepath.Rel(root, k)
+			big = append(big, fmt.Sprintf("%s has %d methods", rel, n))
 		}
 	}
-	if len(methods) == 0 {
-		t.Fatalf("no methods found under %s", root)
+	sort.Strings(big)
+	for _, b := range big {
+		t.Errorf("%s; an owner keeps one job, in at most %d", b, maxMethods)
 	}
-	if recorder == 0 || recorder > recorderMethods {
-		t.Errorf("record.Recorder has %d methods; it keeps only the record, in at most %d", recorder, recorderMethods)
+	for _, f := range funcs {
+		fd := f.fd
+		if fd.Recv != nil || !fd.Name.IsExported() || fd.Type.Params == nil || len(fd.Type.Params.List) == 0 {
+			continue
+		}
+		star, ok := fd.Type.Params.List[0].Type.(*ast.StarExpr)
+		if !ok {
+			continue
+		}
+		if id, ok := star.X.(*ast.Ident); ok && structs[f.dir+"."+id.Name] {
+			t.Errorf("%s: %s takes *%s first: make it a method of %s", fset.Position(fd.Pos()), fd.Name.Name, id.Name, id.Name)
+		}
+	}
+}
+
+// checkCtxFirst fails a function whose context.Context is not its first
+// parameter.
+func checkCtxFirst(t *testing.T, fset *token.FileSet, ft *ast.FuncType, name string) {
+	t.Helper()
+	if ft.Params == nil {
+		return
+	}
+	i := 0
+	for _, field := range ft.Params.List {
+		n := len(field.Names)
+		if n == 0 {
+			n = 1
+		}
+		if sel, ok := field.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == "Context" {
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == "context" && i != 0 {
+				t.Errorf("%s: %s takes ctx as parameter %d; ctx comes first", fset.Position(field.Pos()), name, i+1)
+			}
+		}
+		i += n
 	}
 }
 

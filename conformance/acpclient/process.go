@@ -137,6 +137,28 @@ func (p *process) waitCtx(ctx context.Context) (int, error) {
 // after timeout.
 func (p *process) shutdown(stdin io.Closer, timeout time.Duration) (int, error) {
 	stdin.Close()
+	return p.exit(timeout)
+}
+
+// terminate closes stdin and tells the peer to terminate (terminateSignal),
+// waits for its exit, killing the process group after timeout, and then
+// kills what the peer left in its group.
+func (p *process) terminate(stdin io.Closer, timeout time.Duration) (int, error) {
+	stdin.Close()
+	if err := p.terminateSignal(); err != nil {
+		return p.exit(timeout) // it is gone or cannot be told: the wait says which
+	}
+	code, err := p.exit(timeout)
+	if err == nil {
+		if kerr := p.kill(); kerr != nil {
+			return code, fmt.Errorf("kill what the peer left running: %w", kerr)
+		}
+	}
+	return code, err
+}
+
+// exit waits for the peer's exit, killing its process group after timeout.
+func (p *process) exit(timeout time.Duration) (int, error) {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {

@@ -28,3 +28,11 @@ func killGroup(pid int) error {
 	}
 	return nil
 }
+
+// terminateSignal sends the peer SIGTERM, as a user's quit does.
+func (p *process) terminateSignal() error {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("SIGTERM peer %d: %w", p.cmd.Process.Pid, err)
+	}
+	return nil
+}

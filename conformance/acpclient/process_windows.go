@@ -65,3 +65,7 @@ func (g *peerGroup) kill(peer *os.Process) error {
 	}
 	return nil
 }
+
+// terminateSignal: Windows has no SIGTERM, so the peer ends as Close ends
+// it, by its stdin's EOF and then its job's termination.
+func (p *process) terminateSignal() error { return nil }

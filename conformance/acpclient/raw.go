@@ -120,9 +120,32 @@ func (c *RawClient) Kill() error { return c.proc.kill() }
 
 // Close is Client.Close for a raw peer.
 func (c *RawClient) Close() (int, error) {
+	c.end(false)
+	return c.closeCode, c.closeErr
+}
+
+// Terminate ends the peer as a user's quit does, for a peer whose way of
+// ending nothing judges: its stdin is closed and it is told to terminate
+// at once (SIGTERM; Windows has none, and it is Close there), and what it
+// left in its process group is killed once it has exited. An agent that
+// ignores EOF (claude-agent-acp, codex-acp) would make Close wait out its
+// whole CloseTimeout. A peer that does not exit within it is killed, and
+// the error is ErrKilled. After Close or Terminate, the other does
+// nothing more and returns the same.
+func (c *RawClient) Terminate() (int, error) {
+	c.end(true)
+	return c.closeCode, c.closeErr
+}
+
+// end is Close, or Terminate with terminate, once.
+func (c *RawClient) end(terminate bool) {
 	c.closeOnce.Do(func() {
 		timeout := c.opts.closeTimeout()
-		c.closeCode, c.closeErr = c.proc.shutdown(c.in, timeout)
+		if terminate {
+			c.closeCode, c.closeErr = c.proc.terminate(c.in, timeout)
+		} else {
+			c.closeCode, c.closeErr = c.proc.shutdown(c.in, timeout)
+		}
 		timer := time.NewTimer(timeout)
 		defer timer.Stop()
 		select {
@@ -132,5 +155,4 @@ func (c *RawClient) Close() (int, error) {
 			c.closeErr = fmt.Errorf("close: peer output did not end: %w", io.ErrNoProgress)
 		}
 	})
-	return c.closeCode, c.closeErr
 }

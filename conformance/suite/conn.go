@@ -346,10 +346,15 @@ func (c *conn) transcript() []event {
 	return append([]event(nil), c.events...)
 }
 
-// close ends the peer: stdin closed, then its process group killed after
-// the close timeout.
+// close ends the peer as a user's quit does (acpclient's Terminate): its
+// stdin closed and SIGTERM at once, its process group killed after the
+// close timeout. A sidecar then stops its agent's tree and writes what it
+// holds; an agent ends at once, where claude-agent-acp and codex-acp,
+// which ignore EOF, would cost every run the whole close timeout. How an
+// agent takes EOF alone is the eof check's to judge (checkEOF), which
+// closes its run's stdin and nothing else.
 func (c *conn) close() {
-	_, _ = c.rc.Close()
+	_, _ = c.rc.Terminate() // how it ended is nobody's verdict here
 	<-c.done
 }
 
