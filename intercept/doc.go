@@ -77,9 +77,10 @@
 // the same Respond, and both end the v2 turns the agent was running
 // (Flight.EndTurns). The switchboard holds its own answers and its agents'
 // to one through a ledger of its own. Under proxy.Config.Strict, which
-// every test runs, a second or missing answer is a panic; the relay's own
-// check of each Later's decision (proxy answerOnce) stays under it, for any
-// hook.
+// every test runs, a second or missing answer is a panic. The relay, which
+// sees only each Later's decision, holds nothing to the rule: it notes a
+// decision that reaches it broken (proxy answerOnce), which under Strict is
+// a panic too.
 //
 // The agent's death reaches the ledger in one update (Agent.End, from
 // proxy.Config.OnAgentEnd), while the relay decides no client frame: a

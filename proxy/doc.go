@@ -14,10 +14,11 @@
 // Defer. Hold keeps the frame's place in its direction, so what its peer
 // sends after it waits, and decides it later (Verdict.Later) on a goroutine
 // the relay owns; Defer decides it later without keeping a place. For a
-// client request a Later must forward it once or answer it once: the relay
-// holds it to that (answerOnce), drops a second answer and answers a
-// forgotten request with an error, and under Config.Strict, as in every
-// test, panics instead, naming the request. When the relay stops, a
+// client request a Later must forward it once or answer it once. The rule
+// is held in one place, by the hook's owner, which sees every answer
+// (intercept's Chain.WithAnswers); the relay, which sees only a Later's,
+// notes a decision that breaks it (answerOnce): a log, and under
+// Config.Strict, as in every test, a panic naming the request. When the relay stops, a
 // StopHook answers the requests the agent never answered.
 //
 // An agent's end is told to the owner twice: OnAgentEnd while no client

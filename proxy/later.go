@@ -83,44 +83,40 @@ func (l *laters) stop() {
 	l.wg.Wait()
 }
 
-// answerOnce is the rule that a request a hook took gets exactly one
-// answer: forwarded once (its peer answers), or answered once by the
-// sidecar. The relay holds every held or deferred request's decision to it;
-// a hook that breaks it has a bug, logged, or under Config.Strict a panic.
+// answerOnce notes a hook that breaks the rule that a request it took
+// gets exactly one answer: forwarded once (its peer answers), or answered
+// once by the sidecar. The rule itself is held in one place, by the hook's
+// owner (intercept's Chain.WithAnswers, against the ledger's Respond, for
+// one agent and for several), which sees every answer: the agent's, a
+// stage's, a Later's and a death's. The relay sees only a Later's, so it
+// only notes what reaches it broken, a bug of the hook: logged, or under
+// Config.Strict a panic, so no test passes on it. It changes no decision.
 type answerOnce struct {
 	log    *slog.Logger
 	strict bool
 }
 
-// check holds decision d of the request id to the rule. A second answer is
-// dropped, and a request neither forwarded nor answered gets an error, so
-// its sender never waits for ever.
+// check notes whether decision d of the request id keeps the rule, and
+// returns d as it is.
 func (a answerOnce) check(dir Direction, id []byte, method string, d Decision) Decision {
-	forwarded := 0
+	forwarded, answered := 0, 0
 	for _, l := range d.Forward {
 		if env, err := Scan(l); err == nil && env.Kind == KindRequest && bytes.Equal(env.ID, id) {
 			forwarded++
 		}
 	}
-	answered := 0
-	kept := d.Answer[:0:0]
 	for _, l := range d.Answer {
 		if env, err := Scan(l); err == nil && env.Kind == KindResponse && bytes.Equal(env.ID, id) {
 			answered++
-			if forwarded+answered > 1 {
-				a.bug("a hook answered a request twice; the extra answer is dropped", dir, method, id)
-				continue
-			}
 		}
-		kept = append(kept, l)
 	}
-	d.Answer = kept
-	if forwarded+answered == 0 {
-		a.bug("a hook took a request and never answered it; it gets an error", dir, method, id)
-		d.Answer = append(d.Answer, ErrorResponse(id, CodeInternalError, "Internal error: acp-sidecar lost this request; send it again"))
-	}
-	if forwarded > 1 {
+	switch {
+	case forwarded+answered == 0:
+		a.bug("a hook took a request and never answered it", dir, method, id)
+	case forwarded > 1:
 		a.bug("a hook forwarded a request twice", dir, method, id)
+	case forwarded+answered > 1:
+		a.bug("a hook answered a request twice", dir, method, id)
 	}
 	return d
 }

@@ -77,8 +77,9 @@ type Verdict struct {
 
 // Decision is how a held or deferred frame ends. For a client request,
 // exactly one of Forward (the request, or its rewrite, on its way to the
-// agent) and Answer (a response to it) must carry its id once: the relay
-// checks it (answerOnce), so every request it took gets one answer.
+// agent) and Answer (a response to it) must carry its id once. The hook's
+// owner holds it to that; the relay notes a decision that does not
+// (answerOnce), and under Config.Strict panics.
 type Decision struct {
 	Forward [][]byte // to the frame's destination, in order
 	Answer  [][]byte // back to the frame's sender, in order
