@@ -18,11 +18,15 @@ import (
 // import its own directory's packages (intercept/ may have subpackages).
 // cmd/ sits at the top and may use everything.
 var arrows = map[string][]string{
-	"cmd":       {"intercept", "proxy", "state", "replay", "conformance"},
+	"cmd":       {"agenthost", "intercept", "proxy", "state", "replay", "conformance"},
 	"intercept": {"proxy", "state", "replay"},
 	"replay":    {"state"},
 	"proxy":     {},
 	"state":     {},
+	// The agent's process life, beside proxy/: it knows an agent process,
+	// not ACP, and is told of the agent's life through an interface that
+	// intercept/ satisfies (DESIGN.md "Processes").
+	"agenthost": {"proxy"},
 	// The fake agent and the suite are the test oracle: they speak ACP from
 	// the protocol's schema and their own code, so a wrong name or shape in
 	// intercept/ is not also right in the oracle that judges it.

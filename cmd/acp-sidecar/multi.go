@@ -8,9 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 
+	"github.com/acp-sidecar/acp-sidecar/agenthost"
 	"github.com/acp-sidecar/acp-sidecar/intercept/record"
 	"github.com/acp-sidecar/acp-sidecar/intercept/switchboard"
 	"github.com/acp-sidecar/acp-sidecar/proxy"
@@ -46,7 +46,7 @@ func runMulti(ctx context.Context, o runOptions, s stdio) error {
 	}
 	in := pollable(s.in)
 	port := proxy.NewClientPort(proxy.PortConfig{In: in, Out: s.out, MaxFrame: o.maxFrame, LongFrames: s.longFrames, Trace: env.trace, Log: log})
-	stacks := &stackSet{}
+	agents := &agenthost.Group{}
 	start := func(ctx context.Context, name string, out proxy.Egress) (*switchboard.Backend, error) {
 		d := defs[name]
 		own, err := parseSettings(d.Sets)
@@ -57,7 +57,20 @@ func runMulti(ctx context.Context, o runOptions, s stdio) error {
 			name: d.Name, argv: d.Argv, env: d.Env, settings: append(append([]record.Setting(nil), global...), own...),
 			record: true, restart: o.restart, port: port, egress: out,
 		}
-		return stacks.start(ctx, o, env, s, sp)
+		st, err := startStack(ctx, o, env, s, sp)
+		if err != nil {
+			return nil, err
+		}
+		ended := agents.Go(ctx, st.agent, st.hostStack())
+		return &switchboard.Backend{
+			Rec: st.core.Sessions(), Relay: st.relay, Done: ended,
+			// Stopping is the client's EOF: the relay closes the agent's
+			// stdin, and the agent's shutdown takes it from there.
+			Stop: func() {
+				st.relay.CloseClient()
+				<-ended
+			},
+		}, nil
 	}
 	sw := switchboard.New(switchboard.Config{
 		Agents: refs, Default: o.agents.defaultName, Port: port, Start: start, Store: env.store,
@@ -73,7 +86,7 @@ func runMulti(ctx context.Context, o runOptions, s stdio) error {
 		select {
 		case sig := <-sigs:
 			log.Info("signal received; stopping the agents", "signal", sig.String())
-			stacks.signal(context.WithoutCancel(ctx), sig)
+			agents.Shutdown(context.WithoutCancel(ctx), sig)
 			// The editor may keep its end open: the switchboard stops
 			// reading it, and stops the agents as on its EOF.
 			if c, ok := in.(io.Closer); ok {
@@ -83,7 +96,7 @@ func runMulti(ctx context.Context, o runOptions, s stdio) error {
 		}
 	}()
 	err = sw.Run(ctx)
-	stacks.wait()
+	agents.Wait()
 	if err != nil && !errors.Is(err, os.ErrClosed) {
 		log.Error("switchboard ended with an error", "err", err)
 		return &exitError{code: 1, err: err}
@@ -148,60 +161,3 @@ func prepare(ctx context.Context, o *runOptions, s stdio) (*runEnv, error) {
 	}
 	return env, nil
 }
-
-// stackSet owns the agents a switchboard started: each one's stack, until
-// it has ended.
-type stackSet struct {
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	running map[*stack]bool
-}
-
-// start runs one agent's stack on the switchboard's port.
-func (ss *stackSet) start(ctx context.Context, o runOptions, env *runEnv, s stdio, sp stackSpec) (*switchboard.Backend, error) {
-	st, err := startStack(ctx, o, env, s, sp)
-	if err != nil {
-		return nil, err
-	}
-	ss.mu.Lock()
-	if ss.running == nil {
-		ss.running = map[*stack]bool{}
-	}
-	ss.running[st] = true
-	ss.mu.Unlock()
-	ended := make(chan struct{})
-	ss.wg.Go(func() {
-		defer close(ended)
-		st.run(ctx)
-		ss.mu.Lock()
-		delete(ss.running, st)
-		ss.mu.Unlock()
-	})
-	return &switchboard.Backend{
-		Rec: st.core.Sessions(), Relay: st.relay, Done: ended,
-		// Stopping is the client's EOF: the relay closes the agent's
-		// stdin, and the stack's shutdown owner takes it from there.
-		Stop: func() {
-			st.relay.CloseClient()
-			<-ended
-		},
-	}, nil
-}
-
-// signal passes a signal to every running agent's tree.
-func (ss *stackSet) signal(ctx context.Context, sig os.Signal) {
-	ss.mu.Lock()
-	var sups []*supervisor
-	for st := range ss.running {
-		sups = append(sups, st.sup)
-	}
-	ss.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, s := range sups {
-		wg.Go(func() { s.shutdown(ctx, sig) })
-	}
-	wg.Wait()
-}
-
-// wait returns once every agent started has ended.
-func (ss *stackSet) wait() { ss.wg.Wait() }

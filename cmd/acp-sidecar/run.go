@@ -77,7 +77,7 @@ func run(ctx context.Context, o runOptions, s stdio) error {
 	if err != nil {
 		return &exitError{code: 127, err: err}
 	}
-	return st.run(ctx).err()
+	return exitStatus(st.run(ctx))
 }
 
 // parseSettings reads --set values (and an agent's own set list).
