@@ -1,8 +1,3 @@
-// Command acp-sidecar sits where an editor would launch an ACP agent and
-// relays between them, keeping a record of each session so that it can
-// rebuild the agent's side after a reset, crash or rollback.
-//
-//	acp-sidecar [flags] -- AGENT [ARGS...]
 package main
 
 import (

@@ -1,6 +1,3 @@
-// Package demo is `acp-sidecar demo`: a scripted editor drives the real
-// sidecar binary, wrapped around the built-in fake agent, over real pipes,
-// and says what happened at each step. It grows with each capability.
 package demo
 
 import (

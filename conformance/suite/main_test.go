@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/acp-sidecar/acp-sidecar/conformance/testbin"
 )
 
@@ -19,9 +21,18 @@ func TestMain(m *testing.M) {
 	}
 	sidecarProcess = throughDoubles
 	sidecar = testbin.Build("acp-sidecar-suite-bin-")
-	code := m.Run()
+	goleak.VerifyTestMain(withBin{m})
+}
+
+// withBin runs the tests, then removes the binary TestMain built, before
+// goleak looks for goroutines a test left running (the suite's conns, its
+// doubles' pipes).
+type withBin struct{ m *testing.M }
+
+func (w withBin) Run() int {
+	code := w.m.Run()
 	sidecar.Close()
-	os.Exit(code)
+	return code
 }
 
 func sidecarBinary(t testing.TB) string { return sidecar.Path(t) }

@@ -1,6 +1,3 @@
-// Package testbin builds the acp-sidecar binary for the tests that run it as
-// a real process (the end-to-end, conformance and chaos suites), from the
-// working tree, once per test binary.
 package testbin
 
 import (

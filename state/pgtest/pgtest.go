@@ -1,11 +1,3 @@
-// Package pgtest starts a throwaway PostgreSQL server for a test binary: a
-// real server, from the binaries on the machine, in a temporary directory,
-// on a unix socket only. The fleet's tests use it so that what they check is
-// what a real database does (locks, now(), a killed server), not a mock.
-//
-// It imports no other package of this module, so any test may use it. It
-// runs on unix only: on Windows it builds, for what imports it, and Start
-// says it cannot run there (pgtest_windows.go).
 package pgtest
 
 import (

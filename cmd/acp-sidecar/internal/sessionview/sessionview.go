@@ -1,7 +1,3 @@
-// Package sessionview gathers what the record says of one session, once,
-// for every reader of it: `show` prints it on a terminal, `handoff` renders
-// its kept turns, and `ui` draws it in a browser. It reads the store and
-// formats nothing.
 package sessionview
 
 import (
