@@ -6,8 +6,8 @@
 //
 // The relay reads a line, peeks its envelope (proxy.Scan) and hands it to
 // the Chain, its proxy.Hook. The chain offers the frame to each stage in
-// the order cmd lists them (cmd/acp-sidecar buildChain, from
-// Core.Stages):
+// the order cmd lists them (cmd/acp-sidecar buildChain, from the owners
+// Core hands out):
 //
 //	client ─▶ relay ─▶ Lifeline ─▶ Emulation ─▶ Commands ─▶ Record ─▶ IDs ─▶ Pickers ─▶ Tracker ─▶ agent
 //	client ◀─ relay ◀─ (the same stages, for the agent's frames)  ◀─────────────────────────────── agent
@@ -128,9 +128,10 @@
 //   - wire/ is what ACP frames look like: method names, payload readers and
 //     byte-span edits. proxy/codes.go names every JSON-RPC error code.
 //
-// The owners import no stage. A stage is built from the owners it uses
-// (Core.Stages), never from the whole record. Core (core.go) builds the
-// owners and the stages once, for one agent.
+// The owners import no stage. A stage is built from the small interface of
+// the owners it uses (Core.LifelineOps, EmulationOps, Sessions), never from
+// the whole record. Core (core.go) builds the owners once, for one agent;
+// buildChain builds the stages from them.
 //
 // # Where a new rule goes
 //
