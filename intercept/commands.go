@@ -439,8 +439,9 @@ func (c *commands) prompt(ctx context.Context, id []byte, sid string, raw []byte
 		prompt := bytes.Clone(wire.Member(raw, "params", "prompt"))
 		done := c.announce(sid, name != "sidecar-status")
 		return proxy.Verdict{Do: proxy.Defer, Later: func(ctx context.Context) proxy.Decision {
-			defer done()
-			return answerWith(c.slash(ctx, id, sid, name, args, prompt)...)
+			d := answerWith(c.slash(ctx, id, sid, name, args, prompt)...)
+			d.Placed = done
+			return d
 		}}, nil
 	}
 	if what := c.led.BusyWith(sid); what != "" {
@@ -469,7 +470,10 @@ func (c *commands) prompt(ctx context.Context, id []byte, sid string, raw []byte
 // before that, and meet the mark here, to be sent back (-32011) for a
 // rebuild that began after it; announced, it waits for the operation
 // instead, as DESIGN.md "While the agent's side is being rebuilt, the
-// client waits" has it.
+// client waits" has it. done goes with the operation's answer
+// (Decision.Placed): what waited goes on once that answer has its place
+// in the output, so the client never has the next prompt's answer before
+// the command's.
 func (c *commands) announce(sid string, changes bool) (done func()) {
 	if !changes || sid == "" {
 		return func() {}
@@ -560,6 +564,19 @@ func (c *commands) slash(ctx context.Context, id []byte, sid, name, args string,
 	return wire.OwnTurn(wire.Version(c.life.Caps().Protocol), sid, id, prompt, text)
 }
 
+// result runs a `_sidecar/*` operation and is its answer to request id.
+func (c *commands) result(ctx context.Context, id []byte, fn func(ctx context.Context) (any, error)) []byte {
+	res, err := fn(ctx)
+	if err != nil {
+		return proxy.ErrorResponse(id, wire.CodeOf(err), err.Error())
+	}
+	b, err := wire.Marshal(res)
+	if err != nil {
+		return proxy.ErrorResponse(id, proxy.CodeInternalError, "Internal error: encode the result: "+err.Error())
+	}
+	return wire.Response(id, b)
+}
+
 // extension answers a `_sidecar/*` request.
 func (c *commands) extension(ctx context.Context, id []byte, method string, raw []byte) (proxy.Verdict, error) {
 	var msg struct {
@@ -575,16 +592,9 @@ func (c *commands) extension(ctx context.Context, id []byte, method string, raw 
 		// Status and fork leave the session as it is; the others change it.
 		done := c.announce(sid, method != wire.ExtStatus && method != wire.ExtFork)
 		return proxy.Verdict{Do: proxy.Defer, Later: func(ctx context.Context) proxy.Decision {
-			defer done()
-			res, err := fn(ctx)
-			if err != nil {
-				return answerWith(proxy.ErrorResponse(id, wire.CodeOf(err), err.Error()))
-			}
-			b, err := wire.Marshal(res)
-			if err != nil {
-				return answerWith(proxy.ErrorResponse(id, proxy.CodeInternalError, "Internal error: encode the result: "+err.Error()))
-			}
-			return answerWith(wire.Response(id, b))
+			d := answerWith(c.result(ctx, id, fn))
+			d.Placed = done
+			return d
 		}}, nil
 	}
 	switch method {

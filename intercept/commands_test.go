@@ -187,8 +187,16 @@ func TestCommandsRunOnTheSession(t *testing.T) {
 		if n := len(d.Answer); n == 0 || scanFrame(t, proxy.AgentToClient, string(d.Answer[n-1])).Env.Kind != proxy.KindResponse || !strings.Contains(string(d.Answer[n-1]), `"id":4`) {
 			t.Errorf("%s: answered %q, want it to end in the answer to id 4", tt.raw, d.Answer)
 		}
+		// The session stays busy until the relay has placed the answer
+		// (Decision.Placed): a prompt that waited must not overtake it.
+		if tt.busy && (d.Placed == nil || !led.IsBusy("s1")) {
+			t.Errorf("%s: the session is free before the answer has its place", tt.raw)
+		}
+		if d.Placed != nil {
+			d.Placed()
+		}
 		if led.IsBusy("s1") {
-			t.Errorf("%s: the session is still busy after the command", tt.raw)
+			t.Errorf("%s: the session is still busy after the command's answer was placed", tt.raw)
 		}
 	}
 }

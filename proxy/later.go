@@ -70,6 +70,9 @@ func (l *laters) start(ctx context.Context, f *Frame, v Verdict) {
 			// peer's next exchange between them.
 			l.w.hold(dir.Reverse())(d.Answer...)
 		}
+		if d.Placed != nil {
+			d.Placed()
+		}
 	}()
 }
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -86,4 +87,53 @@ func TestStrictPanicsOnAHookBug(t *testing.T) {
 		}
 	}()
 	rule.check(ClientToAgent, []byte("7"), "session/prompt", Decision{})
+}
+
+// TestPlacedRunsOnceTheAnswerHasItsPlace: Decision.Placed runs after the
+// decision's answer has its place in the client's output, even while an
+// earlier held frame keeps that output waiting, so an agent frame the
+// owner lets come after it (a prompt that waited for a slash command, and
+// the agent's answer to it) is never written before the answer. Placed
+// itself has the agent send a frame and waits until that frame has its
+// place: run before the answer's place was kept, that frame would go
+// first.
+func TestPlacedRunsOnceTheAnswerHasItsPlace(t *testing.T) {
+	gate, held, afterKept := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var agentW io.Writer
+	hook := HookFunc(func(_ context.Context, f *Frame) Verdict {
+		raw := append([]byte(nil), f.Raw...)
+		switch {
+		case f.Env.MethodIs("slow"): // an agent frame held until gate
+			return Verdict{Do: Hold, Later: func(context.Context) Decision {
+				close(held) // its place is kept before Later runs
+				<-gate
+				return Decision{Forward: [][]byte{raw}}
+			}}
+		case f.Env.MethodIs("after"): // an agent frame that signals once its place is kept
+			return Verdict{Do: Hold, Later: func(context.Context) Decision {
+				close(afterKept)
+				return Decision{Forward: [][]byte{raw}}
+			}}
+		case f.Env.MethodIs("command"): // a client request the sidecar answers
+			return Verdict{Do: Defer, Later: func(context.Context) Decision {
+				return Decision{Answer: [][]byte{[]byte(`{"jsonrpc":"2.0","id":1,"result":"done"}`)}, Placed: func() {
+					sendAsync(agentW, `{"jsonrpc":"2.0","method":"after"}`)
+					<-afterKept
+				}}
+			}}
+		}
+		return Verdict{}
+	})
+	h := newHarness(t, Config{Hook: hook})
+	agentW = h.agentW
+	send(t, h.agentW, `{"jsonrpc":"2.0","method":"slow"}`)
+	<-held // the client's output now waits for it
+	send(t, h.clientW, `{"jsonrpc":"2.0","id":1,"method":"command"}`)
+	<-afterKept
+	close(gate)
+	for _, want := range []string{`{"jsonrpc":"2.0","method":"slow"}`, `{"jsonrpc":"2.0","id":1,"result":"done"}`, `{"jsonrpc":"2.0","method":"after"}`} {
+		if got := recv(t, h.toClient); got != want {
+			t.Errorf("client got %q, want %q", got, want)
+		}
+	}
 }

@@ -83,6 +83,13 @@ type Verdict struct {
 type Decision struct {
 	Forward [][]byte // to the frame's destination, in order
 	Answer  [][]byte // back to the frame's sender, in order
+	// Placed, if set, runs once Forward and Answer have their places in
+	// their outputs: whatever is written after it, in either direction,
+	// comes after them. An owner that lets other frames go on when its
+	// operation ends (a request that waited for a slash command) lets them
+	// go here, not when Later returns, so the operation's answer is never
+	// overtaken by theirs.
+	Placed func()
 }
 
 // A Hook decides what happens to each valid frame.
