@@ -23,6 +23,9 @@ type Request struct {
 	Method  string
 	Session string // its params.sessionId, "" for none
 	State   State
+	// Agent is the agent it went to, behind a switchboard: the one that
+	// owes its answer while State is Sent ("" with one agent).
+	Agent string
 	// Recorded: the record waits for its response to write what it did.
 	Recorded bool
 	// Frame is the request as the client sent it, when Recorded: the

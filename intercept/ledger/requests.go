@@ -76,6 +76,18 @@ func (b *Requests) Respond(id string) (q Request, first bool) {
 	return *r, true
 }
 
+// Agents are the agents behind a switchboard that owe an answer to a
+// client request (Request.Agent).
+func (b *Requests) Agents() map[string]bool {
+	out := map[string]bool{}
+	for _, q := range b.requests {
+		if q.State == Sent && q.Agent != "" {
+			out[q.Agent] = true
+		}
+	}
+	return out
+}
+
 // Owed takes out the client requests the agent was sent and has not
 // answered, by id, for the caller to answer: the relay is stopping.
 func (b *Requests) Owed() []GoneRequest {

@@ -18,12 +18,7 @@ func (sw *Switchboard) agentFrame(ctx context.Context, sl *slot, f *proxy.Frame)
 	env, line := &f.Env, f.Raw
 	switch env.Kind {
 	case proxy.KindResponse:
-		sw.mu.Lock()
-		req, ok := sw.pending[string(env.ID)]
-		if ok {
-			delete(sw.pending, string(env.ID))
-		}
-		sw.mu.Unlock()
+		req, ok := sw.answers.sent(env.ID)
 		if ok && !sw.answers.agents(env.ID) {
 			// The agent's chain held it to one answer already; the
 			// switchboard's own answers meet the same ledger.

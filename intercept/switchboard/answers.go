@@ -58,9 +58,33 @@ func (a *answers) agents(id []byte) bool {
 }
 
 // at notes whether the client request under id is an agent's to answer
-// (ledger.Sent) or the switchboard's (ledger.Taken).
+// (ledger.Sent, with the agent it went to) or the switchboard's
+// (ledger.Taken).
 func (a *answers) at(id []byte, req *pendingReq, st ledger.State) {
-	a.led.Update(func(f *ledger.Flight) { f.Requests.Note(ledger.Key(id), req.method, req.sid).State = st })
+	a.led.Update(func(f *ledger.Flight) {
+		q := f.Requests.Note(ledger.Key(id), req.method, req.sid)
+		q.State, q.Agent = st, ""
+		if st == ledger.Sent {
+			q.Agent = req.agent
+		}
+	})
+}
+
+// sent is the client request under id that an agent owes the answer to,
+// and false when no agent does.
+func (a *answers) sent(id []byte) (pendingReq, bool) {
+	q, ok := a.led.Request(ledger.Key(id))
+	if !ok || q.State != ledger.Sent || q.Agent == "" {
+		return pendingReq{}, false
+	}
+	return pendingReq{agent: q.Agent, method: q.Method, sid: q.Session}, true
+}
+
+// owing are the agents that owe an answer to a client request.
+func (a *answers) owing() map[string]bool {
+	var out map[string]bool
+	a.led.Update(func(f *ledger.Flight) { out = f.Requests.Agents() })
+	return out
 }
 
 // bug reports a broken rule of one answer per request: logged, or under

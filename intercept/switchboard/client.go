@@ -104,7 +104,7 @@ func (sw *Switchboard) targetOf(method, sid string, line []byte, recorded string
 		}
 		// Without a readable requestId the default agent gets it.
 		_ = json.Unmarshal(line, &p)
-		if r, ok := sw.pending[string(wire.CompactJSON(p.Params.RequestID))]; ok {
+		if r, ok := sw.answers.sent(wire.CompactJSON(p.Params.RequestID)); ok {
 			return r.agent
 		}
 		return sw.cfg.Default
@@ -177,7 +177,6 @@ func (sw *Switchboard) toAgent(ctx context.Context, name string, f *proxy.Frame,
 		// so the idle stop passes the agent over from here on.
 		sw.mu.Lock()
 		if id != nil {
-			sw.pending[string(id)] = *req
 			sw.answers.at(id, req, ledger.Sent)
 		}
 		if sl := sw.slots[name]; sl != nil {
@@ -191,10 +190,7 @@ func (sw *Switchboard) toAgent(ctx context.Context, name string, f *proxy.Frame,
 			}
 		}
 		if id != nil {
-			sw.mu.Lock()
-			delete(sw.pending, string(id))
 			sw.answers.at(id, req, ledger.Taken)
-			sw.mu.Unlock()
 		}
 		if !errors.Is(err, proxy.ErrClosed) {
 			break // a closed relay is an agent stopped meanwhile: start it again once

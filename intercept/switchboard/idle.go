@@ -32,12 +32,11 @@ func (sw *Switchboard) idleLoop(ctx context.Context) {
 func (sw *Switchboard) idle(now time.Time) []*slot {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
-	used := map[string]bool{}
+	// Under mu, as toAgent notes a request Sent under it: a request on its
+	// way keeps its agent from the idle stop.
+	used := sw.answers.owing()
 	for _, a := range sw.bound {
 		used[a] = true
-	}
-	for _, r := range sw.pending {
-		used[r.agent] = true
 	}
 	for _, m := range sw.moves {
 		used[m.to] = true // the agent a session leaves is still its bound one

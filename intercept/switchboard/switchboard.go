@@ -121,7 +121,6 @@ type Switchboard struct {
 	slots      map[string]*slot
 	bound      map[string]string       // client session id -> agent name; see boundNow
 	moves      map[string]*pendingMove // sessions being moved
-	pending    map[string]pendingReq   // client request id -> where it went
 	initParams json.RawMessage
 	closed     bool
 
@@ -150,7 +149,7 @@ func New(cfg Config) *Switchboard {
 	}
 	sw := &Switchboard{
 		cfg: cfg, log: cfg.Log, ctx: context.Background(), slots: map[string]*slot{}, bound: map[string]string{},
-		moves: map[string]*pendingMove{}, pending: map[string]pendingReq{},
+		moves:   map[string]*pendingMove{},
 		answers: &answers{led: ledger.New(nil), port: cfg.Port, strict: cfg.Strict, log: cfg.Log},
 		asks:    &asks{byID: map[string]agentAsk{}},
 		sel:     selector{agents: cfg.Agents},
