@@ -5,10 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -16,7 +14,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/urfave/cli/v2"
 
@@ -32,39 +29,6 @@ import (
 // The --json forms are a stable interface for scripts: the structs below are
 // their whole schema, and docs/record.md documents it with an example. Add fields;
 // never rename or remove one.
-
-// sessionJSON is one element of the `sessions --json` array.
-type sessionJSON struct {
-	// SessionID is the client-facing session id, stable across rebuilds.
-	SessionID string `json:"sessionId"`
-	// Agent is the agent's command line (argv), [] when none was recorded.
-	Agent []string `json:"agent"`
-	// AgentName is the configured name of the agent the session runs on now,
-	// left out for a single-agent run and for records from before agents had
-	// names.
-	AgentName string `json:"agentName,omitempty"`
-	// Cwd is the session's working directory.
-	Cwd string `json:"cwd"`
-	// Turns counts the turns that are not rolled back.
-	Turns int `json:"turns"`
-	// LastActivity is the latest of the record's update and its turns' times.
-	LastActivity time.Time `json:"lastActivity"`
-	// Live says a running sidecar has written the session since it joined the
-	// store: some editor has it open now. A closed session is not live.
-	Live bool `json:"live"`
-	// Closed says the editor closed the session (session/close); its own
-	// load or resume reopens it.
-	Closed bool `json:"closed"`
-	// Holder is, in a fleet's store, the host whose sidecar holds the
-	// session's live lease; left out elsewhere and when none does.
-	Holder string `json:"holder,omitempty"`
-	// NotShared: a sidecar of this host kept writes of the session that
-	// the fleet's database has not taken (docs/fleet.md).
-	NotShared bool `json:"notShared,omitempty"`
-	// Title is the title the agent last gave the session, left out when
-	// it gave none.
-	Title string `json:"title,omitempty"`
-}
 
 // showJSON is the `show SESSION --json` object.
 type showJSON struct {
@@ -296,67 +260,6 @@ type toolCallJSON struct {
 	Status string `json:"status"`
 }
 
-// stateDirFlag is --state-dir on a read-only subcommand, so it can come after
-// the subcommand too. It has no env var and no default: readArgs falls
-// back to the app's flag, which has both.
-func stateDirFlag() cli.Flag {
-	return &cli.StringFlag{Name: "state-dir", Usage: "where sessions are kept (default $XDG_STATE_HOME/acp-sidecar)"}
-}
-
-// storeFlag is --store on a read-only subcommand, as stateDirFlag is
-// --state-dir: the app's flag, with its env var and default, stands behind
-// it.
-func storeFlag() cli.Flag {
-	return &cli.StringFlag{Name: "store", Usage: storeUsage}
-}
-
-func jsonFlag() cli.Flag {
-	return &cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table (schema in docs/record.md)"}
-}
-
-func sessionsCommand(s stdio) *cli.Command {
-	return &cli.Command{
-		Name:            "sessions",
-		Usage:           "list the recorded sessions, most recent first",
-		UsageText:       "acp-sidecar sessions [--json] [--state-dir DIR]",
-		HideHelpCommand: true,
-		Flags: []cli.Flag{jsonFlag(), stateDirFlag(), storeFlag(),
-			&cli.BoolFlag{Name: "watch", Usage: "with a fleet's store: after the listing, print each session that changes, as it changes"}},
-		Action: func(c *cli.Context) error {
-			a, err := readArgs(c)
-			if err != nil || len(a.pos) > 0 {
-				return usageError(c, err, "usage: acp-sidecar sessions [--json] [--watch] [--state-dir DIR] [--store STORE]")
-			}
-			if a.watch {
-				if a.store.kind != "postgres" {
-					return usageError(c, errors.New("--watch follows a fleet's store (--store postgres://…)"), "usage: acp-sidecar sessions --watch --store STORE")
-				}
-				return withStore(c.Context, a, func(ctx context.Context, st state.Store) error {
-					return watchSessions(ctx, st.(*state.Fleet), a.json, s.out)
-				})
-			}
-			return withStore(c.Context, a, func(ctx context.Context, st state.Store) error {
-				list, err := st.Sessions(ctx)
-				if err != nil {
-					return err
-				}
-				kept, err := keptHere(a)
-				if err != nil {
-					return err
-				}
-				rows := sessionsJSON(list)
-				for i := range rows {
-					rows[i].NotShared = slices.Contains(kept, rows[i].SessionID)
-				}
-				if a.json {
-					return writeJSON(s.out, rows)
-				}
-				return writeSessionTable(s.out, list, tableOpts{header: true, fleet: a.store.kind == "postgres", notShared: kept})
-			})
-		},
-	}
-}
-
 func showCommand(s stdio) *cli.Command {
 	return &cli.Command{
 		Name:            "show",
@@ -414,124 +317,6 @@ func keptHere(a readCmdArgs) ([]string, error) {
 	return state.KeptSessions(a.dir)
 }
 
-// readCmdArgs are a read-only command's arguments and flags.
-type readCmdArgs struct {
-	pos   []string // positional arguments
-	json  bool
-	watch bool      // sessions --watch
-	dir   string    // the state dir to read
-	store storeSpec // --store: the state dir's store, or a fleet's
-}
-
-// place names where the command reads, for its messages: the state dir,
-// or the fleet's database by host and name.
-func (a readCmdArgs) place() string {
-	if a.store.kind == "postgres" {
-		return a.store.where
-	}
-	return a.dir
-}
-
-// readArgs collects the arguments and flags wherever they stand. urfave/cli
-// v2 stops parsing flags at the first argument, as package flag does, so in
-// `show SESSION --json` the --json is left among the arguments; readArgs
-// parses the flags that follow each argument itself.
-//
-// The state dir is the last --state-dir after the subcommand, else the one
-// before it (or ACP_SIDECAR_STATE_DIR), else state.DefaultDir. c.String alone
-// is not enough: urfave/cli resolves a name in the nearest context that
-// declares it, so the subcommand's unset flag would hide the app's.
-func readArgs(c *cli.Context) (readCmdArgs, error) {
-	a := readCmdArgs{json: c.Bool("json"), watch: c.Bool("watch")}
-	for _, cc := range c.Lineage() {
-		if cc.IsSet("state-dir") && cc.String("state-dir") != "" {
-			a.dir = cc.String("state-dir")
-			break
-		}
-	}
-	store := "disk"
-	for _, cc := range c.Lineage() {
-		// The subcommand's own, when given, else the app's (its env var
-		// counts as set).
-		if cc.IsSet("store") && cc.String("store") != "" {
-			store = cc.String("store")
-			break
-		}
-	}
-	fs := flag.NewFlagSet(c.Command.Name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.BoolVar(&a.json, "json", a.json, "")
-	fs.BoolVar(&a.watch, "watch", a.watch, "")
-	fs.StringVar(&a.dir, "state-dir", a.dir, "")
-	fs.StringVar(&store, "store", store, "")
-	for rest := c.Args().Slice(); len(rest) > 0; rest = fs.Args() {
-		a.pos = append(a.pos, rest[0])
-		if err := fs.Parse(rest[1:]); err != nil {
-			return a, err
-		}
-	}
-	if a.watch && c.Command.Name != "sessions" {
-		return a, errors.New("--watch is a flag of sessions")
-	}
-	var err error
-	if a.store, err = parseStore(store); err != nil {
-		return a, err
-	}
-	if a.dir == "" {
-		d, err := state.DefaultDir()
-		if err != nil {
-			return a, err
-		}
-		a.dir = d
-	}
-	return a, nil
-}
-
-// usageError is exit status 2 with the usage line, or the command's help
-// for -h among the trailing flags.
-func usageError(c *cli.Context, err error, usage string) error {
-	if errors.Is(err, flag.ErrHelp) {
-		return cli.ShowSubcommandHelp(c)
-	}
-	if err != nil {
-		usage = err.Error() + "; " + usage
-	}
-	return &exitError{code: 2, err: errors.New(usage)}
-}
-
-// withStore opens the store in dir for reading, runs f and closes the store.
-// Every failure is exit status 1 with a message on stderr.
-func withStore(ctx context.Context, a readCmdArgs, f func(ctx context.Context, st state.Store) error) error {
-	st, err := openForReading(ctx, a)
-	if err != nil {
-		return &exitError{code: 1, err: storeError(a, err)}
-	}
-	err = f(ctx, st)
-	if cerr := st.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("close store %s: %w", a.place(), cerr)
-	}
-	if err != nil {
-		return &exitError{code: 1, err: storeError(a, err)}
-	}
-	return nil
-}
-
-// openForReading opens the store the command reads: the state dir's, or
-// the fleet's. A directory that does not exist holds no sessions, and a
-// read-only command should not create it, so it reads as an empty store.
-func openForReading(ctx context.Context, a readCmdArgs) (state.Store, error) {
-	switch {
-	case a.store.kind == "postgres":
-		return a.store.openPostgres(ctx, nil, 0, "", nil, "")
-	case a.store.kind == "memory":
-		return state.NewMemory(), nil
-	}
-	if _, err := os.Stat(a.dir); errors.Is(err, fs.ErrNotExist) {
-		return state.NewMemory(), nil
-	}
-	return state.Open(ctx, a.dir, state.Options{ConnectTimeout: readConnectTimeout})
-}
-
 // readConnectTimeout is how long a read command waits for the store's
 // owner to take it in. A sidecar gives up on its owner after the store's
 // default 2 s and records in memory meanwhile, which loses nothing; a
@@ -540,98 +325,6 @@ func openForReading(ctx context.Context, a readCmdArgs) (state.Store, error) {
 // owner took longer than 2 s to answer. Someone who typed the command
 // would rather wait the few seconds more.
 const readConnectTimeout = 15 * time.Second
-
-// storeError explains the store's failures that a user can act on.
-func storeError(a readCmdArgs, err error) error {
-	if a.store.kind == "postgres" {
-		switch {
-		case errors.Is(err, state.ErrNewerSchema):
-			return fmt.Errorf("the fleet's store (%s) was migrated by a newer acp-sidecar; use that version to read it (%w)", a.store.where, err)
-		case errors.Is(err, state.ErrUnavailable):
-			return fmt.Errorf("the fleet's store (%s) is unreachable; try again (%w)", a.store.where, err)
-		}
-		return err
-	}
-	dir := a.dir
-	switch {
-	case errors.Is(err, state.ErrCorrupt):
-		return fmt.Errorf("the state store in %s is damaged and cannot be read (%w); "+
-			"nothing was changed: move the directory aside to start a fresh store", dir, err)
-	case errors.Is(err, state.ErrNewerSchema):
-		return fmt.Errorf("the state store in %s was written by a newer acp-sidecar; use that version to read it (%w)", dir, err)
-	case errors.Is(err, state.ErrUnavailable):
-		return fmt.Errorf("the state store in %s is busy or unreachable; try again (%w)", dir, err)
-	}
-	return err
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-func sessionsJSON(list []state.Summary) []sessionJSON {
-	out := make([]sessionJSON, 0, len(list))
-	for _, s := range list {
-		out = append(out, sessionJSON{
-			SessionID: s.ID, Agent: nonNil(s.Agent), AgentName: s.AgentName, Cwd: s.Cwd,
-			Turns: s.Turns, LastActivity: s.LastActivity, Live: s.Live, Closed: s.Closed, Holder: s.Holder,
-			Title: s.Title,
-		})
-	}
-	return out
-}
-
-// tableOpts shape the listing's table.
-type tableOpts struct {
-	header bool
-	// fleet: a fleet's store, whose sessions are live on a host, idle or
-	// closed, each said in LIVE.
-	fleet bool
-	// notShared are the sessions kept on this host and not yet in the
-	// fleet's database: LIVE says so.
-	notShared []string
-}
-
-// writeSessionTable prints the listing.
-func writeSessionTable(w io.Writer, list []state.Summary, o tableOpts) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	// The TITLE column appears only when some listed session has one, so
-	// a listing of sessions without reads as it always has.
-	titled := slices.ContainsFunc(list, func(s state.Summary) bool { return s.Title != "" })
-	if o.header {
-		header := "SESSION\tAGENT\tCWD\tTURNS\tLAST ACTIVITY\tLIVE"
-		if titled {
-			header += "\tTITLE"
-		}
-		fmt.Fprintln(tw, header)
-	}
-	for _, s := range list {
-		live := ""
-		switch {
-		case s.Closed:
-			live = "closed"
-		case s.Live && s.Holder != "":
-			live = "live on " + s.Holder
-		case s.Live:
-			live = "live"
-		case o.fleet:
-			live = "idle"
-		}
-		if slices.Contains(o.notShared, s.ID) {
-			live = strings.TrimSpace(live + " not shared")
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s",
-			cell(s.ID, 0), cell(namedAgent(s.AgentName, shortAgent(s.Agent)), 40), cell(shortPath(s.Cwd), 40), s.Turns, showTime(s.LastActivity), live)
-		if titled {
-			fmt.Fprintf(tw, "\t%s", orDash(cell(s.Title, 40)))
-		}
-		fmt.Fprintln(tw)
-	}
-	return tw.Flush()
-}
 
 func buildShow(sess *state.Session, turns []state.Turn) showJSON {
 	v := showJSON{
@@ -934,22 +627,6 @@ func valueOrNone(v json.RawMessage) string {
 		return "(none)"
 	}
 	return showValue(v)
-}
-
-// cell makes s safe for one tabwriter cell on a terminal: control characters
-// (tabs, newlines, escapes) become spaces, and it is cut to max runes (0: no
-// limit) with an ellipsis.
-func cell(s string, max int) string {
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, s)
-	if max > 0 && len([]rune(s)) > max {
-		s = string([]rune(s)[:max-1]) + "…"
-	}
-	return s
 }
 
 func firstLine(s string) string {
