@@ -528,12 +528,11 @@ func runRealAgent(t *testing.T, name, entryPath, which string, env func(url, tem
 	}
 	t.Cleanup(func() { mock.Close(); logFile.Close() })
 	template := filepath.Join(dir, "home-template")
-	// Two checks at a time: a check mostly waits on its agent (codex-acp's
-	// whole run used 28 s of CPU in 100 s), so a second check fills the
-	// wait; more would make the agents' start-ups compete for the two
-	// cores that the other real-agent tests (t.Parallel) share.
+	// One check at a time: the real-agent tests already run side by side
+	// (t.Parallel) on a 2-core runner, and each agent takes a core while
+	// it starts. The CLI's --parallel is covered by TestFakeAgentProfiles.
 	cfg := &config{exe: bin, agent: []string{node, entry}, env: env(url, template), timeout: claudeCheckTimeout,
-		jsonPath: filepath.Join(dir, "report.json"), transcripts: filepath.Join(dir, "transcripts"), parallel: 2, warm: true, llmLog: llmLog}
+		jsonPath: filepath.Join(dir, "report.json"), transcripts: filepath.Join(dir, "transcripts"), parallel: 1, warm: true, llmLog: llmLog}
 	if _, err := os.Stat(template); err == nil {
 		cfg.homeTemplate = template
 	}
