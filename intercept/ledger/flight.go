@@ -260,6 +260,9 @@ const (
 	// Opening: a load or resume of the session is in flight, whose
 	// replay is the history, not a turn's.
 	Opening
+	// Unknown: no turn runs, and the session is none the ledger knows
+	// (nothing opened it here): no turn before it to give the output to.
+	Unknown
 )
 
 // Key is the ledger's name for a JSON-RPC id as a frame carries it: its

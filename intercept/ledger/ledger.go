@@ -18,6 +18,7 @@ type Ledger struct {
 	busyN    atomic.Int32 // sessions a rebuild runs on
 	hushN    atomic.Int32 // native sessions whose updates are kept from the client
 	running  atomic.Int32 // prompts the record waits to see answered
+	opened   atomic.Int32 // sessions the ledger knows
 	waiting  atomic.Int32 // client requests waiting for their session
 	closedN  atomic.Int32 // sessions the client closed and has not reopened
 	proving  atomic.Bool  // some session's resumed native session awaits its first prompt
@@ -62,6 +63,7 @@ func (l *Ledger) settle() bool {
 	l.busyN.Store(int32(ss.busyN))
 	l.hushN.Store(int32(len(f.Natives.hushes)))
 	l.running.Store(int32(f.Requests.prompts + ss.turnsN))
+	l.opened.Store(int32(len(ss.all)))
 	l.waiting.Store(int32(len(f.Waiters.queue)))
 	l.closedN.Store(int32(len(ss.closed)))
 	l.proving.Store(ss.unprovenN > 0)
@@ -78,12 +80,14 @@ func (l *Ledger) view(fn func(f *Flight)) {
 }
 
 // What the stages ask of the ledger as frames pass. The ones asked of every
-// frame (Mapped, Splicing, Hushing, Running, AnyWait) are single atomic
+// frame (Opened, Splicing, Hushing, Running, AnyWait) are single atomic
 // loads; the others take the lock for a map lookup, and most are asked
 // only once one of those says something is going on.
 
-// Mapped says whether some client id differs from its native id.
-func (l *Ledger) Mapped() bool { return l.mapped.Load() }
+// Opened says whether the ledger knows some session: what an agent sends
+// between turns may then be a turn's background work. Until a session is
+// opened, the record leaves the agent's chunks alone at the cost of one load.
+func (l *Ledger) Opened() bool { return l.opened.Load() > 0 }
 
 // Splicing says whether any session id may need splicing now: some client
 // id is mapped, or the sidecar is creating a session.
@@ -207,7 +211,7 @@ func (l *Ledger) TargetOr(sid string, live *state.Config) *state.Config {
 }
 
 // TurnStateOf says where the client session behind native stands: a turn
-// of it runs, it is being opened, or it is between turns. The record asks
+// of it runs, it is being opened, it is between turns, or it is unknown. The record asks
 // it once a turn, at its first chunk, and for each chunk the agent sends
 // between turns. A v1 turn runs while its prompt is in flight; in v2 (v2
 // true) the prompt is answered as it is accepted, and a turn runs from
@@ -237,6 +241,9 @@ func (l *Ledger) TurnStateOf(native string, v2 bool) TurnState {
 			case "session/load", "session/resume":
 				st = Opening
 			}
+		}
+		if _, known := f.Sessions.all[sid]; st == Between && !known {
+			st = Unknown
 		}
 	})
 	return st

@@ -22,8 +22,8 @@ func TestAgentGoneIsOneUpdate(t *testing.T) {
 		f.Requests.AgentAsked("a1")
 		f.Sessions.Begin("c3", "reset") // no native session: nothing to rebuild
 	})
-	if !l.Running() || !l.Mapped() || l.AnyStale() {
-		t.Fatalf("before the death: running %v mapped %v stale %v", l.Running(), l.Mapped(), l.AnyStale())
+	if !l.Running() || !l.Splicing() || l.AnyStale() {
+		t.Fatalf("before the death: running %v splicing %v stale %v", l.Running(), l.Splicing(), l.AnyStale())
 	}
 	var g Gone
 	l.Update(func(f *Flight) { g = f.AgentGone(1) })
@@ -354,5 +354,20 @@ func TestAnnouncedIsBusy(t *testing.T) {
 	})
 	if l.AnyBusy() {
 		t.Fatal("a session forgotten while announced leaves the ledger busy")
+	}
+}
+
+// TestUnopenedSessionsCostNothing: until a session is opened here, the
+// record can leave an agent's output alone (Opened false, TurnStateOf
+// Unknown); once one is, output between its turns is Between, the turn
+// before's background work.
+func TestUnopenedSessionsCostNothing(t *testing.T) {
+	l := New(nil)
+	if l.Opened() || l.TurnStateOf("n1", false) != Unknown {
+		t.Fatalf("no session opened: opened %v, state %v; want false, Unknown", l.Opened(), l.TurnStateOf("n1", false))
+	}
+	l.Update(func(f *Flight) { f.Remap("c1", "n1", f.Life()) })
+	if !l.Opened() || l.TurnStateOf("n1", false) != Between || l.TurnStateOf("n2", false) != Unknown {
+		t.Errorf("c1 opened on n1: opened %v, n1 %v, n2 %v; want true, Between, Unknown", l.Opened(), l.TurnStateOf("n1", false), l.TurnStateOf("n2", false))
 	}
 }

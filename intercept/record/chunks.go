@@ -113,7 +113,7 @@ func (t *Text) Message(f *proxy.Frame) {
 // turn, or handed on as the background work of the turn before (collect),
 // and nothing else is claimed.
 func (t *Text) TakeChunk(f *proxy.Frame) {
-	if wire.IsMessageChunk(f.Env.Update) {
+	if (t.led.Running() || t.led.Opened()) && wire.IsMessageChunk(f.Env.Update) {
 		t.collect(f)
 	}
 }
@@ -270,6 +270,8 @@ func (t *Text) collect(f *proxy.Frame) {
 			switch t.led.TurnStateOf(sid, speaksV2(t.life)) {
 			case ledger.Opening:
 				return // a load's replay: the history, not a turn's
+			case ledger.Unknown:
+				return // no session here to give it to
 			case ledger.Between:
 				t.background(f) // the turn before's background work (turns.go)
 				return

@@ -304,7 +304,9 @@ func (r *Recorder) Claims(dir proxy.Direction, env *proxy.Envelope) bool {
 		case "config_option_update", "current_mode_update", updSubagent, updSessionInfo, updCompaction, updCompactionChunk, updState:
 			return true
 		case "agent_message_chunk", "tool_call", "tool_call_update":
-			return true // a running turn's, or the background work of the turn before (turns.go)
+			// A running turn's, or the background work of the turn before
+			// (turns.go), once some session is open.
+			return r.led.Running() || r.led.Opened()
 		case updNotice, updAgentMessage:
 			return r.led.Running()
 		}
@@ -342,11 +344,17 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 			return proxy.Verdict{}, nil // not a response the record waits for
 		}
 	}
-	if u := string(f.Env.Update); (u == "tool_call" || u == "tool_call_update") &&
-		r.led.TurnStateOf(wire.SessionIDOf(f), speaksV2(r.life)) == ledger.Opening {
-		// The replay of a load or resume, history the record has: not
-		// the background work of the turn before (turns.go).
-		return proxy.Verdict{}, nil
+	if u := string(f.Env.Update); u == "tool_call" || u == "tool_call_update" {
+		switch r.led.TurnStateOf(wire.SessionIDOf(f), speaksV2(r.life)) {
+		case ledger.Opening:
+			// The replay of a load or resume, history the record has:
+			// not the background work of the turn before (turns.go).
+			return proxy.Verdict{}, nil
+		case ledger.Unknown:
+			// No session here to give it to; copied for nothing, a
+			// 5 MiB tool call would cost as much again.
+			return proxy.Verdict{}, nil
+		}
 	}
 	ev := Event{Dir: f.Dir, Method: string(f.Env.Method), Update: string(f.Env.Update), Raw: append([]byte(nil), f.Raw...)}
 	if f.Dir == proxy.ClientToAgent && f.Env.Kind == proxy.KindRequest {

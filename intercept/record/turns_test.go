@@ -30,6 +30,8 @@ func TestBetweenTurns(t *testing.T) {
 	Lighten(&light)
 	s := &Session{Rec: state.Session{ClientID: "fz-s", NativeID: "fz-s"}, Turns: []state.Turn{light}}
 	r.sessions["fz-s"] = s
+	// The session is open here, as its session/new made it (record.go).
+	led.Update(func(f *ledger.Flight) { f.Remap("fz-s", "fz-s", f.Life()) })
 	chunk := updateFrame(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":" And the check passed."}}`)
 	tool := updateFrame(`{"sessionUpdate":"tool_call","toolCallId":"bg-1","title":"Background check","status":"completed"}`)
 	feed := func() {
