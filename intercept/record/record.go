@@ -345,15 +345,20 @@ func (r *Recorder) Intercept(ctx context.Context, f *proxy.Frame) (proxy.Verdict
 		}
 	}
 	if u := string(f.Env.Update); u == "tool_call" || u == "tool_call_update" {
-		switch r.led.TurnStateOf(wire.SessionIDOf(f), speaksV2(r.life)) {
+		sid := wire.SessionIDOf(f)
+		switch r.led.TurnStateOf(sid, speaksV2(r.life)) {
 		case ledger.Opening:
 			// The replay of a load or resume, history the record has:
 			// not the background work of the turn before (turns.go).
 			return proxy.Verdict{}, nil
 		case ledger.Unknown:
-			// No session here to give it to; copied for nothing, a
-			// 5 MiB tool call would cost as much again.
-			return proxy.Verdict{}, nil
+			// No session here to give it to, unless it is a subagent's,
+			// whose tool calls are its parent's turn's (subagents.go);
+			// copied for nothing, a 5 MiB tool call would cost as much
+			// again.
+			if r.text.parentOf(sid) == "" {
+				return proxy.Verdict{}, nil
+			}
 		}
 	}
 	ev := Event{Dir: f.Dir, Method: string(f.Env.Method), Update: string(f.Env.Update), Raw: append([]byte(nil), f.Raw...)}
