@@ -11,6 +11,9 @@
 #                 this script printed before the agents moved scope)
 #   claude        @agentclientprotocol/claude-agent-acp 0.101.0
 #   codex         @agentclientprotocol/codex-acp 2.6.0, with @openai/codex 0.166.0
+#   sdk           @agentclientprotocol/sdk 2.4.0 with ws 8.23.1: the SDK's own
+#                 HTTP and WebSocket clients, which the tests of `serve` drive
+#                 (prints the folder whose node_modules holds them)
 # Everything else goes to stderr, so `$(scripts/e2e-setup.sh codex)` is usable.
 set -euo pipefail
 
@@ -21,15 +24,19 @@ CODEX_ACP_VERSION="${CODEX_ACP_VERSION:-2.6.0}"
 # codex-acp asks for ^0.166.0; pinning it too keeps a newer codex from
 # changing what the tests observe. npm dedupes it under codex-acp.
 CODEX_VERSION="${CODEX_VERSION:-0.166.0}"
+# The SDK whose experimental transport `acp-sidecar serve` speaks, and the
+# WebSocket package its ws-client needs on Node 20 (no global WebSocket).
+SDK_VERSION="${SDK_VERSION:-2.4.0}"
+WS_VERSION="${WS_VERSION:-8.23.1}"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="$root/.cache/e2e"
 
 want="${1:-claude-0.23}"
 case "$want" in
-claude-0.23 | claude | codex) ;;
+claude-0.23 | claude | codex | sdk) ;;
 *)
-	echo "usage: scripts/e2e-setup.sh [claude-0.23|claude|codex]" >&2
+	echo "usage: scripts/e2e-setup.sh [claude-0.23|claude|codex|sdk]" >&2
 	exit 2
 	;;
 esac
@@ -83,9 +90,12 @@ install "$cache/agentclientprotocol-claude-agent-acp" "$claude_entry" \
 	"@agentclientprotocol/claude-agent-acp@$CLAUDE_AGENT_ACP_VERSION"
 install "$cache/agentclientprotocol-codex-acp" "$codex_entry" \
 	"@agentclientprotocol/codex-acp@$CODEX_ACP_VERSION" "@openai/codex@$CODEX_VERSION"
+install "$cache/sdk-client" "@agentclientprotocol/sdk/dist/transports/http-stream.js" \
+	"@agentclientprotocol/sdk@$SDK_VERSION" "ws@$WS_VERSION"
 
 case "$want" in
 claude-0.23) echo "$cache/claude-agent-acp/node_modules/$legacy_entry" ;;
 claude) echo "$cache/agentclientprotocol-claude-agent-acp/node_modules/$claude_entry" ;;
 codex) echo "$cache/agentclientprotocol-codex-acp/node_modules/$codex_entry" ;;
+sdk) echo "$cache/sdk-client" ;;
 esac

@@ -104,6 +104,7 @@ func newApp(s stdio) *cli.App {
 			handoffCommand(s),
 			deleteCommand(s),
 			uiCommand(s),
+			serveCommand(s),
 			{
 				Name:            "fakeagent",
 				Usage:           "run the built-in fake ACP agent on stdio (for tests and the demo; -h lists its flags)",
