@@ -29,6 +29,11 @@ type Conn struct {
 	inW  *io.PipeWriter
 	inMu sync.Mutex
 
+	// received counts the client's messages the connection took after its
+	// first (initialize or stream/resume): a client that resumes is told
+	// it, and sends again what came after.
+	received uint64
+
 	// partial is the host's unfinished line; only Write touches it, and
 	// the host writes from one goroutine at a time (the relay's writer).
 	partial []byte

@@ -281,13 +281,15 @@ func compact(b []byte) ([]byte, int, error) {
 	}
 	line := out.Bytes()
 	if proxy.IsBatch(line) {
-		return line, http.StatusBadRequest, errors.New(proxy.BatchMessage)
+		return line, http.StatusBadRequest, errBatch
 	}
 	if len(line) == 0 || line[0] != '{' {
 		return nil, http.StatusBadRequest, errors.New("invalid JSON-RPC message")
 	}
 	return line, 0, nil
 }
+
+var errBatch = errors.New("invalid request: ACP has no JSON-RPC batches")
 
 func writeJSON(w http.ResponseWriter, status int, body []byte, conn string) {
 	w.Header().Set("Content-Type", "application/json")

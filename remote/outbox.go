@@ -149,10 +149,3 @@ func (o *outbox) read(route string, all bool, after uint64) ([]entry, <-chan str
 	}
 	return out, o.wake, o.closed, nil
 }
-
-// last is the newest cursor given so far, 0 before any.
-func (o *outbox) last() uint64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.next - 1
-}

@@ -68,8 +68,9 @@ type Server struct {
 	conns map[string]*Conn
 	gone  map[string]bool // connections that ended: 410, not 404
 	// owner is which connection holds each session it has seen.
-	owner map[string]*Conn
-	hosts sync.WaitGroup
+	owner   map[string]*Conn
+	closing bool // Close began: no new connection
+	hosts   sync.WaitGroup
 }
 
 // NewServer makes a server; it serves once mounted on an http.Server.
@@ -112,6 +113,7 @@ func NewToken() (string, error) {
 // or ctx ends.
 func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
+	s.closing = true
 	conns := make([]*Conn, 0, len(s.conns))
 	for _, c := range s.conns {
 		conns = append(conns, c)
@@ -193,6 +195,9 @@ func (s *Server) newConn() (*Conn, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closing {
+		return nil, errClosing
+	}
 	if len(s.conns) >= s.cfg.MaxConnections {
 		return nil, errTooMany
 	}
@@ -200,6 +205,8 @@ func (s *Server) newConn() (*Conn, error) {
 	s.conns[c.id] = c
 	return c, nil
 }
+
+var errClosing = errors.New("the server is shutting down")
 
 var errTooMany = errors.New("the server holds as many connections as --max-connections allows")
 

@@ -16,8 +16,10 @@ import (
 // ResumeMethod is a WebSocket's first frame when it carries on a
 // connection (its Acp-Connection-Id on the upgrade) from a cursor: a
 // request whose params are {"cursor": N}, N the count of server messages
-// the client had, answered with {"cursor": N} before the messages after
-// it, or with an error when they are no longer kept.
+// the client had, answered with {"cursor": N, "received": M} before the
+// messages after it, or with an error when they are no longer kept. M is
+// the count of the client's messages the connection took (after its
+// first), so the client sends again the ones after M.
 const ResumeMethod = "stream/resume"
 
 // wsRoute is the receiver key of a connection's WebSocket, which carries
@@ -123,7 +125,10 @@ func (s *Server) openSocket(ctx context.Context, ws *websocket.Conn, c *Conn, fr
 		_ = ws.Write(ctx, websocket.MessageText, proxy.ErrorResponse(env.ID, -32000, err.Error())) // the close that follows says it too
 		return 0, err
 	}
-	answer := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":{"cursor":%d}}`, env.ID, pos)
+	c.mu.Lock()
+	received := c.received
+	c.mu.Unlock()
+	answer := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":{"cursor":%d,"received":%d}}`, env.ID, pos, received)
 	return pos, ws.Write(ctx, websocket.MessageText, answer)
 }
 
@@ -131,7 +136,6 @@ func (s *Server) openSocket(ctx context.Context, ws *websocket.Conn, c *Conn, fr
 // connection's messages out after pos, the client's in.
 func (s *Server) runSocket(ctx context.Context, ws *websocket.Conn, c *Conn, pos uint64) {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -139,7 +143,12 @@ func (s *Server) runSocket(ctx context.Context, ws *websocket.Conn, c *Conn, pos
 		defer cancel()
 		s.pump(ctx, ws, c, pos)
 	}()
-	defer wg.Wait()
+	// The pump ends with ctx; it must end before the socket's receiver is
+	// let go, or a resumed socket would find it still taken.
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	for {
 		typ, b, err := ws.Read(ctx)
 		if err != nil {
@@ -151,6 +160,9 @@ func (s *Server) runSocket(ctx context.Context, ws *websocket.Conn, c *Conn, pos
 		if typ != websocket.MessageText {
 			continue
 		}
+		c.mu.Lock()
+		c.received++
+		c.mu.Unlock()
 		line, _, err := compact(b)
 		if err != nil && line == nil {
 			c.out.add("", proxy.ErrorResponse(nil, -32700, "Parse error: "+err.Error()))

@@ -105,6 +105,7 @@ func newApp(s stdio) *cli.App {
 			deleteCommand(s),
 			uiCommand(s),
 			serveCommand(s),
+			connectCommand(s),
 			{
 				Name:            "fakeagent",
 				Usage:           "run the built-in fake ACP agent on stdio (for tests and the demo; -h lists its flags)",

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -79,19 +78,11 @@ func serveOptionsFrom(c *cli.Context, o runOptions) (serveOptions, error) {
 	if len(o.agents.defs) > 1 {
 		return so, errors.New("serve runs one agent per connection; several agents (--agents with more than one) are not served over the network yet")
 	}
-	switch f := c.String("token-file"); {
-	case f != "":
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return so, fmt.Errorf("--token-file: %w", err)
-		}
-		so.token = strings.TrimSpace(string(b))
-		if so.token == "" {
-			return so, fmt.Errorf("--token-file %s is empty", f)
-		}
-	case os.Getenv("ACP_SIDECAR_TOKEN") != "":
-		so.token = os.Getenv("ACP_SIDECAR_TOKEN")
+	token, err := tokenFrom(c.String("token-file"))
+	if err != nil {
+		return so, err
 	}
+	so.token = token
 	return so, nil
 }
 

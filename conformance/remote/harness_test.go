@@ -85,9 +85,15 @@ var servingRE = regexp.MustCompile(`serving ACP on (\S+)`)
 // at the test's end.
 func startServe(t *testing.T, flags []string, argv ...string) *server {
 	t.Helper()
+	return startServeWithToken(t, "test-token-"+strings.ReplaceAll(t.Name(), "/", "-"), flags, argv...)
+}
+
+// startServeWithToken is startServe with the token given.
+func startServeWithToken(t *testing.T, token string, flags []string, argv ...string) *server {
+	t.Helper()
 	bin := sidecar.Path(t)
 	dir := t.TempDir()
-	srv := &server{token: "test-token-" + strings.ReplaceAll(t.Name(), "/", "-"), stateDir: filepath.Join(dir, "state"), stderr: newLines(), done: make(chan struct{})}
+	srv := &server{token: token, stateDir: filepath.Join(dir, "state"), stderr: newLines(), done: make(chan struct{})}
 	tokenFile := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte(srv.token+"\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,199 @@
+//go:build linux
+
+package remote
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
+)
+
+// connectClient is a scripted editor with `acp-sidecar connect URL...` where
+// it had the agent command.
+func connectClient(t *testing.T, token string, urls ...string) *acpclient.Client {
+	t.Helper()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	argv := append([]string{sidecar.Path(t), "connect", "--token-file", tokenFile, "--state-dir", dir}, urls...)
+	stderr := &acpclient.Buffer{}
+	c, err := acpclient.Start(context.Background(), argv, acpclient.Options{Stderr: stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if code, err := c.Close(); err != nil || code != 0 || t.Failed() {
+			t.Errorf("connect ended with %d, %v\nstderr: %s\nlog: %s", code, err, stderr, readFile(filepath.Join(dir, "sidecar.log")))
+		}
+	})
+	return c
+}
+
+func readFile(path string) string {
+	b, _ := os.ReadFile(path) // for a failure's message: a missing file says so by being empty
+	return string(b)
+}
+
+// hostOf is the host:port of an http:// URL.
+func hostOf(t *testing.T, u string) string {
+	t.Helper()
+	p, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Host
+}
+
+// chunks counts the agent_message_chunk updates of sid.
+func chunks(ups []acp.SessionNotification) int {
+	n := 0
+	for _, u := range ups {
+		if u.Update.AgentMessageChunk != nil {
+			n++
+		}
+	}
+	return n
+}
+
+type promptResult struct {
+	stop acp.StopReason
+	text string
+	err  error
+}
+
+func promptAsync(ctx context.Context, c *acpclient.Client, sid acp.SessionId, text string) <-chan promptResult {
+	ch := make(chan promptResult, 1)
+	go func() {
+		stop, got, err := c.Prompt(ctx, sid, text)
+		ch <- promptResult{stop, got, err}
+	}()
+	return ch
+}
+
+// An editor behind connect sees a turn whole, once, though the network
+// drops twice while it streams: the bridge resumes from its cursor, and
+// nothing is lost, repeated or answered twice.
+func TestConnectCarriesTheEditorAcrossDrops(t *testing.T) {
+	t.Parallel()
+	srv := startServe(t, nil)
+	px := startFaultProxy(t, hostOf(t, srv.url))
+	ed := connectClient(t, srv.token, "http://"+px.addr())
+	ctx := ctxFor(t)
+	if _, err := ed.Initialize(ctx); err != nil {
+		t.Fatalf("initialize: %v\nserve:\n%s", err, srv.stderr)
+	}
+	sess, err := ed.NewSession(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := sess.SessionId
+	if err := ed.SetMode(ctx, sid, "plan"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 400
+	before := chunks(ed.Updates(sid))
+	res := promptAsync(ctx, ed, sid, fmt.Sprintf("stream %d 64", n))
+	for _, at := range []int{20, 200} {
+		if _, err := ed.WaitUpdates(ctx, sid, func(u []acp.SessionNotification) bool { return chunks(u)-before >= at }); err != nil {
+			t.Fatalf("waiting for chunk %d: %v", at, err)
+		}
+		px.cut()
+	}
+	r := <-res
+	if r.err != nil || r.stop != acp.StopReasonEndTurn {
+		t.Fatalf("the turn across drops: %v %v\nserve:\n%s", r.stop, r.err, srv.stderr)
+	}
+	lost := n + 2 - (chunks(ed.Updates(sid)) - before)
+	twice := acpclient.AnsweredTwice(ed.Lines())
+	t.Logf("fault counters: turns lost 0, chunks lost or repeated %d, requests answered twice %d, connections %d", lost, len(twice), px.accepted)
+	if lost != 0 {
+		t.Errorf("the editor got %d chunks fewer (negative: more) than the agent sent", lost)
+	}
+	if len(twice) > 0 {
+		t.Errorf("answered twice: %v", twice)
+	}
+	if !strings.Contains(r.text, "mode=plan") {
+		t.Errorf("the turn's reply: %q", r.text)
+	}
+	_, text, err := ed.Prompt(ctx, sid, "after the drops")
+	if err != nil || !strings.Contains(text, "mode=plan") || !strings.Contains(text, "turns=2") {
+		t.Errorf("the next turn: %q %v", text, err)
+	}
+}
+
+// A prompt the editor sends while no server can be reached waits for the
+// bridge to be back, and runs then: latency, not an error.
+func TestConnectHoldsRequestsWhileAway(t *testing.T) {
+	t.Parallel()
+	srv := startServe(t, nil)
+	px := startFaultProxy(t, hostOf(t, srv.url))
+	ed := connectClient(t, srv.token, "http://"+px.addr())
+	ctx := ctxFor(t)
+	if _, err := ed.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := ed.NewSession(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	px.refuse(true)
+	px.cut()
+	res := promptAsync(ctx, ed, sess.SessionId, "while away")
+	// The bridge tries, and is refused, twice; then the network is back.
+	px.waitAccepted(ctx, t, 3)
+	px.refuse(false)
+	r := <-res
+	if r.err != nil || r.stop != acp.StopReasonEndTurn || !strings.Contains(r.text, "text=while away") {
+		t.Fatalf("the prompt sent while away: %v %q %v", r.stop, r.text, r.err)
+	}
+}
+
+// When the server cannot resume the connection (it restarted), the bridge
+// opens a fresh one and loads the session there: the editor's next prompt
+// runs on the same session id, on the config it chose, with no error.
+func TestConnectReattachesWhenTheServerRestarts(t *testing.T) {
+	t.Parallel()
+	state := filepath.Join(t.TempDir(), "state")
+	a := startServe(t, []string{"--state-dir", state})
+	px := startFaultProxy(t, hostOf(t, a.url))
+	ed := connectClient(t, a.token, "http://"+px.addr())
+	ctx := ctxFor(t)
+	if _, err := ed.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := ed.NewSession(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := sess.SessionId
+	if err := ed.SetMode(ctx, sid, "plan"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ed.Prompt(ctx, sid, "before the restart"); err != nil {
+		t.Fatal(err)
+	}
+	a.stop(t)
+	b := startServeWithToken(t, a.token, []string{"--state-dir", state})
+	px.point(hostOf(t, b.url))
+	px.cut()
+	_, text, err := ed.Prompt(ctx, sid, "after the restart")
+	if err != nil {
+		t.Fatalf("the prompt after the server restarted: %v\nserve b:\n%s", err, b.stderr)
+	}
+	if !strings.Contains(text, "mode=plan") || !strings.Contains(text, "text=after the restart") {
+		t.Errorf("after the restart the turn ran so: %q", text)
+	}
+	if twice := acpclient.AnsweredTwice(ed.Lines()); len(twice) > 0 {
+		t.Errorf("answered twice: %v", twice)
+	}
+}

@@ -1,0 +1,152 @@
+//go:build linux
+
+package remote
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+)
+
+// faultProxy is a TCP proxy on loopback between a client and a server,
+// which a test tells to drop every connection (a reset, as a network
+// failure does), to refuse new ones for a while, or to send new ones to
+// another server. It counts the connections it carried.
+type faultProxy struct {
+	l net.Listener
+
+	mu       sync.Mutex
+	upstream string
+	refusing bool
+	conns    map[net.Conn]bool
+	accepted int
+	changed  chan struct{} // closed and replaced at each accept
+	wg       sync.WaitGroup
+}
+
+func startFaultProxy(t *testing.T, upstream string) *faultProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &faultProxy{l: l, upstream: upstream, conns: map[net.Conn]bool{}, changed: make(chan struct{})}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *faultProxy) addr() string { return p.l.Addr().String() }
+
+func (p *faultProxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		refusing, upstream := p.refusing, p.upstream
+		p.accepted++
+		close(p.changed)
+		p.changed = make(chan struct{})
+		p.mu.Unlock()
+		if refusing {
+			reset(c)
+			continue
+		}
+		u, err := net.Dial("tcp", upstream)
+		if err != nil {
+			reset(c)
+			continue
+		}
+		p.mu.Lock()
+		p.conns[c], p.conns[u] = true, true
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.pipe(c, u)
+		go p.pipe(u, c)
+	}
+}
+
+// pipe copies one way until either side fails, then drops both.
+func (p *faultProxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	_, _ = io.Copy(dst, src) // either side's end is the connection's end; a reset is what the test asked for
+	p.drop(dst)
+	p.drop(src)
+}
+
+func (p *faultProxy) drop(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+	reset(c)
+}
+
+// reset closes c with a TCP reset, as a dropped network path ends a
+// connection for the side that still writes.
+func reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0) // without it the close is an orderly FIN: still a drop
+	}
+	_ = c.Close() // closing twice (pipe's two halves) only errs
+}
+
+// waitAccepted waits until the proxy has taken n connections in all.
+func (p *faultProxy) waitAccepted(ctx context.Context, t *testing.T, n int) {
+	t.Helper()
+	for {
+		p.mu.Lock()
+		got, ch := p.accepted, p.changed
+		p.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("the proxy took %d connections, not %d: %v", got, n, ctx.Err())
+		}
+	}
+}
+
+// cut drops every connection the proxy carries now.
+func (p *faultProxy) cut() {
+	p.mu.Lock()
+	conns := make([]net.Conn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.mu.Unlock()
+	for _, c := range conns {
+		reset(c)
+	}
+}
+
+// refuse makes new connections fail (true) or go through (false).
+func (p *faultProxy) refuse(on bool) {
+	p.mu.Lock()
+	p.refusing = on
+	p.mu.Unlock()
+}
+
+// point sends new connections to another server.
+func (p *faultProxy) point(upstream string) {
+	p.mu.Lock()
+	p.upstream = upstream
+	p.mu.Unlock()
+}
+
+func (p *faultProxy) close() {
+	err := p.l.Close()
+	p.cut()
+	p.wg.Wait()
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		panic(err)
+	}
+}
