@@ -139,14 +139,17 @@ type bridge struct {
 	v2          bool   // the connection speaks ACP v2: a session comes back by resume
 	// sessions: the sessions open on the connection, with what opened them;
 	// opening: requests that open one, by raw id, until answered.
-	sessions  map[string]sessionParams
-	opening   map[string]sessionParams
-	inflight  map[string]bool    // the editor's requests unanswered, by raw id
-	own       map[string]ownCall // the bridge's own requests, by raw id
-	hushed    map[string]bool    // sessions whose replay the editor already has
-	queue     [][]byte           // the editor's messages waiting for a server
-	awaySince time.Time
-	seq       int
+	sessions map[string]sessionParams
+	opening  map[string]sessionParams
+	inflight map[string]bool    // the editor's requests unanswered, by raw id
+	own      map[string]ownCall // the bridge's own requests, by raw id
+	hushed   map[string]bool    // sessions whose replay the editor already has
+	queue    [][]byte           // the editor's messages waiting for a server
+	// reattaching counts the sessions of a fresh connection not yet back;
+	// the editor's messages wait for them.
+	reattaching int
+	awaySince   time.Time
+	seq         int
 }
 
 // run connects, carries, and reconnects, until the editor goes.
@@ -362,10 +365,12 @@ func (b *bridge) send(ctx context.Context, ws *websocket.Conn, line []byte) erro
 func (b *bridge) flushQueue(ctx context.Context, ws *websocket.Conn) error {
 	for len(b.queue) > 0 {
 		line := b.queue[0]
+		// Taken off first: once sent, even in vain, the line is among
+		// the unacknowledged, which a resume sends again.
+		b.queue = b.queue[1:]
 		if err := b.fromEditor(ctx, ws, line); err != nil {
 			return err
 		}
-		b.queue = b.queue[1:]
 	}
 	return nil
 }
@@ -401,6 +406,10 @@ func (b *bridge) carry(ctx context.Context, ws *websocket.Conn, lines <-chan []b
 		}
 	}()
 	for {
+		editor := lines
+		if b.reattaching > 0 {
+			editor = nil
+		}
 		select {
 		case msg, ok := <-frames:
 			if !ok {
@@ -408,12 +417,18 @@ func (b *bridge) carry(ctx context.Context, ws *websocket.Conn, lines <-chan []b
 			}
 			b.cursor++
 			b.fromServer(ctx, ws, msg)
-		case line, ok := <-lines:
+			if b.reattaching == 0 && len(b.queue) > 0 {
+				if err := b.flushQueue(ctx, ws); err != nil {
+					return false, err
+				}
+			}
+		case line, ok := <-editor:
 			if !ok {
 				return true, nil
 			}
 			if err := b.fromEditor(ctx, ws, line); err != nil {
-				b.queue = append(b.queue, line)
+				// The line is among the unacknowledged: a resume sends
+				// it again if the server did not get it.
 				return false, err
 			}
 		case <-ctx.Done():

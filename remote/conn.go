@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"sync"
 	"time"
 
@@ -23,22 +22,15 @@ type Conn struct {
 	srv *Server
 	out *outbox
 
-	// The host reads the client's lines from in; the server writes them
-	// to inW, one whole line at a time (inMu).
-	in   *io.PipeReader
-	inW  *io.PipeWriter
-	inMu sync.Mutex
-
 	// received counts the client's messages the connection took after its
 	// first (initialize or stream/resume): a client that resumes is told
 	// it, and sends again what came after.
 	received uint64
 
-	// partial is the host's unfinished line; only Write touches it, and
-	// the host writes from one goroutine at a time (the relay's writer).
-	partial []byte
-
 	mu sync.Mutex
+	// host is the stack behind the connection: its own, started at its
+	// initialize, or one it took over from a detached connection.
+	host *Host
 	// pending: the client's requests still unanswered, by raw id, with
 	// the stream their answer goes to and their method.
 	pending map[string]pendingRequest
@@ -51,11 +43,14 @@ type Conn struct {
 	// ends it after the TTL.
 	active int
 	timer  *time.Timer
-	// receivers: the streams with a reader now, by route.
-	receivers map[string]bool
+	// receivers: the streams with a reader now, by route, each with what
+	// ends it.
+	receivers map[string]*receiver
 	closed    bool
 	done      chan struct{} // closed when the connection ends
-	hostDone  chan struct{} // closed when the host's Open returns
+	// init is the params of the client's initialize: a connection takes
+	// over another's host only if their clients asked for the same.
+	init []byte
 }
 
 type pendingRequest struct {
@@ -64,23 +59,28 @@ type pendingRequest struct {
 }
 
 func newConn(srv *Server, id string) *Conn {
-	r, w := io.Pipe()
-	return &Conn{
-		id: id, srv: srv, out: newOutbox(srv.cfg.Retain), in: r, inW: w,
-		pending: map[string]pendingRequest{}, receivers: map[string]bool{},
-		done: make(chan struct{}), hostDone: make(chan struct{}),
+	c := &Conn{
+		id: id, srv: srv, out: newOutbox(srv.cfg.Retain),
+		pending: map[string]pendingRequest{}, receivers: map[string]*receiver{},
+		done: make(chan struct{}),
 	}
+	c.host = newHost(id, c)
+	return c
 }
 
-// ID is the connection's Acp-Connection-Id.
-func (c *Conn) ID() string { return c.id }
-
-// Read gives the host the client's messages, one per line.
-func (c *Conn) Read(p []byte) (int, error) { return c.in.Read(p) }
-
-// Close ends the connection: the host reads EOF, as a stdio host does when
+// Close ends the connection: its host reads EOF, as a stdio host does when
 // its editor goes, and every stream ends once it has what was kept.
 func (c *Conn) Close() error {
+	h := c.end()
+	if h == nil {
+		return nil
+	}
+	return h.inW.Close()
+}
+
+// end ends the connection but not its host, which it returns (nil when it
+// had ended already).
+func (c *Conn) end() *Host {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -91,36 +91,11 @@ func (c *Conn) Close() error {
 		c.timer.Stop()
 	}
 	close(c.done)
+	h := c.host
 	c.mu.Unlock()
 	c.srv.forget(c)
 	c.out.close()
-	return c.inW.Close()
-}
-
-// Write takes the host's output: whole lines, each a server message. A
-// line is never split across messages; an unfinished one waits for its
-// end.
-func (c *Conn) Write(p []byte) (int, error) {
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			c.partial = append(c.partial, p...)
-			break
-		}
-		line := p[:i]
-		if len(c.partial) > 0 {
-			line = append(c.partial, line...)
-			c.partial = nil
-		} else {
-			line = bytes.Clone(line)
-		}
-		p = p[i+1:]
-		if len(bytes.TrimSpace(line)) > 0 {
-			c.fromHost(line)
-		}
-	}
-	return n, nil
+	return h
 }
 
 // fromHost routes one server message, as the SDK's server does: an answer
@@ -175,12 +150,10 @@ func (c *Conn) signalPending() {
 
 // toHost hands the host one client message, a line of valid JSON.
 func (c *Conn) toHost(line []byte) error {
-	c.inMu.Lock()
-	defer c.inMu.Unlock()
-	if _, err := c.inW.Write(append(line, '\n')); err != nil {
-		return errGone
-	}
-	return nil
+	c.mu.Lock()
+	h := c.host
+	c.mu.Unlock()
+	return h.write(line)
 }
 
 var errGone = errors.New("the connection has ended")
@@ -192,12 +165,24 @@ func (c *Conn) expect(id []byte, route, method string) {
 	c.mu.Unlock()
 }
 
+// hostIs says whether h is c's host still.
+func (c *Conn) hostIs(h *Host) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.host == h
+}
+
 // initialize hands the host the client's initialize and waits for its
 // answer, which the transport gives back on the request itself.
 func (c *Conn) initialize(ctx context.Context, id, line []byte) ([]byte, error) {
 	ch := make(chan []byte, 1)
+	var req struct {
+		Params json.RawMessage `json:"params"`
+	}
+	_ = json.Unmarshal(line, &req) // the line is a JSON object; params absent is params nil
 	c.mu.Lock()
 	c.initID, c.initAnswer = bytes.Clone(id), ch
+	c.init = req.Params
 	c.mu.Unlock()
 	if err := c.toHost(line); err != nil {
 		return nil, err
@@ -205,7 +190,7 @@ func (c *Conn) initialize(ctx context.Context, id, line []byte) ([]byte, error) 
 	select {
 	case msg := <-ch:
 		return c.srv.describe(msg), nil
-	case <-c.hostDone:
+	case <-c.host.done:
 		return nil, errors.New("the agent ended before it answered initialize")
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -256,19 +241,33 @@ func (c *Conn) detached() bool {
 	return c.active == 0 && !c.closed
 }
 
-// receive claims route's stream for one reader; false when it has one.
-func (c *Conn) receive(route string) (func(), bool) {
+// A receiver is the one reader of a stream; its stop channel is closed
+// when a newer reader takes the stream over.
+type receiver struct{ stop chan struct{} }
+
+// receive claims route's stream for one reader. A stream that has one is
+// refused (false), unless replace is set: a client that resumes from a
+// cursor is the stream's reader now, though the server has yet to see its
+// old stream end. The returned func lets the stream go; stop is closed
+// when another reader takes it.
+func (c *Conn) receive(route string, replace bool) (release func(), stop <-chan struct{}, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.receivers[route] {
-		return nil, false
+	if old := c.receivers[route]; old != nil {
+		if !replace {
+			return nil, nil, false
+		}
+		close(old.stop)
 	}
-	c.receivers[route] = true
+	r := &receiver{stop: make(chan struct{})}
+	c.receivers[route] = r
 	return func() {
 		c.mu.Lock()
-		delete(c.receivers, route)
+		if c.receivers[route] == r {
+			delete(c.receivers, route)
+		}
 		c.mu.Unlock()
-	}, true
+	}, r.stop, true
 }
 
 // drain waits until no request of the client's is unanswered, the

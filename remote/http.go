@@ -127,13 +127,12 @@ func (s *Server) accept(ctx context.Context, c *Conn, line []byte, env proxy.Env
 		}
 	}
 	if env.Kind == proxy.KindRequest {
-		answerRoute := route
-		if method == "session/load" {
-			// The SDK's client reads a load's answer, and the history it
-			// replays, on the connection's stream.
-			answerRoute = ""
-		}
-		c.expect(env.ID, answerRoute, method)
+		// A request's answer goes on the stream of its session, after what
+		// the session's stream had before it: a load's replay comes before
+		// the load's answer, as on stdio. (The SDK's server sends a load's
+		// answer on the connection's stream, where it can overtake the
+		// replay; its client reads answers on any stream.)
+		c.expect(env.ID, route, method)
 	}
 	if err := c.toHost(line); err != nil {
 		return http.StatusGone, err
@@ -169,7 +168,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		}
 		after, resume = n, true
 	}
-	unreceive, ok := c.receive(route)
+	unreceive, replaced, ok := c.receive(route, resume)
 	if !ok {
 		http.Error(w, "the stream already has a reader", http.StatusConflict)
 		return
@@ -187,6 +186,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusConflict)
 		return
 	}
+	defer c.out.attach(route, false)()
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -228,6 +228,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-r.Context().Done():
+			return
+		case <-replaced:
 			return
 		}
 	}

@@ -37,6 +37,12 @@ type outbox struct {
 	// lost, the newest cursor of it dropped before any receiver took it.
 	taken  map[string]uint64
 	lost   map[string]uint64
+	// readers counts the streams being read now, by route; all, the
+	// readers of every route (a WebSocket). A message a reader has yet to
+	// take is kept past the retention, up to hardFactor times it: a slow
+	// reader that keeps reading loses nothing, a stalled one is cut off.
+	readers map[string]int
+	all     int
 	wake   chan struct{} // closed and replaced at each change
 	closed bool
 }
@@ -48,7 +54,7 @@ func newOutbox(keep Retention) *outbox {
 	if keep.Bytes <= 0 {
 		keep.Bytes = DefaultRetention.Bytes
 	}
-	return &outbox{keep: keep, first: 1, next: 1, taken: map[string]uint64{}, lost: map[string]uint64{}, wake: make(chan struct{})}
+	return &outbox{keep: keep, first: 1, next: 1, taken: map[string]uint64{}, lost: map[string]uint64{}, readers: map[string]int{}, wake: make(chan struct{})}
 }
 
 // add keeps msg as the next message of route and wakes its readers.
@@ -59,8 +65,11 @@ func (o *outbox) add(route string, msg []byte) uint64 {
 	o.next++
 	o.entries = append(o.entries, entry{cursor: c, route: route, msg: msg})
 	o.bytes += len(msg)
-	for len(o.entries) > 1 && (len(o.entries) > o.keep.Messages || o.bytes > o.keep.Bytes) {
+	for len(o.entries) > 1 && o.over(1) {
 		e := o.entries[0]
+		if e.cursor > o.taken[e.route] && (o.all > 0 || o.readers[e.route] > 0) && !o.over(hardFactor) {
+			break
+		}
 		if e.cursor > o.taken[e.route] {
 			o.lost[e.route] = e.cursor
 		}
@@ -71,6 +80,37 @@ func (o *outbox) add(route string, msg []byte) uint64 {
 	}
 	o.signal()
 	return c
+}
+
+// hardFactor is how far past the retention a reader's untaken messages
+// are kept.
+const hardFactor = 4
+
+// over says whether what is kept is past f times the retention; o.mu is
+// held.
+func (o *outbox) over(f int) bool {
+	return len(o.entries) > f*o.keep.Messages || o.bytes > f*o.keep.Bytes
+}
+
+// attach notes a reader of route (of every route with all); the returned
+// func notes its end.
+func (o *outbox) attach(route string, all bool) func() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if all {
+		o.all++
+	} else {
+		o.readers[route]++
+	}
+	return func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if all {
+			o.all--
+		} else if o.readers[route]--; o.readers[route] == 0 {
+			delete(o.readers, route)
+		}
+	}
 }
 
 // signal wakes every reader; o.mu is held.

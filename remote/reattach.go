@@ -38,6 +38,7 @@ func (c ownCall) answered(b *bridge, msg []byte, env proxy.Envelope) {
 		b.noteVersion(msg)
 	case c.session != "":
 		delete(b.hushed, c.session)
+		b.reattaching--
 		if env.Error {
 			b.cfg.Log.Error("the server could not reattach a session; the editor's next request on it will fail", "session", c.session, "answer", string(msg))
 			delete(b.sessions, c.session)
@@ -101,13 +102,19 @@ func (b *bridge) fresh(ctx context.Context, ws *websocket.Conn) error {
 		id := b.ownID("reattach")
 		b.own[id] = ownCall{session: sid}
 		b.hushed[sid] = true
+		b.reattaching++
 		req := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"method":%q,"params":%s}`, id, method, params)
 		if err := b.send(ctx, ws, req); err != nil {
 			return err
 		}
 	}
+	// What the editor sent meanwhile waits for the sessions to be back:
+	// a prompt must not overtake its session's load (carry sends it).
 	b.cfg.Log.Info("opened a fresh connection", "conn", b.connID, "sessions", len(b.sessions))
-	return b.flushQueue(ctx, ws)
+	if b.reattaching == 0 {
+		return b.flushQueue(ctx, ws)
+	}
+	return nil
 }
 
 // noteVersion reads the protocol version an initialize answer agreed on.

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -29,9 +30,9 @@ type Config struct {
 	// Bearer TOKEN), compared in constant time and never logged.
 	Token string
 	// Open runs a new connection's host until it ends: it reads the
-	// client's lines from c and writes the server's to c. The server calls
+	// client's lines from h and writes the server's to h. The server calls
 	// it on its own goroutine once the connection's initialize arrives.
-	Open func(ctx context.Context, c *Conn)
+	Open func(ctx context.Context, h *Host)
 	// MaxMessage is the largest message in bytes either way.
 	MaxMessage int
 	// MaxConnections bounds the connections, attached or detached.
@@ -211,15 +212,19 @@ var errClosing = errors.New("the server is shutting down")
 var errTooMany = errors.New("the server holds as many connections as --max-connections allows")
 
 // startHost runs c's host on a goroutine the server owns. When the host
-// returns (its agent is gone for good), the connection ends.
+// returns (its agent is gone for good), the connection it serves then
+// ends.
 func (s *Server) startHost(c *Conn) {
+	h := c.host
 	s.hosts.Add(1)
 	go func() {
 		defer s.hosts.Done()
-		defer close(c.hostDone)
-		s.cfg.Open(s.ctx, c)
-		c.Close()
-		s.release(c)
+		s.cfg.Open(s.ctx, h)
+		close(h.done)
+		if o := h.owner(); o.hostIs(h) {
+			o.Close()
+			s.release(o)
+		}
 	}()
 }
 
@@ -271,10 +276,12 @@ func (s *Server) release(c *Conn) {
 }
 
 // takeOver makes c the holder of sid for a load or resume. A session held
-// by another connection that is detached comes over: that connection's
-// requests run to their end, then it ends and its agent with it, so the
-// record is whole and c's host opens the session from it. A session held
-// by a connection that is still attached stays there (errHeld).
+// by another connection that is detached comes over once that
+// connection's requests are answered: with its host, native session and
+// agent as they are, when c is fresh and its client asked initialize for
+// what that one's did; else that connection ends with its agent, the
+// record is whole, and c's own host opens the session from it. A session
+// held by a connection that is still attached stays there (errHeld).
 func (s *Server) takeOver(ctx context.Context, c *Conn, sid string) error {
 	s.mu.Lock()
 	o, ok := s.owner[sid]
@@ -286,18 +293,60 @@ func (s *Server) takeOver(ctx context.Context, c *Conn, sid string) error {
 	if !o.detached() {
 		return errHeld
 	}
-	s.cfg.Log.Info("a new connection loads a session a detached one holds; ending that one once its requests are answered", "session", sid, "from", o.id, "to", c.id)
 	if err := o.drain(ctx); err != nil {
 		return err
 	}
+	if s.adopt(c, o) {
+		s.cfg.Log.Info("a new connection took over a detached one's agent and sessions", "session", sid, "from", o.id, "to", c.id)
+		return nil
+	}
+	s.cfg.Log.Info("a new connection loads a session a detached one holds; that one ends with its agent", "session", sid, "from", o.id, "to", c.id)
 	o.Close()
 	select {
-	case <-o.hostDone:
+	case <-o.host.done:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	s.claim(c, sid)
 	return nil
+}
+
+// adopt moves o's host, and every session o holds, to c, and ends c's own
+// host, when c holds no session yet and its client's initialize asked for
+// what o's did. It reports whether it did.
+func (s *Server) adopt(c, o *Conn) bool {
+	s.mu.Lock()
+	for _, oc := range s.owner {
+		if oc == c {
+			s.mu.Unlock()
+			return false
+		}
+	}
+	s.mu.Unlock()
+	if c.init == nil || !bytes.Equal(c.init, o.init) {
+		return false
+	}
+	h := o.end()
+	if h == nil {
+		return false
+	}
+	c.mu.Lock()
+	own := c.host
+	c.host = h
+	c.mu.Unlock()
+	h.mu.Lock()
+	h.conn = c
+	h.mu.Unlock()
+	s.mu.Lock()
+	for sid, oc := range s.owner {
+		if oc == o {
+			s.owner[sid] = c
+		}
+	}
+	s.mu.Unlock()
+	// c's own agent has nothing to do: it stops as on its editor's EOF.
+	own.inW.Close()
+	return true
 }
 
 var errHeld = errors.New("the session is attached to another connection")

@@ -45,7 +45,9 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	unreceive, ok := c.receive(wsRoute)
+	// A socket that resumes takes over from one the server has yet to see
+	// end.
+	unreceive, replaced, ok := c.receive(wsRoute, !fresh)
 	if !ok {
 		http.Error(w, "the connection already has a WebSocket", http.StatusConflict)
 		return
@@ -77,6 +79,15 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 		ws.Close(websocket.StatusPolicyViolation, truncate(err.Error()))
 		return
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-replaced:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	s.runSocket(ctx, ws, c, pos)
 }
 
@@ -187,6 +198,7 @@ func (s *Server) runSocket(ctx context.Context, ws *websocket.Conn, c *Conn, pos
 // pump writes the connection's messages after pos to ws, in order, until
 // the connection or the socket ends.
 func (s *Server) pump(ctx context.Context, ws *websocket.Conn, c *Conn, pos uint64) {
+	defer c.out.attach(wsRoute, true)()
 	for {
 		entries, wake, closed, err := c.out.read(wsRoute, true, pos)
 		if err != nil {

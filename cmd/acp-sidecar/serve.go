@@ -114,15 +114,15 @@ func serve(ctx context.Context, o runOptions, so serveOptions, s stdio) error {
 	srv := remote.NewServer(remote.Config{
 		Token: so.token, MaxMessage: so.maxMessage, MaxConnections: so.maxConnections,
 		Retain: so.retain, DetachTTL: so.detachTTL, Log: log,
-		Open: func(ctx context.Context, c *remote.Conn) {
+		Open: func(ctx context.Context, h *remote.Host) {
 			sp := stackSpec{
 				argv: o.argv, settings: settings, record: o.record, restart: o.restart && o.record,
-				clientIn: c, clientOut: c,
+				clientIn: h, clientOut: h,
 			}
 			if defs := o.agents.defs; len(defs) == 1 {
 				sp.env = defs[0].Env
 			}
-			cl := log.With("conn", c.ID())
+			cl := log.With("conn", h.ID())
 			st, err := startStack(ctx, o, &runEnv{host: env.host, log: cl, trace: env.trace, store: env.store}, s, sp)
 			if err != nil {
 				cl.Error("the connection's agent did not start", "err", err)

@@ -86,11 +86,11 @@ func promptAsync(ctx context.Context, c *acpclient.Client, sid acp.SessionId, te
 func TestConnectCarriesTheEditorAcrossDrops(t *testing.T) {
 	t.Parallel()
 	srv := startServe(t, nil)
-	px := startFaultProxy(t, hostOf(t, srv.url))
-	ed := connectClient(t, srv.token, "http://"+px.addr())
+	px := startFaultProxy(t, hostOf(t, srv.URL))
+	ed := connectClient(t, srv.Token, "http://"+px.addr())
 	ctx := ctxFor(t)
 	if _, err := ed.Initialize(ctx); err != nil {
-		t.Fatalf("initialize: %v\nserve:\n%s", err, srv.stderr)
+		t.Fatalf("initialize: %v\nserve:\n%s", err, srv.Stderr)
 	}
 	sess, err := ed.NewSession(ctx, t.TempDir())
 	if err != nil {
@@ -111,11 +111,11 @@ func TestConnectCarriesTheEditorAcrossDrops(t *testing.T) {
 	}
 	r := <-res
 	if r.err != nil || r.stop != acp.StopReasonEndTurn {
-		t.Fatalf("the turn across drops: %v %v\nserve:\n%s", r.stop, r.err, srv.stderr)
+		t.Fatalf("the turn across drops: %v %v\nserve:\n%s", r.stop, r.err, srv.Stderr)
 	}
 	lost := n + 2 - (chunks(ed.Updates(sid)) - before)
 	twice := acpclient.AnsweredTwice(ed.Lines())
-	t.Logf("fault counters: turns lost 0, chunks lost or repeated %d, requests answered twice %d, connections %d", lost, len(twice), px.accepted)
+	t.Logf("fault counters: turns lost 0, chunks lost or repeated %d, requests answered twice %d, connections %d", lost, len(twice), px.taken())
 	if lost != 0 {
 		t.Errorf("the editor got %d chunks fewer (negative: more) than the agent sent", lost)
 	}
@@ -136,8 +136,8 @@ func TestConnectCarriesTheEditorAcrossDrops(t *testing.T) {
 func TestConnectHoldsRequestsWhileAway(t *testing.T) {
 	t.Parallel()
 	srv := startServe(t, nil)
-	px := startFaultProxy(t, hostOf(t, srv.url))
-	ed := connectClient(t, srv.token, "http://"+px.addr())
+	px := startFaultProxy(t, hostOf(t, srv.URL))
+	ed := connectClient(t, srv.Token, "http://"+px.addr())
 	ctx := ctxFor(t)
 	if _, err := ed.Initialize(ctx); err != nil {
 		t.Fatal(err)
@@ -165,8 +165,8 @@ func TestConnectReattachesWhenTheServerRestarts(t *testing.T) {
 	t.Parallel()
 	state := filepath.Join(t.TempDir(), "state")
 	a := startServe(t, []string{"--state-dir", state})
-	px := startFaultProxy(t, hostOf(t, a.url))
-	ed := connectClient(t, a.token, "http://"+px.addr())
+	px := startFaultProxy(t, hostOf(t, a.URL))
+	ed := connectClient(t, a.Token, "http://"+px.addr())
 	ctx := ctxFor(t)
 	if _, err := ed.Initialize(ctx); err != nil {
 		t.Fatal(err)
@@ -182,16 +182,19 @@ func TestConnectReattachesWhenTheServerRestarts(t *testing.T) {
 	if _, _, err := ed.Prompt(ctx, sid, "before the restart"); err != nil {
 		t.Fatal(err)
 	}
-	a.stop(t)
-	b := startServeWithToken(t, a.token, []string{"--state-dir", state})
-	px.point(hostOf(t, b.url))
+	a.Stop(t)
+	b := startServeWithToken(t, a.Token, []string{"--state-dir", state})
+	px.point(hostOf(t, b.URL))
 	px.cut()
 	_, text, err := ed.Prompt(ctx, sid, "after the restart")
 	if err != nil {
-		t.Fatalf("the prompt after the server restarted: %v\nserve b:\n%s", err, b.stderr)
+		t.Fatalf("the prompt after the server restarted: %v\nserve b:\n%s", err, b.Stderr)
 	}
 	if !strings.Contains(text, "mode=plan") || !strings.Contains(text, "text=after the restart") {
 		t.Errorf("after the restart the turn ran so: %q", text)
+		for _, l := range ed.Lines() {
+			t.Logf("editor got: %.250s", l)
+		}
 	}
 	if twice := acpclient.AnsweredTwice(ed.Lines()); len(twice) > 0 {
 		t.Errorf("answered twice: %v", twice)

@@ -115,6 +115,13 @@ func (p *faultProxy) waitAccepted(ctx context.Context, t *testing.T, n int) {
 	}
 }
 
+// taken is how many connections the proxy has taken.
+func (p *faultProxy) taken() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.accepted
+}
+
 // cut drops every connection the proxy carries now.
 func (p *faultProxy) cut() {
 	p.mu.Lock()

@@ -3,8 +3,12 @@
 package remote
 
 import (
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
 )
@@ -17,11 +21,11 @@ func TestSDKClientsThroughServe(t *testing.T) {
 		t.Run(transport, func(t *testing.T) {
 			t.Parallel()
 			srv := startServe(t, nil)
-			c := sdkClient(t, transport, srv.url, srv.token, acpclient.Options{})
+			c := sdkClient(t, transport, srv.URL, srv.Token, acpclient.Options{})
 			ctx := ctxFor(t)
 			init, err := c.Initialize(ctx)
 			if err != nil {
-				t.Fatalf("initialize: %v\nserve:\n%s", err, srv.stderr)
+				t.Fatalf("initialize: %v\nserve:\n%s", err, srv.Stderr)
 			}
 			if init.Meta == nil || init.Meta["transport"] == nil {
 				t.Errorf("initialize's _meta says nothing of the transport: %v", init.Meta)
@@ -52,6 +56,61 @@ func TestSDKClientsThroughServe(t *testing.T) {
 			}
 			if !strings.Contains(text, "mode=plan") || !strings.Contains(text, "effort=high") {
 				t.Errorf("after /reset the turn ran on another config: %q", text)
+			}
+		})
+	}
+}
+
+// A client of the SDK whose network drops mid-turn reconnects as the SDK
+// says to (a new connection, initialize, session/load): the turn ran to its
+// end on the server while it was away, and the load gives it all of it.
+func TestSDKClientLoadsWhatRanWhileAway(t *testing.T) {
+	for _, transport := range []string{"http", "ws"} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			srv := startServe(t, nil)
+			px := startFaultProxy(t, hostOf(t, srv.URL))
+			ctx := ctxFor(t)
+			first := sdkClient(t, transport, "http://"+px.addr(), srv.Token, acpclient.Options{})
+			if _, err := first.Initialize(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cwd := t.TempDir()
+			sess, err := first.NewSession(ctx, cwd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sid := sess.SessionId
+			if err := first.SetMode(ctx, sid, "plan"); err != nil {
+				t.Fatal(err)
+			}
+			const n, size = 200, 64 // within what the record keeps of a turn's text
+			res := promptAsync(ctx, first, sid, fmt.Sprintf("stream %d %d", n, size))
+			if _, err := first.WaitUpdates(ctx, sid, func(u []acp.SessionNotification) bool { return chunks(u) >= 1 }); err != nil {
+				t.Fatal(err)
+			}
+			px.cut()
+			if r := <-res; r.err == nil {
+				t.Logf("the turn ended before the drop reached the client (%v); the load must still give it", r.stop)
+			}
+			second := sdkClient(t, transport, "http://"+px.addr(), srv.Token, acpclient.Options{})
+			if _, err := second.Initialize(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := second.Load(ctx, sid, cwd); err != nil {
+				t.Fatalf("load after the drop: %v\nserve:\n%s", err, srv.Stderr)
+			}
+			text := acpclient.AgentText(second.Updates(sid))
+			if !strings.Contains(text, fmt.Sprintf("text=stream %d %d", n, size)) || len(text) < n*size {
+				t.Errorf("the load replayed %d bytes of agent text, not the whole turn (%d bytes of stream at least): %.200q", len(text), n*size, text)
+			}
+			// The session came back on the agent that ran it: no rebuild.
+			if log := readFile(filepath.Join(srv.StateDir, "sidecar.log")); !strings.Contains(log, "took over a detached one's agent") {
+				t.Errorf("the new connection did not take over the agent that ran the session")
+			}
+			_, reply, err := second.Prompt(ctx, sid, "after the load")
+			if err != nil || !strings.Contains(reply, "mode=plan") {
+				t.Errorf("the next turn on the new connection: %q %v", reply, err)
 			}
 		})
 	}
