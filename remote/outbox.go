@@ -35,16 +35,16 @@ type outbox struct {
 	bytes   int
 	// taken is, per stream, the newest cursor a receiver of it was given;
 	// lost, the newest cursor of it dropped before any receiver took it.
-	taken  map[string]uint64
-	lost   map[string]uint64
+	taken map[string]uint64
+	lost  map[string]uint64
 	// readers counts the streams being read now, by route; all, the
 	// readers of every route (a WebSocket). A message a reader has yet to
 	// take is kept past the retention, up to hardFactor times it: a slow
 	// reader that keeps reading loses nothing, a stalled one is cut off.
 	readers map[string]int
 	all     int
-	wake   chan struct{} // closed and replaced at each change
-	closed bool
+	wake    chan struct{} // closed and replaced at each change
+	closed  bool
 }
 
 func newOutbox(keep Retention) *outbox {
