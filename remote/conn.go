@@ -234,11 +234,12 @@ func (c *Conn) release() {
 	})
 }
 
-// detached says whether nothing carries the connection now.
-func (c *Conn) detached() bool {
+// attached says whether something carries the connection now; an ended
+// connection is not attached, though its host may still be ending.
+func (c *Conn) attached() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.active == 0 && !c.closed
+	return c.active > 0 && !c.closed
 }
 
 // A receiver is the one reader of a stream; its stop channel is closed

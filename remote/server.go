@@ -290,7 +290,7 @@ func (s *Server) takeOver(ctx context.Context, c *Conn, sid string) error {
 		s.claim(c, sid)
 		return nil
 	}
-	if !o.detached() {
+	if o.attached() {
 		return errHeld
 	}
 	if err := o.drain(ctx); err != nil {

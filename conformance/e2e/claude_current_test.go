@@ -32,6 +32,13 @@ func TestClaudeCurrentLifecycle(t *testing.T) { runLifecycle(t, claudeNow) }
 // through a sidecar that lets it speak v2 (--max-protocol 2).
 func TestClaudeCurrentLifecycleV2(t *testing.T) { runLifecycle(t, inV2(claudeNow)) }
 
+// The same lifecycle through `acp-sidecar serve`, the client on the ACP
+// SDK's own HTTP transport: nothing stdio promises is weaker over the
+// network (a reopen is a new connection to the same server).
+func TestClaudeCurrentLifecycleOverServe(t *testing.T) {
+	runLifecycle(t, overServe(claudeNow, "http"))
+}
+
 // TestClaudeCurrentCommandsAfterResume: see runCommandsAfterResume.
 func TestClaudeCurrentCommandsAfterResume(t *testing.T) { runCommandsAfterResume(t, claudeNow) }
 

@@ -32,6 +32,12 @@ func TestCodexLifecycle(t *testing.T) { runLifecycle(t, codexNow) }
 // TestCodexLifecycleV2: runLifecycle with a client of ACP v2.
 func TestCodexLifecycleV2(t *testing.T) { runLifecycle(t, inV2(codexNow)) }
 
+// The lifecycle through `acp-sidecar serve` in v2, the client on the ACP
+// SDK's own WebSocket transport.
+func TestCodexLifecycleOverServe(t *testing.T) {
+	runLifecycle(t, overServe(inV2(codexNow), "ws"))
+}
+
 // TestCodexCommandsAfterResume: see runCommandsAfterResume.
 func TestCodexCommandsAfterResume(t *testing.T) { runCommandsAfterResume(t, codexNow) }
 

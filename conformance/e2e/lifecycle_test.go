@@ -41,6 +41,15 @@ type liveAgent struct {
 	nativeRewind bool
 	// proto is the ACP version the test's client speaks (0: 1).
 	proto int
+	// transport: "" on stdio, or "http" or "ws" through serve.
+	transport string
+}
+
+// overServe is la through `acp-sidecar serve`, with the ACP SDK's own
+// transport client (transport "http" or "ws") as the client's wire.
+func overServe(la liveAgent, transport string) liveAgent {
+	la.transport = transport
+	return la
 }
 
 // inV2 is la for a client of ACP v2.
@@ -64,7 +73,7 @@ func (la liveAgent) start(t *testing.T) *sidecarSession {
 	t.Helper()
 	argv := la.pkg.argv(t)
 	mock, url := startMock(t, mockllm.Options{Reply: quietReply})
-	s, res := startSessionIn(t, max(la.proto, 1), argv, la.env(t, url), mock)
+	s, res := startSessionVia(t, max(la.proto, 1), la.transport, argv, la.env(t, url), mock)
 	opts := optionsOf(t, res)
 	for _, c := range []struct{ category, value string }{{"model", la.model}, {"mode", la.mode}, {"thought_level", la.effort}} {
 		id := optionID(t, opts, c.category)

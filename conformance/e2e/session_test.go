@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/mockllm"
+	"github.com/acp-sidecar/acp-sidecar/conformance/remotetest"
 )
 
 // A sidecarSession is one client session through the sidecar, with the
@@ -31,6 +32,11 @@ type sidecarSession struct {
 	// proto is the ACP version the client speaks: 1, or 2 through a
 	// sidecar that lets it (--max-protocol 2).
 	proto int
+	// transport is "" for the sidecar on the client's stdio, or "http" or
+	// "ws": then srv is an `acp-sidecar serve` in front of the agent, and
+	// the client's process is the ACP SDK's own transport client to it.
+	transport string
+	srv       *remotetest.Server
 }
 
 // startSession starts the sidecar around argv with env and a fresh state
@@ -43,8 +49,21 @@ func startSession(t *testing.T, argv, env []string, mock *mockllm.Server) (*side
 // startSessionIn is startSession for a client of ACP version proto.
 func startSessionIn(t *testing.T, proto int, argv, env []string, mock *mockllm.Server) (*sidecarSession, json.RawMessage) {
 	t.Helper()
-	s := &sidecarSession{t: t, mock: mock, argv: argv, env: env, dir: t.TempDir(), state: t.TempDir(), cwd: t.TempDir(), proto: proto}
-	s.a = startSidecarState(t, argv, env, s.dir, s.state, s.flags()...)
+	return startSessionVia(t, proto, "", argv, env, mock)
+}
+
+// startSessionVia is startSessionIn through serve over transport ("http" or
+// "ws"), or on stdio ("").
+func startSessionVia(t *testing.T, proto int, transport string, argv, env []string, mock *mockllm.Server) (*sidecarSession, json.RawMessage) {
+	t.Helper()
+	s := &sidecarSession{t: t, mock: mock, argv: argv, env: env, dir: t.TempDir(), state: t.TempDir(), cwd: t.TempDir(), proto: proto, transport: transport}
+	if transport != "" {
+		s.srv = remotetest.Start(t, remotetest.Options{
+			Bin: sidecarBinary(t), Token: "e2e-" + transport, Env: env, StateDir: s.state,
+			Flags: append(append([]string{}, sidecarBounds...), s.flags()...), Argv: argv,
+		})
+	}
+	s.a = s.client(t)
 	s.initialize(s.a)
 	var res json.RawMessage
 	s.sid, res = newSession(t, s.a, s.cwd)
@@ -58,9 +77,27 @@ func (s *sidecarSession) reopen(t *testing.T) *sidecarSession {
 	t.Helper()
 	r := *s
 	r.t = t
-	r.a = startSidecarState(t, s.argv, s.env, s.dir, s.state, s.flags()...)
+	r.a = r.client(t)
 	r.initialize(r.a)
 	return &r
+}
+
+// client starts what the session's client talks to: a sidecar on its
+// stdio, or a new connection to the session's server (which outlives
+// its connections, so a reopen is a new connection to it).
+func (s *sidecarSession) client(t *testing.T) *agent {
+	t.Helper()
+	if s.srv == nil {
+		return startSidecarState(t, s.argv, s.env, s.dir, s.state, s.flags()...)
+	}
+	argv, env := remotetest.SDKClientArgv(t, s.transport, s.srv.URL, s.srv.Token)
+	a := startAgent(t, argv, append(append([]string{}, s.env...), env...), s.dir)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			checkSchema(t, a)
+		}
+	})
+	return a
 }
 
 // flags are the sidecar's flags for the session's client.
@@ -440,6 +477,9 @@ func checkSessionIDs(t *testing.T, frames []frame, sid string) {
 func (s *sidecarSession) agentPid() int {
 	s.t.Helper()
 	sidecar := s.a.cmd.Process.Pid
+	if s.srv != nil {
+		sidecar = s.srv.Pid()
+	}
 	entry := s.argv[len(s.argv)-1]
 	for _, pid := range descendantsOf(sidecar) {
 		p, err := readProc(pid)

@@ -24,7 +24,7 @@ func startServe(t *testing.T, flags []string, argv ...string) *server {
 
 func startServeWithToken(t *testing.T, token string, flags []string, argv ...string) *server {
 	t.Helper()
-	return remotetest.Start(t, sidecar.Path(t), token, nil, flags, argv...)
+	return remotetest.Start(t, remotetest.Options{Bin: sidecar.Path(t), Token: token, Flags: flags, Argv: argv})
 }
 
 func sdkClient(t *testing.T, transport, url, token string, opts acpclient.Options) *acpclient.Client {

@@ -84,14 +84,33 @@ func (l *Lines) Wait(ctx context.Context, re *regexp.Regexp) ([]string, error) {
 
 var servingRE = regexp.MustCompile(`serving ACP on (\S+)`)
 
-// Start runs bin's `serve` on a free loopback port with a token file, in
-// front of argv (bin's fake agent when argv is empty), with env added to
-// the test's environment for it and its agents, and stops it at the test's
-// end.
-func Start(t *testing.T, bin, token string, env, flags []string, argv ...string) *Server {
+// Options are a server's for Start.
+type Options struct {
+	Bin   string // the acp-sidecar binary
+	Token string
+	// Env is the environment of the server and its agents; nil is the
+	// test's own.
+	Env   []string
+	Flags []string
+	// StateDir is the server's --state-dir; "" is a fresh one.
+	StateDir string
+	// Argv is the agent's command line; nil is Bin's fake agent.
+	Argv []string
+}
+
+// Start runs `serve` on a free loopback port with a token file, as o says,
+// and stops it at the test's end.
+func Start(t *testing.T, o Options) *Server {
 	t.Helper()
 	dir := t.TempDir()
-	srv := &Server{Token: token, StateDir: filepath.Join(dir, "state"), Stderr: newLines(), done: make(chan struct{})}
+	bin, token, env, flags, argv := o.Bin, o.Token, o.Env, o.Flags, o.Argv
+	if env == nil {
+		env = os.Environ()
+	}
+	if o.StateDir == "" {
+		o.StateDir = filepath.Join(dir, "state")
+	}
+	srv := &Server{Token: token, StateDir: o.StateDir, Stderr: newLines(), done: make(chan struct{})}
 	tokenFile := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte(srv.Token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -102,7 +121,7 @@ func Start(t *testing.T, bin, token string, env, flags []string, argv ...string)
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--token-file", tokenFile, "--state-dir", srv.StateDir}, flags...)
 	args = append(append(args, "--"), argv...)
 	srv.cmd = exec.Command(bin, args...)
-	srv.cmd.Env = append(append(os.Environ(), env...), "ACP_SIDECAR_STRICT_ANSWERS=1")
+	srv.cmd.Env = append(env, "ACP_SIDECAR_STRICT_ANSWERS=1")
 	srv.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	errPipe, err := srv.cmd.StderrPipe()
 	if err != nil {
@@ -135,6 +154,9 @@ func Start(t *testing.T, bin, token string, env, flags []string, argv ...string)
 	srv.URL = m[1]
 	return srv
 }
+
+// Pid is the server's process id.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
 
 // Stop ends the server with SIGTERM, as a service manager does, and checks
 // that it and its agents are gone.
@@ -175,9 +197,10 @@ func SDKDir(t *testing.T) string {
 	return dir
 }
 
-// SDKClient is an ACP client whose wire is the SDK's own transport client
-// (transport "http" or "ws") to url.
-func SDKClient(t *testing.T, transport, url, token string, opts acpclient.Options) *acpclient.Client {
+// SDKClientArgv is the command line of a process that speaks ACP on its
+// stdio and, through the SDK's transport client (transport "http" or
+// "ws"), to url; env is what it needs added to its environment.
+func SDKClientArgv(t *testing.T, transport, url, token string) (argv, env []string) {
 	t.Helper()
 	dir := SDKDir(t)
 	root, err := testbin.RepoRoot()
@@ -188,12 +211,20 @@ func SDKClient(t *testing.T, transport, url, token string, opts acpclient.Option
 		url = "ws" + strings.TrimPrefix(url, "http")
 	}
 	script := filepath.Join(root, "conformance", "remotetest", "sdkclient.mjs")
-	opts.Env = append(opts.Env, "ACP_SDK_DIR="+dir, "ACP_TOKEN="+token)
+	return []string{"node", script, transport, url}, []string{"ACP_SDK_DIR=" + dir, "ACP_TOKEN=" + token}
+}
+
+// SDKClient is an ACP client whose wire is the SDK's own transport client
+// (transport "http" or "ws") to url.
+func SDKClient(t *testing.T, transport, url, token string, opts acpclient.Options) *acpclient.Client {
+	t.Helper()
+	argv, env := SDKClientArgv(t, transport, url, token)
+	opts.Env = append(opts.Env, env...)
 	stderr := &acpclient.Buffer{}
 	if opts.Stderr == nil {
 		opts.Stderr = stderr
 	}
-	c, err := acpclient.Start(context.Background(), []string{"node", script, transport, url}, opts)
+	c, err := acpclient.Start(context.Background(), argv, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
