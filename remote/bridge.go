@@ -148,8 +148,12 @@ type bridge struct {
 	// reattaching counts the sessions of a fresh connection not yet back;
 	// the editor's messages wait for them.
 	reattaching int
-	awaySince   time.Time
-	seq         int
+	// retries: sessions whose reattach is asked again when retryTimer
+	// fires (a fleet's lease still held by a host that died).
+	retries    []string
+	retryTimer *time.Timer
+	awaySince  time.Time
+	seq        int
 }
 
 // run connects, carries, and reconnects, until the editor goes.
@@ -410,7 +414,19 @@ func (b *bridge) carry(ctx context.Context, ws *websocket.Conn, lines <-chan []b
 		if b.reattaching > 0 {
 			editor = nil
 		}
+		var retry <-chan time.Time
+		if b.retryTimer != nil {
+			retry = b.retryTimer.C
+		}
 		select {
+		case <-retry:
+			sids := b.retries
+			b.retries, b.retryTimer = nil, nil
+			for _, sid := range sids {
+				if err := b.reattach(ctx, ws, sid); err != nil {
+					return false, err
+				}
+			}
 		case msg, ok := <-frames:
 			if !ok {
 				return false, <-readErr

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -37,6 +38,14 @@ func (c ownCall) answered(b *bridge, msg []byte, env proxy.Envelope) {
 	case c.init:
 		b.noteVersion(msg)
 	case c.session != "":
+		if env.Error && errorCode(msg) == proxy.CodeLeaseHeld {
+			// In a fleet, the host that died still holds the session
+			// until its lease runs out: ask again then. The editor's
+			// messages keep waiting.
+			b.cfg.Log.Info("the session's lease is still another host's; asking again", "session", c.session)
+			b.retryLater(c.session)
+			return
+		}
 		delete(b.hushed, c.session)
 		b.reattaching--
 		if env.Error {
@@ -44,6 +53,54 @@ func (c ownCall) answered(b *bridge, msg []byte, env proxy.Envelope) {
 			delete(b.sessions, c.session)
 		}
 	}
+}
+
+// retryLater asks for sid again after a pause (carry sends it).
+func (b *bridge) retryLater(sid string) {
+	b.retries = append(b.retries, sid)
+	if b.retryTimer == nil {
+		b.retryTimer = time.NewTimer(leaseRetry)
+	}
+}
+
+// leaseRetry is the pause before a reattach refused for a lease is asked
+// again: a fraction of a fleet's shortest lease.
+const leaseRetry = 500 * time.Millisecond
+
+// reattach asks the server for an open session again, by load (v1) or
+// resume (v2), its replay hushed.
+func (b *bridge) reattach(ctx context.Context, ws *websocket.Conn, sid string) error {
+	p := b.sessions[sid]
+	method := "session/load"
+	if b.v2 {
+		method = "session/resume"
+	}
+	p.SessionID = sid
+	if p.McpServers == nil {
+		p.McpServers = json.RawMessage("[]")
+	}
+	params, err := json.Marshal(p)
+	if err != nil {
+		return &fatalError{msg: "connect: " + err.Error()}
+	}
+	id := b.ownID("reattach")
+	b.own[id] = ownCall{session: sid}
+	b.hushed[sid] = true
+	req := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"method":%q,"params":%s}`, id, method, params)
+	return b.send(ctx, ws, req)
+}
+
+// errorCode is the code of a JSON-RPC error answer, 0 when it has none.
+func errorCode(msg []byte) int {
+	var r struct {
+		Error *struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	if unmarshal(msg, &r) != nil || r.Error == nil {
+		return 0
+	}
+	return r.Error.Code
 }
 
 // fresh opens a new connection on ws: the editor's initialize (its answer
@@ -86,25 +143,10 @@ func (b *bridge) fresh(ctx context.Context, ws *websocket.Conn) error {
 	}
 	clear(b.inflight)
 	clear(b.opening)
-	for sid, p := range b.sessions {
-		method := "session/load"
-		if b.v2 {
-			method = "session/resume"
-		}
-		p.SessionID = sid
-		if p.McpServers == nil {
-			p.McpServers = json.RawMessage("[]")
-		}
-		params, err := json.Marshal(p)
-		if err != nil {
-			return &fatalError{msg: "connect: " + err.Error()}
-		}
-		id := b.ownID("reattach")
-		b.own[id] = ownCall{session: sid}
-		b.hushed[sid] = true
+	b.retries, b.retryTimer = nil, nil
+	for sid := range b.sessions {
 		b.reattaching++
-		req := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"method":%q,"params":%s}`, id, method, params)
-		if err := b.send(ctx, ws, req); err != nil {
+		if err := b.reattach(ctx, ws, sid); err != nil {
 			return err
 		}
 	}

@@ -4,16 +4,20 @@ package remote
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/acp-sidecar/acp-sidecar/conformance/acpclient"
+	"github.com/acp-sidecar/acp-sidecar/state/pgtest"
 )
 
 // connectClient is a scripted editor with `acp-sidecar connect URL...` where
@@ -198,5 +202,78 @@ func TestConnectReattachesWhenTheServerRestarts(t *testing.T) {
 	}
 	if twice := acpclient.AnsweredTwice(ed.Lines()); len(twice) > 0 {
 		t.Errorf("answered twice: %v", twice)
+	}
+}
+
+// A fleet: two serve hosts on one PostgreSQL. The host that holds the
+// session dies mid-turn; `connect URL1 URL2` carries the editor to the
+// other host, which loads the session from the fleet's record once the
+// dead host's lease runs out, and the editor's next prompt runs there on
+// the config it chose.
+func TestConnectFailsOverInAFleet(t *testing.T) {
+	t.Parallel()
+	store := pgtest.For(t, pgtest.Options{}).URL("postgres")
+	flags := func(host string) []string {
+		return []string{"--store", store, "--lease-ttl", "2s", "--host", host}
+	}
+	token := "fleet-token"
+	a := startServeWithToken(t, token, flags("host-a"))
+	b := startServeWithToken(t, token, flags("host-b"))
+	ed := connectClient(t, token, a.URL, b.URL)
+	ctx := ctxFor(t)
+	if _, err := ed.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := ed.NewSession(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := sess.SessionId
+	if err := ed.SetMode(ctx, sid, "plan"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ed.Prompt(ctx, sid, "before the failover"); err != nil {
+		t.Fatal(err)
+	}
+	hung := promptAsync(ctx, ed, sid, "hang")
+	if _, err := ed.WaitUpdates(ctx, sid, func(u []acp.SessionNotification) bool {
+		return strings.Contains(acpclient.AgentText(u), "waiting for session/cancel")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	a.Kill(t)
+	// The turn that was running on the dead host is lost with it: the
+	// editor gets an answer, not a hang.
+	if r := <-hung; r.err == nil && r.stop != acp.StopReasonCancelled {
+		t.Errorf("the turn the dead host ran ended %v", r.stop)
+	}
+	_, text, err := ed.Prompt(ctx, sid, "after the failover")
+	if err != nil {
+		t.Fatalf("the prompt after the failover: %v\nhost b:\n%s", err, b.Stderr)
+	}
+	if !strings.Contains(text, "mode=plan") || !strings.Contains(text, "text=after the failover") {
+		t.Errorf("after the failover the turn ran so: %q", text)
+	}
+	// The fleet's record says how: a native session made by a failover on
+	// host b.
+	out, err := exec.Command(sidecar.Path(t), "show", string(sid), "--json", "--store", store, "--state-dir", t.TempDir()).Output()
+	if err != nil {
+		t.Fatalf("show: %v", err)
+	}
+	var rec struct {
+		Natives []struct {
+			Event string `json:"event"`
+			Host  string `json:"host"`
+		} `json:"natives"`
+	}
+	if err := json.Unmarshal(out, &rec); err != nil {
+		t.Fatalf("show --json: %v\n%s", err, out)
+	}
+	var events []string
+	for _, n := range rec.Natives {
+		events = append(events, n.Event+"@"+n.Host)
+	}
+	if !slices.Contains(events, "failover@host-b") {
+		t.Errorf("the record's native sessions: %v, want one made by a failover on host-b", events)
 	}
 }

@@ -158,6 +158,16 @@ func Start(t *testing.T, o Options) *Server {
 // Pid is the server's process id.
 func (s *Server) Pid() int { return s.cmd.Process.Pid }
 
+// Kill ends the server and its process group with SIGKILL, as a host that
+// dies does, and waits for it.
+func (s *Server) Kill(t *testing.T) {
+	t.Helper()
+	if err := syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill serve: %v", err)
+	}
+	<-s.done
+}
+
 // Stop ends the server with SIGTERM, as a service manager does, and checks
 // that it and its agents are gone.
 func (s *Server) Stop(t *testing.T) {
