@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -32,6 +33,7 @@ type options struct {
 	timeout    time.Duration
 	sidecar    stringList
 	postgres   string // the store workload's server (-postgres)
+	sdk        string // the remote workload's ACP SDK (-sdk)
 }
 
 // quickOptions are what -quick changes, unless the flag is given too.
@@ -56,17 +58,27 @@ const (
 	wRecovery  = "recovery"  // recovery
 	wSeveral   = "several"   // several_agents_small, several_agents_large
 	wStore     = "store"     // store_*: only when named (it needs PostgreSQL; store.go)
+	wRemote    = "remote"    // remote_*: only when named (it needs node and the ACP SDK; remote.go)
 )
 
-var allWorkloads = []string{wSmall, wLarge, wRT, wRecording, wTurns, wRecovery, wSeveral, wStore}
+var allWorkloads = []string{wSmall, wLarge, wRT, wRecording, wTurns, wRecovery, wSeveral, wStore, wRemote}
 
 // workloads is the set -only names; a nil set is every workload.
 type workloads map[string]bool
 
-func (w workloads) has(name string) bool { return w == nil && name != wStore || w[name] }
+func (w workloads) has(name string) bool {
+	return w == nil && name != wStore && name != wRemote || w[name]
+}
 
 // storeOnly says -only names the store workload alone: no relay rounds.
-func (w workloads) storeOnly() bool { return len(w) == 1 && w[wStore] }
+func (w workloads) storeOnly() bool {
+	for name := range w {
+		if name != wStore && name != wRemote {
+			return false
+		}
+	}
+	return len(w) > 0
+}
 
 func (w *workloads) String() string {
 	var names []string
@@ -116,6 +128,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of a table")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory with the sidecar's log")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "limit for one run of one relay")
+	fs.StringVar(&o.sdk, "sdk", filepath.Join(".cache", "e2e", "sdk-client"), "for -only remote: the folder whose node_modules holds @agentclientprotocol/sdk 2.4.0 and ws (scripts/e2e-setup.sh sdk prints it)")
 	fs.StringVar(&o.postgres, "postgres", "", "for -only store: a postgres:// URL of a PostgreSQL server the store workload may create (and drops) databases in; scripts/bench-store starts one for the run")
 	fs.Var(&o.sidecar, "sidecar-flag", "pass a flag to the measured sidecar, such as -sidecar-flag=--log-level=debug (repeatable)")
 	fs.Usage = func() {
@@ -223,9 +236,16 @@ func measure(ctx context.Context, r *runner, o options, progress io.Writer) (*re
 			return nil, err
 		}
 		res.store = st
-		if o.only.storeOnly() {
-			return res, nil
+	}
+	if o.only.has(wRemote) {
+		rm, err := r.remoteWorkload(ctx, o, progress)
+		if err != nil {
+			return nil, err
 		}
+		res.remote = rm
+	}
+	if o.only.storeOnly() {
+		return res, nil
 	}
 	for _, k := range []relayKind{byteCopyRelay, sidecarRelay} {
 		if _, err := r.throughput(ctx, k, kindChunk, min(o.small, 10_000), o.smallSize); err != nil {

@@ -40,8 +40,9 @@ type roundValues struct {
 type results struct {
 	o      options
 	rounds []roundValues
-	turns  *turnsResult // nil: not run
-	store  *storeResult // nil: not run
+	turns  *turnsResult  // nil: not run
+	store  *storeResult  // nil: not run
+	remote *remoteResult // nil: not run
 }
 
 func newResults(o options) *results { return &results{o: o} }
@@ -134,11 +135,15 @@ func perSecond(n float64, d time.Duration) float64 {
 // metrics are the report's lines, in the order printed.
 func (r *results) metrics() []Metric {
 	if len(r.rounds) == 0 {
-		// -only store: no relay rounds ran.
-		if r.store == nil {
-			return nil
+		// -only store or remote: no relay rounds ran.
+		var ms []Metric
+		if r.store != nil {
+			ms = append(ms, storeMetrics(r.store)...)
 		}
-		return storeMetrics(r.store)
+		if r.remote != nil {
+			ms = append(ms, remoteMetrics(r.remote)...)
+		}
+		return ms
 	}
 	small := r.metric("small_throughput", "frames/s", false, func(v roundValues, k relayKind) float64 {
 		return perSecond(float64(v.small[k].frames), v.small[k].elapsed)
@@ -224,6 +229,9 @@ func (r *results) metrics() []Metric {
 	if r.store != nil {
 		ms = append(ms, storeMetrics(r.store)...)
 	}
+	if r.remote != nil {
+		ms = append(ms, remoteMetrics(r.remote)...)
+	}
 	if t := r.turns; t != nil && t.hwm > 0 {
 		m := Metric{Name: fmt.Sprintf("peak_rss_%d_turns", t.turns), Unit: "MiB", Sidecar: float64(t.hwm) / (1 << 20),
 			Target: fmt.Sprintf("< %d MiB", targetRSSTurns>>20)}
@@ -298,6 +306,9 @@ func (r *results) writeTable(w io.Writer) error {
 	}
 	if r.store != nil {
 		fmt.Fprintln(tw, "store_*: SIDECAR is the fleet's store on the -postgres server, BYTECOPY the disk store (badger); store_recording_*: --store on PostgreSQL, against --record=false")
+	}
+	if r.remote != nil {
+		fmt.Fprintln(tw, "remote_*_round_trip: SIDECAR is serve over WebSocket or HTTP/SSE, BYTECOPY the sidecar on stdio; remote_*_throughput: SIDECAR is serve, BYTECOPY the ACP SDK's own AcpServer on the same fake agent; remote_reconnect: a WebSocket's dial to its first replayed message")
 	}
 	if r.o.only.has(wRecovery) {
 		fmt.Fprintln(tw, "recovery: SIDECAR is the agent's SIGKILL to the answer of a prompt sent at once, BYTECOPY the agent alone: start, initialize, session/new, the prompt")
