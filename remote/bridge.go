@@ -28,12 +28,18 @@ type BridgeConfig struct {
 	// HoldTimeout is how long the editor's requests wait while no server
 	// can be reached, before each gets an error.
 	HoldTimeout time.Duration
-	Log         *slog.Logger
+	// Heartbeat is how often the bridge pings the server, and how long it
+	// waits for the pong: a connection that stops answering (a half-open
+	// TCP connection, a network that drops packets silently) is dropped
+	// and resumed, not waited on forever.
+	Heartbeat time.Duration
+	Log       *slog.Logger
 }
 
 // Defaults for what a BridgeConfig leaves zero.
 const (
 	DefaultHoldTimeout = 10 * time.Minute
+	DefaultHeartbeat   = 15 * time.Second
 	// maxUnacked bounds the editor's messages the bridge keeps to send
 	// again after a resume: the server says how many it had.
 	maxUnacked = 4096
@@ -65,6 +71,9 @@ func Bridge(ctx context.Context, cfg BridgeConfig, in io.Reader, out io.Writer) 
 	}
 	if cfg.HoldTimeout <= 0 {
 		cfg.HoldTimeout = DefaultHoldTimeout
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultHeartbeat
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -403,11 +412,17 @@ func (b *bridge) carry(ctx context.Context, ws *websocket.Conn, lines <-chan []b
 			}
 		}
 	}()
+	beat := make(chan struct{})
+	go func() {
+		defer close(beat)
+		heartbeat(ctx, ws, b.cfg.Heartbeat, b.cfg.Log)
+	}()
 	defer func() {
 		cancel()
 		ws.CloseNow() // ends the reader if it is in a read
 		for range frames {
 		}
+		<-beat
 	}()
 	for {
 		editor := lines
@@ -449,6 +464,30 @@ func (b *bridge) carry(ctx context.Context, ws *websocket.Conn, lines <-chan []b
 			}
 		case <-ctx.Done():
 			return true, ctx.Err()
+		}
+	}
+}
+
+// heartbeat pings ws every d until ctx ends, and drops ws when a pong
+// does not come within d: the reader then fails, and the bridge resumes.
+func heartbeat(ctx context.Context, ws *websocket.Conn, d time.Duration, log *slog.Logger) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, d)
+		err := ws.Ping(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("the server did not answer a ping; dropping the connection to resume it", "err", err)
+				ws.CloseNow()
+			}
+			return
 		}
 	}
 }

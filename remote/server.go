@@ -44,7 +44,10 @@ type Config struct {
 	// InitTimeout bounds the wait for the host's answer to initialize, and
 	// a WebSocket's wait for its first frame.
 	InitTimeout time.Duration
-	Log         *slog.Logger
+	// Heartbeat is how often a WebSocket is pinged, and how long its pong
+	// may take.
+	Heartbeat time.Duration
+	Log       *slog.Logger
 }
 
 // Defaults for what a Config leaves zero.
@@ -87,6 +90,9 @@ func NewServer(cfg Config) *Server {
 	}
 	if cfg.InitTimeout <= 0 {
 		cfg.InitTimeout = DefaultInitTimeout
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 30 * time.Second
 	}
 	if cfg.Retain.Messages <= 0 {
 		cfg.Retain.Messages = DefaultRetention.Messages

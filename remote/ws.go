@@ -148,11 +148,17 @@ func (s *Server) openSocket(ctx context.Context, ws *websocket.Conn, c *Conn, fr
 func (s *Server) runSocket(ctx context.Context, ws *websocket.Conn, c *Conn, pos uint64) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		defer cancel()
 		s.pump(ctx, ws, c, pos)
+	}()
+	// A client that stops answering pings (gone without a close, a
+	// half-open connection) is dropped: the connection is then detached.
+	go func() {
+		defer wg.Done()
+		heartbeat(ctx, ws, s.cfg.Heartbeat, s.cfg.Log)
 	}()
 	// The pump ends with ctx; it must end before the socket's receiver is
 	// let go, or a resumed socket would find it still taken.

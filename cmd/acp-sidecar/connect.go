@@ -20,6 +20,7 @@ func connectCommand(s stdio) *cli.Command {
 			&cli.StringFlag{Name: "token-file", EnvVars: envs("TOKEN_FILE"), Usage: "read the server's bearer token from `FILE` (else $ACP_SIDECAR_TOKEN)"},
 			&cli.DurationFlag{Name: "hold-timeout", EnvVars: envs("HOLD_TIMEOUT"), Value: remote.DefaultHoldTimeout, Usage: "how long the editor's requests wait while no server can be reached, before each gets an error"},
 			&cli.IntFlag{Name: "max-message", EnvVars: envs("MAX_MESSAGE"), Value: remote.DefaultMaxMessage, Usage: "largest message in bytes either way"},
+			&cli.DurationFlag{Name: "heartbeat", EnvVars: envs("HEARTBEAT"), Value: remote.DefaultHeartbeat, Usage: "ping the server this often; a connection whose pong takes longer is dropped and resumed"},
 			&cli.StringFlag{Name: "log-file", EnvVars: envs("LOG_FILE"), Usage: "write the bridge's log here (default: sidecar.log in the state dir)"},
 			&cli.StringFlag{Name: "log-level", EnvVars: envs("LOG_LEVEL"), Value: "info", Usage: "debug, info, warn or error"},
 			&cli.StringFlag{Name: "state-dir", EnvVars: envs("STATE_DIR"), Usage: "where the log is kept (default $XDG_STATE_HOME/acp-sidecar)"},
@@ -51,7 +52,7 @@ func connectCommand(s stdio) *cli.Command {
 			}
 			defer closeLog()
 			err = remote.Bridge(c.Context, remote.BridgeConfig{
-				URLs: urls, Token: token, MaxMessage: c.Int("max-message"), HoldTimeout: c.Duration("hold-timeout"),
+				URLs: urls, Token: token, MaxMessage: c.Int("max-message"), HoldTimeout: c.Duration("hold-timeout"), Heartbeat: c.Duration("heartbeat"),
 				Log: log.With("connect", strings.Join(urls, " ")),
 			}, pollable(s.in), s.out)
 			if err != nil {

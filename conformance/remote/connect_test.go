@@ -24,12 +24,18 @@ import (
 // it had the agent command.
 func connectClient(t *testing.T, token string, urls ...string) *acpclient.Client {
 	t.Helper()
+	return connectClientWith(t, token, nil, urls...)
+}
+
+// connectClientWith is connectClient with more flags for connect.
+func connectClientWith(t *testing.T, token string, flags []string, urls ...string) *acpclient.Client {
+	t.Helper()
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	argv := append([]string{sidecar.Path(t), "connect", "--token-file", tokenFile, "--state-dir", dir}, urls...)
+	argv := append(append([]string{sidecar.Path(t), "connect", "--token-file", tokenFile, "--state-dir", dir}, flags...), urls...)
 	stderr := &acpclient.Buffer{}
 	c, err := acpclient.Start(context.Background(), argv, acpclient.Options{Stderr: stderr})
 	if err != nil {
@@ -159,6 +165,32 @@ func TestConnectHoldsRequestsWhileAway(t *testing.T) {
 	r := <-res
 	if r.err != nil || r.stop != acp.StopReasonEndTurn || !strings.Contains(r.text, "text=while away") {
 		t.Fatalf("the prompt sent while away: %v %q %v", r.stop, r.text, r.err)
+	}
+}
+
+// A connection that goes dark without a reset (a half-open TCP connection)
+// is found by the bridge's heartbeat, dropped and resumed: a prompt sent
+// into the dark runs once, and is answered.
+func TestConnectResumesAHalfOpenConnection(t *testing.T) {
+	t.Parallel()
+	srv := startServe(t, nil)
+	px := startFaultProxy(t, hostOf(t, srv.URL))
+	ed := connectClientWith(t, srv.Token, []string{"--heartbeat", "300ms"}, "http://"+px.addr())
+	ctx := ctxFor(t)
+	if _, err := ed.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := ed.NewSession(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	px.darken()
+	stop, text, err := ed.Prompt(ctx, sess.SessionId, "into the dark")
+	if err != nil || stop != acp.StopReasonEndTurn || !strings.Contains(text, "turns=1") {
+		t.Fatalf("the prompt sent into a half-open connection: %v %q %v", stop, text, err)
+	}
+	if twice := acpclient.AnsweredTwice(ed.Lines()); len(twice) > 0 {
+		t.Errorf("answered twice: %v", twice)
 	}
 }
 

@@ -5,7 +5,6 @@ package remote
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -22,6 +21,9 @@ type faultProxy struct {
 	upstream string
 	refusing bool
 	conns    map[net.Conn]bool
+	// holes: connections whose bytes the proxy swallows, as a network
+	// path that went dark without a reset does (a half-open connection).
+	holes map[net.Conn]bool
 	accepted int
 	changed  chan struct{} // closed and replaced at each accept
 	wg       sync.WaitGroup
@@ -33,7 +35,7 @@ func startFaultProxy(t *testing.T, upstream string) *faultProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &faultProxy{l: l, upstream: upstream, conns: map[net.Conn]bool{}, changed: make(chan struct{})}
+	p := &faultProxy{l: l, upstream: upstream, conns: map[net.Conn]bool{}, holes: map[net.Conn]bool{}, changed: make(chan struct{})}
 	p.wg.Add(1)
 	go p.serve()
 	t.Cleanup(p.close)
@@ -73,17 +75,46 @@ func (p *faultProxy) serve() {
 	}
 }
 
-// pipe copies one way until either side fails, then drops both.
+// pipe copies one way until either side fails, then drops both. Once src
+// is a hole, what it reads goes nowhere.
 func (p *faultProxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src) // either side's end is the connection's end; a reset is what the test asked for
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.hole(src) {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break // either side's end is the connection's end
+		}
+	}
 	p.drop(dst)
 	p.drop(src)
+}
+
+func (p *faultProxy) hole(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.holes[c]
+}
+
+// darken makes every connection the proxy carries now a hole both ways:
+// open, silent, never reset. New connections go through.
+func (p *faultProxy) darken() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		p.holes[c] = true
+	}
 }
 
 func (p *faultProxy) drop(c net.Conn) {
 	p.mu.Lock()
 	delete(p.conns, c)
+	delete(p.holes, c)
 	p.mu.Unlock()
 	reset(c)
 }
