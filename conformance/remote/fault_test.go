@@ -23,7 +23,7 @@ type faultProxy struct {
 	conns    map[net.Conn]bool
 	// holes: connections whose bytes the proxy swallows, as a network
 	// path that went dark without a reset does (a half-open connection).
-	holes map[net.Conn]bool
+	holes    map[net.Conn]bool
 	accepted int
 	changed  chan struct{} // closed and replaced at each accept
 	wg       sync.WaitGroup
