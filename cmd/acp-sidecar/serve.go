@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/acp-sidecar/acp-sidecar/cmd/acp-sidecar/ui"
 	"github.com/acp-sidecar/acp-sidecar/remote"
 )
 
@@ -27,6 +29,7 @@ type serveOptions struct {
 	retain         remote.Retention
 	maxMessage     int
 	maxConnections int
+	ui             bool // serve the record's pages on the same listener
 }
 
 func serveFlags() []cli.Flag {
@@ -40,6 +43,7 @@ func serveFlags() []cli.Flag {
 		&cli.IntFlag{Name: "retain-bytes", EnvVars: envs("RETAIN_BYTES"), Value: remote.DefaultRetention.Bytes, Usage: "bytes of them it keeps at most"},
 		&cli.IntFlag{Name: "max-message", EnvVars: envs("MAX_MESSAGE"), Usage: "largest message in bytes a client may send or get (default: --max-frame)"},
 		&cli.IntFlag{Name: "max-connections", EnvVars: envs("MAX_CONNECTIONS"), Value: 32, Usage: "connections served at once, attached or detached; each runs its own agent"},
+		&cli.BoolFlag{Name: "ui", EnvVars: envs("UI"), Usage: "also serve the record's pages (acp-sidecar ui) on the same listener, under the same token"},
 	)
 }
 
@@ -68,6 +72,7 @@ func serveOptionsFrom(c *cli.Context, o runOptions) (serveOptions, error) {
 		listen: c.String("listen"), tlsCert: c.String("tls-cert"), tlsKey: c.String("tls-key"),
 		detachTTL: c.Duration("detach-ttl"), maxMessage: c.Int("max-message"), maxConnections: c.Int("max-connections"),
 		retain: remote.Retention{Messages: c.Int("retain"), Bytes: c.Int("retain-bytes")},
+		ui:     c.Bool("ui"),
 	}
 	if so.maxMessage <= 0 {
 		so.maxMessage = o.maxFrame
@@ -84,6 +89,22 @@ func serveOptionsFrom(c *cli.Context, o runOptions) (serveOptions, error) {
 	}
 	so.token = token
 	return so, nil
+}
+
+// acpOrPages sends ACP's requests (a connection's, a WebSocket, a JSON
+// POST, a DELETE, a bearer token) to acp, and a browser's to the record's
+// pages, which check the same token their own way (ui/guard.go).
+func acpOrPages(acp, pages http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		isACP := r.Header.Get(remote.HeaderConnection) != "" || r.Header.Get("Authorization") != "" ||
+			strings.EqualFold(r.Header.Get("Upgrade"), "websocket") || r.Method == http.MethodDelete ||
+			(r.Method == http.MethodPost && strings.HasPrefix(r.Header.Get("Content-Type"), "application/json"))
+		if isACP {
+			acp.ServeHTTP(w, r)
+			return
+		}
+		pages.ServeHTTP(w, r)
+	})
 }
 
 // serve listens, and runs a stack like run's for each connection, with the
@@ -132,8 +153,23 @@ func serve(ctx context.Context, o runOptions, so serveOptions, s stdio) error {
 			cl.Info("the connection's agent ended", "code", end.Code)
 		},
 	})
+	var handler http.Handler = srv
+	var pages *ui.Server
+	if so.ui {
+		place := o.stateDir
+		if o.store.kind == "postgres" {
+			place = o.store.describe(o.stateDir)
+		}
+		if pages, err = ui.New(ui.Options{
+			Store: env.store, Addr: l.Addr().String(), Token: so.token, Fleet: o.store.kind == "postgres",
+			Budget: o.budget, Place: place, Log: log,
+		}); err != nil {
+			return &exitError{code: 1, err: err}
+		}
+		handler = acpOrPages(srv, pages)
+	}
 	hs := &http.Server{
-		Handler:           srv,
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -158,6 +194,19 @@ func serve(ctx context.Context, o runOptions, so serveOptions, s stdio) error {
 		fmt.Fprintf(s.err, "acp-sidecar: token %s\n", so.token)
 	}
 
+	followCtx, stopFollow := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		if pages != nil {
+			fmt.Fprintf(s.err, "acp-sidecar: the record's pages: %s\n", pages.URL())
+			pages.Follow(followCtx)
+		}
+	}()
+	defer func() {
+		stopFollow()
+		<-followed
+	}()
 	served := make(chan error, 1)
 	go func() {
 		if hs.TLSConfig != nil {

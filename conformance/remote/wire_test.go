@@ -11,7 +11,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -277,5 +279,47 @@ func TestServeWithoutTLSListensOnLoopbackOnly(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "loopback") {
 		t.Errorf("serve on 0.0.0.0 without TLS: %v\n%s", err, out)
+	}
+}
+
+// serve --ui serves the record's pages on the same listener, under the
+// same token, beside ACP: a remote box has one port to forward.
+func TestServeUI(t *testing.T) {
+	t.Parallel()
+	srv := startServe(t, []string{"--ui"})
+	ctx := ctxFor(t)
+	c := sdkClient(t, "ws", srv.URL, srv.Token, acpclient.Options{})
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.NewSession(ctx, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	m, err := srv.Stderr.Wait(ctx, regexp.MustCompile(`the record's pages: (\S+)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A browser: the token moves into a cookie, and the page follows.
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	browser := &http.Client{Jar: jar}
+	resp, err := browser.Get(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body) // the status and the page's words are checked
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "<html") {
+		t.Errorf("the pages with the token: %s %.200s", resp.Status, page)
+	}
+	resp, err = http.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("the pages without the token: %s, want 403", resp.Status)
 	}
 }

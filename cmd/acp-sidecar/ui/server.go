@@ -143,6 +143,11 @@ func (s *Server) URL() string {
 // ServeHTTP serves one request, behind the guard (guard.go).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
+// Follow follows the store's change feed for the live pages until ctx
+// ends, for a server that another listener serves (acp-sidecar serve
+// --ui); Serve does it itself.
+func (s *Server) Follow(ctx context.Context) { s.follow(ctx) }
+
 // Serve serves on ln, and follows the store's change feed for the live
 // pages, until ctx ends. Then it stops the open streams, closes ln and
 // returns once both its goroutines have.
