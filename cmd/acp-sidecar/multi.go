@@ -32,8 +32,17 @@ func runMulti(ctx context.Context, o runOptions, s stdio) error {
 		return err
 	}
 	defer env.close()
-	log := env.log
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	return runSwitchboard(ctx, o, env, s, pollable(s.in), s.out, sigs)
+}
 
+// runSwitchboard runs several agents behind one client, which reads in and
+// writes out (the sidecar's stdio, or a connection of serve's), until the
+// client goes, or a signal on sigs (nil: none) stops the agents.
+func runSwitchboard(ctx context.Context, o runOptions, env *runEnv, s stdio, in io.Reader, out io.Writer, sigs <-chan os.Signal) error {
+	log := env.log
 	global, err := parseSettings(o.sets)
 	if err != nil {
 		return &exitError{code: 2, err: err}
@@ -44,8 +53,7 @@ func runMulti(ctx context.Context, o runOptions, s stdio) error {
 		defs[d.Name] = d
 		refs = append(refs, switchboard.AgentRef{Name: d.Name, Command: d.Argv})
 	}
-	in := pollable(s.in)
-	port := proxy.NewClientPort(proxy.PortConfig{In: in, Out: s.out, MaxFrame: o.maxFrame, LongFrames: s.longFrames, Trace: env.trace, Log: log})
+	port := proxy.NewClientPort(proxy.PortConfig{In: in, Out: out, MaxFrame: o.maxFrame, LongFrames: s.longFrames, Trace: env.trace, Log: log})
 	agents := &agenthost.Group{}
 	start := func(ctx context.Context, name string, out proxy.Egress) (*switchboard.Backend, error) {
 		d := defs[name]
@@ -77,9 +85,6 @@ func runMulti(ctx context.Context, o runOptions, s stdio) error {
 		Idle: o.agents.idle, CallTimeout: o.callTimeout, Log: log, Strict: o.strict,
 	})
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	done := make(chan struct{})
 	defer close(done)
 	go func() {

@@ -80,8 +80,8 @@ func serveOptionsFrom(c *cli.Context, o runOptions) (serveOptions, error) {
 	if (so.tlsCert == "") != (so.tlsKey == "") {
 		return so, errors.New("--tls-cert and --tls-key go together")
 	}
-	if len(o.agents.defs) > 1 {
-		return so, errors.New("serve runs one agent per connection; several agents (--agents with more than one) are not served over the network yet")
+	if len(o.agents.defs) > 1 && !o.record {
+		return so, errors.New("several agents need the record (--record): a switch hands the conversation over from it")
 	}
 	token, err := tokenFrom(c.String("token-file"))
 	if err != nil {
@@ -136,6 +136,15 @@ func serve(ctx context.Context, o runOptions, so serveOptions, s stdio) error {
 		Token: so.token, MaxMessage: so.maxMessage, MaxConnections: so.maxConnections,
 		Retain: so.retain, DetachTTL: so.detachTTL, Log: log,
 		Open: func(ctx context.Context, h *remote.Host) {
+			cl := log.With("conn", h.ID())
+			cenv := &runEnv{host: env.host, log: cl, trace: env.trace, store: env.store}
+			if len(o.agents.defs) > 1 {
+				// Several agents: a switchboard per connection, as on stdio.
+				if err := runSwitchboard(ctx, o, cenv, s, h, h, nil); err != nil {
+					cl.Error("the connection's agents ended with an error", "err", err)
+				}
+				return
+			}
 			sp := stackSpec{
 				argv: o.argv, settings: settings, record: o.record, restart: o.restart && o.record,
 				clientIn: h, clientOut: h,
@@ -143,8 +152,7 @@ func serve(ctx context.Context, o runOptions, so serveOptions, s stdio) error {
 			if defs := o.agents.defs; len(defs) == 1 {
 				sp.env = defs[0].Env
 			}
-			cl := log.With("conn", h.ID())
-			st, err := startStack(ctx, o, &runEnv{host: env.host, log: cl, trace: env.trace, store: env.store}, s, sp)
+			st, err := startStack(ctx, o, cenv, s, sp)
 			if err != nil {
 				cl.Error("the connection's agent did not start", "err", err)
 				return

@@ -115,3 +115,36 @@ func TestSDKClientLoadsWhatRanWhileAway(t *testing.T) {
 		})
 	}
 }
+
+// Several agents behind serve, as behind one sidecar on stdio: a session
+// starts on the default agent and moves to another with /agent, over the
+// network.
+func TestServeSeveralAgents(t *testing.T) {
+	t.Parallel()
+	bin := sidecar.Path(t)
+	srv := startServe(t, []string{
+		"--agent", "alpha=" + bin + " fakeagent -id-prefix alpha-",
+		"--agent", "beta=" + bin + " fakeagent -id-prefix beta-",
+		"--default-agent", "alpha",
+	})
+	c := sdkClient(t, "http", srv.URL, srv.Token, acpclient.Options{})
+	ctx := ctxFor(t)
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := c.NewSession(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, text, err := c.Prompt(ctx, sess.SessionId, "on alpha")
+	if err != nil || !strings.Contains(text, "session=alpha-") {
+		t.Fatalf("the first turn: %q %v", text, err)
+	}
+	if _, _, err := c.Prompt(ctx, sess.SessionId, "/agent beta"); err != nil {
+		t.Fatalf("/agent beta: %v", err)
+	}
+	_, text, err = c.Prompt(ctx, sess.SessionId, "on beta")
+	if err != nil || !strings.Contains(text, "session=beta-") {
+		t.Errorf("the turn after /agent beta: %q %v", text, err)
+	}
+}
