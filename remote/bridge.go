@@ -86,8 +86,14 @@ func Bridge(ctx context.Context, cfg BridgeConfig, in io.Reader, out io.Writer) 
 	go func() { readErr <- readLines(ctx, in, cfg.MaxMessage, lines) }()
 	err := b.run(ctx, lines)
 	cancel()
-	// The reader ends with in: the editor closed it (its EOF ended run) or
-	// the process is exiting with it.
+	// The reader ends at the editor's EOF, which ended run, or, when run
+	// ended on its own (the server refused the token), once in is closed
+	// under it.
+	if err != nil {
+		if c, ok := in.(io.Closer); ok {
+			c.Close() // the bridge is done with the editor's input
+		}
+	}
 	if rerr := <-readErr; err == nil && rerr != nil && !errors.Is(rerr, context.Canceled) {
 		err = rerr
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 
@@ -307,5 +309,43 @@ func TestConnectFailsOverInAFleet(t *testing.T) {
 	}
 	if !slices.Contains(events, "failover@host-b") {
 		t.Errorf("the record's native sessions: %v, want one made by a failover on host-b", events)
+	}
+}
+
+// A wrong token ends connect with a clear error, at once, though the
+// editor keeps its end open: it is not a network drop to wait out.
+func TestConnectRefusedToken(t *testing.T) {
+	t.Parallel()
+	srv := startServe(t, nil)
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("not-the-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(sidecar.Path(t), "connect", "--token-file", tokenFile, "--state-dir", dir, srv.URL)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	var out acpclient.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err == nil || !strings.Contains(out.String(), "refused the token") {
+			t.Errorf("connect with a wrong token: %v\n%s", err, out.String())
+		}
+	case <-time.After(bound):
+		_ = cmd.Process.Kill() // the test fails; this only cleans up
+		<-exited
+		t.Errorf("connect with a wrong token did not end\n%s", out.String())
 	}
 }
