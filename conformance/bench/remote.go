@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,7 +27,7 @@ import (
 // the ACP SDK, scripts/e2e-setup.sh sdk) measures `acp-sidecar serve`
 // over WebSocket and over HTTP/SSE, each against the sidecar on stdio
 // (round trips) and against the ACP SDK's own server, AcpServer, serving
-// the same fake agent (throughput), in one run, plus the time from a
+// the same agent (throughput), in one run, plus the time from a
 // WebSocket's reconnect to its first replayed message.
 
 //go:embed sdkserver.mjs
@@ -76,7 +77,11 @@ func (r *runner) remoteWorkload(ctx context.Context, o options, progress io.Writ
 	if _, err := os.Stat(filepath.Join(sdkDir, "node_modules", "@agentclientprotocol", "sdk", "package.json")); err != nil {
 		return nil, fmt.Errorf("-only remote needs the ACP SDK's server (-sdk DIR; scripts/e2e-setup.sh sdk installs it): %w", err)
 	}
-	agent := []string{r.exe, "fakeagent"}
+	// The agent is the bench's own (bench turns): it streams a turn's
+	// chunks as fast as a pipe takes them, so the transports are what is
+	// measured, not the agent.
+	chunks := max(o.small/20, 100)
+	agent := []string{r.exe, "bench", "turns", "-n", strconv.Itoa(chunks), "-size", strconv.Itoa(o.smallSize)}
 	tokenFile := filepath.Join(r.dir, "token")
 	if err := os.WriteFile(tokenFile, []byte(remoteToken), 0o600); err != nil {
 		return nil, err
@@ -122,7 +127,7 @@ func (r *runner) remoteWorkload(ctx context.Context, o options, progress io.Writ
 			}
 		}
 		for _, name := range order {
-			rt, tput, err := r.remoteRun(ctx, open[name], o.roundTrips, o.small/20)
+			rt, tput, err := r.remoteRun(ctx, open[name], o.roundTrips, chunks)
 			if err != nil {
 				return nil, fmt.Errorf("round %d, %s: %w", round+1, name, err)
 			}

@@ -308,7 +308,7 @@ func (r *results) writeTable(w io.Writer) error {
 		fmt.Fprintln(tw, "store_*: SIDECAR is the fleet's store on the -postgres server, BYTECOPY the disk store (badger); store_recording_*: --store on PostgreSQL, against --record=false")
 	}
 	if r.remote != nil {
-		fmt.Fprintln(tw, "remote_*_round_trip: SIDECAR is serve over WebSocket or HTTP/SSE, BYTECOPY the sidecar on stdio; remote_*_throughput: SIDECAR is serve, BYTECOPY the ACP SDK's own AcpServer on the same fake agent; remote_reconnect: a WebSocket's dial to its first replayed message")
+		fmt.Fprintln(tw, "remote_*_round_trip: SIDECAR is serve over WebSocket or HTTP/SSE, BYTECOPY the sidecar on stdio; remote_*_throughput: SIDECAR is serve, BYTECOPY the ACP SDK's own AcpServer on the same agent (bench turns); remote_reconnect: a WebSocket's dial to its first replayed message")
 	}
 	if r.o.only.has(wRecovery) {
 		fmt.Fprintln(tw, "recovery: SIDECAR is the agent's SIGKILL to the answer of a prompt sent at once, BYTECOPY the agent alone: start, initialize, session/new, the prompt")
