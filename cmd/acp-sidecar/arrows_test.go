@@ -18,7 +18,7 @@ import (
 // import its own directory's packages (intercept/ may have subpackages).
 // cmd/ sits at the top and may use everything.
 var arrows = map[string][]string{
-	"cmd":       {"agenthost", "intercept", "proxy", "state", "replay", "conformance"},
+	"cmd":       {"agenthost", "remote", "intercept", "proxy", "state", "replay", "conformance"},
 	"intercept": {"proxy", "state", "replay"},
 	"replay":    {"state"},
 	"proxy":     {},
@@ -27,6 +27,10 @@ var arrows = map[string][]string{
 	// not ACP, and is told of the agent's life through an interface that
 	// intercept/ satisfies (DESIGN.md "Processes").
 	"agenthost": {"proxy"},
+	// The network transport, beside proxy/: connections, cursors, the
+	// stdio bridge. It knows framing and ids, as proxy/ does, and uses its
+	// envelope peek; the stacks behind its connections are cmd/'s.
+	"remote": {"proxy"},
 	// The fake agent and the suite are the test oracle: they speak ACP from
 	// the protocol's schema and their own code, so a wrong name or shape in
 	// intercept/ is not also right in the oracle that judges it.
