@@ -71,6 +71,9 @@ type Server struct {
 	mu    sync.Mutex
 	conns map[string]*Conn
 	gone  map[string]bool // connections that ended: 410, not 404
+	// goneOrder is gone's keys, oldest first: the newest maxGone are
+	// remembered, so a long-lived server's memory stays bounded.
+	goneOrder []string
 	// owner is which connection holds each session it has seen.
 	owner   map[string]*Conn
 	closing bool // Close began: no new connection
@@ -213,6 +216,9 @@ func (s *Server) newConn() (*Conn, error) {
 	return c, nil
 }
 
+// maxGone is how many ended connections get 410 rather than 404.
+const maxGone = 4096
+
 var errClosing = errors.New("the server is shutting down")
 
 var errTooMany = errors.New("the server holds as many connections as --max-connections allows")
@@ -255,6 +261,11 @@ func (s *Server) forget(c *Conn) {
 	if s.conns[c.id] == c {
 		delete(s.conns, c.id)
 		s.gone[c.id] = true
+		s.goneOrder = append(s.goneOrder, c.id)
+		if len(s.goneOrder) > maxGone {
+			delete(s.gone, s.goneOrder[0])
+			s.goneOrder = s.goneOrder[1:]
+		}
 	}
 }
 
