@@ -316,8 +316,12 @@ func openedSession(method string, msg []byte) string {
 
 // sessionOf is the string value of params.sessionId that env spans.
 func sessionOf(msg []byte, env proxy.Envelope) string {
+	raw := msg[env.SessionID.Start:env.SessionID.End]
+	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1]) // no escapes: the bytes are the string
+	}
 	var s string
-	if json.Unmarshal(msg[env.SessionID.Start:env.SessionID.End], &s) != nil {
+	if json.Unmarshal(raw, &s) != nil {
 		return ""
 	}
 	return s

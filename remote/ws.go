@@ -211,15 +211,17 @@ func (s *Server) pump(ctx context.Context, ws *websocket.Conn, c *Conn, pos uint
 			ws.Close(websocket.StatusPolicyViolation, "the client fell behind what the connection keeps")
 			return
 		}
+		// One bound for what is ready together: a timer per message
+		// would cost more than the write.
+		wctx, cancel := context.WithTimeout(ctx, writeTimeout)
 		for _, e := range entries {
-			wctx, cancel := context.WithTimeout(ctx, writeTimeout)
-			err := ws.Write(wctx, websocket.MessageText, e.msg)
-			cancel()
-			if err != nil {
+			if err := ws.Write(wctx, websocket.MessageText, e.msg); err != nil {
+				cancel()
 				return
 			}
 			pos = e.cursor
 		}
+		cancel()
 		if len(entries) > 0 {
 			continue
 		}
