@@ -143,6 +143,68 @@ func TestConnectCarriesTheEditorAcrossDrops(t *testing.T) {
 	}
 }
 
+// The editor's transcript across a slow path and two drops mid-turn is the
+// transcript of the same session with no fault, line for line.
+func TestConnectTranscriptEqualsOneWithoutFaults(t *testing.T) {
+	t.Parallel()
+	run := func(faults bool) [][]byte {
+		srv := startServe(t, nil)
+		px := startFaultProxy(t, hostOf(t, srv.URL))
+		ed := connectClient(t, srv.Token, "http://"+px.addr())
+		ctx := ctxFor(t)
+		if _, err := ed.Initialize(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sess, err := ed.NewSession(ctx, "/tmp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sid := sess.SessionId
+		if err := ed.SetMode(ctx, sid, "plan"); err != nil {
+			t.Fatal(err)
+		}
+		if faults {
+			px.slow(2 * time.Millisecond)
+		}
+		res := promptAsync(ctx, ed, sid, "stream 300 32")
+		if faults {
+			for _, at := range []int{30, 150} {
+				if _, err := ed.WaitUpdates(ctx, sid, func(u []acp.SessionNotification) bool { return chunks(u) >= at }); err != nil {
+					t.Fatal(err)
+				}
+				px.cut()
+			}
+			px.slow(0)
+		}
+		if r := <-res; r.err != nil {
+			t.Fatalf("the turn (faults %v): %v", faults, r.err)
+		}
+		if _, _, err := ed.Prompt(ctx, sid, "after"); err != nil {
+			t.Fatal(err)
+		}
+		// From the turns on: before them, when the sidecar's command list
+		// comes beside the agent's is its own timing, faults or none.
+		lines := ed.Lines()
+		for i, l := range lines {
+			if strings.Contains(string(l), `"id":3,"result"`) {
+				return lines[i+1:]
+			}
+		}
+		t.Fatal("no answer to set_mode in the transcript")
+		return nil
+	}
+	clean, faulty := run(false), run(true)
+	if len(clean) != len(faulty) {
+		t.Errorf("the editor got %d lines with faults, %d without", len(faulty), len(clean))
+	}
+	for i := range min(len(clean), len(faulty)) {
+		if string(clean[i]) != string(faulty[i]) {
+			t.Errorf("line %d differs:\nwithout faults: %.300s\nwith faults:    %.300s", i, clean[i], faulty[i])
+			break
+		}
+	}
+}
+
 // A prompt the editor sends while no server can be reached waits for the
 // bridge to be back, and runs then: latency, not an error.
 func TestConnectHoldsRequestsWhileAway(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // faultProxy is a TCP proxy on loopback between a client and a server,
@@ -23,7 +24,9 @@ type faultProxy struct {
 	conns    map[net.Conn]bool
 	// holes: connections whose bytes the proxy swallows, as a network
 	// path that went dark without a reset does (a half-open connection).
-	holes    map[net.Conn]bool
+	holes map[net.Conn]bool
+	// lag is added before each write the proxy passes on.
+	lag      time.Duration
 	accepted int
 	changed  chan struct{} // closed and replaced at each accept
 	wg       sync.WaitGroup
@@ -82,6 +85,9 @@ func (p *faultProxy) pipe(dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if d := p.delay(); n > 0 && d > 0 {
+			time.Sleep(d) // the fault itself: a slow path, not a wait for an event
+		}
 		if n > 0 && !p.hole(src) {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				break
@@ -93,6 +99,19 @@ func (p *faultProxy) pipe(dst, src net.Conn) {
 	}
 	p.drop(dst)
 	p.drop(src)
+}
+
+func (p *faultProxy) delay() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lag
+}
+
+// slow adds d before every write the proxy passes on (0: none).
+func (p *faultProxy) slow(d time.Duration) {
+	p.mu.Lock()
+	p.lag = d
+	p.mu.Unlock()
 }
 
 func (p *faultProxy) hole(c net.Conn) bool {
