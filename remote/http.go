@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -118,6 +119,9 @@ func (s *Server) accept(ctx context.Context, c *Conn, line []byte, env proxy.Env
 		route = sid
 	}
 	method := string(env.Method)
+	if (method == "session/new" || method == "session/fork") && s.held(c) >= s.cfg.MaxSessions {
+		return http.StatusTooManyRequests, fmt.Errorf("the connection holds %d sessions, as many as --max-sessions allows; close one first", s.cfg.MaxSessions)
+	}
 	if route != "" && (method == "session/load" || method == "session/resume") {
 		if err := s.takeOver(ctx, c, route); err != nil {
 			if errors.Is(err, errHeld) {

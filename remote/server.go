@@ -37,6 +37,8 @@ type Config struct {
 	MaxMessage int
 	// MaxConnections bounds the connections, attached or detached.
 	MaxConnections int
+	// MaxSessions bounds the sessions one connection opens.
+	MaxSessions int
 	// Retain bounds what each connection keeps for streams that resume.
 	Retain Retention
 	// DetachTTL is how long a connection nothing carries stays live.
@@ -54,6 +56,7 @@ type Config struct {
 const (
 	DefaultMaxMessage     = 64 << 20
 	DefaultMaxConnections = 64
+	DefaultMaxSessions    = 64
 	DefaultDetachTTL      = 10 * time.Minute
 	DefaultInitTimeout    = 2 * time.Minute
 )
@@ -87,6 +90,9 @@ func NewServer(cfg Config) *Server {
 	}
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = DefaultMaxConnections
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxSessions
 	}
 	if cfg.DetachTTL <= 0 {
 		cfg.DetachTTL = DefaultDetachTTL
@@ -279,6 +285,19 @@ func (s *Server) claim(c *Conn, sid string) {
 	if _, ok := s.owner[sid]; !ok {
 		s.owner[sid] = c
 	}
+}
+
+// held counts the sessions c holds.
+func (s *Server) held(c *Conn) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, o := range s.owner {
+		if o == c {
+			n++
+		}
+	}
+	return n
 }
 
 // release lets go of every session c held, once its host has ended.

@@ -29,6 +29,7 @@ type serveOptions struct {
 	retain         remote.Retention
 	maxMessage     int
 	maxConnections int
+	maxSessions    int
 	ui             bool // serve the record's pages on the same listener
 }
 
@@ -43,6 +44,7 @@ func serveFlags() []cli.Flag {
 		&cli.IntFlag{Name: "retain-bytes", EnvVars: envs("RETAIN_BYTES"), Value: remote.DefaultRetention.Bytes, Usage: "bytes of them it keeps at most"},
 		&cli.IntFlag{Name: "max-message", EnvVars: envs("MAX_MESSAGE"), Usage: "largest message in bytes a client may send or get (default: --max-frame)"},
 		&cli.IntFlag{Name: "max-connections", EnvVars: envs("MAX_CONNECTIONS"), Value: 32, Usage: "connections served at once, attached or detached; each runs its own agent"},
+		&cli.IntFlag{Name: "max-sessions", EnvVars: envs("MAX_SESSIONS"), Value: remote.DefaultMaxSessions, Usage: "sessions one connection may open"},
 		&cli.BoolFlag{Name: "ui", EnvVars: envs("UI"), Usage: "also serve the record's pages (acp-sidecar ui) on the same listener, under the same token"},
 	)
 }
@@ -70,7 +72,7 @@ func serveCommand(s stdio) *cli.Command {
 func serveOptionsFrom(c *cli.Context, o runOptions) (serveOptions, error) {
 	so := serveOptions{
 		listen: c.String("listen"), tlsCert: c.String("tls-cert"), tlsKey: c.String("tls-key"),
-		detachTTL: c.Duration("detach-ttl"), maxMessage: c.Int("max-message"), maxConnections: c.Int("max-connections"),
+		detachTTL: c.Duration("detach-ttl"), maxMessage: c.Int("max-message"), maxConnections: c.Int("max-connections"), maxSessions: c.Int("max-sessions"),
 		retain: remote.Retention{Messages: c.Int("retain"), Bytes: c.Int("retain-bytes")},
 		ui:     c.Bool("ui"),
 	}
@@ -133,7 +135,7 @@ func serve(ctx context.Context, o runOptions, so serveOptions, s stdio) error {
 	}
 	log := env.log.With("serve", l.Addr().String())
 	srv := remote.NewServer(remote.Config{
-		Token: so.token, MaxMessage: so.maxMessage, MaxConnections: so.maxConnections,
+		Token: so.token, MaxMessage: so.maxMessage, MaxConnections: so.maxConnections, MaxSessions: so.maxSessions,
 		Retain: so.retain, DetachTTL: so.detachTTL, Log: log,
 		Open: func(ctx context.Context, h *remote.Host) {
 			cl := log.With("conn", h.ID())

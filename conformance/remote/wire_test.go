@@ -323,3 +323,30 @@ func TestServeUI(t *testing.T) {
 		t.Errorf("the pages without the token: %s, want 403", resp.Status)
 	}
 }
+
+// A connection opens at most --max-sessions sessions: the next session/new
+// is refused with 429 and the reason, and the connection goes on.
+func TestServeMaxSessions(t *testing.T) {
+	t.Parallel()
+	srv := startServe(t, []string{"--max-sessions", "1"})
+	ctx := ctxFor(t)
+	w := &wire{t: t, url: srv.URL, token: srv.Token}
+	resp := w.do(ctx, "POST", initLine, nil)
+	w.conn = resp.Header.Get("Acp-Connection-Id")
+	resp.Body.Close()
+	sse := w.do(ctx, "GET", "", map[string]string{"Accept": "text/event-stream"})
+	defer sse.Body.Close()
+	newSession := func(id int) (int, string) {
+		return w.status(ctx, "POST", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`, id), nil)
+	}
+	if code, body := newSession(2); code != 202 {
+		t.Fatalf("the first session/new: %d %s", code, body)
+	}
+	readEvents(t, sse.Body, func(e []sseEvent) bool { return strings.Contains(e[len(e)-1].data, `"id":2`) })
+	if code, body := newSession(3); code != http.StatusTooManyRequests || !strings.Contains(body, "max-sessions") {
+		t.Errorf("a session/new past --max-sessions: %d %s, want 429 naming the flag", code, body)
+	}
+	if code, body := w.status(ctx, "POST", `{"jsonrpc":"2.0","id":4,"method":"session/list","params":{}}`, nil); code != 202 {
+		t.Errorf("the connection after the refusal: %d %s", code, body)
+	}
+}
