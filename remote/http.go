@@ -40,22 +40,16 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	env, _ := proxy.Scan(line) // readMessage checked it is one JSON object
-	id := r.Header.Get(HeaderConnection)
 	if env.Kind == proxy.KindRequest && env.MethodIs("initialize") {
-		if id != "" {
+		if r.Header.Get(HeaderConnection) != "" {
 			http.Error(w, "initialize is not allowed on an existing connection", http.StatusBadRequest)
 			return
 		}
 		s.initialize(w, r, env, line)
 		return
 	}
-	if id == "" {
-		http.Error(w, "missing "+HeaderConnection, http.StatusBadRequest)
-		return
-	}
-	c, code := s.conn(id)
+	c := s.connOf(w, r)
 	if c == nil {
-		http.Error(w, "unknown "+HeaderConnection, code)
 		return
 	}
 	done, ok := c.hold()
@@ -151,14 +145,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Accept must include text/event-stream", http.StatusNotAcceptable)
 		return
 	}
-	id := r.Header.Get(HeaderConnection)
-	if id == "" {
-		http.Error(w, "missing "+HeaderConnection, http.StatusBadRequest)
-		return
-	}
-	c, code := s.conn(id)
+	c := s.connOf(w, r)
 	if c == nil {
-		http.Error(w, "unknown "+HeaderConnection, code)
 		return
 	}
 	route := r.Header.Get(HeaderSession)
@@ -248,16 +236,25 @@ func writeSSE(rc *http.ResponseController, w io.Writer, b []byte) bool {
 	return rc.Flush() == nil
 }
 
-// delete ends a connection.
-func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+// connOf is the live connection the request's Acp-Connection-Id names; nil
+// when it names none, after answering 400, 404 or 410.
+func (s *Server) connOf(w http.ResponseWriter, r *http.Request) *Conn {
 	id := r.Header.Get(HeaderConnection)
 	if id == "" {
 		http.Error(w, "missing "+HeaderConnection, http.StatusBadRequest)
-		return
+		return nil
 	}
 	c, code := s.conn(id)
 	if c == nil {
 		http.Error(w, "unknown "+HeaderConnection, code)
+	}
+	return c
+}
+
+// delete ends a connection.
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	c := s.connOf(w, r)
+	if c == nil {
 		return
 	}
 	c.Close()
