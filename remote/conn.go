@@ -276,7 +276,7 @@ func (c *Conn) receive(route string, replace bool) (release func(), stop <-chan 
 func (c *Conn) drain(ctx context.Context) error {
 	for {
 		c.out.mu.Lock()
-		wake := c.out.wake
+		wake := c.out.waiter()
 		c.out.mu.Unlock()
 		c.mu.Lock()
 		n := len(c.pending)

@@ -43,8 +43,12 @@ type outbox struct {
 	// reader that keeps reading loses nothing, a stalled one is cut off.
 	readers map[string]int
 	all     int
-	wake    chan struct{} // closed and replaced at each change
-	closed  bool
+	// wake is closed at the next change and replaced, once a reader has
+	// taken it (armed): a busy writer that nobody waits on makes no
+	// channel per message.
+	wake   chan struct{}
+	armed  bool
+	closed bool
 }
 
 func newOutbox(keep Retention) *outbox {
@@ -115,8 +119,18 @@ func (o *outbox) attach(route string, all bool) func() {
 
 // signal wakes every reader; o.mu is held.
 func (o *outbox) signal() {
+	if !o.armed {
+		return
+	}
 	close(o.wake)
 	o.wake = make(chan struct{})
+	o.armed = false
+}
+
+// waiter is the channel closed at the next change; o.mu is held.
+func (o *outbox) waiter() <-chan struct{} {
+	o.armed = true
+	return o.wake
 }
 
 // close ends every reader once it has what was kept.
@@ -187,5 +201,5 @@ func (o *outbox) read(route string, all bool, after uint64) ([]entry, <-chan str
 			}
 		}
 	}
-	return out, o.wake, o.closed, nil
+	return out, o.waiter(), o.closed, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 
@@ -88,7 +89,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 		}
 	}()
-	s.runSocket(ctx, ws, c, pos)
+	s.runSocket(ctx, ws, tcpOf(r.Context()), c, pos)
 }
 
 // openSocket reads a socket's first frame within the init timeout and
@@ -145,14 +146,14 @@ func (s *Server) openSocket(ctx context.Context, ws *websocket.Conn, c *Conn, fr
 
 // runSocket carries the connection on ws until either side ends: the
 // connection's messages out after pos, the client's in.
-func (s *Server) runSocket(ctx context.Context, ws *websocket.Conn, c *Conn, pos uint64) {
+func (s *Server) runSocket(ctx context.Context, ws *websocket.Conn, tcp *net.TCPConn, c *Conn, pos uint64) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		defer cancel()
-		s.pump(ctx, ws, c, pos)
+		s.pump(ctx, ws, tcp, c, pos)
 	}()
 	// A client that stops answering pings (gone without a close, a
 	// half-open connection) is dropped: the connection is then detached.
@@ -202,8 +203,9 @@ func (s *Server) runSocket(ctx context.Context, ws *websocket.Conn, c *Conn, pos
 }
 
 // pump writes the connection's messages after pos to ws, in order, until
-// the connection or the socket ends.
-func (s *Server) pump(ctx context.Context, ws *websocket.Conn, c *Conn, pos uint64) {
+// the connection or the socket ends. What is ready together goes out
+// corked on tcp (nil: frame by frame).
+func (s *Server) pump(ctx context.Context, ws *websocket.Conn, tcp *net.TCPConn, c *Conn, pos uint64) {
 	defer c.out.attach(wsRoute, true)()
 	for {
 		entries, wake, closed, err := c.out.read(wsRoute, true, pos)
@@ -214,12 +216,19 @@ func (s *Server) pump(ctx context.Context, ws *websocket.Conn, c *Conn, pos uint
 		// One bound for what is ready together: a timer per message
 		// would cost more than the write.
 		wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+		corked := len(entries) > 1 && cork(tcp, true)
 		for _, e := range entries {
 			if err := ws.Write(wctx, websocket.MessageText, e.msg); err != nil {
 				cancel()
 				return
 			}
 			pos = e.cursor
+		}
+		if corked {
+			// Fails only on a socket already gone, which the next
+			// write reports; the kernel sends a held segment within
+			// 200 ms in any case.
+			cork(tcp, false)
 		}
 		cancel()
 		if len(entries) > 0 {

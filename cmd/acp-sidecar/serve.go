@@ -184,6 +184,8 @@ func serve(ctx context.Context, o runOptions, so serveOptions, s stdio) error {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
+		// Lets a WebSocket send what is ready together as one segment.
+		ConnContext: remote.ConnContext,
 	}
 	scheme := "http"
 	if so.tlsCert != "" {
