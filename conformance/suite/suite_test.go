@@ -464,6 +464,9 @@ func TestUsage(t *testing.T) {
 func TestCLI(t *testing.T) {
 	bin := sidecarBinary(t)
 	cmd := exec.CommandContext(t.Context(), bin, "conformance", "--only", "fail-closed,initialize", "--", bin, "fakeagent")
+	// Without --transcripts the command keeps them in a new temporary
+	// dir for the user to read; here that dir goes with the test's.
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("acp-sidecar conformance: %v\n%s", err, out)

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -64,7 +65,8 @@ func TestCodexAgentV2(t *testing.T) {
 func TestProtocol2OnV1Agent(t *testing.T) {
 	bin := sidecarBinary(t)
 	var stdout, stderr bytes.Buffer
-	code := Main(t.Context(), bin, []string{"--protocol", "2", "--only", "initialize", "--", bin, "fakeagent"}, &stdout, &stderr)
+	args := []string{"--protocol", "2", "--only", "initialize", "--transcripts", filepath.Join(t.TempDir(), "transcripts"), "--", bin, "fakeagent"}
+	code := Main(t.Context(), bin, args, &stdout, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), "asked for ACP v2 and was answered protocolVersion 1: the peer does not speak v2") {
 		t.Errorf("status %d, stderr %q; want 1 and the agent named as not speaking v2\nstdout:\n%s", code, stderr.String(), stdout.String())
 	}
